@@ -1,0 +1,3 @@
+module github.com/dexzd/dexzd
+
+go 1.26.8
