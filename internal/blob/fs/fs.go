@@ -1,0 +1,392 @@
+// Package fs is a blob.Store in a directory on local disk, used by
+// `dex-server-zd dev` and `local` and by the fs backend of `serve`.
+//
+// Each key is a file at the key's path under the root. A file starts with a
+// 20-byte header (the magic "DXF1" and a random 16-byte version) followed by
+// the data, so versions never repeat, not even after a delete and
+// re-creation.
+//
+// Conditional writes are safe for several processes sharing the directory:
+//
+//   - PutIfAbsent writes a temporary file and hard-links it into place; the
+//     link fails with EEXIST when the key exists, atomically.
+//   - PutIfMatch and Delete run under an exclusive flock on <root>/.lock (and
+//     an in-process mutex): read the current version, compare, rename a
+//     temporary file over the key.
+//
+// In Strict mode every write fsyncs the file before it is linked or renamed
+// into place and then fsyncs the directory, so a returned write survives a
+// host crash or power loss. ProcessCrashSafe skips the fsyncs: the write
+// survives a process kill but a host crash may lose it.
+//
+// A key cannot be both an object and a directory (say "a" and "a/b"); the
+// layouts of the log and the lease never need that.
+package fs
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/dexzd/dexzd/internal/blob"
+)
+
+// Mode is the durability of writes.
+type Mode int
+
+const (
+	// Strict fsyncs the file and its directory before a write returns.
+	Strict Mode = iota
+	// ProcessCrashSafe skips fsync: a write survives a process kill, not a
+	// host crash or power loss.
+	ProcessCrashSafe
+)
+
+// String returns the configuration name of the mode.
+func (m Mode) String() string {
+	if m == ProcessCrashSafe {
+		return "processCrashSafe"
+	}
+	return "strict"
+}
+
+const (
+	magic      = "DXF1"
+	headerSize = len(magic) + 16
+	tmpDir     = ".tmp"
+	lockFile   = ".lock"
+)
+
+// Stats counts the store's requests and fsyncs.
+type Stats struct {
+	Gets, Puts, Lists, Deletes, Fsyncs uint64
+}
+
+// Store is a directory-backed blob.Store.
+type Store struct {
+	root string
+	mode Mode
+
+	mu   sync.Mutex // serialises PutIfMatch and Delete in this process
+	lock *os.File   // flock'ed across processes under mu
+
+	gets, puts, lists, deletes, fsyncs atomic.Uint64
+}
+
+var _ blob.Store = (*Store)(nil)
+
+// Open opens (creating if needed) the store rooted at dir.
+func Open(dir string, mode Mode) (*Store, error) {
+	if dir == "" {
+		return nil, errors.New("open fs store: directory is empty")
+	}
+	root, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("open fs store %s: %w", dir, err)
+	}
+	if err := os.MkdirAll(filepath.Join(root, tmpDir), 0o755); err != nil {
+		return nil, fmt.Errorf("open fs store %s: %w", dir, err)
+	}
+	lock, err := os.OpenFile(filepath.Join(root, lockFile), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("open fs store %s: %w", dir, err)
+	}
+	return &Store{root: root, mode: mode, lock: lock}, nil
+}
+
+// Dir returns the store's root directory.
+func (s *Store) Dir() string { return s.root }
+
+// Stats returns request and fsync counts since Open.
+func (s *Store) Stats() Stats {
+	return Stats{
+		Gets: s.gets.Load(), Puts: s.puts.Load(), Lists: s.lists.Load(),
+		Deletes: s.deletes.Load(), Fsyncs: s.fsyncs.Load(),
+	}
+}
+
+func (s *Store) path(key string) string { return filepath.Join(s.root, filepath.FromSlash(key)) }
+
+// classify turns an OS error into a classified blob error.
+func classify(op, key string, err error) error {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return blob.NotFound(op, key)
+	case errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EPERM), errors.Is(err, syscall.EROFS),
+		errors.Is(err, syscall.ENOTDIR), errors.Is(err, syscall.EISDIR), errors.Is(err, syscall.ENAMETOOLONG):
+		return blob.Permanent(op, key, err)
+	default:
+		return blob.Transient(op, key, err)
+	}
+}
+
+func begin(ctx context.Context, op, key string) error {
+	if err := blob.CheckedKey(op, key); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return blob.Transient(op, key, err)
+	}
+	return nil
+}
+
+// readVersion returns the data and version of the file at p.
+func readVersion(p string) ([]byte, blob.Version, error) {
+	raw, err := os.ReadFile(p)
+	if err != nil {
+		return nil, "", err
+	}
+	if len(raw) < headerSize || !bytes.Equal(raw[:len(magic)], []byte(magic)) {
+		return nil, "", fmt.Errorf("file %s has no %s header: %w", p, magic, errCorrupt)
+	}
+	return raw[headerSize:], blob.Version(hex.EncodeToString(raw[len(magic):headerSize])), nil
+}
+
+var errCorrupt = errors.New("corrupt object file")
+
+// Get implements blob.Store.
+func (s *Store) Get(ctx context.Context, key string) ([]byte, blob.Version, error) {
+	if err := begin(ctx, blob.OpGet, key); err != nil {
+		return nil, "", err
+	}
+	s.gets.Add(1)
+	data, v, err := readVersion(s.path(key))
+	switch {
+	case errors.Is(err, syscall.EISDIR):
+		return nil, "", blob.NotFound(blob.OpGet, key)
+	case errors.Is(err, errCorrupt):
+		return nil, "", blob.Permanent(blob.OpGet, key, err)
+	case err != nil:
+		return nil, "", classify(blob.OpGet, key, err)
+	}
+	return data, v, nil
+}
+
+// writeTemp writes header and data to a new temporary file, fsyncing it in
+// Strict mode, and returns its path and version.
+func (s *Store) writeTemp(data []byte) (string, blob.Version, error) {
+	var id [16]byte
+	_, _ = rand.Read(id[:])
+	f, err := os.CreateTemp(filepath.Join(s.root, tmpDir), "put-*")
+	if err != nil {
+		return "", "", err
+	}
+	name := f.Name()
+	buf := make([]byte, 0, headerSize+len(data))
+	buf = append(append(append(buf, magic...), id[:]...), data...)
+	if _, err = f.Write(buf); err == nil && s.mode == Strict {
+		s.fsyncs.Add(1)
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = os.Remove(name)
+		return "", "", err
+	}
+	return name, blob.Version(hex.EncodeToString(id[:])), nil
+}
+
+// syncDir fsyncs a directory in Strict mode.
+func (s *Store) syncDir(dir string) error {
+	if s.mode != Strict {
+		return nil
+	}
+	s.fsyncs.Add(1)
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// mkdirs creates dir and its missing parents below the root, fsyncing each
+// parent whose entries changed.
+func (s *Store) mkdirs(dir string) error {
+	if _, err := os.Stat(dir); err == nil {
+		return nil
+	}
+	parent := filepath.Dir(dir)
+	if parent != dir && strings.HasPrefix(parent, s.root) {
+		if err := s.mkdirs(parent); err != nil {
+			return err
+		}
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	return s.syncDir(parent)
+}
+
+// PutIfAbsent implements blob.Store.
+func (s *Store) PutIfAbsent(ctx context.Context, key string, data []byte) (blob.Version, error) {
+	const op = blob.OpPutIfAbsent
+	if err := begin(ctx, op, key); err != nil {
+		return "", err
+	}
+	s.puts.Add(1)
+	p := s.path(key)
+	if err := s.mkdirs(filepath.Dir(p)); err != nil {
+		return "", classify(op, key, err)
+	}
+	tmp, v, err := s.writeTemp(data)
+	if err != nil {
+		return "", classify(op, key, err)
+	}
+	defer os.Remove(tmp)
+	if err := os.Link(tmp, p); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return "", blob.Precondition(op, key)
+		}
+		return "", classify(op, key, err)
+	}
+	if err := s.syncDir(filepath.Dir(p)); err != nil {
+		return "", classify(op, key, err)
+	}
+	return v, nil
+}
+
+// locked runs fn holding the in-process mutex and the cross-process flock.
+func (s *Store) locked(fn func() error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := unix.Flock(int(s.lock.Fd()), unix.LOCK_EX); err != nil {
+		return err
+	}
+	defer unix.Flock(int(s.lock.Fd()), unix.LOCK_UN) //nolint:errcheck // closing the fd would unlock too
+	return fn()
+}
+
+// PutIfMatch implements blob.Store.
+func (s *Store) PutIfMatch(ctx context.Context, key string, data []byte, v blob.Version) (blob.Version, error) {
+	const op = blob.OpPutIfMatch
+	if err := begin(ctx, op, key); err != nil {
+		return "", err
+	}
+	s.puts.Add(1)
+	p := s.path(key)
+	var nv blob.Version
+	err := s.locked(func() error {
+		_, cur, err := readVersion(p)
+		switch {
+		case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.EISDIR):
+			return blob.Precondition(op, key)
+		case errors.Is(err, errCorrupt):
+			return blob.Permanent(op, key, err)
+		case err != nil:
+			return classify(op, key, err)
+		case cur != v:
+			return blob.Precondition(op, key)
+		}
+		tmp, tv, err := s.writeTemp(data)
+		if err != nil {
+			return classify(op, key, err)
+		}
+		if err := os.Rename(tmp, p); err != nil {
+			_ = os.Remove(tmp)
+			return classify(op, key, err)
+		}
+		if err := s.syncDir(filepath.Dir(p)); err != nil {
+			return classify(op, key, err)
+		}
+		nv = tv
+		return nil
+	})
+	return nv, err
+}
+
+// Delete implements blob.Store.
+func (s *Store) Delete(ctx context.Context, key string) error {
+	const op = blob.OpDelete
+	if err := begin(ctx, op, key); err != nil {
+		return err
+	}
+	s.deletes.Add(1)
+	p := s.path(key)
+	return s.locked(func() error {
+		err := os.Remove(p)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return nil
+		case err != nil:
+			return classify(op, key, err)
+		}
+		if err := s.syncDir(filepath.Dir(p)); err != nil {
+			return classify(op, key, err)
+		}
+		return nil
+	})
+}
+
+// List implements blob.Store. It walks the deepest directory that the prefix
+// names completely, then sorts, because directory order is not key order
+// ("a-b" sorts before "a/x").
+func (s *Store) List(ctx context.Context, prefix, startAfter string, limit int) ([]string, error) {
+	const op = blob.OpList
+	if err := ctx.Err(); err != nil {
+		return nil, blob.Transient(op, prefix, err)
+	}
+	s.lists.Add(1)
+	base := s.root
+	if i := strings.LastIndexByte(prefix, '/'); i >= 0 {
+		if err := blob.CheckKey(prefix[:i]); err != nil {
+			return nil, blob.Permanent(op, prefix, err)
+		}
+		base = s.path(prefix[:i])
+	}
+	var keys []string
+	err := filepath.WalkDir(base, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if strings.HasPrefix(d.Name(), ".") && p != base {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if d.IsDir() {
+			return nil
+		}
+		rel, err := filepath.Rel(s.root, p)
+		if err != nil {
+			return err
+		}
+		if k := filepath.ToSlash(rel); strings.HasPrefix(k, prefix) && k > startAfter {
+			keys = append(keys, k)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, classify(op, prefix, err)
+	}
+	slices.Sort(keys)
+	if limit > 0 && len(keys) > limit {
+		keys = keys[:limit]
+	}
+	return keys, nil
+}
+
+// Close implements blob.Store.
+func (s *Store) Close() error { return s.lock.Close() }
