@@ -1,0 +1,351 @@
+#!/usr/bin/env bash
+# testenv.sh gives tests real services: a MinIO server and a PostgreSQL
+# server on free loopback ports, in a temporary directory that is removed
+# afterwards.
+#
+#   scripts/testenv.sh run -- CMD ARGS...   start both, run CMD, stop both
+#   scripts/testenv.sh install              install the pinned MinIO only
+#
+# CMD sees DEX_TEST_S3_ENDPOINT, DEX_TEST_S3_BUCKET, AWS_ACCESS_KEY_ID,
+# AWS_SECRET_ACCESS_KEY, AWS_REGION and DEX_TEST_POSTGRES_DSN. The bucket is
+# created by the tests' helper (internal/testenv) at first use. The script
+# exits with CMD's status.
+#
+# MinIO is built with `go install` into .tools/bin at the version pinned
+# below. PostgreSQL comes from Debian (/usr/lib/postgresql/N/bin); as root the
+# script installs it with apt-get when it is missing and runs it as the
+# postgres user, since initdb refuses to run as root.
+set -euo pipefail
+
+readonly MINIO_MODULE=github.com/minio/minio
+readonly MINIO_VERSION=v0.0.0-20260212201848-7aac2a2c5b7c
+readonly WAIT_SECONDS=60
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+readonly REPO
+readonly TOOLS="$REPO/.tools/bin"
+readonly MINIO="$TOOLS/minio"
+readonly MINIO_STAMP="$TOOLS/minio.version"
+
+log() { printf 'testenv: %s\n' "$*" >&2; }
+die() {
+	printf 'testenv: error: %s\n' "$*" >&2
+	exit 1
+}
+
+usage() {
+	awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}" >&2
+	exit 2
+}
+
+is_root() { [[ $(id -u) -eq 0 ]]; }
+
+# --- tools -------------------------------------------------------------------
+
+find_go() {
+	if command -v go >/dev/null 2>&1; then
+		command -v go
+	elif [[ -x /usr/local/go/bin/go ]]; then
+		echo /usr/local/go/bin/go
+	else
+		die "go not found on PATH or at /usr/local/go/bin/go; it is needed to build MinIO"
+	fi
+}
+
+minio_installed() {
+	[[ -x $MINIO && -f $MINIO_STAMP && $(<"$MINIO_STAMP") == "$MINIO_VERSION" ]]
+}
+
+install_minio() {
+	if minio_installed; then
+		return
+	fi
+	mkdir -p "$TOOLS"
+	# Runs started side by side install once.
+	if command -v flock >/dev/null 2>&1; then
+		exec 9>"$TOOLS/.minio.lock"
+		flock 9
+		if minio_installed; then
+			exec 9>&-
+			return
+		fi
+	fi
+	local go
+	go=$(find_go)
+	log "installing MinIO $MINIO_VERSION into $TOOLS (a few minutes the first time)"
+	rm -f "$MINIO_STAMP" "$MINIO"
+	# Build outside the repo so that its go.mod and GOFLAGS play no part.
+	(cd / && GOBIN="$TOOLS" GOFLAGS=-buildvcs=false "$go" install "$MINIO_MODULE@$MINIO_VERSION") ||
+		die "go install $MINIO_MODULE@$MINIO_VERSION failed"
+	echo "$MINIO_VERSION" >"$MINIO_STAMP"
+	exec 9>&-
+}
+
+# find_pg_bin prints the bin directory of the newest PostgreSQL under
+# /usr/lib/postgresql that has initdb and pg_ctl.
+find_pg_bin() {
+	local dir best=""
+	for dir in $(printf '%s\n' /usr/lib/postgresql/*/bin | sort -V); do
+		if [[ -x $dir/initdb && -x $dir/pg_ctl ]]; then
+			best=$dir
+		fi
+	done
+	echo "$best"
+}
+
+ensure_postgres() {
+	PG_BIN=$(find_pg_bin)
+	if [[ -n $PG_BIN ]]; then
+		return
+	fi
+	if ! is_root; then
+		die "PostgreSQL server binaries not found under /usr/lib/postgresql/*/bin; install them with: sudo apt-get install -y postgresql"
+	fi
+	log "installing PostgreSQL with apt-get"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq >&2 || die "apt-get update failed"
+	apt-get install -y -qq postgresql >&2 || die "apt-get install postgresql failed"
+	PG_BIN=$(find_pg_bin)
+	[[ -n $PG_BIN ]] || die "PostgreSQL installed, but no initdb and pg_ctl under /usr/lib/postgresql/*/bin"
+}
+
+# --- helpers -----------------------------------------------------------------
+
+random_hex() { od -An -N"$1" -tx1 /dev/urandom | tr -d ' \n'; }
+
+port_in_use() { (: <"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# free_port prints a loopback port nobody listens on, different from the
+# ports given as arguments.
+free_port() {
+	local port
+	for _ in $(seq 1 50); do
+		if command -v python3 >/dev/null 2>&1; then
+			port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
+		else
+			port=$((20000 + RANDOM % 40000))
+			if port_in_use "$port"; then
+				continue
+			fi
+		fi
+		if [[ " $* " != *" $port "* ]]; then
+			echo "$port"
+			return
+		fi
+	done
+	die "no free loopback port found"
+}
+
+# http_ok reports whether GET http://127.0.0.1:PORT/PATH answers 200.
+http_ok() {
+	local port=$1 path=$2
+	if command -v curl >/dev/null 2>&1; then
+		curl -fsS -o /dev/null --max-time 2 "http://127.0.0.1:$port$path" 2>/dev/null
+		return
+	fi
+	(
+		exec 3<>"/dev/tcp/127.0.0.1/$port"
+		printf 'GET %s HTTP/1.0\r\nHost: 127.0.0.1:%s\r\n\r\n' "$path" "$port" >&3
+		read -r -t 2 status <&3
+		[[ $status == HTTP/1.?" 200"* ]]
+	) 2>/dev/null
+}
+
+# as_pg runs a command as the user that owns the PostgreSQL data.
+as_pg() {
+	if is_root; then
+		runuser -u postgres -- "$@"
+	else
+		"$@"
+	fi
+}
+
+show_log() {
+	local name=$1 file=$2
+	if [[ -f $file ]]; then
+		printf 'testenv: last lines of the %s log (%s):\n' "$name" "$file" >&2
+		tail -n 40 "$file" >&2 || true
+	fi
+}
+
+# --- services ----------------------------------------------------------------
+
+TMP=""
+MINIO_PID=""
+PG_DATA=""
+CMD_PID=""
+
+start_minio() {
+	MINIO_PORT=$(free_port "${PG_PORT:-}")
+	local console_port
+	console_port=$(free_port "$MINIO_PORT" "${PG_PORT:-}")
+	MINIO_USER="dex-$(random_hex 6)"
+	MINIO_PASSWORD=$(random_hex 20)
+	mkdir -p "$TMP/minio/data"
+	MINIO_ROOT_USER=$MINIO_USER MINIO_ROOT_PASSWORD=$MINIO_PASSWORD \
+		MINIO_UPDATE=off MINIO_BROWSER=off \
+		"$MINIO" server --quiet \
+		--address "127.0.0.1:$MINIO_PORT" --console-address "127.0.0.1:$console_port" \
+		"$TMP/minio/data" >"$TMP/minio/minio.log" 2>&1 </dev/null &
+	MINIO_PID=$!
+}
+
+wait_minio() {
+	local deadline=$((SECONDS + WAIT_SECONDS))
+	until http_ok "$MINIO_PORT" /minio/health/ready; do
+		if ! kill -0 "$MINIO_PID" 2>/dev/null; then
+			show_log MinIO "$TMP/minio/minio.log"
+			die "MinIO exited during startup"
+		fi
+		if ((SECONDS >= deadline)); then
+			show_log MinIO "$TMP/minio/minio.log"
+			die "MinIO did not become ready on 127.0.0.1:$MINIO_PORT within ${WAIT_SECONDS}s"
+		fi
+		sleep 0.2
+	done
+}
+
+stop_minio() {
+	[[ -n $MINIO_PID ]] || return 0
+	kill -TERM "$MINIO_PID" 2>/dev/null || true
+	for _ in $(seq 1 50); do
+		kill -0 "$MINIO_PID" 2>/dev/null || break
+		sleep 0.2
+	done
+	kill -KILL "$MINIO_PID" 2>/dev/null || true
+	wait "$MINIO_PID" 2>/dev/null || true
+	MINIO_PID=""
+}
+
+start_postgres() {
+	local pgdir="$TMP/pg"
+	PG_PORT=$(free_port "${MINIO_PORT:-}")
+	PG_PASSWORD=$(random_hex 20)
+	mkdir -p "$pgdir"
+	chmod 700 "$pgdir"
+	if is_root; then
+		id postgres >/dev/null 2>&1 || die "user postgres does not exist (it comes with Debian's postgresql package)"
+		chown postgres: "$pgdir"
+		as_pg test -w "$pgdir" || die "user postgres cannot write $pgdir; set TMPDIR to a directory every user can reach"
+	fi
+	printf '%s\n' "$PG_PASSWORD" | as_pg tee "$pgdir/pwfile" >/dev/null
+	PG_DATA="$pgdir/data"
+	if ! as_pg "$PG_BIN/initdb" -D "$PG_DATA" -U postgres --pwfile="$pgdir/pwfile" \
+		--auth-local=trust --auth-host=scram-sha-256 -E UTF8 --locale=C -N \
+		>"$TMP/initdb.log" 2>&1; then
+		show_log initdb "$TMP/initdb.log"
+		PG_DATA=""
+		die "initdb failed"
+	fi
+	as_pg tee -a "$PG_DATA/postgresql.conf" >/dev/null <<EOF
+
+# Set by scripts/testenv.sh.
+listen_addresses = '127.0.0.1'
+port = $PG_PORT
+unix_socket_directories = '$pgdir'
+max_connections = 200
+EOF
+	if ! as_pg "$PG_BIN/pg_ctl" -D "$PG_DATA" -l "$pgdir/postgres.log" -w -t "$WAIT_SECONDS" start >/dev/null 2>&1; then
+		show_log PostgreSQL "$pgdir/postgres.log"
+		die "PostgreSQL did not start on 127.0.0.1:$PG_PORT within ${WAIT_SECONDS}s"
+	fi
+}
+
+wait_postgres() {
+	local deadline=$((SECONDS + WAIT_SECONDS))
+	local isready="$PG_BIN/pg_isready"
+	[[ -x $isready ]] || isready=pg_isready
+	until "$isready" -q -h 127.0.0.1 -p "$PG_PORT" -t 2; do
+		if ((SECONDS >= deadline)); then
+			show_log PostgreSQL "$TMP/pg/postgres.log"
+			die "PostgreSQL did not accept connections on 127.0.0.1:$PG_PORT within ${WAIT_SECONDS}s"
+		fi
+		sleep 0.2
+	done
+}
+
+stop_postgres() {
+	[[ -n $PG_DATA && -f $PG_DATA/postmaster.pid ]] || return 0
+	if ! as_pg "$PG_BIN/pg_ctl" -D "$PG_DATA" -m fast -w -t 30 stop >/dev/null 2>&1; then
+		local pid
+		pid=$(head -n 1 "$PG_DATA/postmaster.pid" 2>/dev/null || true)
+		if [[ -n $pid ]]; then
+			kill -KILL "$pid" 2>/dev/null || true
+		fi
+	fi
+	PG_DATA=""
+}
+
+cleanup() {
+	local rc=$?
+	trap - EXIT INT TERM
+	if [[ -n $CMD_PID ]]; then
+		kill -TERM "$CMD_PID" 2>/dev/null || true
+		wait "$CMD_PID" 2>/dev/null || true
+	fi
+	stop_minio || true
+	stop_postgres || true
+	if [[ -n $TMP ]]; then
+		rm -rf "$TMP" || true
+	fi
+	exit "$rc"
+}
+
+run() {
+	[[ $# -gt 0 ]] || usage
+	install_minio
+	ensure_postgres
+
+	trap cleanup EXIT
+	trap 'exit 130' INT
+	trap 'exit 143' TERM
+	TMP=$(mktemp -d "${TMPDIR:-/tmp}/dex-testenv.XXXXXX")
+	# The postgres user must be able to reach its directory inside.
+	chmod 755 "$TMP"
+
+	start_postgres
+	start_minio
+	wait_postgres
+	wait_minio
+	log "MinIO on 127.0.0.1:$MINIO_PORT, PostgreSQL $(basename "$(dirname "$PG_BIN")") on 127.0.0.1:$PG_PORT"
+
+	export DEX_TEST_S3_ENDPOINT="http://127.0.0.1:$MINIO_PORT"
+	export DEX_TEST_S3_BUCKET=dex-test
+	export AWS_ACCESS_KEY_ID=$MINIO_USER
+	export AWS_SECRET_ACCESS_KEY=$MINIO_PASSWORD
+	export AWS_REGION=us-east-1
+	export AWS_EC2_METADATA_DISABLED=true
+	unset AWS_SESSION_TOKEN AWS_PROFILE AWS_DEFAULT_PROFILE AWS_ENDPOINT_URL AWS_ENDPOINT_URL_S3
+	export DEX_TEST_POSTGRES_DSN="postgres://postgres:$PG_PASSWORD@127.0.0.1:$PG_PORT/postgres?sslmode=disable"
+
+	# CMD runs in the background so that a signal reaches the trap at once;
+	# it keeps this script's standard input.
+	local rc=0
+	"$@" <&0 &
+	CMD_PID=$!
+	wait "$CMD_PID" || rc=$?
+	CMD_PID=""
+	exit "$rc"
+}
+
+main() {
+	[[ $# -gt 0 ]] || usage
+	local verb=$1
+	shift
+	case $verb in
+	install)
+		[[ $# -eq 0 ]] || usage
+		install_minio
+		log "MinIO $MINIO_VERSION is at $MINIO"
+		;;
+	run)
+		[[ ${1:-} == -- ]] && shift
+		run "$@"
+		;;
+	*)
+		usage
+		;;
+	esac
+}
+
+main "$@"
