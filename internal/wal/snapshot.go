@@ -1,0 +1,356 @@
+package wal
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"slices"
+	"time"
+
+	"github.com/dexzd/dexzd/internal/blob"
+)
+
+// LeaseCheck re-reads the lease and returns nil only if this process still
+// holds it with the epoch it acquired. The lease package provides it. Every
+// deletion of log batches or snapshots, and every manifest write, happens
+// only after a LeaseCheck that returned nil (G7); a standby or a fenced
+// process therefore never deletes.
+type LeaseCheck func(ctx context.Context) error
+
+// DefaultKeepSnapshots is how many snapshots the manifest keeps when the
+// caller passes keep <= 0.
+const DefaultKeepSnapshots = 2
+
+// SnapshotWriteLimit bounds the retries of one snapshot or manifest request.
+// Snapshots may be large, so each attempt may use all of it.
+const SnapshotWriteLimit = 5 * time.Minute
+
+// listPage is the page size of the Lists that truncation makes.
+const listPage = 1000
+
+// Snapshot format; see doc.go.
+const (
+	snapshotMagic      = "DXSN"
+	snapshotVersion    = 1
+	snapshotHeaderSize = 4 + 1 + 8 + 8 // magic, version, nextSeq, data length
+	manifestVersion    = 1
+)
+
+// EncodeSnapshot returns the stored form of a snapshot of the local store
+// that reflects every batch below nextSeq.
+func EncodeSnapshot(nextSeq uint64, data []byte) []byte {
+	buf := make([]byte, 0, snapshotHeaderSize+len(data)+4)
+	buf = append(buf, snapshotMagic...)
+	buf = append(buf, snapshotVersion)
+	buf = binary.BigEndian.AppendUint64(buf, nextSeq)
+	buf = binary.BigEndian.AppendUint64(buf, uint64(len(data)))
+	buf = append(buf, data...)
+	return binary.BigEndian.AppendUint32(buf, crc32.Checksum(buf, castagnoli))
+}
+
+// DecodeSnapshot parses the snapshot stored at key, which the reader fetched
+// as the snapshot for nextSeq. Any defect returns a *CorruptError naming
+// key. The returned data aliases raw.
+func DecodeSnapshot(key string, nextSeq uint64, raw []byte) ([]byte, error) {
+	if len(raw) < snapshotHeaderSize+4 {
+		return nil, corrupt(key, "snapshot is %d bytes, shorter than the minimum %d", len(raw), snapshotHeaderSize+4)
+	}
+	if string(raw[:4]) != snapshotMagic {
+		return nil, corrupt(key, "bad snapshot magic %q", raw[:4])
+	}
+	if raw[4] != snapshotVersion {
+		return nil, corrupt(key, "unknown snapshot format version %d", raw[4])
+	}
+	seq := binary.BigEndian.Uint64(raw[5:])
+	n := binary.BigEndian.Uint64(raw[13:])
+	if have := uint64(len(raw) - snapshotHeaderSize - 4); n != have {
+		return nil, corrupt(key, "snapshot says %d bytes of data, %d are stored", n, have)
+	}
+	want := binary.BigEndian.Uint32(raw[len(raw)-4:])
+	if got := crc32.Checksum(raw[:len(raw)-4], castagnoli); got != want {
+		return nil, corrupt(key, "checksum mismatch: stored %08x, computed %08x", want, got)
+	}
+	if seq != nextSeq {
+		return nil, corrupt(key, "snapshot names sequence number %d, the key is for %d", seq, nextSeq)
+	}
+	return raw[snapshotHeaderSize : len(raw)-4 : len(raw)-4], nil
+}
+
+// manifest is the JSON object at Layout.ManifestKey.
+type manifest struct {
+	Version int `json:"version"`
+	// LogStart: batches below it are covered by the newest snapshot and may
+	// have been deleted. It never decreases.
+	LogStart uint64 `json:"logStart"`
+	// Snapshots lists the kept snapshots by their nextSeq, ascending.
+	Snapshots []uint64 `json:"snapshots"`
+}
+
+func decodeManifest(key string, data []byte) (manifest, error) {
+	var m manifest
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&m); err != nil {
+		return manifest{}, corrupt(key, "undecodable manifest: %v", err)
+	}
+	if dec.More() {
+		return manifest{}, corrupt(key, "trailing data after the manifest")
+	}
+	if m.Version != manifestVersion {
+		return manifest{}, corrupt(key, "unknown manifest version %d", m.Version)
+	}
+	for i := 1; i < len(m.Snapshots); i++ {
+		if m.Snapshots[i] <= m.Snapshots[i-1] {
+			return manifest{}, corrupt(key, "snapshots are not in ascending order")
+		}
+	}
+	if n := len(m.Snapshots); (n == 0 && m.LogStart != 0) || (n > 0 && m.LogStart > m.Snapshots[n-1]) {
+		return manifest{}, corrupt(key, "log start %d is past the newest snapshot", m.LogStart)
+	}
+	return m, nil
+}
+
+func (m manifest) encode() []byte {
+	data, err := json.Marshal(m)
+	if err != nil {
+		panic(err) // a struct of integers always marshals
+	}
+	return data
+}
+
+// with returns the manifest that adds the snapshot for nextSeq and keeps the
+// newest keep snapshots.
+func (m manifest) with(nextSeq uint64, keep int) manifest {
+	snaps := slices.Clone(m.Snapshots)
+	if !slices.Contains(snaps, nextSeq) {
+		snaps = append(snaps, nextSeq)
+		slices.Sort(snaps)
+	}
+	if len(snaps) > keep {
+		snaps = snaps[len(snaps)-keep:]
+	}
+	return manifest{Version: manifestVersion, LogStart: max(m.LogStart, snaps[len(snaps)-1]), Snapshots: snaps}
+}
+
+// readManifest makes one attempt to read the manifest. found is false if
+// there is none.
+func readManifest(ctx context.Context, store blob.Store, layout Layout) (m manifest, v blob.Version, found bool, err error) {
+	key := layout.ManifestKey()
+	data, v, err := store.Get(ctx, key)
+	if errors.Is(err, blob.ErrNotFound) {
+		return manifest{}, "", false, nil
+	}
+	if err != nil {
+		return manifest{}, "", false, err
+	}
+	m, err = decodeManifest(key, data)
+	return m, v, err == nil, err
+}
+
+func readManifestRetry(ctx context.Context, store blob.Store, layout Layout) (m manifest, v blob.Version, found bool, err error) {
+	r := newRetrier(SnapshotWriteLimit, DefaultAttemptTimeout, nil)
+	err = r.do(ctx, func(ctx context.Context) error {
+		var err error
+		m, v, found, err = readManifest(ctx, store, layout)
+		return err
+	})
+	if err != nil {
+		return manifest{}, "", false, fmt.Errorf("read manifest: %w", err)
+	}
+	return m, v, found, nil
+}
+
+// WriteSnapshot stores a snapshot of the local store that reflects every
+// batch below nextSeq, then records it in the manifest, which keeps the
+// newest keep snapshots (DefaultKeepSnapshots if keep <= 0) and raises the
+// log start to the newest kept snapshot. The snapshot is written
+// create-if-absent; the manifest create-if-absent the first time and
+// replace-if-unchanged after. leaseCheck runs before the snapshot write and
+// before each manifest write; if it fails nothing more is written.
+//
+// WriteSnapshot deletes nothing; call Truncate after it. A snapshot that
+// already exists for nextSeq (a retry after a lost reply, or one the previous
+// holder took at the same position) is accepted if it decodes.
+func WriteSnapshot(ctx context.Context, store blob.Store, layout Layout, nextSeq uint64, data []byte, leaseCheck LeaseCheck, keep int) error {
+	if leaseCheck == nil {
+		return errors.New("write snapshot: no lease check")
+	}
+	if keep <= 0 {
+		keep = DefaultKeepSnapshots
+	}
+	if err := leaseCheck(ctx); err != nil {
+		return fmt.Errorf("write snapshot %d: lease check: %w", nextSeq, err)
+	}
+	key := layout.SnapshotKey(nextSeq)
+	enc := EncodeSnapshot(nextSeq, data)
+	r := newRetrier(SnapshotWriteLimit, SnapshotWriteLimit, nil)
+	err := r.do(ctx, func(ctx context.Context) error {
+		_, err := store.PutIfAbsent(ctx, key, enc)
+		if errors.Is(err, blob.ErrPrecondition) {
+			raw, _, gerr := store.Get(ctx, key)
+			if gerr != nil {
+				return gerr
+			}
+			_, err = DecodeSnapshot(key, nextSeq, raw)
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("write snapshot %d: %w", nextSeq, err)
+	}
+	for attempt := 0; ; attempt++ {
+		m, v, found, err := readManifestRetry(ctx, store, layout)
+		if err != nil {
+			return fmt.Errorf("write snapshot %d: %w", nextSeq, err)
+		}
+		next := m.with(nextSeq, keep)
+		if found && bytes.Equal(next.encode(), m.encode()) {
+			return nil // already recorded (or older than every kept snapshot)
+		}
+		if attempt >= 10 {
+			return fmt.Errorf("write snapshot %d: the manifest keeps changing under us", nextSeq)
+		}
+		if err := leaseCheck(ctx); err != nil {
+			return fmt.Errorf("write snapshot %d: lease check: %w", nextSeq, err)
+		}
+		r := newRetrier(SnapshotWriteLimit, DefaultAttemptTimeout, nil)
+		err = r.do(ctx, func(ctx context.Context) error {
+			var err error
+			if found {
+				_, err = store.PutIfMatch(ctx, layout.ManifestKey(), next.encode(), v)
+			} else {
+				_, err = store.PutIfAbsent(ctx, layout.ManifestKey(), next.encode())
+			}
+			return err
+		})
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, blob.ErrPrecondition):
+			continue // changed since we read it, or our lost reply landed: re-read
+		default:
+			return fmt.Errorf("write snapshot %d: write manifest: %w", nextSeq, err)
+		}
+	}
+}
+
+// Truncate deletes the log batches below the manifest's log start (the
+// newest kept snapshot) and the snapshots that the manifest no longer keeps
+// and that are older than its newest one. Each single Delete happens only
+// after leaseCheck returned nil; when it fails Truncate stops at once and
+// returns its error with the number deleted so far (G7). Keys under the log
+// and snapshot prefixes that are not this layout's are left alone.
+func Truncate(ctx context.Context, store blob.Store, layout Layout, leaseCheck LeaseCheck) (deleted int, err error) {
+	if leaseCheck == nil {
+		return 0, errors.New("truncate: no lease check")
+	}
+	m, _, found, err := readManifestRetry(ctx, store, layout)
+	if err != nil {
+		return 0, fmt.Errorf("truncate: %w", err)
+	}
+	if !found || len(m.Snapshots) == 0 {
+		return 0, nil
+	}
+	newest := m.Snapshots[len(m.Snapshots)-1]
+	sweeps := []struct {
+		prefix string
+		parse  func(string) (uint64, bool)
+		below  uint64            // delete only sequence numbers below this
+		keep   func(uint64) bool // and not these
+	}{
+		{layout.LogPrefix(), layout.ParseLogKey, m.LogStart, func(uint64) bool { return false }},
+		{layout.SnapshotPrefix(), layout.ParseSnapshotKey, newest, func(seq uint64) bool {
+			return slices.Contains(m.Snapshots, seq)
+		}},
+	}
+	for _, sw := range sweeps {
+		n, err := sweep(ctx, store, sw.prefix, sw.parse, sw.below, sw.keep, leaseCheck)
+		deleted += n
+		if err != nil {
+			return deleted, fmt.Errorf("truncate: %w", err)
+		}
+	}
+	return deleted, nil
+}
+
+// sweep deletes, in key order, the keys under prefix whose sequence number
+// is below `below` and not kept. Keys sort numerically, so it stops at the
+// first sequence number that is not below.
+func sweep(ctx context.Context, store blob.Store, prefix string, parse func(string) (uint64, bool), below uint64, keep func(uint64) bool, leaseCheck LeaseCheck) (int, error) {
+	deleted := 0
+	startAfter := ""
+	for {
+		var keys []string
+		r := newRetrier(SnapshotWriteLimit, DefaultAttemptTimeout, nil)
+		err := r.do(ctx, func(ctx context.Context) error {
+			var err error
+			keys, err = store.List(ctx, prefix, startAfter, listPage)
+			return err
+		})
+		if err != nil {
+			return deleted, fmt.Errorf("list %s: %w", prefix, err)
+		}
+		for _, key := range keys {
+			seq, ok := parse(key)
+			if !ok || keep(seq) {
+				continue
+			}
+			if seq >= below {
+				return deleted, nil
+			}
+			if err := leaseCheck(ctx); err != nil {
+				return deleted, fmt.Errorf("lease check before deleting %s: %w", key, err)
+			}
+			r := newRetrier(SnapshotWriteLimit, DefaultAttemptTimeout, nil)
+			if err := r.do(ctx, func(ctx context.Context) error { return store.Delete(ctx, key) }); err != nil {
+				return deleted, fmt.Errorf("delete %s: %w", key, err)
+			}
+			deleted++
+		}
+		if len(keys) < listPage {
+			return deleted, nil
+		}
+		startAfter = keys[len(keys)-1]
+	}
+}
+
+// LoadLatest reads the newest snapshot the manifest keeps. ok is false when
+// there is none (a new node, or one that never took a snapshot): restore then
+// replays the log from its first batch. Otherwise the node loads data into its
+// local store and replays (or follows, or fences) from nextSeq: restore =
+// newest snapshot + log tail. A listed snapshot that is missing or corrupt is
+// an error naming its key; there is no silent fallback to an older one,
+// because the log below the newest snapshot may already be gone.
+func LoadLatest(ctx context.Context, store blob.Store, layout Layout) (nextSeq uint64, data []byte, ok bool, err error) {
+	m, _, found, err := readManifestRetry(ctx, store, layout)
+	if err != nil {
+		return 0, nil, false, fmt.Errorf("load snapshot: %w", err)
+	}
+	if !found || len(m.Snapshots) == 0 {
+		return 0, nil, false, nil
+	}
+	nextSeq = m.Snapshots[len(m.Snapshots)-1]
+	key := layout.SnapshotKey(nextSeq)
+	var raw []byte
+	r := newRetrier(SnapshotWriteLimit, SnapshotWriteLimit, nil)
+	err = r.do(ctx, func(ctx context.Context) error {
+		var err error
+		raw, _, err = store.Get(ctx, key)
+		return err
+	})
+	if errors.Is(err, blob.ErrNotFound) {
+		return 0, nil, false, corrupt(key, "the manifest lists this snapshot but it is missing")
+	}
+	if err != nil {
+		return 0, nil, false, fmt.Errorf("load snapshot %d: %w", nextSeq, err)
+	}
+	data, err = DecodeSnapshot(key, nextSeq, raw)
+	if err != nil {
+		return 0, nil, false, err
+	}
+	return nextSeq, data, true, nil
+}

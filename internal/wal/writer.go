@@ -1,0 +1,451 @@
+package wal
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dexzd/dexzd/internal/blob"
+)
+
+// Writer defaults.
+const (
+	DefaultMaxBatchBytes   = 4 << 20 // encoded record bytes per batch
+	DefaultMaxBatchRecords = 10_000
+)
+
+// WriterConfig configures a Writer.
+type WriterConfig struct {
+	Store  blob.Store
+	Layout Layout
+	// Epoch is the lease epoch this process holds; every batch carries it.
+	Epoch uint64
+	// NextSeq is the first sequence number to write: what Fence returned.
+	NextSeq uint64
+	// OnDurable is called on the writer goroutine, in sequence order, for
+	// every batch once it is durable and before any of its submitters is
+	// told. The node applies the batch to its local store here. An error
+	// stops the writer (the batch's submitters get the error).
+	OnDurable func(Batch) error
+	// MaxBatchBytes caps the encoded size of a batch's records (4 bytes of
+	// length plus the payload each). A record that alone exceeds it is
+	// refused with ErrRecordTooLarge. Zero means DefaultMaxBatchBytes.
+	MaxBatchBytes int
+	// MaxBatchRecords caps the records per batch (at most
+	// MaxRecordsPerBatch). Zero means DefaultMaxBatchRecords.
+	MaxBatchRecords int
+	// AttemptTimeout cuts off one write request so that a hung request is
+	// retried. Zero means DefaultAttemptTimeout.
+	AttemptTimeout time.Duration
+	// Logger receives retries and the fatal error. Nil discards.
+	Logger *slog.Logger
+}
+
+// Stats are the writer's counters since it was created, for metrics.
+type Stats struct {
+	Batches uint64 // batches written
+	Records uint64 // records in those batches
+	Bytes   uint64 // encoded bytes of those batches
+	Retries uint64 // write or read-back attempts repeated after a transient error
+	Adopted uint64 // batches an earlier attempt had landed without a reply (G5)
+}
+
+// Writer appends records to the log with group commit: while one batch is
+// in flight, submitted records gather into the next one. Exactly one batch
+// write is in flight at a time; each is written create-if-absent at the next
+// sequence number and carries the writer's epoch (G1, L4).
+//
+// Its life: NewWriter, Start, any number of Submit/SubmitAsync calls from any
+// goroutine, Stop. A fatal error (fenced, the store not accepting a batch
+// within LogWriteLimit, a permanent store error, corruption, an OnDurable
+// error) stops the writer at once: every pending and future submit fails
+// with it, nothing further is written or acknowledged, Done is closed and
+// Err returns it. The node then exits 1.
+type Writer struct {
+	cfg  WriterConfig
+	log  *slog.Logger
+	wake chan struct{}
+	done chan struct{}
+
+	mu      sync.Mutex
+	state   writerState
+	queue   []*group // records waiting for a batch, oldest first
+	stopErr error    // what a submit gets once the writer is closed
+	err     error    // the fatal error, sticky
+
+	nextSeq                                   atomic.Uint64
+	batches, records, bytes, retries, adopted atomic.Uint64
+}
+
+type writerState int
+
+const (
+	stateIdle     writerState = iota // created, not started
+	stateRunning                     // accepting records
+	stateDraining                    // Stop called: writing what is queued
+	stateStopped                     // the goroutine exited or never started
+)
+
+// group is the future of one batch: the records gathered for it and, once
+// done is closed, its outcome.
+type group struct {
+	records [][]byte
+	size    int
+	done    chan struct{}
+	seq     uint64
+	err     error
+}
+
+func (g *group) complete(seq uint64, err error) {
+	g.seq, g.err = seq, err
+	close(g.done)
+}
+
+// NewWriter checks cfg and returns a writer that is not started yet.
+func NewWriter(cfg WriterConfig) (*Writer, error) {
+	switch {
+	case cfg.Store == nil:
+		return nil, errors.New("wal writer: no store")
+	case cfg.Layout.node == "":
+		return nil, errors.New("wal writer: no layout")
+	case cfg.OnDurable == nil:
+		return nil, errors.New("wal writer: no OnDurable")
+	case cfg.MaxBatchBytes < 0, cfg.MaxBatchRecords < 0, cfg.AttemptTimeout < 0:
+		return nil, errors.New("wal writer: negative limit")
+	case cfg.MaxBatchRecords > MaxRecordsPerBatch:
+		return nil, fmt.Errorf("wal writer: MaxBatchRecords %d is above %d", cfg.MaxBatchRecords, MaxRecordsPerBatch)
+	}
+	if cfg.MaxBatchBytes == 0 {
+		cfg.MaxBatchBytes = DefaultMaxBatchBytes
+	}
+	if cfg.MaxBatchRecords == 0 {
+		cfg.MaxBatchRecords = DefaultMaxBatchRecords
+	}
+	if cfg.AttemptTimeout == 0 {
+		cfg.AttemptTimeout = DefaultAttemptTimeout
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	w := &Writer{
+		cfg:  cfg,
+		log:  log.With("epoch", cfg.Epoch),
+		wake: make(chan struct{}, 1),
+		done: make(chan struct{}),
+	}
+	w.nextSeq.Store(cfg.NextSeq)
+	return w, nil
+}
+
+// Start starts the writer goroutine. Cancelling ctx aborts the writer: the
+// batch in flight is abandoned (it may or may not land) and every pending
+// submit fails with ErrStopped; Err stays nil because the caller asked for
+// it. Start after Stop does nothing; a second Start panics.
+func (w *Writer) Start(ctx context.Context) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch w.state {
+	case stateIdle:
+		w.state = stateRunning
+		go w.run(ctx)
+	case stateStopped:
+	default:
+		panic("wal: Writer started twice")
+	}
+}
+
+// Stop stops accepting records (later submits fail with ErrStopped), waits
+// until every record already submitted is written and acknowledged (or
+// failed), and returns Err. It is safe to call more than once, but not from
+// OnDurable (it would wait for itself).
+func (w *Writer) Stop() error {
+	w.mu.Lock()
+	switch w.state {
+	case stateIdle:
+		w.state = stateStopped
+		w.stopErr = ErrStopped
+		q := w.queue
+		w.queue = nil
+		close(w.done)
+		w.mu.Unlock()
+		for _, g := range q {
+			g.complete(0, ErrStopped)
+		}
+		return nil
+	case stateRunning:
+		w.state = stateDraining
+		w.stopErr = ErrStopped
+	}
+	w.mu.Unlock()
+	w.signal()
+	<-w.done
+	return w.Err()
+}
+
+// Done is closed when the writer has stopped, for any reason.
+func (w *Writer) Done() <-chan struct{} { return w.done }
+
+// Err returns the fatal error that stopped the writer, or nil while it runs
+// and after a Stop or an abort through Start's context.
+func (w *Writer) Err() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
+}
+
+// NextSeq returns the sequence number of the next batch to write.
+func (w *Writer) NextSeq() uint64 { return w.nextSeq.Load() }
+
+// Stats returns the counters.
+func (w *Writer) Stats() Stats {
+	return Stats{
+		Batches: w.batches.Load(),
+		Records: w.records.Load(),
+		Bytes:   w.bytes.Load(),
+		Retries: w.retries.Load(),
+		Adopted: w.adopted.Load(),
+	}
+}
+
+// Future is the outcome of one submitted record.
+type Future struct{ g *group }
+
+// Done is closed once the record's batch is durable and applied (OnDurable
+// returned), or the record failed.
+func (f Future) Done() <-chan struct{} { return f.g.done }
+
+// Result waits for Done and returns the sequence number of the batch that
+// holds the record, or why it was not written.
+func (f Future) Result() (uint64, error) {
+	<-f.g.done
+	return f.g.seq, f.g.err
+}
+
+// Wait is Result that gives up when ctx ends. Giving up does not withdraw the
+// record: it may still be written.
+func (f Future) Wait(ctx context.Context) (uint64, error) {
+	select {
+	case <-f.g.done:
+		return f.g.seq, f.g.err
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
+
+func failed(err error) Future {
+	g := &group{done: make(chan struct{})}
+	g.complete(0, err)
+	return Future{g}
+}
+
+// Submit appends record to the log and returns the sequence number of the
+// batch that holds it, once that batch is durable in the store and OnDurable
+// has returned (G3). The writer keeps record; do not modify it afterwards.
+// If ctx ends first Submit returns ctx.Err() and the record may still be
+// written.
+func (w *Writer) Submit(ctx context.Context, record []byte) (uint64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	return w.SubmitAsync(record).Wait(ctx)
+}
+
+// SubmitAsync queues record and returns at once; the Future reports its
+// outcome. Records are written in the order SubmitAsync was called.
+func (w *Writer) SubmitAsync(record []byte) Future {
+	size := recordPrefixSize + len(record)
+	if size > w.cfg.MaxBatchBytes {
+		return failed(fmt.Errorf("%w: %d bytes, the batch limit is %d", ErrRecordTooLarge, len(record), w.cfg.MaxBatchBytes))
+	}
+	w.mu.Lock()
+	if w.state >= stateDraining {
+		err := w.stopErr
+		w.mu.Unlock()
+		return failed(err)
+	}
+	var g *group
+	if n := len(w.queue); n > 0 {
+		last := w.queue[n-1]
+		if len(last.records) < w.cfg.MaxBatchRecords && last.size+size <= w.cfg.MaxBatchBytes {
+			g = last
+		}
+	}
+	if g == nil {
+		g = &group{done: make(chan struct{})}
+		w.queue = append(w.queue, g)
+	}
+	g.records = append(g.records, record)
+	g.size += size
+	w.mu.Unlock()
+	w.signal()
+	return Future{g}
+}
+
+func (w *Writer) signal() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// take waits for the next group to write. It returns nil when the writer
+// drained after Stop or ctx ended.
+func (w *Writer) take(ctx context.Context) *group {
+	for {
+		w.mu.Lock()
+		if len(w.queue) > 0 {
+			g := w.queue[0]
+			w.queue[0] = nil
+			w.queue = w.queue[1:]
+			w.mu.Unlock()
+			return g
+		}
+		draining := w.state == stateDraining
+		w.mu.Unlock()
+		if draining {
+			return nil
+		}
+		select {
+		case <-w.wake:
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+func (w *Writer) run(ctx context.Context) {
+	defer close(w.done)
+	for {
+		var g *group
+		if ctx.Err() == nil {
+			g = w.take(ctx)
+		}
+		if g == nil {
+			if ctx.Err() != nil {
+				w.stop(nil, abortErr(ctx))
+			} else {
+				w.stop(nil, ErrStopped)
+			}
+			return
+		}
+		if err := w.commit(ctx, g); err != nil {
+			if ctx.Err() != nil {
+				w.stop(g, abortErr(ctx))
+			} else {
+				w.fail(g, err)
+			}
+			return
+		}
+	}
+}
+
+func abortErr(ctx context.Context) error {
+	return fmt.Errorf("%w: %w", ErrStopped, context.Cause(ctx))
+}
+
+// commit writes g as the next batch, applies it and acknowledges it.
+func (w *Writer) commit(ctx context.Context, g *group) error {
+	seq := w.nextSeq.Load()
+	b := Batch{Seq: seq, Epoch: w.cfg.Epoch, Kind: KindRecords, Records: g.records}
+	data := Encode(b)
+	if err := w.write(ctx, seq, data); err != nil {
+		return err
+	}
+	if err := w.cfg.OnDurable(b); err != nil {
+		return fmt.Errorf("apply batch %d: %w", seq, err)
+	}
+	w.nextSeq.Store(seq + 1)
+	w.batches.Add(1)
+	w.records.Add(uint64(len(g.records)))
+	w.bytes.Add(uint64(len(data)))
+	g.complete(seq, nil)
+	return nil
+}
+
+// write stores data at seq create-if-absent (G1, L4), retrying transient
+// errors with the same bytes until LogWriteLimit has passed since the first
+// attempt (L10). A write that finds the key taken reads it back: its own
+// bytes mean an earlier attempt landed (G5); a higher epoch means this
+// writer is fenced (G4); anything else is a conflict or corruption.
+func (w *Writer) write(ctx context.Context, seq uint64, data []byte) error {
+	key := w.cfg.Layout.LogKey(seq)
+	r := newRetrier(LogWriteLimit, w.cfg.AttemptTimeout, func(err error, wait time.Duration) {
+		w.retries.Add(1)
+		w.log.Warn("log write retry", "seq", seq, "key", key, "backoff", wait, "err", err)
+	})
+	err := r.do(ctx, func(ctx context.Context) error {
+		_, err := w.cfg.Store.PutIfAbsent(ctx, key, data)
+		return err
+	})
+	if errors.Is(err, blob.ErrPrecondition) {
+		var got []byte
+		err = r.do(ctx, func(ctx context.Context) error {
+			var err error
+			got, _, err = w.cfg.Store.Get(ctx, key)
+			return err
+		})
+		if err == nil {
+			return w.resolveTaken(key, seq, data, got)
+		}
+		if errors.Is(err, blob.ErrNotFound) {
+			return fmt.Errorf("append batch %d: %w: %s was taken, then gone", seq, ErrLogConflict, key)
+		}
+	}
+	switch {
+	case err == nil:
+		return nil
+	case isDeadline(err):
+		return fmt.Errorf("append batch %d: %w: %v: %w", seq, ErrLogWriteTimeout, LogWriteLimit, err)
+	default:
+		return fmt.Errorf("append batch %d: %w", seq, err)
+	}
+}
+
+// resolveTaken decides what the batch found at a taken key means.
+func (w *Writer) resolveTaken(key string, seq uint64, ours, got []byte) error {
+	if bytes.Equal(ours, got) {
+		w.adopted.Add(1)
+		w.log.Info("log write found landed", "seq", seq, "key", key)
+		return nil
+	}
+	b, err := DecodeAt(key, seq, got)
+	switch {
+	case err != nil:
+		return fmt.Errorf("append batch %d: %w", seq, err)
+	case b.Epoch > w.cfg.Epoch:
+		return fmt.Errorf("append batch %d: %w: %s holds a %s batch of epoch %d, ours is %d", seq, ErrFenced, key, b.Kind, b.Epoch, w.cfg.Epoch)
+	default:
+		return fmt.Errorf("append batch %d: %w: %s holds a %s batch of epoch %d, ours is %d", seq, ErrLogConflict, key, b.Kind, b.Epoch, w.cfg.Epoch)
+	}
+}
+
+// fail records a fatal error and fails everything pending.
+func (w *Writer) fail(inflight *group, err error) {
+	w.mu.Lock()
+	w.err = err
+	w.mu.Unlock()
+	w.log.Error("log writer stopped", "err", err)
+	w.stop(inflight, err)
+}
+
+// stop closes the writer and fails inflight and every queued group with err.
+func (w *Writer) stop(inflight *group, err error) {
+	w.mu.Lock()
+	w.state = stateStopped
+	w.stopErr = err
+	q := w.queue
+	w.queue = nil
+	w.mu.Unlock()
+	if inflight != nil {
+		inflight.complete(0, err)
+	}
+	for _, g := range q {
+		g.complete(0, err)
+	}
+}
