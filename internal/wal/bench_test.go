@@ -11,23 +11,25 @@ import (
 	"time"
 
 	"github.com/dexzd/dexzd/internal/blob"
+	"github.com/dexzd/dexzd/internal/blob/fs"
 	"github.com/dexzd/dexzd/internal/blob/mem"
+	"github.com/dexzd/dexzd/internal/testenv"
 	"github.com/dexzd/dexzd/internal/wal"
 )
 
 // benchStores are the stores BenchmarkAppend runs against. An entry opens a
 // store for one sub-benchmark (and registers its cleanup with b.Cleanup);
 // BenchmarkAppend writes under a fresh random key prefix, so entries may
-// share a bucket, directory or schema. Add fs, s3 (MinIO) and postgres here;
-// such an entry should b.Skip when its service is not configured.
+// share a bucket, directory or schema. The minio and postgres entries skip
+// (or fail, under DEX_TEST_REQUIRE) when run without scripts/testenv.sh.
 var benchStores = []struct {
 	name string
-	open func(b *testing.B) blob.Store
+	open func(b testing.TB) blob.Store
 }{
-	{"mem", func(b *testing.B) blob.Store { return mem.New() }},
+	{"mem", func(b testing.TB) blob.Store { return mem.New() }},
 	// An in-memory store whose writes take 5 ms, like a fast object store:
 	// shows group commit turning latency into batch size.
-	{"mem-5ms", func(b *testing.B) blob.Store {
+	{"mem-5ms", func(b testing.TB) blob.Store {
 		s := mem.New()
 		s.SetFaults(func(op, key string) mem.Fault {
 			if op == blob.OpPutIfAbsent {
@@ -37,6 +39,18 @@ var benchStores = []struct {
 		})
 		return s
 	}},
+	{"fs-strict", func(b testing.TB) blob.Store { return openFS(b, fs.Strict) }},
+	{"fs-processCrashSafe", func(b testing.TB) blob.Store { return openFS(b, fs.ProcessCrashSafe) }},
+	{"minio", testenv.NewS3Store},
+	{"postgres", testenv.NewPostgresStore},
+}
+
+func openFS(b testing.TB, mode fs.Mode) blob.Store {
+	s, err := fs.Open(b.TempDir(), mode)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return s
 }
 
 // BenchmarkAppend measures Submit throughput and per-record latency (submit
