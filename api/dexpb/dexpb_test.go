@@ -68,7 +68,6 @@ func unary(name string) method {
 	return method{name: name, input: name + "Request", output: name + "Response"}
 }
 
-// Covers: E2, E16, E19, E21-E27, W1, A1, A2
 func TestServices_HaveTheirMethods(t *testing.T) {
 	t.Parallel()
 	want := map[string][]method{
@@ -118,9 +117,8 @@ func TestServices_HaveTheirMethods(t *testing.T) {
 	}
 }
 
-// The gRPC service names double as health readiness names (H2).
+// The gRPC service names double as health readiness names.
 //
-// Covers: H2
 func TestServiceDescs_UseHealthNames(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -203,9 +201,8 @@ func TestEnums_ZeroValueIsUnspecified(t *testing.T) {
 	}
 }
 
-// dexcli prints the admin answers with these JSON names (A10, A12).
+// dexcli prints the admin answers with these JSON names.
 //
-// Covers: A10, A12
 func TestAdminMessages_JSONNames(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {

@@ -32,7 +32,7 @@ func Supervise(ctx context.Context, h *lease.Holder, w *wal.Writer) error {
 		return err
 	case <-w.Done():
 		cancel()
-		<-renewed
+		_ = <-renewed // ends with nil: its context was cancelled
 		return w.Err()
 	}
 }
