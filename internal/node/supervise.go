@@ -32,7 +32,9 @@ func Supervise(ctx context.Context, h *lease.Holder, w *wal.Writer) error {
 		return err
 	case <-w.Done():
 		cancel()
-		_ = <-renewed // ends with nil: its context was cancelled
+		if err := <-renewed; err != nil && w.Err() == nil {
+			return err
+		}
 		return w.Err()
 	}
 }
