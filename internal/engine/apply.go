@@ -1,0 +1,230 @@
+package engine
+
+import (
+	"slices"
+	"time"
+)
+
+// Apply applies one record to st and returns the resulting state and the
+// effects the node performs once the record's batch is durable.
+//
+// Apply changes st in place. A FlowStarted record starts a new run: Apply
+// then returns a fresh state and leaves st untouched. Apply is deterministic
+// and total: it never fails, and a record that does not fit the state (a
+// different run, an unknown step) changes nothing. Replaying a run's records
+// from nil rebuilds its state exactly.
+func Apply(st *FlowState, rec Record) (*FlowState, []Effect) {
+	if b, ok := rec.Body.(FlowStarted); ok {
+		return applyStarted(st, rec, b)
+	}
+	if st == nil || st.RunID != rec.RunID || st.FlowID != rec.FlowID {
+		return st, nil
+	}
+	var eff []Effect
+	switch b := rec.Body.(type) {
+	case DefinitionSet:
+		st.Definition = b.Definition
+	case StepCreated:
+		if st.StepCounters == nil {
+			st.StepCounters = map[string]int{}
+		}
+		st.StepCounters[b.StepType] = b.N
+		phase := PhaseExecute
+		if b.HasWaitFor {
+			phase = PhaseWaitFor
+		}
+		st.Steps = append(st.Steps, &StepExec{ID: b.StepExecID, Type: b.StepType, Input: b.Input,
+			ParentID: b.ParentID, CreatedAt: rec.At, Options: b.Options, HasWaitFor: b.HasWaitFor, Phase: phase})
+	case AttemptScheduled:
+		s := st.Step(b.StepExecID)
+		if s == nil {
+			break
+		}
+		s.Phase = PhaseWaitFor
+		if b.Method == MethodExecute {
+			s.Phase = PhaseExecute
+		}
+		if b.Attempt == 1 {
+			s.LastFailure = nil
+		}
+		if b.WaitForFailed != nil {
+			s.WaitForFailed = b.WaitForFailed
+		}
+		s.Attempt = Attempt{Method: b.Method, Number: b.Attempt, FirstAt: b.FirstAt,
+			State: AttemptPending, NotBefore: b.NotBefore}
+		eff = append(eff, DispatchTask{st.taskRef(s)})
+	case AttemptStarted:
+		s := st.Step(b.StepExecID)
+		if s == nil || s.Attempt.Method != b.Method || s.Attempt.Number != b.Attempt {
+			break
+		}
+		s.Attempt.State = AttemptRunning
+		s.Attempt.Epoch, s.Attempt.Async = b.Epoch, b.Async
+		s.Attempt.StartedAt, s.Attempt.TimeoutAt = rec.At, b.TimeoutAt
+		if !b.Async {
+			eff = append(eff, SendTask{Token{Epoch: b.Epoch, FlowID: st.FlowID, RunID: st.RunID,
+				StepExecID: s.ID, Method: b.Method, Attempt: b.Attempt}})
+		}
+		eff = append(eff, ArmTimer{FlowID: st.FlowID, RunID: st.RunID, Timer: attemptTimer(s), At: b.TimeoutAt})
+	case AttemptFailed:
+		s := st.Step(b.StepExecID)
+		if s == nil {
+			break
+		}
+		s.LastFailure = &LastFailure{Method: b.Method, Attempt: b.Attempt, At: rec.At, Failure: b.Failure}
+		typ := EventExecuteFailed
+		if b.Method == MethodWaitFor {
+			typ = EventWaitForFailed
+		}
+		f := b.Failure
+		st.event(rec, HistoryEvent{Type: typ, StepExecID: s.ID, StepType: s.Type,
+			Attempt: b.Attempt, Duration: b.Duration, Failure: &f})
+	case WaitForCompleted:
+		s := st.Step(b.StepExecID)
+		if s == nil {
+			break
+		}
+		st.event(rec, HistoryEvent{Type: EventWaitForCompleted, StepExecID: s.ID, StepType: s.Type,
+			Attempt: b.Attempt, Duration: b.Duration})
+		st.commit(rec, b.Staged, s.ID)
+		s.LastFailure = nil
+		if b.Wait != nil {
+			s.Phase, s.Wait, s.Attempt = PhaseWaiting, b.Wait.clone(), Attempt{}
+			for i, c := range s.Wait.Conditions {
+				if s.Wait.pendingTimer(i) {
+					eff = append(eff, ArmTimer{FlowID: st.FlowID, RunID: st.RunID,
+						Timer: Timer{Kind: TimerWait, StepExecID: s.ID, Index: c.TimerIndex}, At: c.FireAt})
+				}
+			}
+		}
+	case ConditionSatisfied:
+		s := st.Step(b.StepExecID)
+		if s == nil || s.Wait == nil || b.Index < 0 || b.Index >= len(s.Wait.Conditions) {
+			break
+		}
+		c := &s.Wait.Conditions[b.Index]
+		q := st.Channels[c.Channel]
+		n := min(max(b.Count, 0), len(q))
+		c.Messages = slices.Clone(q[:n])
+		c.Satisfied = true
+		if n == len(q) {
+			delete(st.Channels, c.Channel)
+		} else {
+			st.Channels[c.Channel] = q[n:]
+		}
+	case WaitTimerFired:
+		s := st.Step(b.StepExecID)
+		if s == nil || s.Wait == nil || b.Index < 0 || b.Index >= len(s.Wait.Conditions) {
+			break
+		}
+		c := &s.Wait.Conditions[b.Index]
+		c.Satisfied, c.Skipped = true, b.Skipped
+	case ExecuteCompleted:
+		s := st.Step(b.StepExecID)
+		if s == nil {
+			break
+		}
+		st.event(rec, HistoryEvent{Type: EventExecuteCompleted, StepExecID: s.ID, StepType: s.Type,
+			Attempt: b.Attempt, Duration: b.Duration, Decision: b.Kind})
+		st.commit(rec, b.Staged, s.ID)
+		switch b.Kind {
+		case DecideGracefulComplete:
+			st.GracefulRequested = true
+			st.Outputs = append(st.Outputs, Output{StepType: s.Type, StepExecID: s.ID, Value: b.Output})
+		case DecideForceComplete:
+			st.Outputs = append(st.Outputs, Output{StepType: s.Type, StepExecID: s.ID, Value: b.Output})
+		}
+		st.removeStep(s.ID)
+	case ChannelPublished:
+		st.publish(rec, b.Messages, "")
+	case AttributesSet:
+		st.setAttributes(b.Attributes)
+	case RPCCompleted:
+		st.event(rec, HistoryEvent{Type: EventRPCCompleted, RPC: b.Name, Duration: b.Duration})
+		st.commit(rec, b.Staged, "rpc:"+b.Name)
+		eff = append(eff, ReplyRPC{CallID: b.CallID, Output: b.Output})
+	case StepEnded:
+		st.removeStep(b.StepExecID)
+	case FlowClosed:
+		if !st.Running() {
+			break
+		}
+		ci := b.CloseInfo
+		st.Status, st.Close, st.ClosedAt = b.Status, &ci, rec.At
+		st.Steps, st.TimeoutAt = nil, time.Time{}
+		st.event(rec, HistoryEvent{Type: EventFlowClosed, Close: &ci})
+		eff = append(eff, NotifyClosed{FlowID: st.FlowID, RunID: st.RunID, Status: b.Status})
+	}
+	return st, eff
+}
+
+func applyStarted(prev *FlowState, rec Record, b FlowStarted) (*FlowState, []Effect) {
+	st := &FlowState{
+		FlowID: rec.FlowID, RunID: rec.RunID, FlowType: b.FlowType, Status: StatusRunning,
+		StartedAt: rec.At, StartRequestID: b.RequestID, PreviousRunID: b.PreviousRunID,
+		Definition: b.Definition, Config: b.Config, TimeoutAt: b.TimeoutAt, TimeoutPolicy: b.TimeoutPolicy,
+	}
+	st.setAttributes(b.Attributes)
+	st.event(rec, HistoryEvent{Type: EventFlowStarted})
+	var eff []Effect
+	if prev != nil {
+		eff = append(eff, NotifySuperseded{Previous: prev})
+	}
+	if !b.TimeoutAt.IsZero() {
+		eff = append(eff, ArmTimer{FlowID: st.FlowID, RunID: st.RunID, Timer: Timer{Kind: TimerFlowTimeout}, At: b.TimeoutAt})
+	}
+	return st, eff
+}
+
+// event appends a history event stamped with the record's time.
+func (st *FlowState) event(rec Record, ev HistoryEvent) {
+	ev.ID = len(st.History) + 1
+	ev.At = rec.At
+	st.History = append(st.History, ev)
+}
+
+// commit applies a handler's staged writes (E6).
+func (st *FlowState) commit(rec Record, s Staged, source string) {
+	st.setAttributes(s.Attributes)
+	st.publish(rec, s.Publishes, source)
+}
+
+func (st *FlowState) setAttributes(ws []AttributeWrite) {
+	if len(ws) == 0 {
+		return
+	}
+	if st.Attributes == nil {
+		st.Attributes = map[string]Value{}
+	}
+	for _, w := range ws {
+		st.Attributes[w.Name] = w.Value
+	}
+}
+
+// publish appends messages to their queues in order, numbering them, and
+// records one history event per channel (E16, E26).
+func (st *FlowState) publish(rec Record, msgs []Publish, source string) {
+	if len(msgs) == 0 {
+		return
+	}
+	if st.Channels == nil {
+		st.Channels = map[string][]Message{}
+	}
+	var order []string
+	count := map[string]int{}
+	for _, m := range msgs {
+		st.LastMessageSeq++
+		st.Channels[m.Channel] = append(st.Channels[m.Channel], Message{Seq: st.LastMessageSeq, Value: m.Value})
+		if count[m.Channel] == 0 {
+			order = append(order, m.Channel)
+		}
+		count[m.Channel]++
+	}
+	for _, ch := range order {
+		st.event(rec, HistoryEvent{Type: EventChannelPublished, Channel: ch, Count: count[ch], Source: source})
+	}
+}
+
+func (st *FlowState) removeStep(id string) {
+	st.Steps = slices.DeleteFunc(st.Steps, func(s *StepExec) bool { return s.ID == id })
+}

@@ -1,0 +1,189 @@
+package engine
+
+import "time"
+
+// Command is an input to Decide. Everything random or time-dependent except
+// `now` (run IDs, epochs, call IDs) is chosen by the caller and carried in
+// the command.
+type Command interface{ isCommand() }
+
+// StartFlow starts a run (E2, E3). The node passes the flow ID's latest run
+// as st (nil when there is none). Records: FlowClosed of the old run under
+// TERMINATE_IF_RUNNING, then FlowStarted and the start step's records. No
+// records and no error means an idempotent retry of the latest run's start:
+// answer with st.RunID.
+type StartFlow struct {
+	FlowID    string
+	FlowType  string
+	RunID     string // chosen by the node, unique
+	RequestID string // the client's request ID; optional
+	// StartStep is optional: a flow without one is driven by RPCs (E2).
+	StartStep    string
+	Input        Value
+	StartOptions *StepOptions // per-movement override for the start step
+	// Config is the flow's config: options for every step below the
+	// step's own (E13).
+	Config        *StepOptions
+	Timeout       time.Duration // 0: none (E24)
+	TimeoutPolicy TimeoutPolicy // "" = FAIL
+	Attributes    []AttributeWrite
+	IDReusePolicy IDReusePolicy
+	// Definition is the flow type's registered definition, nil when no
+	// worker has registered the type yet (see FlowDefinition).
+	Definition *FlowDefinition
+}
+
+// SetDefinition stores (or replaces) the run's flow definition, for runs
+// started before a worker registered their type. Steps that exist keep
+// their resolved options.
+type SetDefinition struct {
+	FlowID     string
+	Definition *FlowDefinition
+}
+
+// StopFlow closes a running flow (E23); active step executions are
+// cancelled and their late results refused.
+type StopFlow struct {
+	FlowID string
+	RunID  string   // optional; when set it must be the latest run
+	Kind   StopKind // "" = CANCEL
+	Reason string
+}
+
+// PublishToChannel appends a batch of messages to channels, in order (E16).
+type PublishToChannel struct {
+	FlowID   string
+	RunID    string // optional
+	Messages []Publish
+}
+
+// SetAttributes writes a batch of attributes atomically (E21).
+type SetAttributes struct {
+	FlowID     string
+	RunID      string // optional
+	Attributes []AttributeWrite
+}
+
+// SkipTimer fires one pending wait timer of a step execution now (E19), by
+// condition ID when TimerID is set, else by timer index.
+type SkipTimer struct {
+	FlowID     string
+	RunID      string // optional
+	StepExecID string
+	TimerID    string
+	TimerIndex int
+}
+
+// TaskStarted logs that an attempt is handed to a worker under Token (W4):
+// for SYNC before it is sent, for ASYNC with the next batch after.
+type TaskStarted struct {
+	Token Token
+	Async bool
+}
+
+// WaitForResult is a WaitFor attempt's result: a Wait, or nil for none
+// (E4), and its staged writes (E6).
+type WaitForResult struct {
+	Token  Token
+	Wait   *Wait
+	Staged Staged
+}
+
+// DecisionKind is what an Execute decided (E5).
+type DecisionKind string
+
+// Decision kinds (E5).
+const (
+	DecideMovements        DecisionKind = "MOVEMENTS"
+	DecideGracefulComplete DecisionKind = "GRACEFUL_COMPLETE"
+	DecideForceComplete    DecisionKind = "FORCE_COMPLETE"
+	DecideForceFail        DecisionKind = "FORCE_FAIL"
+	DecideDeadEnd          DecisionKind = "DEAD_END"
+)
+
+// Decision is an Execute's decision (E5). Movements only with
+// DecideMovements; Output with the completes; Reason with ForceFail.
+type Decision struct {
+	Kind      DecisionKind `json:"kind"`
+	Movements []Movement   `json:"movements,omitempty"`
+	Output    Value        `json:"output"`
+	Reason    string       `json:"reason,omitempty"`
+}
+
+// Movement starts a step execution (E5). Options override the step's own
+// (E13); SkipWaitFor goes straight to Execute (E4).
+type Movement struct {
+	StepType    string       `json:"stepType"`
+	Input       Value        `json:"input"`
+	Options     *StepOptions `json:"options,omitempty"`
+	SkipWaitFor bool         `json:"skipWaitFor,omitempty"`
+}
+
+// ExecuteResult is an Execute attempt's result (E5, E6).
+type ExecuteResult struct {
+	Token    Token
+	Decision Decision
+	Staged   Staged
+}
+
+// InvokeRPC is a client's RPC call (E22). It is not a Command: the node gets
+// the task from Engine.RPCTask, sends it, and submits RPCResult.
+type InvokeRPC struct {
+	FlowID string
+	RunID  string // optional
+	CallID string // chosen by the node, unique among its pending calls
+	Name   string
+	Input  Value
+}
+
+// RPCResult is an RPC's successful result (E22): its output, staged writes
+// and optional movements, committed atomically. A worker error is answered
+// to the caller by the node and commits nothing.
+type RPCResult struct {
+	Token     Token
+	Name      string
+	StartedAt time.Time // when the node sent the task, for history
+	Output    Value
+	Staged    Staged
+	Movements []Movement
+}
+
+// TaskFailed reports a failed WaitFor or Execute attempt (E9, E10, E14).
+type TaskFailed struct {
+	Token   Token
+	Failure Failure
+	// RetryAfter, when set, replaces the policy's backoff for the next
+	// attempt; limits still apply (E10).
+	RetryAfter *time.Duration
+}
+
+// TimerFired reports that an armed timer is due (E15, E20, E24, E9).
+type TimerFired struct {
+	FlowID string
+	RunID  string
+	Timer  Timer
+}
+
+// RecoverAttempts is fed once per running flow after a takeover (T2-T4):
+// every attempt handed to a worker by an earlier epoch than Epoch fails with
+// NOT_COMPLETED and consumes a retry. Scheduled attempts (never handed out,
+// or ASYNC ones whose start was not durable) are left alone: they are
+// pending tasks and the node dispatches them with the same attempt number.
+type RecoverAttempts struct {
+	FlowID string
+	Epoch  uint64
+}
+
+func (StartFlow) isCommand()        {}
+func (SetDefinition) isCommand()    {}
+func (StopFlow) isCommand()         {}
+func (PublishToChannel) isCommand() {}
+func (SetAttributes) isCommand()    {}
+func (SkipTimer) isCommand()        {}
+func (TaskStarted) isCommand()      {}
+func (WaitForResult) isCommand()    {}
+func (ExecuteResult) isCommand()    {}
+func (RPCResult) isCommand()        {}
+func (TaskFailed) isCommand()       {}
+func (TimerFired) isCommand()       {}
+func (RecoverAttempts) isCommand()  {}

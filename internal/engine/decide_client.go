@@ -1,0 +1,298 @@
+package engine
+
+import (
+	"fmt"
+	"time"
+)
+
+// start decides StartFlow (E2, E3).
+func (d *decider) start(c StartFlow) error {
+	if err := d.validateStart(c); err != nil {
+		return err
+	}
+	prev := d.st
+	if prev != nil {
+		if prev.FlowID != c.FlowID {
+			return invalidArg("flowId", "state of flow %q passed for flow %q", prev.FlowID, c.FlowID)
+		}
+		// A retry of the latest run's start skips the policy (E3).
+		if c.RequestID != "" && c.RequestID == prev.StartRequestID {
+			return nil
+		}
+		if c.RunID == prev.RunID {
+			return invalidArg("runId", "run ID %s is already used", c.RunID)
+		}
+		if err := reuseAllowed(prev, c.IDReusePolicy); err != nil {
+			return err
+		}
+		if prev.Running() {
+			d.closeFlow(StatusTerminated, "", fmt.Sprintf("terminated by the start of run %s", c.RunID))
+		}
+	}
+	var timeoutAt time.Time
+	if c.Timeout > 0 {
+		timeoutAt = d.now.Add(c.Timeout)
+	}
+	policy := c.TimeoutPolicy
+	if policy == "" && c.Timeout > 0 {
+		policy = TimeoutFail
+	}
+	started := FlowStarted{FlowType: c.FlowType, RequestID: c.RequestID, Definition: c.Definition,
+		Config: c.Config, TimeoutAt: timeoutAt, TimeoutPolicy: policy, Attributes: c.Attributes}
+	if prev != nil {
+		started.PreviousRunID = prev.RunID
+	}
+	d.emitFor(c.FlowID, c.RunID, started)
+	if c.StartStep != "" {
+		d.createStep(c.StartStep, c.Input, c.StartOptions, false, "")
+	}
+	return nil
+}
+
+// reuseAllowed applies the ID reuse policy to the latest run (E3).
+func reuseAllowed(prev *FlowState, p IDReusePolicy) error {
+	ok := false
+	switch p {
+	case ReuseDefault, ReuseAllowIfNotRunning:
+		ok = !prev.Running()
+	case ReuseAllowIfPreviousFailed:
+		ok = prev.Status == StatusFailed || prev.Status == StatusCanceled || prev.Status == StatusTerminated
+	case ReuseTerminateIfRunning:
+		ok = true
+	}
+	if ok {
+		return nil
+	}
+	policy := p
+	if policy == ReuseDefault {
+		policy = "default"
+	}
+	return &Error{Code: CodeAlreadyExists, Message: fmt.Sprintf(
+		"flow %q already has run %s (%s); ID reuse policy %s rejects a new run", prev.FlowID, prev.RunID, prev.Status, policy)}
+}
+
+func (d *decider) validateStart(c StartFlow) error {
+	switch {
+	case c.FlowID == "":
+		return invalidArg("flowId", "must not be empty")
+	case c.FlowType == "":
+		return invalidArg("flowType", "must not be empty")
+	case c.RunID == "":
+		return invalidArg("runId", "must not be empty")
+	case c.Timeout < 0:
+		return invalidArg("timeout", "must not be negative")
+	}
+	switch c.TimeoutPolicy {
+	case "", TimeoutFail, TimeoutCancel:
+	default:
+		return invalidArg("timeoutPolicy", "unknown policy %q", c.TimeoutPolicy)
+	}
+	switch c.IDReusePolicy {
+	case ReuseDefault, ReuseDisallow, ReuseAllowIfNotRunning, ReuseAllowIfPreviousFailed, ReuseTerminateIfRunning:
+	default:
+		return invalidArg("idReusePolicy", "unknown policy %q", c.IDReusePolicy)
+	}
+	if err := validateDefinition("definition", c.Definition, c.FlowType); err != nil {
+		return err
+	}
+	// Check names against the definition the new run will have.
+	v := &decider{e: d.e, st: &FlowState{FlowType: c.FlowType, Definition: c.Definition}}
+	if c.StartStep != "" && !v.stepDeclared(c.StartStep) {
+		return invalidArg("startStep", "step type %q is not declared by flow type %q", c.StartStep, c.FlowType)
+	}
+	if err := v.checkValue("input", c.Input); err != nil {
+		return err
+	}
+	if err := validateOptions("startOptions", c.StartOptions, v.stepDeclared); err != nil {
+		return err
+	}
+	if err := validateOptions("config", c.Config, v.stepDeclared); err != nil {
+		return err
+	}
+	return v.checkAttributes("attributes", c.Attributes)
+}
+
+// validateDefinition checks a registered definition.
+func validateDefinition(field string, def *FlowDefinition, flowType string) error {
+	if def == nil {
+		return nil
+	}
+	if def.Type != flowType {
+		return invalidArg(field+".type", "definition of flow type %q given for %q", def.Type, flowType)
+	}
+	declared := func(typ string) bool { _, ok := def.Steps[typ]; return ok }
+	for name, sd := range def.Steps {
+		if name == "" {
+			return invalidArg(field+".steps", "empty step type")
+		}
+		if err := validateOptions(field+".steps["+name+"].options", sd.Options, declared); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (d *decider) setDefinition(c SetDefinition) error {
+	if err := d.active(c.FlowID, ""); err != nil {
+		return err
+	}
+	if c.Definition == nil {
+		return invalidArg("definition", "must be set")
+	}
+	if err := validateDefinition("definition", c.Definition, d.st.FlowType); err != nil {
+		return err
+	}
+	d.emit(DefinitionSet{Definition: c.Definition})
+	return nil
+}
+
+// stop decides StopFlow (E23).
+func (d *decider) stop(c StopFlow) error {
+	if err := d.active(c.FlowID, c.RunID); err != nil {
+		return err
+	}
+	switch c.Kind {
+	case "", StopCancel:
+		d.closeFlow(StatusCanceled, "", c.Reason)
+	case StopTerminate:
+		d.closeFlow(StatusTerminated, "", c.Reason)
+	case StopFail:
+		d.closeFlow(StatusFailed, ErrClientAPIFailingFlow, c.Reason)
+	default:
+		return invalidArg("kind", "unknown stop kind %q", c.Kind)
+	}
+	return nil
+}
+
+// publish decides PublishToChannel (E16).
+func (d *decider) publish(c PublishToChannel) error {
+	if err := d.active(c.FlowID, c.RunID); err != nil {
+		return err
+	}
+	if len(c.Messages) == 0 {
+		return invalidArg("messages", "must not be empty")
+	}
+	if err := d.checkPublishes("messages", c.Messages); err != nil {
+		return err
+	}
+	d.emit(ChannelPublished{Messages: c.Messages})
+	d.evaluate()
+	return nil
+}
+
+// setAttributes decides SetAttributes (E21).
+func (d *decider) setAttributes(c SetAttributes) error {
+	if err := d.active(c.FlowID, c.RunID); err != nil {
+		return err
+	}
+	if len(c.Attributes) == 0 {
+		return invalidArg("attributes", "must not be empty")
+	}
+	if err := d.checkAttributes("attributes", c.Attributes); err != nil {
+		return err
+	}
+	d.emit(AttributesSet{Attributes: c.Attributes})
+	return nil
+}
+
+func timerNotPending(format string, args ...any) error {
+	return &Error{Code: CodeFailedPrecondition, Message: fmt.Sprintf(format, args...), Reason: ErrTimerNotPending}
+}
+
+// skipTimer decides SkipTimer (E19).
+func (d *decider) skipTimer(c SkipTimer) error {
+	if err := d.active(c.FlowID, c.RunID); err != nil {
+		return err
+	}
+	if c.StepExecID == "" {
+		return invalidArg("stepExecId", "must not be empty")
+	}
+	s := d.st.Step(c.StepExecID)
+	if s == nil || s.Phase != PhaseWaiting {
+		return timerNotPending("step execution %s is not waiting", c.StepExecID)
+	}
+	idx := -1
+	for i, cond := range s.Wait.Conditions {
+		if cond.Kind == CondTimer && ((c.TimerID != "" && cond.ID == c.TimerID) || (c.TimerID == "" && cond.TimerIndex == c.TimerIndex)) {
+			idx = i
+		}
+	}
+	if !s.Wait.pendingTimer(idx) {
+		if c.TimerID != "" {
+			return timerNotPending("step execution %s has no pending timer %q", s.ID, c.TimerID)
+		}
+		return timerNotPending("step execution %s has no pending timer with index %d", s.ID, c.TimerIndex)
+	}
+	d.emit(WaitTimerFired{StepExecID: s.ID, Index: idx, Skipped: true})
+	d.evaluate()
+	return nil
+}
+
+// timerFired decides TimerFired (E9, E15, E20, E24).
+func (d *decider) timerFired(c TimerFired) error {
+	if err := d.target(c.FlowID, c.RunID); err != nil {
+		return err
+	}
+	if c.RunID == "" {
+		return invalidArg("runId", "must not be empty")
+	}
+	if !d.st.Running() {
+		return timerNotPending("%s: run is %s", c.Timer, d.st.Status)
+	}
+	due := func(at time.Time) error {
+		if d.now.Before(at) {
+			return &Error{Code: CodeFailedPrecondition, Reason: ErrTimerNotDue,
+				Message: fmt.Sprintf("%s is due at %s", c.Timer, at.Format(time.RFC3339Nano))}
+		}
+		return nil
+	}
+	t := c.Timer
+	switch t.Kind {
+	case TimerFlowTimeout:
+		if d.st.TimeoutAt.IsZero() {
+			return timerNotPending("the flow has no timeout")
+		}
+		if err := due(d.st.TimeoutAt); err != nil {
+			return err
+		}
+		msg := fmt.Sprintf("flow timed out at %s", d.st.TimeoutAt.Format(time.RFC3339Nano))
+		if d.st.TimeoutPolicy == TimeoutCancel {
+			d.closeFlow(StatusCanceled, ErrFlowTimeout, msg)
+		} else {
+			d.closeFlow(StatusFailed, ErrFlowTimeout, msg)
+		}
+	case TimerWait:
+		s := d.st.Step(t.StepExecID)
+		if s == nil || s.Phase != PhaseWaiting {
+			return timerNotPending("%s: step is not waiting", t)
+		}
+		idx := -1
+		for i, cond := range s.Wait.Conditions {
+			if cond.Kind == CondTimer && cond.TimerIndex == t.Index {
+				idx = i
+			}
+		}
+		if !s.Wait.pendingTimer(idx) {
+			return timerNotPending("%s is not pending", t)
+		}
+		if err := due(s.Wait.Conditions[idx].FireAt); err != nil {
+			return err
+		}
+		d.emit(WaitTimerFired{StepExecID: s.ID, Index: idx})
+		d.evaluate()
+	case TimerAttemptTimeout:
+		s := d.st.Step(t.StepExecID)
+		if s == nil || s.Phase == PhaseWaiting || s.Attempt.State != AttemptRunning ||
+			s.Attempt.Method != t.Method || s.Attempt.Number != t.Attempt {
+			return timerNotPending("%s: attempt is not running", t)
+		}
+		if err := due(s.Attempt.TimeoutAt); err != nil {
+			return err
+		}
+		d.failAttempt(s, Failure{Type: FailureTimeout,
+			Message: fmt.Sprintf("attempt %d of %s timed out after %v", t.Attempt, t.Method, s.policy(t.Method).Timeout)}, nil)
+	default:
+		return invalidArg("timer.kind", "unknown timer kind %q", t.Kind)
+	}
+	return nil
+}

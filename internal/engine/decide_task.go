@@ -1,0 +1,252 @@
+package engine
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+)
+
+// checkMethod checks that a result command carries a token of its method.
+func checkMethod(tok Token, m Method) error {
+	if tok.Method != m {
+		return invalidArg("token.method", "a %s result carries a %q token", m, tok.Method)
+	}
+	return nil
+}
+
+// stepToken checks that tok names a step method of this flow.
+func (d *decider) stepToken(tok Token) error {
+	if tok.Method != MethodWaitFor && tok.Method != MethodExecute {
+		return invalidArg("token.method", "unknown step method %q", tok.Method)
+	}
+	if d.st == nil || d.st.FlowID != tok.FlowID {
+		return notFound(tok.FlowID)
+	}
+	return nil
+}
+
+// worker looks up the step whose running attempt tok names (W2); m is the
+// method the result is for.
+func (d *decider) worker(tok Token, m Method) (*StepExec, error) {
+	if err := checkMethod(tok, m); err != nil {
+		return nil, err
+	}
+	if err := d.stepToken(tok); err != nil {
+		return nil, err
+	}
+	return d.st.running(tok)
+}
+
+// taskStarted decides TaskStarted (W4): the attempt must be scheduled and
+// due; an attempt is handed out once (W3).
+func (d *decider) taskStarted(c TaskStarted) error {
+	tok := c.Token
+	if err := d.stepToken(tok); err != nil {
+		return err
+	}
+	s, err := d.st.startable(tok)
+	if err != nil {
+		return err
+	}
+	if s.Attempt.State != AttemptPending {
+		return staleErr("attempt %d of %s %s is already handed out", tok.Attempt, s.ID, tok.Method)
+	}
+	if d.now.Before(s.Attempt.NotBefore) {
+		return &Error{Code: CodeFailedPrecondition, Message: fmt.Sprintf("attempt %d of %s %s is not due before %s",
+			tok.Attempt, s.ID, tok.Method, s.Attempt.NotBefore.Format(time.RFC3339Nano))}
+	}
+	d.emit(AttemptStarted{StepExecID: s.ID, Method: tok.Method, Attempt: tok.Attempt, Epoch: tok.Epoch,
+		Async: c.Async, TimeoutAt: d.now.Add(s.policy(tok.Method).Timeout)})
+	return nil
+}
+
+// waitForResult decides a WaitFor result (E4, E6, E15).
+func (d *decider) waitForResult(c WaitForResult) error {
+	s, err := d.worker(c.Token, MethodWaitFor)
+	if err != nil {
+		return err
+	}
+	if err := validateWait("wait", c.Wait, d.channelDeclared); err != nil {
+		d.invalidResult(s, err)
+		return nil
+	}
+	if err := d.checkStaged("staged", c.Staged); err != nil {
+		d.invalidResult(s, err)
+		return nil
+	}
+	var w *StoredWait
+	if !c.Wait.isEmpty() {
+		w = storeWait(c.Wait, d.now)
+	}
+	d.emit(WaitForCompleted{StepExecID: s.ID, Attempt: s.Attempt.Number, Duration: d.elapsed(s.Attempt), Wait: w, Staged: c.Staged})
+	if w == nil {
+		d.emit(AttemptScheduled{StepExecID: s.ID, Method: MethodExecute, Attempt: 1, FirstAt: d.now, NotBefore: d.now})
+	}
+	d.evaluate()
+	return nil
+}
+
+// validateDecision checks an Execute decision (E5, E28).
+func (d *decider) validateDecision(dec Decision) error {
+	switch dec.Kind {
+	case DecideMovements:
+		if len(dec.Movements) == 0 {
+			return invalidArg("decision.movements", "a MOVEMENTS decision needs at least one movement")
+		}
+		return d.checkMovements("decision.movements", dec.Movements)
+	case DecideGracefulComplete, DecideForceComplete, DecideForceFail, DecideDeadEnd:
+		if len(dec.Movements) > 0 {
+			return invalidArg("decision.movements", "a %s decision takes no movements", dec.Kind)
+		}
+		return d.checkValue("decision.output", dec.Output)
+	default:
+		return invalidArg("decision.kind", "unknown decision kind %q", dec.Kind)
+	}
+}
+
+// executeResult decides an Execute result (E5, E6, E7).
+func (d *decider) executeResult(c ExecuteResult) error {
+	s, err := d.worker(c.Token, MethodExecute)
+	if err != nil {
+		return err
+	}
+	if err := d.validateDecision(c.Decision); err != nil {
+		d.invalidResult(s, err)
+		return nil
+	}
+	if err := d.checkStaged("staged", c.Staged); err != nil {
+		d.invalidResult(s, err)
+		return nil
+	}
+	dec := c.Decision
+	done := ExecuteCompleted{StepExecID: s.ID, Attempt: s.Attempt.Number, Duration: d.elapsed(s.Attempt),
+		Kind: dec.Kind, Reason: dec.Reason, Staged: c.Staged}
+	if dec.Kind == DecideGracefulComplete || dec.Kind == DecideForceComplete {
+		done.Output = dec.Output
+	}
+	d.emit(done)
+	switch dec.Kind {
+	case DecideMovements:
+		for _, m := range dec.Movements {
+			d.createStep(m.StepType, m.Input, m.Options, m.SkipWaitFor, s.ID)
+		}
+	case DecideForceComplete:
+		d.closeFlow(StatusCompleted, "", "")
+	case DecideForceFail:
+		d.closeFlow(StatusFailed, ErrStepDecisionFailingFlow, dec.Reason)
+	}
+	if d.st.Running() {
+		d.evaluate()
+		d.branchEnded()
+	}
+	return nil
+}
+
+// taskFailed decides a failed attempt (E9, E10, E14).
+func (d *decider) taskFailed(c TaskFailed) error {
+	s, err := d.worker(c.Token, c.Token.Method)
+	if err != nil {
+		return err
+	}
+	f := c.Failure
+	if f.Type == "" {
+		f.Type = "ERROR"
+	}
+	limit := d.e.cfg.maxPayload()
+	f.Message, f.Stack = truncate(f.Message, limit), truncate(f.Stack, limit)
+	d.failAttempt(s, f, c.RetryAfter)
+	return nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}
+
+// recoverAttempts decides RecoverAttempts (T2-T4).
+func (d *decider) recoverAttempts(c RecoverAttempts) error {
+	if err := d.target(c.FlowID, ""); err != nil {
+		return err
+	}
+	for _, id := range d.stepIDs() {
+		if !d.st.Running() {
+			break
+		}
+		s := d.st.Step(id)
+		if s == nil || s.Phase == PhaseWaiting || s.Attempt.State != AttemptRunning || s.Attempt.Epoch >= c.Epoch {
+			continue
+		}
+		d.failAttempt(s, Failure{Type: FailureNotCompleted,
+			Message: fmt.Sprintf("attempt %d of %s was handed out in epoch %d before a takeover", s.Attempt.Number, s.Attempt.Method, s.Attempt.Epoch)}, nil)
+	}
+	return nil
+}
+
+// RPCTask checks an RPC call against the run and builds its task (E22).
+// RPC calls are not logged until their result commits: the node keeps the
+// caller waiting, sends the task, and submits RPCResult; a worker error goes
+// back to the caller and commits nothing.
+func (e *Engine) RPCTask(st *FlowState, call InvokeRPC, epoch uint64) (Task, error) {
+	d := &decider{e: e, st: st}
+	if err := d.active(call.FlowID, call.RunID); err != nil {
+		return Task{}, err
+	}
+	switch {
+	case call.CallID == "":
+		return Task{}, invalidArg("callId", "must not be empty")
+	case call.Name == "":
+		return Task{}, invalidArg("name", "must not be empty")
+	case st.Definition != nil && !slices.Contains(st.Definition.RPCs, call.Name):
+		return Task{}, invalidArg("name", "RPC %q is not declared by flow type %q", call.Name, st.FlowType)
+	}
+	if err := d.checkValue("input", call.Input); err != nil {
+		return Task{}, err
+	}
+	return Task{
+		Token:    Token{Epoch: epoch, FlowID: st.FlowID, RunID: st.RunID, Method: MethodRPC, CallID: call.CallID},
+		FlowType: st.FlowType, FlowID: st.FlowID, RunID: st.RunID, Method: MethodRPC,
+		Input: call.Input, Attributes: maps.Clone(st.Attributes), RPC: call.Name, QueueSizes: st.QueueSizes(),
+	}, nil
+}
+
+// rpcResult decides an RPC's result (E22). An invalid result is the
+// caller's error (FAILED_PRECONDITION, INVALID_USER_FLOW_CODE) and commits
+// nothing; it never fails the flow.
+func (d *decider) rpcResult(c RPCResult) error {
+	tok := c.Token
+	if err := checkMethod(tok, MethodRPC); err != nil {
+		return err
+	}
+	if err := d.active(tok.FlowID, ""); err != nil {
+		return err
+	}
+	if tok.RunID != d.st.RunID || tok.CallID == "" {
+		return staleErr("RPC call %q of run %s is not current", tok.CallID, tok.RunID)
+	}
+	invalid := func(err error) error {
+		return &Error{Code: CodeFailedPrecondition, Reason: ErrInvalidUserCode,
+			Message: fmt.Sprintf("RPC %q returned an invalid result: %s: %s", c.Name, ErrInvalidUserFlowCode, detail(err))}
+	}
+	if err := d.checkValue("output", c.Output); err != nil {
+		return invalid(err)
+	}
+	if err := d.checkStaged("staged", c.Staged); err != nil {
+		return invalid(err)
+	}
+	if err := d.checkMovements("movements", c.Movements); err != nil {
+		return invalid(err)
+	}
+	var dur = d.now.Sub(c.StartedAt)
+	if c.StartedAt.IsZero() || dur < 0 {
+		dur = 0
+	}
+	d.emit(RPCCompleted{CallID: tok.CallID, Name: c.Name, Duration: dur, Output: c.Output, Staged: c.Staged})
+	for _, m := range c.Movements {
+		d.createStep(m.StepType, m.Input, m.Options, m.SkipWaitFor, "rpc:"+c.Name)
+	}
+	d.evaluate()
+	return nil
+}

@@ -1,0 +1,145 @@
+// Package engine is Dex-ZD's durable-execution state machine. It is pure: no
+// goroutines, no clock, no I/O, no randomness. Everything time-dependent or
+// random is an input (`now`, run IDs, epochs, RPC call IDs).
+//
+// # Shape
+//
+// One flow run is one value, FlowState; the node stores the latest run of
+// each flow ID under that ID. Two functions change it:
+//
+//	recs, err := eng.Decide(st, cmd, now) // validate, decide; st is not modified
+//	st, effects = engine.Apply(st, rec)   // for each rec, after its batch is durable
+//
+// Decide returns the records to log, all in one batch and in order. The
+// records carry every decision (step execution IDs, absolute timer fire
+// times, attempt numbers, retry backoffs, epochs), so Apply needs nothing
+// else: it is deterministic and total, and replaying a run's records from
+// nil rebuilds its state byte for byte (MarshalState). Recovery is feeding
+// the decoded records through Apply again.
+//
+// Internally Decide works on a private copy of the state and applies each
+// record it emits as it goes, so the later decisions of one command (a
+// publish that satisfies a wait that schedules an Execute) see the earlier
+// ones.
+//
+// # Commands (inputs)
+//
+//	StartFlow         start a run (E2, E3); st is the flow ID's latest run or nil
+//	SetDefinition     pin a definition on a run started without one (W5)
+//	StopFlow          CANCEL / TERMINATE / FAIL (E23)
+//	PublishToChannel  client messages, batch order kept (E16)
+//	SetAttributes     client attribute batch (E21)
+//	SkipTimer         fire a pending wait timer now (E19)
+//	TimerFired        a flow timeout, wait timer or attempt timeout is due (E9, E15, E24)
+//	TaskStarted       an attempt is handed to a worker (W4)
+//	WaitForResult     a WaitFor result: Wait or none, staged writes (E4, E6)
+//	ExecuteResult     an Execute decision and staged writes (E5, E6)
+//	RPCResult         an RPC's output, staged writes, movements (E22)
+//	TaskFailed        a failed attempt, optional retry-after (E9, E10)
+//	RecoverAttempts   after a takeover: fail what earlier epochs handed out (T2-T4)
+//
+// RPC calls are not logged until they commit: Engine.RPCTask checks the call
+// and builds its task; the node sends it and submits RPCResult, or answers a
+// worker error to the caller itself.
+//
+// # Records (the log)
+//
+//	flow_started        new run (replaces the state of an earlier run)
+//	definition_set      the run's flow definition
+//	step_created        <StepType>-<n>, input, resolved options (E1, E13)
+//	attempt_scheduled   attempt n of WaitFor/Execute, not before T (E9)
+//	attempt_started     handed out under a token of epoch E, times out at T (W2, W4)
+//	attempt_failed      failure of the running attempt (E14)
+//	wait_for_completed  stored Wait with absolute timers + staged writes
+//	condition_satisfied a channel condition takes the first n queued messages
+//	wait_timer_fired    a wait timer fired or was skipped
+//	execute_completed   decision + staged writes; the step execution ends
+//	channel_published   client messages
+//	attributes_set      client attributes
+//	rpc_completed       RPC output + staged writes
+//	step_ended          a step execution ends without a decision (E12)
+//	flow_closed         status, error type, message; steps are cancelled
+//
+// # Effects (what the node does once a batch is durable)
+//
+//	DispatchTask      an attempt is pending: hand it to a worker serving the
+//	                  flow type once NotBefore has passed (W5)
+//	SendTask          a SYNC start is durable: send the task (FlowState.Task)
+//	ArmTimer          submit TimerFired at or after At
+//	ReplyRPC          answer the RPC caller
+//	NotifyClosed      wake WaitForFlow callers (E25); drop the run's timers
+//	NotifySuperseded  a new run replaced an old one for the flow ID
+//
+// Effects are hints computed per record; a later record of the same batch
+// may make one moot (a timer armed for a wait that the same batch
+// satisfied, a task scheduled just before the flow closed). The engine
+// refuses the stale follow-up (ErrTimerNotPending, ErrStaleToken) and the
+// node drops it. After a restart the node does not replay effects: it reads
+// FlowState.PendingTasks and FlowState.Timers of every running flow
+// (E20, T4, T5), then feeds RecoverAttempts with its new epoch (T2, T3).
+//
+// # Attempts and tokens (W2-W4, T2-T4)
+//
+// A step execution has at most one current attempt. Its states:
+//
+//	PENDING  --TaskStarted(epoch)-->  RUNNING  --result--> next phase
+//	   ^                                 |
+//	   +-- attempt_scheduled(n+1) <------+-- TaskFailed / attempt timeout /
+//	                                         RecoverAttempts (NOT_COMPLETED)
+//
+// SYNC: the node submits TaskStarted, logs it, and sends the task on
+// SendTask. ASYNC: the node sends the task at once (FlowState.Task works on a
+// pending attempt) and submits TaskStarted with the next batch, before any
+// result of that task. A result is accepted only when its token equals the
+// running attempt's (epoch, run, step execution, method, attempt); anything
+// else, including results for cancelled executions or closed runs, is
+// refused with ErrStaleToken and commits nothing. After a takeover,
+// RecoverAttempts fails every RUNNING attempt of an older epoch with
+// NOT_COMPLETED (it consumes a retry, T2). An ASYNC attempt whose start was
+// not durable is still PENDING: it is dispatched again with the same attempt
+// number (T3), as are attempts never handed out (T4); a late result carrying
+// the old epoch is refused.
+//
+// # Step phases
+//
+//	WAIT_FOR --WaitForResult(wait)--> WAITING --conditions satisfied--> EXECUTE
+//	WAIT_FOR --WaitForResult(none)--> EXECUTE      (no WaitFor or skipped: start in EXECUTE)
+//	EXECUTE  --ExecuteResult--> ended (movements create new step executions)
+//
+// Readiness (E15-E18) is evaluated after every publish, timer fire and new
+// Wait, over the waiting steps in creation order and their conditions in
+// declaration order. A channel condition takes its messages as soon as it is
+// ready (AllOf conditions complete one by one); AnyOf and Until stop at the
+// first satisfied condition, so the others consume nothing.
+//
+// Retries (E9-E12): the backoff after failed attempt n is
+// initial*coefficient^(n-1), capped at the max interval; a worker's
+// retry-after replaces it. The policy is exhausted when n reached max
+// attempts, or when the retry would start later than first attempt + max
+// total duration. Then WaitFor fails the flow (FAIL_FLOW) or proceeds to
+// Execute with the error (PROCEED); Execute fails the flow or moves to the
+// recovery step with the same input. Options resolve per field: movement
+// override, the step's options (definition), the flow's config (StartFlow),
+// then Config.Defaults.
+//
+// Completion (E5): GracefulComplete records an output and completes the flow
+// when no step execution is left (a later DeadEnd of the last branch then
+// completes it too); ForceComplete completes at once; ForceFail fails with
+// STEP_DECISION_FAILING_FLOW; DeadEnd ends the branch only.
+//
+// # Flow definitions
+//
+// The definition a worker registers is stored in the run (StartFlow carries
+// the node's registered definition, SetDefinition replaces it). With it the
+// engine checks movements, recovery steps, RPC, attribute and channel names
+// and reads each step's HasWaitFor and options. A run without one (no worker
+// had registered the type) accepts any name and gives every step a WaitFor
+// task; the worker answers "no wait" for a step that has none.
+//
+// # Encoding
+//
+// MarshalRecord/UnmarshalRecord and MarshalState/UnmarshalState use JSON
+// behind a format version; callers treat the bytes as opaque. Unknown record
+// types and versions are errors, never skipped. testdata/records.golden pins
+// the record encoding.
+package engine

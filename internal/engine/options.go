@@ -1,0 +1,183 @@
+package engine
+
+import (
+	"math"
+	"time"
+)
+
+// DefaultMaxPayloadBytes is the default limit per value (E28).
+const DefaultMaxPayloadBytes = 4 << 20
+
+// Config is the engine's configuration. The zero value means the defaults.
+type Config struct {
+	// MaxPayloadBytes limits every value (input, output, attribute,
+	// message) (E28); 0 means DefaultMaxPayloadBytes.
+	MaxPayloadBytes int
+	// Defaults are the server defaults, the last level of option
+	// precedence (E13); the zero value means DefaultOptions().
+	Defaults ResolvedOptions
+}
+
+// DefaultOptions returns the server defaults (E9, E11): attempts time out
+// after 30 s; retries start at 1 s, double, are capped at 100 s, without
+// attempt or duration limits; WaitFor exhaustion fails the flow; starts are
+// logged SYNC (W4).
+func DefaultOptions() ResolvedOptions {
+	p := MethodPolicy{
+		Timeout:    30 * time.Second,
+		Retry:      RetryPolicy{InitialInterval: time.Second, Coefficient: 2, MaxInterval: 100 * time.Second},
+		Durability: SYNC,
+	}
+	return ResolvedOptions{WaitFor: p, Execute: p, WaitForFailure: FailFlow}
+}
+
+func (c Config) maxPayload() int {
+	if c.MaxPayloadBytes > 0 {
+		return c.MaxPayloadBytes
+	}
+	return DefaultMaxPayloadBytes
+}
+
+func (c Config) defaults() ResolvedOptions {
+	if c.Defaults == (ResolvedOptions{}) {
+		return DefaultOptions()
+	}
+	return c.Defaults
+}
+
+// resolveOptions resolves options field by field (E13); layers go from the
+// highest precedence (per-movement override) to the lowest above the server
+// defaults (the flow's config). Nil layers are skipped.
+func resolveOptions(defaults ResolvedOptions, layers ...*StepOptions) ResolvedOptions {
+	r := defaults
+	for i := len(layers) - 1; i >= 0; i-- {
+		o := layers[i]
+		if o == nil {
+			continue
+		}
+		overlayMethod(&r.WaitFor, o.WaitFor)
+		overlayMethod(&r.Execute, o.Execute)
+		if o.WaitForFailure != "" {
+			r.WaitForFailure = o.WaitForFailure
+		}
+		if o.RecoveryStep != "" {
+			r.RecoveryStep = o.RecoveryStep
+		}
+	}
+	return r
+}
+
+func overlayMethod(p *MethodPolicy, o *MethodOptions) {
+	if o == nil {
+		return
+	}
+	if o.Timeout != nil {
+		p.Timeout = *o.Timeout
+	}
+	if o.Durability != "" {
+		p.Durability = o.Durability
+	}
+	if r := o.Retry; r != nil {
+		setIf(&p.Retry.InitialInterval, r.InitialInterval)
+		setIf(&p.Retry.Coefficient, r.Coefficient)
+		setIf(&p.Retry.MaxInterval, r.MaxInterval)
+		setIf(&p.Retry.MaxAttempts, r.MaxAttempts)
+		setIf(&p.Retry.MaxTotal, r.MaxTotal)
+	}
+}
+
+func setIf[T any](dst *T, src *T) {
+	if src != nil {
+		*dst = *src
+	}
+}
+
+// validateOptions checks options given by a client or a worker; field
+// prefixes the name of the offending field.
+func validateOptions(field string, o *StepOptions, stepOK func(string) bool) error {
+	if o == nil {
+		return nil
+	}
+	for _, m := range []struct {
+		name string
+		o    *MethodOptions
+	}{{"waitFor", o.WaitFor}, {"execute", o.Execute}} {
+		if err := validateMethod(field+"."+m.name, m.o); err != nil {
+			return err
+		}
+	}
+	switch o.WaitForFailure {
+	case "", FailFlow, Proceed:
+	default:
+		return invalidArg(field+".waitForFailure", "unknown policy %q", o.WaitForFailure)
+	}
+	if o.RecoveryStep != "" && !stepOK(o.RecoveryStep) {
+		return invalidArg(field+".recoveryStep", "step type %q is not declared", o.RecoveryStep)
+	}
+	return nil
+}
+
+func validateMethod(field string, o *MethodOptions) error {
+	if o == nil {
+		return nil
+	}
+	if o.Timeout != nil && *o.Timeout <= 0 {
+		return invalidArg(field+".timeout", "must be positive, got %v", *o.Timeout)
+	}
+	switch o.Durability {
+	case "", SYNC, ASYNC:
+	default:
+		return invalidArg(field+".durability", "unknown durability %q", o.Durability)
+	}
+	r := o.Retry
+	if r == nil {
+		return nil
+	}
+	field += ".retry"
+	switch {
+	case r.InitialInterval != nil && *r.InitialInterval <= 0:
+		return invalidArg(field+".initialInterval", "must be positive")
+	case r.Coefficient != nil && (*r.Coefficient < 1 || math.IsNaN(*r.Coefficient) || math.IsInf(*r.Coefficient, 0)):
+		return invalidArg(field+".coefficient", "must be a finite number >= 1")
+	case r.MaxInterval != nil && *r.MaxInterval <= 0:
+		return invalidArg(field+".maxInterval", "must be positive")
+	case r.MaxAttempts != nil && *r.MaxAttempts < 0:
+		return invalidArg(field+".maxAttempts", "must be >= 0")
+	case r.MaxTotal != nil && *r.MaxTotal < 0:
+		return invalidArg(field+".maxTotal", "must be >= 0")
+	}
+	return nil
+}
+
+// Backoff returns the delay before the retry that follows failed attempt n
+// (n >= 1): InitialInterval * Coefficient^(n-1), capped at MaxInterval (E9).
+func (p RetryPolicy) Backoff(n int) time.Duration {
+	d := float64(p.InitialInterval)
+	limit := float64(p.MaxInterval)
+	for i := 1; i < n && d < limit; i++ {
+		d *= p.Coefficient
+	}
+	if limit > 0 && d > limit {
+		d = limit
+	}
+	return time.Duration(d)
+}
+
+// nextAttempt decides the retry after attempt a failed at now: its start
+// time, or ok=false when the policy is exhausted (E9). retryAfter, when
+// set, replaces the backoff (E10). MaxAttempts counts the first attempt;
+// MaxTotal bounds the time from the first attempt to the retry's start.
+func (p RetryPolicy) nextAttempt(a Attempt, now time.Time, retryAfter *time.Duration) (time.Time, bool) {
+	if p.MaxAttempts > 0 && a.Number >= p.MaxAttempts {
+		return time.Time{}, false
+	}
+	delay := p.Backoff(a.Number)
+	if retryAfter != nil {
+		delay = max(*retryAfter, 0)
+	}
+	at := now.Add(delay)
+	if p.MaxTotal > 0 && at.Sub(a.FirstAt) > p.MaxTotal {
+		return time.Time{}, false
+	}
+	return at, true
+}

@@ -1,0 +1,282 @@
+package engine
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Record is one durable state change of one run. Records carry every
+// decision (IDs, absolute times, attempt numbers, backoffs), so Apply needs
+// nothing but the state and the record. The records one Decide call returns
+// must be logged in one batch, in order.
+type Record struct {
+	FlowID string
+	RunID  string
+	At     time.Time // the `now` of the command that produced it
+	Body   RecordBody
+}
+
+// RecordBody is the typed content of a record.
+type RecordBody interface{ recordType() string }
+
+// FlowStarted starts a new run; applied to an existing state it replaces it
+// (E2, E3). Attributes are the initial attributes (E21).
+type FlowStarted struct {
+	FlowType      string           `json:"flowType"`
+	RequestID     string           `json:"requestId,omitempty"`
+	PreviousRunID string           `json:"previousRunId,omitempty"`
+	Definition    *FlowDefinition  `json:"definition,omitempty"`
+	Config        *StepOptions     `json:"config,omitempty"`
+	TimeoutAt     time.Time        `json:"timeoutAt,omitzero"`
+	TimeoutPolicy TimeoutPolicy    `json:"timeoutPolicy,omitempty"`
+	Attributes    []AttributeWrite `json:"attributes,omitempty"`
+}
+
+// DefinitionSet replaces the run's definition.
+type DefinitionSet struct {
+	Definition *FlowDefinition `json:"definition"`
+}
+
+// StepCreated creates step execution <StepType>-<N> (E1).
+type StepCreated struct {
+	StepExecID string          `json:"stepExecId"`
+	StepType   string          `json:"stepType"`
+	N          int             `json:"n"`
+	Input      Value           `json:"input"`
+	ParentID   string          `json:"parentId,omitempty"`
+	Options    ResolvedOptions `json:"options"`
+	HasWaitFor bool            `json:"hasWaitFor,omitempty"`
+}
+
+// AttemptScheduled schedules attempt Attempt of Method, to be handed out not
+// before NotBefore (E9). Execute attempt 1 ends the step's wait.
+type AttemptScheduled struct {
+	StepExecID    string    `json:"stepExecId"`
+	Method        Method    `json:"method"`
+	Attempt       int       `json:"attempt"`
+	FirstAt       time.Time `json:"firstAt"`
+	NotBefore     time.Time `json:"notBefore"`
+	WaitForFailed *Failure  `json:"waitForFailed,omitempty"` // E11 PROCEED
+}
+
+// AttemptStarted: the attempt is handed to a worker under a token of Epoch
+// (W2, W4); it times out at TimeoutAt.
+type AttemptStarted struct {
+	StepExecID string    `json:"stepExecId"`
+	Method     Method    `json:"method"`
+	Attempt    int       `json:"attempt"`
+	Epoch      uint64    `json:"epoch"`
+	Async      bool      `json:"async,omitempty"`
+	TimeoutAt  time.Time `json:"timeoutAt"`
+}
+
+// AttemptFailed: the running attempt failed, timed out or was not completed
+// (E9, E14, T2). The next record schedules a retry or applies the method's
+// exhaustion policy.
+type AttemptFailed struct {
+	StepExecID string        `json:"stepExecId"`
+	Method     Method        `json:"method"`
+	Attempt    int           `json:"attempt"`
+	Duration   time.Duration `json:"duration"`
+	Failure    Failure       `json:"failure"`
+}
+
+// WaitForCompleted stores a WaitFor's Wait (nil: none) and commits its
+// staged writes (E4, E6).
+type WaitForCompleted struct {
+	StepExecID string        `json:"stepExecId"`
+	Attempt    int           `json:"attempt"`
+	Duration   time.Duration `json:"duration"`
+	Wait       *StoredWait   `json:"wait,omitempty"`
+	Staged     Staged        `json:"staged,omitzero"`
+}
+
+// ConditionSatisfied: channel condition Index of a step's wait takes the
+// first Count messages of its channel's queue (E16, E17).
+type ConditionSatisfied struct {
+	StepExecID string `json:"stepExecId"`
+	Index      int    `json:"index"`
+	Count      int    `json:"count"`
+}
+
+// WaitTimerFired: timer condition Index (a condition index, not a timer
+// index) fired, or was skipped (E15, E19).
+type WaitTimerFired struct {
+	StepExecID string `json:"stepExecId"`
+	Index      int    `json:"index"`
+	Skipped    bool   `json:"skipped,omitempty"`
+}
+
+// ExecuteCompleted ends a step execution with its decision and commits its
+// staged writes (E5, E6). Movements follow as StepCreated records.
+type ExecuteCompleted struct {
+	StepExecID string        `json:"stepExecId"`
+	Attempt    int           `json:"attempt"`
+	Duration   time.Duration `json:"duration"`
+	Kind       DecisionKind  `json:"kind"`
+	Output     Value         `json:"output,omitzero"`
+	Reason     string        `json:"reason,omitempty"`
+	Staged     Staged        `json:"staged,omitzero"`
+}
+
+// ChannelPublished appends client messages to channel queues (E16).
+type ChannelPublished struct {
+	Messages []Publish `json:"messages"`
+}
+
+// AttributesSet writes client attributes (E21).
+type AttributesSet struct {
+	Attributes []AttributeWrite `json:"attributes"`
+}
+
+// RPCCompleted commits an RPC's output and staged writes (E22); movements
+// follow as StepCreated records.
+type RPCCompleted struct {
+	CallID   string        `json:"callId"`
+	Name     string        `json:"name"`
+	Duration time.Duration `json:"duration"`
+	Output   Value         `json:"output"`
+	Staged   Staged        `json:"staged,omitzero"`
+}
+
+// StepEnded removes a step execution without a decision: its Execute ran
+// out of retries and a recovery step follows (E12).
+type StepEnded struct {
+	StepExecID string `json:"stepExecId"`
+	Reason     string `json:"reason"`
+}
+
+// FlowClosed closes the run; active step executions are cancelled (E5, E7,
+// E23, E24).
+type FlowClosed struct {
+	CloseInfo
+}
+
+func (FlowStarted) recordType() string        { return "flow_started" }
+func (DefinitionSet) recordType() string      { return "definition_set" }
+func (StepCreated) recordType() string        { return "step_created" }
+func (AttemptScheduled) recordType() string   { return "attempt_scheduled" }
+func (AttemptStarted) recordType() string     { return "attempt_started" }
+func (AttemptFailed) recordType() string      { return "attempt_failed" }
+func (WaitForCompleted) recordType() string   { return "wait_for_completed" }
+func (ConditionSatisfied) recordType() string { return "condition_satisfied" }
+func (WaitTimerFired) recordType() string     { return "wait_timer_fired" }
+func (ExecuteCompleted) recordType() string   { return "execute_completed" }
+func (ChannelPublished) recordType() string   { return "channel_published" }
+func (AttributesSet) recordType() string      { return "attributes_set" }
+func (RPCCompleted) recordType() string       { return "rpc_completed" }
+func (StepEnded) recordType() string          { return "step_ended" }
+func (FlowClosed) recordType() string         { return "flow_closed" }
+
+// decodeBody decodes the JSON body of a record of type T.
+func decodeBody[T RecordBody](b []byte) (RecordBody, error) {
+	var v T
+	err := json.Unmarshal(b, &v)
+	return v, err
+}
+
+// recordTypes maps each type name to its decoder; it is the one list of
+// record types the codec knows.
+var recordTypes = map[string]func([]byte) (RecordBody, error){
+	FlowStarted{}.recordType():        decodeBody[FlowStarted],
+	DefinitionSet{}.recordType():      decodeBody[DefinitionSet],
+	StepCreated{}.recordType():        decodeBody[StepCreated],
+	AttemptScheduled{}.recordType():   decodeBody[AttemptScheduled],
+	AttemptStarted{}.recordType():     decodeBody[AttemptStarted],
+	AttemptFailed{}.recordType():      decodeBody[AttemptFailed],
+	WaitForCompleted{}.recordType():   decodeBody[WaitForCompleted],
+	ConditionSatisfied{}.recordType(): decodeBody[ConditionSatisfied],
+	WaitTimerFired{}.recordType():     decodeBody[WaitTimerFired],
+	ExecuteCompleted{}.recordType():   decodeBody[ExecuteCompleted],
+	ChannelPublished{}.recordType():   decodeBody[ChannelPublished],
+	AttributesSet{}.recordType():      decodeBody[AttributesSet],
+	RPCCompleted{}.recordType():       decodeBody[RPCCompleted],
+	StepEnded{}.recordType():          decodeBody[StepEnded],
+	FlowClosed{}.recordType():         decodeBody[FlowClosed],
+}
+
+// Type returns the record's type name, as encoded.
+func (r Record) Type() string {
+	if r.Body == nil {
+		return ""
+	}
+	return r.Body.recordType()
+}
+
+// recordFormat is the version of the record and state encodings.
+const recordFormat = 1
+
+type recordEnvelope struct {
+	V      int             `json:"v"`
+	Type   string          `json:"type"`
+	FlowID string          `json:"flowId"`
+	RunID  string          `json:"runId"`
+	At     time.Time       `json:"at"`
+	Body   json.RawMessage `json:"body"`
+}
+
+// ErrUnknownRecord is returned by UnmarshalRecord for a record type this
+// version does not know.
+var ErrUnknownRecord = errors.New("engine: unknown record type")
+
+// MarshalRecord encodes a record. The encoding is JSON for now; callers must
+// treat it as opaque.
+func MarshalRecord(r Record) ([]byte, error) {
+	if r.Body == nil {
+		return nil, errors.New("engine: marshal record: no body")
+	}
+	body, err := json.Marshal(r.Body)
+	if err != nil {
+		return nil, fmt.Errorf("marshal %s record: %w", r.Type(), err)
+	}
+	return json.Marshal(recordEnvelope{V: recordFormat, Type: r.Type(), FlowID: r.FlowID, RunID: r.RunID, At: r.At, Body: body})
+}
+
+// UnmarshalRecord decodes what MarshalRecord encoded. An unknown version or
+// record type is an error, never skipped.
+func UnmarshalRecord(b []byte) (Record, error) {
+	var env recordEnvelope
+	if err := json.Unmarshal(b, &env); err != nil {
+		return Record{}, fmt.Errorf("unmarshal record: %w", err)
+	}
+	if env.V != recordFormat {
+		return Record{}, fmt.Errorf("unmarshal record: unknown format version %d", env.V)
+	}
+	decode, ok := recordTypes[env.Type]
+	if !ok {
+		return Record{}, fmt.Errorf("%w %q", ErrUnknownRecord, env.Type)
+	}
+	body, err := decode(env.Body)
+	if err != nil {
+		return Record{}, fmt.Errorf("unmarshal %s record: %w", env.Type, err)
+	}
+	return Record{FlowID: env.FlowID, RunID: env.RunID, At: env.At, Body: body}, nil
+}
+
+type stateEnvelope struct {
+	V     int        `json:"v"`
+	State *FlowState `json:"state"`
+}
+
+// MarshalState encodes a run's state (deterministically: equal states give
+// equal bytes).
+func MarshalState(st *FlowState) ([]byte, error) {
+	if st == nil {
+		return nil, errors.New("engine: marshal state: nil state")
+	}
+	return json.Marshal(stateEnvelope{V: recordFormat, State: st})
+}
+
+// UnmarshalState decodes what MarshalState encoded.
+func UnmarshalState(b []byte) (*FlowState, error) {
+	var env stateEnvelope
+	if err := json.Unmarshal(b, &env); err != nil {
+		return nil, fmt.Errorf("unmarshal state: %w", err)
+	}
+	if env.V != recordFormat || env.State == nil {
+		return nil, fmt.Errorf("unmarshal state: unknown format version %d", env.V)
+	}
+	return env.State, nil
+}

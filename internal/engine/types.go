@@ -1,0 +1,236 @@
+package engine
+
+import "time"
+
+// Value is an opaque user payload: the bytes the SDK encoded and the name of
+// their type (for example "json:main.Order"). The engine never looks inside.
+type Value struct {
+	Type string `json:"type,omitempty"`
+	Data []byte `json:"data,omitempty"`
+}
+
+// Status is the lifecycle status of a flow run (E8).
+type Status string
+
+// Flow statuses (E8).
+const (
+	StatusRunning    Status = "RUNNING"
+	StatusCompleted  Status = "COMPLETED"
+	StatusFailed     Status = "FAILED"
+	StatusCanceled   Status = "CANCELED"
+	StatusTerminated Status = "TERMINATED"
+)
+
+// ErrorType classifies why a flow closed other than by completing (E8), or
+// why an attempt failed when the engine itself failed it.
+type ErrorType string
+
+// Flow error types (E8).
+const (
+	ErrStepDecisionFailingFlow ErrorType = "STEP_DECISION_FAILING_FLOW"
+	ErrClientAPIFailingFlow    ErrorType = "CLIENT_API_FAILING_FLOW"
+	ErrWorkerAPIFail           ErrorType = "WORKER_API_FAIL"
+	ErrFlowTimeout             ErrorType = "FLOW_TIMEOUT"
+	ErrInvalidUserFlowCode     ErrorType = "INVALID_USER_FLOW_CODE"
+	ErrInternal                ErrorType = "INTERNAL"
+)
+
+// Attempt failure types the engine assigns itself (a worker's own errors
+// carry the worker's type name).
+const (
+	// FailureTimeout: the attempt did not report before its timeout (E9, W3).
+	FailureTimeout = "TIMEOUT"
+	// FailureNotCompleted: the attempt had been handed to a worker by an
+	// earlier epoch and is failed on takeover (T2).
+	FailureNotCompleted = "NOT_COMPLETED"
+)
+
+// Method is a step method, or an RPC.
+type Method string
+
+// Methods.
+const (
+	MethodWaitFor Method = "waitFor"
+	MethodExecute Method = "execute"
+	MethodRPC     Method = "rpc"
+)
+
+// IDReusePolicy decides whether StartFlow may start a new run for a flow ID
+// that already has one (E3). Only the latest run is considered.
+type IDReusePolicy string
+
+// ID reuse policies (E3).
+const (
+	// ReuseDefault rejects while the latest run is RUNNING, else starts.
+	ReuseDefault IDReusePolicy = ""
+	// ReuseDisallow rejects whenever the flow ID has a run.
+	ReuseDisallow IDReusePolicy = "DISALLOW"
+	// ReuseAllowIfNotRunning starts when the latest run is closed.
+	ReuseAllowIfNotRunning IDReusePolicy = "ALLOW_IF_NOT_RUNNING"
+	// ReuseAllowIfPreviousFailed starts when the latest run closed FAILED,
+	// CANCELED or TERMINATED; it rejects RUNNING and COMPLETED.
+	ReuseAllowIfPreviousFailed IDReusePolicy = "ALLOW_IF_PREVIOUS_FAILED"
+	// ReuseTerminateIfRunning terminates a running latest run, then starts.
+	ReuseTerminateIfRunning IDReusePolicy = "TERMINATE_IF_RUNNING"
+)
+
+// TimeoutPolicy is what a flow timeout does (E24).
+type TimeoutPolicy string
+
+// Flow timeout policies (E24).
+const (
+	TimeoutFail   TimeoutPolicy = "FAIL" // FAILED / FLOW_TIMEOUT (the default)
+	TimeoutCancel TimeoutPolicy = "CANCEL"
+)
+
+// StopKind is how StopFlow closes a flow (E23).
+type StopKind string
+
+// Stop kinds (E23).
+const (
+	StopCancel    StopKind = "CANCEL" // the default
+	StopTerminate StopKind = "TERMINATE"
+	StopFail      StopKind = "FAIL"
+)
+
+// FailurePolicy is what happens when WaitFor's retries are exhausted (E11).
+type FailurePolicy string
+
+// WaitFor failure policies (E11).
+const (
+	FailFlow FailurePolicy = "FAIL_FLOW" // the default
+	Proceed  FailurePolicy = "PROCEED"
+)
+
+// Durability says when an attempt's start is logged (W4).
+type Durability string
+
+// Durabilities (W4).
+const (
+	// SYNC: the start is durable before the task is sent.
+	SYNC Durability = "SYNC"
+	// ASYNC: the task is sent at once; its start is logged with the next
+	// batch (T3 covers a crash in between).
+	ASYNC Durability = "ASYNC"
+)
+
+// Failure describes a failed attempt (E14) or a worker error.
+type Failure struct {
+	Type    string `json:"type,omitempty"`
+	Message string `json:"message,omitempty"`
+	Stack   string `json:"stack,omitempty"`
+}
+
+// FlowDefinition is what a worker registers for a flow type: its steps,
+// RPCs, attributes and channels. StartFlow (and SetDefinition) store it in
+// the run's state; the engine then checks movements, RPC names, attribute
+// and channel names against it and takes each step's own options from it
+// (E13). A run started without a definition (no worker has registered the
+// type yet, W5) is lenient: any step type, RPC, attribute and channel name
+// is accepted and every step is assumed to have a WaitFor (a worker answers
+// "no wait" for a step that has none).
+type FlowDefinition struct {
+	Type       string             `json:"type"`
+	Steps      map[string]StepDef `json:"steps,omitempty"`
+	RPCs       []string           `json:"rpcs,omitempty"`
+	Attributes []string           `json:"attributes,omitempty"`
+	Channels   []string           `json:"channels,omitempty"`
+}
+
+// StepDef declares one step type of a flow.
+type StepDef struct {
+	HasWaitFor bool         `json:"hasWaitFor,omitempty"`
+	Options    *StepOptions `json:"options,omitempty"`
+}
+
+// StepOptions are the per-step options. Every field may be unset (nil or
+// empty); options resolve field by field: per-movement override, the step's
+// own options, the flow's config, then server defaults (E13).
+type StepOptions struct {
+	WaitFor        *MethodOptions `json:"waitFor,omitempty"`
+	Execute        *MethodOptions `json:"execute,omitempty"`
+	WaitForFailure FailurePolicy  `json:"waitForFailure,omitempty"` // E11
+	RecoveryStep   string         `json:"recoveryStep,omitempty"`   // E12
+}
+
+// MethodOptions are the options of one method (WaitFor or Execute).
+type MethodOptions struct {
+	Timeout    *time.Duration `json:"timeout,omitempty"` // per attempt
+	Retry      *RetryOptions  `json:"retry,omitempty"`
+	Durability Durability     `json:"durability,omitempty"`
+}
+
+// RetryOptions is a partially set retry policy (E9).
+type RetryOptions struct {
+	InitialInterval *time.Duration `json:"initialInterval,omitempty"`
+	Coefficient     *float64       `json:"coefficient,omitempty"`
+	MaxInterval     *time.Duration `json:"maxInterval,omitempty"`
+	MaxAttempts     *int           `json:"maxAttempts,omitempty"` // 0 = unlimited; counts the first
+	MaxTotal        *time.Duration `json:"maxTotal,omitempty"`    // 0 = none
+}
+
+// RetryPolicy is a fully resolved retry policy (E9).
+type RetryPolicy struct {
+	InitialInterval time.Duration `json:"initialInterval"`
+	Coefficient     float64       `json:"coefficient"`
+	MaxInterval     time.Duration `json:"maxInterval"`
+	MaxAttempts     int           `json:"maxAttempts,omitempty"`
+	MaxTotal        time.Duration `json:"maxTotal,omitempty"`
+}
+
+// MethodPolicy is the resolved policy of one method of one step execution.
+type MethodPolicy struct {
+	Timeout    time.Duration `json:"timeout"`
+	Retry      RetryPolicy   `json:"retry"`
+	Durability Durability    `json:"durability"`
+}
+
+// ResolvedOptions are a step execution's options after precedence (E13);
+// they are fixed when the step execution is created and carried in its
+// StepCreated record.
+type ResolvedOptions struct {
+	WaitFor        MethodPolicy  `json:"waitFor"`
+	Execute        MethodPolicy  `json:"execute"`
+	WaitForFailure FailurePolicy `json:"waitForFailure"`
+	RecoveryStep   string        `json:"recoveryStep,omitempty"`
+}
+
+// Staged are a handler's attribute writes and channel publishes; they commit
+// atomically with its result or not at all (E6).
+type Staged struct {
+	Attributes []AttributeWrite `json:"attributes,omitempty"`
+	Publishes  []Publish        `json:"publishes,omitempty"`
+}
+
+// AttributeWrite sets one attribute (E21).
+type AttributeWrite struct {
+	Name  string `json:"name"`
+	Value Value  `json:"value"`
+}
+
+// Publish is one message for one channel (E16).
+type Publish struct {
+	Channel string `json:"channel"`
+	Value   Value  `json:"value"`
+}
+
+// Message is a queued or consumed channel message. Seq numbers every
+// message of a run in publish order.
+type Message struct {
+	Seq   uint64 `json:"seq"`
+	Value Value  `json:"value"`
+}
+
+// Output is one graceful or force-complete output of a flow (E7).
+type Output struct {
+	StepType   string `json:"stepType"`
+	StepExecID string `json:"stepExecId"`
+	Value      Value  `json:"value"`
+}
+
+// CloseInfo says how a run closed (E7, E8).
+type CloseInfo struct {
+	Status    Status    `json:"status"`
+	ErrorType ErrorType `json:"errorType,omitempty"`
+	Message   string    `json:"message,omitempty"`
+}
