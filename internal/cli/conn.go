@@ -1,0 +1,181 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/dexzd/dexzd/api/dexpb"
+)
+
+// retryRule says when a call moves on to the next address of --server.
+type retryRule int
+
+const (
+	// onUnavailable moves on whenever an address answers UNAVAILABLE. Only
+	// for calls that are safe to repeat: reads, and writes the server
+	// deduplicates (StartFlow and PublishToChannel with a request ID) or
+	// that change nothing when repeated (SetAttributes, StopFlow,
+	// SkipTimer).
+	onUnavailable retryRule = iota
+	// onUnreachable moves on only when an address cannot be reached at
+	// all, so the request was never sent. For calls that must not run
+	// twice (InvokeRPC, StepDown): an UNAVAILABLE from a reachable process
+	// may come from a call that had already taken effect.
+	onUnreachable
+	// onRefused moves on when an address cannot be reached or answers
+	// FAILED_PRECONDITION, which promises that nothing changed. For
+	// StepDown: its expectations name one process, so sending the same
+	// request to every address is safe, and a standby refuses it.
+	onRefused
+)
+
+// connSet holds one lazily dialled connection per address of --server.
+type connSet struct {
+	addrs []string
+	token string
+	conns []*grpc.ClientConn
+}
+
+func newConnSet(addrs []string, token string) *connSet {
+	return &connSet{addrs: addrs, token: token, conns: make([]*grpc.ClientConn, len(addrs))}
+}
+
+func (c *connSet) conn(i int) (*grpc.ClientConn, error) {
+	if c.conns[i] != nil {
+		return c.conns[i], nil
+	}
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	if c.token != "" {
+		opts = append(opts, grpc.WithPerRPCCredentials(bearerToken(c.token)))
+	}
+	cc, err := grpc.NewClient(c.addrs[i], opts...)
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", c.addrs[i], err)
+	}
+	c.conns[i] = cc
+	return cc, nil
+}
+
+func (c *connSet) close() {
+	for _, cc := range c.conns {
+		if cc != nil {
+			_ = cc.Close()
+		}
+	}
+}
+
+// attempt is one address a call was sent to (or could not reach), and the
+// error it got.
+type attempt struct {
+	addr      string
+	reachable bool
+	err       error
+}
+
+// call runs fn against the addresses in turn, starting with the address
+// at index first, until one answers something other than what rule moves
+// on from. It returns the index of the address whose error it returns and
+// every address's outcome. When no address answered, the error is the
+// last one; otherwise it is the last answer, so that an unreachable
+// address does not hide what a reachable one said.
+func (c *connSet) call(ctx context.Context, rule retryRule, first int,
+	fn func(ctx context.Context, cc *grpc.ClientConn) error,
+) (int, []attempt, error) {
+	var tried []attempt
+	last, lastErr := first, error(nil)
+	for k := range c.addrs {
+		i := (first + k) % len(c.addrs)
+		last = i
+		cc, err := c.conn(i)
+		if err != nil {
+			tried = append(tried, attempt{addr: c.addrs[i], err: err})
+			lastErr = status.Error(codes.Unavailable, err.Error())
+			continue
+		}
+		if rule != onUnavailable && !waitReady(ctx, cc) {
+			if ctx.Err() != nil {
+				lastErr = status.FromContextError(ctx.Err()).Err()
+				tried = append(tried, attempt{addr: c.addrs[i], err: lastErr})
+				return i, tried, lastErr
+			}
+			lastErr = status.Errorf(codes.Unavailable, "cannot connect to %s", c.addrs[i])
+			tried = append(tried, attempt{addr: c.addrs[i], err: lastErr})
+			continue
+		}
+		lastErr = fn(ctx, cc)
+		tried = append(tried, attempt{addr: c.addrs[i], reachable: true, err: lastErr})
+		code := status.Code(lastErr)
+		moveOn := rule == onUnavailable && code == codes.Unavailable ||
+			rule == onRefused && code == codes.FailedPrecondition
+		if !moveOn || ctx.Err() != nil {
+			return i, tried, lastErr
+		}
+	}
+	for j := len(tried) - 1; j >= 0; j-- {
+		if tried[j].reachable {
+			return indexOf(c.addrs, tried[j].addr, last), tried, tried[j].err
+		}
+	}
+	return last, tried, lastErr
+}
+
+func indexOf(addrs []string, addr string, fallback int) int {
+	for i, a := range addrs {
+		if a == addr {
+			return i
+		}
+	}
+	return fallback
+}
+
+// waitReady connects cc and reports whether it became ready. It gives up
+// when the connection fails (the address is unreachable) or ctx ends.
+func waitReady(ctx context.Context, cc *grpc.ClientConn) bool {
+	cc.Connect()
+	for {
+		s := cc.GetState()
+		switch s {
+		case connectivity.Ready:
+			return true
+		case connectivity.TransientFailure, connectivity.Shutdown:
+			return false
+		}
+		if !cc.WaitForStateChange(ctx, s) {
+			return false
+		}
+	}
+}
+
+// flow calls fn with a FlowService client, retrying addresses by rule.
+func (s *session) flow(ctx context.Context, rule retryRule,
+	fn func(ctx context.Context, c dexpb.FlowServiceClient) error,
+) error {
+	_, _, err := s.conns.call(ctx, rule, 0, func(ctx context.Context, cc *grpc.ClientConn) error {
+		return fn(ctx, dexpb.NewFlowServiceClient(cc))
+	})
+	return err
+}
+
+// serverList is --server as the addresses that were used.
+func (s *session) serverList() string { return strings.Join(s.conns.addrs, ",") }
+
+// bearerToken sends the admin credential as "authorization: Bearer <token>"
+// metadata with every call. The API is plain gRPC without TLS (a proxy or
+// the network provides transport security), so it does not require it.
+type bearerToken string
+
+var _ credentials.PerRPCCredentials = bearerToken("")
+
+func (t bearerToken) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "Bearer " + string(t)}, nil
+}
+
+func (bearerToken) RequireTransportSecurity() bool { return false }

@@ -1,0 +1,513 @@
+package cli
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/dexzd/dexzd/api/dexpb"
+)
+
+// flowGroup is "dexcli flow": the FlowService calls. This file holds the
+// commands that change a flow; flow_read.go holds the ones that read.
+func flowGroup() *group {
+	return &group{
+		name:    "flow",
+		summary: "Start, inspect and drive flow executions.",
+		commands: []*command{
+			flowStartCmd(), flowStopCmd(), flowDescribeCmd(), flowStateCmd(),
+			flowHistoryCmd(), flowListCmd(), flowPublishCmd(), flowWaitCmd(),
+			flowRPCCmd(), flowSkipTimerCmd(), flowGetAttrsCmd(), flowSetAttrsCmd(),
+		},
+	}
+}
+
+// runFlag registers --run, which every command naming a flow takes.
+func runFlag(fs *flag.FlagSet) *string {
+	return fs.String("run", "", "the run `RUN_ID` (default: the latest run of the flow ID)")
+}
+
+// jsonEncoded is a JSON value as the API carries it.
+func jsonEncoded(b []byte) *dexpb.EncodedValue {
+	return &dexpb.EncodedValue{Encoding: "json", Data: b}
+}
+
+// newRequestID returns a random request ID.
+func newRequestID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails
+	return hex.EncodeToString(b)
+}
+
+type startOptions struct {
+	step, input, inputFile string
+	attrs                  namedJSONList
+	timeoutAfter           time.Duration
+	timeoutPolicy          string
+	idReuse                string
+	requestID              string
+}
+
+var idReusePolicies = map[string]dexpb.IdReusePolicy{
+	"default":                  dexpb.IdReusePolicy_ID_REUSE_POLICY_UNSPECIFIED,
+	"disallow":                 dexpb.IdReusePolicy_ID_REUSE_POLICY_DISALLOW,
+	"allow-if-not-running":     dexpb.IdReusePolicy_ID_REUSE_POLICY_ALLOW_IF_NOT_RUNNING,
+	"allow-if-previous-failed": dexpb.IdReusePolicy_ID_REUSE_POLICY_ALLOW_IF_PREVIOUS_FAILED,
+	"terminate-if-running":     dexpb.IdReusePolicy_ID_REUSE_POLICY_TERMINATE_IF_RUNNING,
+}
+
+func flowStartCmd() *command {
+	return &command{
+		name: "start", args: "FLOW_TYPE FLOW_ID", minArgs: 2, maxArgs: 2,
+		summary: "Start a flow execution and print its run ID",
+		details: `The start is durable when the command prints the run ID. A start carries a
+request ID (a random one unless --request-id is given, printed either way);
+running the command again with the same --request-id is a retry of that start:
+it returns the same run ID ("already started") and starts nothing.`,
+		examples: []string{
+			`dexcli flow start order order-42 --step Reserve --input '{"id":"42","cents":1200}'`,
+			`dexcli flow start order order-42 --step Reserve --input-file order.json --attr 'status="new"' --timeout-after 24h --timeout-policy cancel`,
+			`dexcli flow start order order-42 --id-reuse terminate-if-running --request-id 7f3c`,
+		},
+		defaultTimeout: defaultCallTimeout,
+		setup: func(fs *flag.FlagSet) runFunc {
+			o := &startOptions{}
+			fs.StringVar(&o.step, "step", "", "the start step's `STEP_TYPE` (none: the flow starts without a step and RPCs drive it)")
+			fs.StringVar(&o.input, "input", "", "the start step's input, as `JSON`")
+			fs.StringVar(&o.inputFile, "input-file", "", "read the start step's input (JSON) from `FILE`")
+			fs.Var(&o.attrs, "attr", "set an initial attribute, `name=JSON` (repeatable)")
+			fs.DurationVar(&o.timeoutAfter, "timeout-after", 0, "end the flow if it runs longer than `DURATION`")
+			fs.StringVar(&o.timeoutPolicy, "timeout-policy", "", "how --timeout-after ends the flow: `fail|cancel` (default fail)")
+			fs.StringVar(&o.idReuse, "id-reuse", "default", "whether an existing flow ID may be reused: `POLICY`, one of default, disallow, allow-if-not-running, allow-if-previous-failed, terminate-if-running")
+			fs.StringVar(&o.requestID, "request-id", "", "the start's request `ID`, to retry a start safely (default: a random one)")
+			return func(ctx context.Context, s *session, args []string) error {
+				return s.flowStart(ctx, args[0], args[1], o)
+			}
+		},
+	}
+}
+
+func (s *session) flowStart(ctx context.Context, flowType, flowID string, o *startOptions) error {
+	req := &dexpb.StartFlowRequest{FlowType: flowType, FlowId: flowID, RequestId: o.requestID}
+	var input []byte
+	switch {
+	case o.input != "" && o.inputFile != "":
+		return usagef("give the input with --input or --input-file, not both")
+	case o.input != "":
+		v, err := parseJSONArg(o.input)
+		if err != nil {
+			return usagef("--input: %v", err)
+		}
+		input = v
+	case o.inputFile != "":
+		b, err := os.ReadFile(o.inputFile)
+		if err != nil {
+			return usagef("--input-file: %v", err)
+		}
+		if input, err = parseJSONArg(string(b)); err != nil {
+			return usagef("--input-file %s: %v", o.inputFile, err)
+		}
+	}
+	if input != nil && o.step == "" {
+		return usagef("--input needs --step: the input belongs to the start step")
+	}
+	if o.step != "" {
+		req.StartStep = &dexpb.Movement{StepType: o.step}
+		if input != nil {
+			req.StartStep.Input = jsonEncoded(input)
+		}
+	}
+	switch o.timeoutPolicy {
+	case "":
+	case "fail":
+		req.FlowTimeoutPolicy = dexpb.FlowTimeoutPolicy_FLOW_TIMEOUT_POLICY_FAIL
+	case "cancel":
+		req.FlowTimeoutPolicy = dexpb.FlowTimeoutPolicy_FLOW_TIMEOUT_POLICY_CANCEL
+	default:
+		return usagef("--timeout-policy must be fail or cancel, not %q", o.timeoutPolicy)
+	}
+	switch {
+	case o.timeoutAfter < 0:
+		return usagef("--timeout-after must not be negative")
+	case o.timeoutAfter > 0:
+		req.FlowTimeout = durationpb.New(o.timeoutAfter)
+	case o.timeoutPolicy != "":
+		return usagef("--timeout-policy needs --timeout-after")
+	}
+	policy, ok := idReusePolicies[o.idReuse]
+	if !ok {
+		return usagef("--id-reuse must be one of default, disallow, allow-if-not-running, allow-if-previous-failed, terminate-if-running; not %q", o.idReuse)
+	}
+	req.IdReusePolicy = policy
+	for _, a := range o.attrs {
+		req.InitialAttributes = append(req.InitialAttributes, &dexpb.Attribute{Name: a.name, Value: jsonEncoded(a.value)})
+	}
+	if req.RequestId == "" {
+		req.RequestId = newRequestID()
+	}
+
+	var resp *dexpb.StartFlowResponse
+	err := s.flow(ctx, onUnavailable, func(ctx context.Context, c dexpb.FlowServiceClient) error {
+		var err error
+		resp, err = c.StartFlow(ctx, req)
+		return err
+	})
+	if err != nil {
+		unknown := fmt.Sprintf("the start may or may not have happened; retry with the same request ID, which starts nothing twice: add --request-id %s", req.RequestId)
+		return s.fail(ctx, err, callInfo{flowID: flowID, hints: map[codes.Code]string{
+			codes.Unavailable:      unknown,
+			codes.DeadlineExceeded: unknown,
+		}})
+	}
+	if s.out.json {
+		return s.out.document(jsonObject{
+			{"flowId", flowID},
+			{"runId", resp.GetRunId()},
+			{"alreadyStarted", resp.GetAlreadyStarted()},
+			{"requestId", req.RequestId},
+		})
+	}
+	return keyValues(s.out.w,
+		"Flow ID", flowID,
+		"Run ID", resp.GetRunId(),
+		"Already started", yesNo(resp.GetAlreadyStarted()),
+		"Request ID", req.RequestId)
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+func flowStopCmd() *command {
+	return &command{
+		name: "stop", args: "FLOW_ID", minArgs: 1, maxArgs: 1,
+		summary: "Cancel (default), terminate or fail a running flow execution",
+		examples: []string{
+			"dexcli flow stop order-42",
+			`dexcli flow stop order-42 --fail --reason "customer withdrew"`,
+			"dexcli flow stop order-42 --run 0190c3a2 --terminate",
+		},
+		defaultTimeout: defaultCallTimeout,
+		setup: func(fs *flag.FlagSet) runFunc {
+			run := runFlag(fs)
+			cancel := fs.Bool("cancel", false, "cancel it: status CANCELED (the default)")
+			terminate := fs.Bool("terminate", false, "terminate it: status TERMINATED")
+			fail := fs.Bool("fail", false, "fail it: status FAILED, error type CLIENT_API_FAILING_FLOW")
+			reason := fs.String("reason", "", "the `REASON`, recorded as the flow's error message")
+			return func(ctx context.Context, s *session, args []string) error {
+				req := &dexpb.StopFlowRequest{FlowId: args[0], RunId: *run, Reason: *reason, Type: dexpb.StopType_STOP_TYPE_CANCEL}
+				n := 0
+				for _, f := range []struct {
+					set bool
+					t   dexpb.StopType
+				}{{*cancel, dexpb.StopType_STOP_TYPE_CANCEL}, {*terminate, dexpb.StopType_STOP_TYPE_TERMINATE}, {*fail, dexpb.StopType_STOP_TYPE_FAIL}} {
+					if f.set {
+						n++
+						req.Type = f.t
+					}
+				}
+				if n > 1 {
+					return usagef("give at most one of --cancel, --terminate and --fail")
+				}
+				var resp *dexpb.StopFlowResponse
+				err := s.flow(ctx, onUnavailable, func(ctx context.Context, c dexpb.FlowServiceClient) error {
+					var err error
+					resp, err = c.StopFlow(ctx, req)
+					return err
+				})
+				if err != nil {
+					return s.fail(ctx, err, callInfo{flowID: req.FlowId, runID: req.RunId})
+				}
+				if s.out.json {
+					return s.out.document(jsonObject{
+						{"flowId", req.FlowId}, {"runId", resp.GetRunId()}, {"status", enumText(resp.GetStatus())},
+					})
+				}
+				return keyValues(s.out.w, "Flow ID", req.FlowId, "Run ID", resp.GetRunId(), "Status", enumText(resp.GetStatus()))
+			}
+		},
+	}
+}
+
+func flowPublishCmd() *command {
+	return &command{
+		name: "publish", args: "FLOW_ID CHANNEL JSON [JSON...]", minArgs: 3, maxArgs: -1,
+		summary: "Publish messages (JSON values) to a channel of a running flow",
+		details: `The messages join the channel's queue in the order given, atomically. A publish
+carries a request ID (random unless --request-id is given); a retry with the
+same request ID queues nothing twice.`,
+		examples: []string{
+			"dexcli flow publish order-42 approve true",
+			`dexcli flow publish order-42 items '{"sku":"a1"}' '{"sku":"b2"}' --request-id batch-7`,
+		},
+		defaultTimeout: defaultCallTimeout,
+		setup: func(fs *flag.FlagSet) runFunc {
+			run := runFlag(fs)
+			requestID := fs.String("request-id", "", "the publish's request `ID`, to retry it safely (default: a random one)")
+			return func(ctx context.Context, s *session, args []string) error {
+				pub := &dexpb.ChannelPublish{Channel: args[1]}
+				for i, a := range args[2:] {
+					v, err := parseJSONArg(a)
+					if err != nil {
+						return usagef("message %d: %v", i+1, err)
+					}
+					pub.Values = append(pub.Values, jsonEncoded(v))
+				}
+				req := &dexpb.PublishToChannelRequest{FlowId: args[0], RunId: *run, Publishes: []*dexpb.ChannelPublish{pub}, RequestId: *requestID}
+				if req.RequestId == "" {
+					req.RequestId = newRequestID()
+				}
+				var resp *dexpb.PublishToChannelResponse
+				err := s.flow(ctx, onUnavailable, func(ctx context.Context, c dexpb.FlowServiceClient) error {
+					var err error
+					resp, err = c.PublishToChannel(ctx, req)
+					return err
+				})
+				if err != nil {
+					return s.fail(ctx, err, callInfo{flowID: req.FlowId, runID: req.RunId})
+				}
+				if s.out.json {
+					return s.out.document(jsonObject{
+						{"flowId", req.FlowId}, {"runId", resp.GetRunId()}, {"channel", pub.Channel},
+						{"messages", len(pub.Values)}, {"duplicate", resp.GetDuplicate()}, {"requestId", req.RequestId},
+					})
+				}
+				return keyValues(s.out.w, "Flow ID", req.FlowId, "Run ID", resp.GetRunId(), "Channel", pub.Channel,
+					"Messages", strconv.Itoa(len(pub.Values)), "Duplicate", yesNo(resp.GetDuplicate()), "Request ID", req.RequestId)
+			}
+		},
+	}
+}
+
+func flowRPCCmd() *command {
+	return &command{
+		name: "rpc", args: "FLOW_ID RPC_NAME [JSON]", minArgs: 2, maxArgs: 3,
+		summary: "Invoke a named RPC of a running flow and print its output",
+		details: `A worker runs the RPC once, without retries; its output and its writes commit
+before the answer. The call is not retried on another --server address once it
+reached a server, since it could run twice.`,
+		examples: []string{
+			"dexcli flow rpc order-42 status",
+			`dexcli flow rpc order-42 addItem '{"sku":"a1"}' --attempt-timeout 10s`,
+		},
+		defaultTimeout: 40 * time.Second,
+		setup: func(fs *flag.FlagSet) runFunc {
+			run := runFlag(fs)
+			attemptTimeout := fs.Duration("attempt-timeout", 0, "bound the worker's attempt to `DURATION` (default: the server's, 30s); keep --timeout above it")
+			return func(ctx context.Context, s *session, args []string) error {
+				req := &dexpb.InvokeRPCRequest{FlowId: args[0], RunId: *run, RpcName: args[1]}
+				if len(args) == 3 {
+					v, err := parseJSONArg(args[2])
+					if err != nil {
+						return usagef("RPC input: %v", err)
+					}
+					req.Input = jsonEncoded(v)
+				}
+				if *attemptTimeout < 0 {
+					return usagef("--attempt-timeout must not be negative")
+				}
+				if *attemptTimeout > 0 {
+					req.Timeout = durationpb.New(*attemptTimeout)
+				}
+				var resp *dexpb.InvokeRPCResponse
+				err := s.flow(ctx, onUnreachable, func(ctx context.Context, c dexpb.FlowServiceClient) error {
+					var err error
+					resp, err = c.InvokeRPC(ctx, req)
+					return err
+				})
+				if err != nil {
+					return s.fail(ctx, err, rpcFailure(req, err))
+				}
+				if s.out.json {
+					return s.out.document(jsonObject{
+						{"flowId", req.FlowId}, {"runId", resp.GetRunId()}, {"rpcName", req.RpcName}, {"output", jsonValue(resp.GetOutput())},
+					})
+				}
+				return keyValues(s.out.w, "Flow ID", req.FlowId, "Run ID", resp.GetRunId(), "RPC", req.RpcName, "Output", valueText(resp.GetOutput()))
+			}
+		},
+	}
+}
+
+// rpcFailure explains a failed InvokeRPC, with the worker's error when its
+// handler failed.
+func rpcFailure(req *dexpb.InvokeRPCRequest, err error) callInfo {
+	info := callInfo{flowID: req.FlowId, runID: req.RunId, hints: map[codes.Code]string{
+		codes.DeadlineExceeded: fmt.Sprintf("no result in time: no worker may serve the flow type, or the handler is slow; the RPC may still commit later. See the pending tasks in \"dexcli flow state %s\"", shellQuote(req.FlowId)),
+		codes.Unavailable:      "the RPC may or may not have run; check \"dexcli flow history\" before invoking it again",
+	}}
+	for _, d := range status.Convert(err).Details() {
+		if we, ok := d.(*dexpb.WorkerError); ok {
+			info.hints[codes.FailedPrecondition] = "the RPC handler returned an error; the flow is not affected"
+			info.detail = fmt.Sprintf("worker error: %s: %s", orDash(we.GetErrorType()), we.GetMessage())
+			if we.GetStack() != "" {
+				info.detail += "\n" + indent(we.GetStack(), "  ")
+			}
+		}
+	}
+	return info
+}
+
+func flowSkipTimerCmd() *command {
+	return &command{
+		name: "skip-timer", args: "FLOW_ID STEP_EXECUTION_ID", minArgs: 2, maxArgs: 2,
+		summary: "Fire a pending timer of a step execution's Wait now",
+		examples: []string{
+			"dexcli flow skip-timer order-42 AwaitApproval-1 --timer-index 0",
+			"dexcli flow skip-timer order-42 AwaitApproval-1 --timer-id approval-deadline",
+		},
+		defaultTimeout: defaultCallTimeout,
+		setup: func(fs *flag.FlagSet) runFunc {
+			run := runFlag(fs)
+			timerID := fs.String("timer-id", "", "the timer condition's `ID`")
+			timerIndex := &optUint{bits: 32}
+			fs.Var(timerIndex, "timer-index", "the timer's index `N` among the Wait's timers, from 0")
+			return func(ctx context.Context, s *session, args []string) error {
+				req := &dexpb.SkipTimerRequest{FlowId: args[0], RunId: *run, StepExecutionId: args[1]}
+				out := jsonObject{{"flowId", req.FlowId}, {"stepExecutionId", req.StepExecutionId}}
+				timer := ""
+				switch {
+				case *timerID != "" && timerIndex.set:
+					return usagef("give --timer-id or --timer-index, not both")
+				case *timerID != "":
+					req.Timer = &dexpb.SkipTimerRequest_ConditionId{ConditionId: *timerID}
+					out, timer = out.add("timerId", *timerID), fmt.Sprintf("timer %q", *timerID)
+				case timerIndex.set:
+					req.Timer = &dexpb.SkipTimerRequest_TimerIndex{TimerIndex: uint32(timerIndex.v)}
+					out, timer = out.add("timerIndex", timerIndex.v), fmt.Sprintf("timer #%d", timerIndex.v)
+				default:
+					return usagef("name the timer with --timer-id or --timer-index")
+				}
+				err := s.flow(ctx, onUnavailable, func(ctx context.Context, c dexpb.FlowServiceClient) error {
+					_, err := c.SkipTimer(ctx, req)
+					return err
+				})
+				if err != nil {
+					see := fmt.Sprintf("; see the step executions and their timers in \"dexcli flow state %s\"", shellQuote(req.FlowId))
+					return s.fail(ctx, err, callInfo{flowID: req.FlowId, runID: req.RunId, hints: map[codes.Code]string{
+						codes.NotFound:           "no such flow, step execution or timer" + see,
+						codes.FailedPrecondition: "the timer is not pending (it fired or was skipped, or the Wait no longer waits)" + see,
+					}})
+				}
+				if s.out.json {
+					return s.out.document(out.add("skipped", true))
+				}
+				_, err = fmt.Fprintf(s.out.w, "Skipped %s of %s in flow %s.\n", timer, req.StepExecutionId, req.FlowId)
+				return err
+			}
+		},
+	}
+}
+
+func flowGetAttrsCmd() *command {
+	return &command{
+		name: "get-attrs", args: "FLOW_ID [NAME...]", minArgs: 1, maxArgs: -1,
+		summary: "Print attributes of a flow execution (all, or the names given)",
+		examples: []string{
+			"dexcli flow get-attrs order-42",
+			"dexcli flow get-attrs order-42 status -o json",
+		},
+		defaultTimeout: defaultCallTimeout,
+		setup: func(fs *flag.FlagSet) runFunc {
+			run := runFlag(fs)
+			return func(ctx context.Context, s *session, args []string) error {
+				req := &dexpb.GetAttributesRequest{FlowId: args[0], RunId: *run, Names: args[1:]}
+				var resp *dexpb.GetAttributesResponse
+				err := s.flow(ctx, onUnavailable, func(ctx context.Context, c dexpb.FlowServiceClient) error {
+					var err error
+					resp, err = c.GetAttributes(ctx, req)
+					return err
+				})
+				if err != nil {
+					return s.fail(ctx, err, callInfo{flowID: req.FlowId, runID: req.RunId})
+				}
+				if s.out.json {
+					return s.out.document(jsonObject{
+						{"flowId", req.FlowId}, {"runId", resp.GetRunId()}, {"attributes", attributesJSON(resp.GetAttributes())},
+					})
+				}
+				got := map[string]bool{}
+				var rows [][]string
+				for _, a := range resp.GetAttributes() {
+					got[a.GetName()] = true
+					rows = append(rows, []string{a.GetName(), valueText(a.GetValue())})
+				}
+				for _, n := range req.Names {
+					if !got[n] {
+						fmt.Fprintf(s.stderr(), "attribute %q has no value\n", n)
+					}
+				}
+				return table(s.out.w, []string{"NAME", "VALUE"}, rows)
+			}
+		},
+	}
+}
+
+func attributesJSON(attrs []*dexpb.Attribute) []any {
+	out := make([]any, len(attrs))
+	for i, a := range attrs {
+		out[i] = protoJSON(a)
+	}
+	return out
+}
+
+func flowSetAttrsCmd() *command {
+	return &command{
+		name: "set-attrs", args: "FLOW_ID name=JSON [name=JSON...]", minArgs: 2, maxArgs: -1,
+		summary: "Set attributes of a running flow, atomically",
+		examples: []string{
+			`dexcli flow set-attrs order-42 'status="on-hold"' 'priority=3'`,
+		},
+		defaultTimeout: defaultCallTimeout,
+		setup: func(fs *flag.FlagSet) runFunc {
+			run := runFlag(fs)
+			return func(ctx context.Context, s *session, args []string) error {
+				req := &dexpb.SetAttributesRequest{FlowId: args[0], RunId: *run}
+				var names []string
+				for _, a := range args[1:] {
+					p, err := parseNamedJSON(a)
+					if err != nil {
+						return usagef("%v", err)
+					}
+					req.Attributes = append(req.Attributes, &dexpb.Attribute{Name: p.name, Value: jsonEncoded(p.value)})
+					names = append(names, p.name)
+				}
+				var resp *dexpb.SetAttributesResponse
+				err := s.flow(ctx, onUnavailable, func(ctx context.Context, c dexpb.FlowServiceClient) error {
+					var err error
+					resp, err = c.SetAttributes(ctx, req)
+					return err
+				})
+				if err != nil {
+					return s.fail(ctx, err, callInfo{flowID: req.FlowId, runID: req.RunId})
+				}
+				if s.out.json {
+					return s.out.document(jsonObject{{"flowId", req.FlowId}, {"runId", resp.GetRunId()}, {"attributes", names}})
+				}
+				return keyValues(s.out.w, "Flow ID", req.FlowId, "Run ID", resp.GetRunId(), "Set", strings.Join(names, ", "))
+			}
+		},
+	}
+}
+
+// indent prefixes every line of s.
+func indent(s, prefix string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	for i, l := range lines {
+		lines[i] = prefix + l
+	}
+	return strings.Join(lines, "\n")
+}

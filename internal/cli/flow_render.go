@@ -1,0 +1,421 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/dexzd/dexzd/api/dexpb"
+)
+
+// Text renderings of flow summaries, results, live state and history, for
+// people. JSON output does not use them (see protoJSON).
+
+// summaryKV is a summary as key/value pairs.
+func summaryKV(sum *dexpb.FlowSummary) []string {
+	kv := []string{
+		"Flow ID", sum.GetFlowId(),
+		"Run ID", sum.GetRunId(),
+		"Type", sum.GetFlowType(),
+		"Status", enumText(sum.GetStatus()),
+		"Started", textTime(sum.GetStartTime()),
+	}
+	if sum.GetCloseTime() != nil {
+		kv = append(kv, "Closed", textTime(sum.GetCloseTime()))
+	}
+	if sum.GetFlowTimeout() != nil {
+		policy := "FAIL"
+		if sum.GetFlowTimeoutPolicy() == dexpb.FlowTimeoutPolicy_FLOW_TIMEOUT_POLICY_CANCEL {
+			policy = "CANCEL"
+		}
+		kv = append(kv, "Flow timeout", fmt.Sprintf("%s, then %s", textDuration(sum.GetFlowTimeout()), policy))
+	}
+	return append(kv, flowErrorKV(sum.GetError())...)
+}
+
+// flowErrorKV is a flow error as key/value pairs; none without an error.
+func flowErrorKV(e *dexpb.FlowError) []string {
+	if e == nil {
+		return nil
+	}
+	kv := []string{"Error", strings.TrimPrefix(enumText(e.GetType())+": ", "UNSPECIFIED: ") + e.GetMessage()}
+	if e.GetStepExecutionId() != "" || e.GetStepType() != "" {
+		kv = append(kv, "Error step", fmt.Sprintf("%s (%s)", orDash(e.GetStepExecutionId()), orDash(e.GetStepType())))
+	}
+	if f := e.GetLastAttemptFailure(); f != nil {
+		kv = append(kv, "Last attempt", attemptFailureText(f))
+	}
+	return kv
+}
+
+// printStack prints a worker's stack trace under a heading.
+func printStack(w io.Writer, heading, stack, prefix string) {
+	if stack == "" {
+		return
+	}
+	fmt.Fprintf(w, "%s%s:\n%s\n", prefix, heading, indent(stack, prefix+"  "))
+}
+
+func summaryText(w io.Writer, sum *dexpb.FlowSummary) error {
+	if err := keyValues(w, summaryKV(sum)...); err != nil {
+		return err
+	}
+	printStack(w, "Stack", sum.GetError().GetLastAttemptFailure().GetStack(), "")
+	return nil
+}
+
+// attemptFailureText is one line about a failed attempt.
+func attemptFailureText(f *dexpb.AttemptFailure) string {
+	s := fmt.Sprintf("%s attempt %d", enumText(f.GetMethod()), f.GetAttempt())
+	if f.GetTime() != nil {
+		s += " at " + textTime(f.GetTime())
+	}
+	s += ": " + enumText(f.GetKind())
+	if f.GetErrorType() != "" {
+		s += " " + f.GetErrorType()
+	}
+	if f.GetMessage() != "" {
+		s += ": " + f.GetMessage()
+	}
+	return s
+}
+
+func resultText(w io.Writer, r *dexpb.FlowResult) error {
+	kv := []string{
+		"Flow ID", r.GetFlowId(),
+		"Run ID", r.GetRunId(),
+		"Type", r.GetFlowType(),
+		"Status", enumText(r.GetStatus()),
+		"Closed", textTime(r.GetCloseTime()),
+	}
+	if err := keyValues(w, append(kv, flowErrorKV(r.GetError())...)...); err != nil {
+		return err
+	}
+	printStack(w, "Stack", r.GetError().GetLastAttemptFailure().GetStack(), "")
+	return outputsText(w, r.GetOutputs())
+}
+
+func outputsText(w io.Writer, outs []*dexpb.StepOutput) error {
+	if len(outs) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w, "\nOutputs:")
+	rows := make([][]string, len(outs))
+	for i, o := range outs {
+		kind := "graceful"
+		if o.GetForceComplete() {
+			kind = "force"
+		}
+		rows[i] = []string{"  " + o.GetStepExecutionId(), o.GetStepType(), kind, textTime(o.GetTime()), valueText(o.GetOutput())}
+	}
+	return table(w, []string{"  STEP EXECUTION", "STEP", "COMPLETE", "TIME", "OUTPUT"}, rows)
+}
+
+// stateText prints a flow's live state as a tree.
+func stateText(w io.Writer, st *dexpb.FlowState) error {
+	if err := summaryText(w, st.GetSummary()); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\nSteps (%d active):\n", len(st.GetStepExecutions()))
+	for _, x := range st.GetStepExecutions() {
+		stepText(w, x)
+	}
+	if len(st.GetChannels()) > 0 {
+		fmt.Fprintln(w, "\nChannels:")
+		for _, c := range st.GetChannels() {
+			fmt.Fprintf(w, "  %s: %d queued\n", c.GetChannel(), c.GetSize())
+			for _, m := range c.GetMessages() {
+				fmt.Fprintf(w, "    %s  %s\n", textTime(m.GetPublishTime()), valueText(m.GetValue()))
+			}
+			if extra := int(c.GetSize()) - len(c.GetMessages()); extra > 0 {
+				fmt.Fprintf(w, "    ... %d more\n", extra)
+			}
+		}
+	}
+	if len(st.GetAttributes()) > 0 {
+		fmt.Fprintln(w, "\nAttributes:")
+		rows := make([][]string, len(st.GetAttributes()))
+		for i, a := range st.GetAttributes() {
+			rows[i] = []string{"  " + a.GetName(), valueText(a.GetValue())}
+		}
+		if err := table(w, []string{"  NAME", "VALUE"}, rows); err != nil {
+			return err
+		}
+	}
+	if err := outputsText(w, st.GetOutputs()); err != nil {
+		return err
+	}
+	if len(st.GetPendingTasks()) > 0 {
+		fmt.Fprintln(w, "\nPending tasks (no worker has received them):")
+		for _, p := range st.GetPendingTasks() {
+			what := fmt.Sprintf("%s %s attempt %d", enumText(p.GetKind()), p.GetStepExecutionId(), p.GetAttempt())
+			if p.GetKind() == dexpb.TaskKind_TASK_KIND_RPC {
+				what = "RPC " + p.GetRpcName()
+			}
+			why := "every worker of the flow type is busy"
+			if p.GetNoWorker() {
+				why = "no connected worker serves the flow type"
+			}
+			fmt.Fprintf(w, "  %s, ready since %s: %s\n", what, textTime(p.GetReadyTime()), why)
+		}
+	}
+	return nil
+}
+
+func stepText(w io.Writer, x *dexpb.StepExecutionState) {
+	fmt.Fprintf(w, "  %s (%s)  %s  scheduled %s\n", x.GetStepExecutionId(), x.GetStepType(), enumText(x.GetPhase()), textTime(x.GetScheduleTime()))
+	fmt.Fprintf(w, "    input: %s\n", valueText(x.GetInput()))
+	if a := x.GetAttempt(); a != nil {
+		s := fmt.Sprintf("%s attempt %d %s", enumText(a.GetMethod()), a.GetAttempt(), enumText(a.GetStatus()))
+		switch a.GetStatus() {
+		case dexpb.AttemptStatus_ATTEMPT_STATUS_RUNNING:
+			s += fmt.Sprintf(" on worker %s since %s, deadline %s", orDash(a.GetWorkerId()), textTime(a.GetStartTime()), textTime(a.GetDeadline()))
+		case dexpb.AttemptStatus_ATTEMPT_STATUS_BACKOFF:
+			s += " until " + textTime(a.GetNextAttemptTime())
+		}
+		fmt.Fprintf(w, "    attempt: %s\n", s)
+	}
+	if ws := x.GetWait(); ws != nil {
+		sat := "waiting"
+		if ws.GetSatisfied() {
+			sat = "satisfied"
+		}
+		fmt.Fprintf(w, "    wait: %s, %s, stored %s\n", waitText(ws.GetWait()), sat, textTime(ws.GetStoreTime()))
+		for _, t := range ws.GetTimers() {
+			fmt.Fprintf(w, "      timer #%d%s  %s  fires %s\n", t.GetTimerIndex(), idText(t.GetConditionId()), enumText(t.GetStatus()), textTime(t.GetFireTime()))
+		}
+		for _, c := range ws.GetChannels() {
+			s := "waiting"
+			if c.GetSatisfied() {
+				s = fmt.Sprintf("satisfied, consumed %d", c.GetConsumedCount())
+			}
+			fmt.Fprintf(w, "      channel #%d%s %s  %s\n", c.GetChannelConditionIndex(), idText(c.GetConditionId()), c.GetChannel(), s)
+		}
+	}
+	if x.GetWaitForFailed() {
+		fmt.Fprintf(w, "    waitFor failed, Execute proceeds: %s\n", attemptFailureText(x.GetWaitForFailure()))
+	}
+	if f := x.GetLastFailure(); f != nil {
+		fmt.Fprintf(w, "    last failure: %s\n", attemptFailureText(f))
+		printStack(w, "stack", f.GetStack(), "      ")
+	}
+}
+
+func idText(id string) string {
+	if id == "" {
+		return ""
+	}
+	return fmt.Sprintf(" [%s]", id)
+}
+
+// waitText is a Wait on one line: "anyOf(channel approve forOne, timer 24h0m0s)".
+func waitText(w *dexpb.Wait) string {
+	conds := func(cs []*dexpb.WaitCondition) string {
+		parts := make([]string, len(cs))
+		for i, c := range cs {
+			parts[i] = conditionText(c)
+		}
+		return strings.Join(parts, ", ")
+	}
+	switch k := w.GetKind().(type) {
+	case *dexpb.Wait_Until:
+		return "until(" + conditionText(k.Until) + ")"
+	case *dexpb.Wait_AllOf:
+		return "allOf(" + conds(k.AllOf.GetConditions()) + ")"
+	case *dexpb.Wait_AnyOf:
+		return "anyOf(" + conds(k.AnyOf.GetConditions()) + ")"
+	}
+	return "nothing"
+}
+
+func conditionText(c *dexpb.WaitCondition) string {
+	var s string
+	switch k := c.GetCondition().(type) {
+	case *dexpb.WaitCondition_Timer:
+		s = "timer " + textDuration(k.Timer.GetDuration())
+	case *dexpb.WaitCondition_Channel:
+		ch := k.Channel
+		var bound string
+		switch ch.GetBound() {
+		case dexpb.ChannelBound_CHANNEL_BOUND_FOR_ONE:
+			bound = "forOne"
+		case dexpb.ChannelBound_CHANNEL_BOUND_FOR_N:
+			bound = fmt.Sprintf("forN(%d)", ch.GetN())
+		case dexpb.ChannelBound_CHANNEL_BOUND_AT_LEAST:
+			bound = fmt.Sprintf("atLeast(%d)", ch.GetN())
+		case dexpb.ChannelBound_CHANNEL_BOUND_AT_MOST:
+			bound = fmt.Sprintf("atMost(%d)", ch.GetN())
+		case dexpb.ChannelBound_CHANNEL_BOUND_AT_LEAST_AT_MOST:
+			bound = fmt.Sprintf("atLeastAtMost(%d,%d)", ch.GetMin(), ch.GetMax())
+		default:
+			bound = enumText(ch.GetBound())
+		}
+		s = fmt.Sprintf("channel %s %s", ch.GetChannel(), bound)
+	default:
+		s = "empty condition"
+	}
+	return s + idText(c.GetId())
+}
+
+// eventText is a history event's kind and a one-line account of it.
+func eventText(e *dexpb.HistoryEvent) (kind, details string) {
+	switch ev := e.GetEvent().(type) {
+	case *dexpb.HistoryEvent_FlowStarted:
+		x := ev.FlowStarted
+		parts := []string{"type " + x.GetFlowType()}
+		if m := x.GetStartStep(); m != nil {
+			parts = append(parts, "start "+movementText(m, x.GetStartStepExecutionId()))
+		} else {
+			parts = append(parts, "no start step")
+		}
+		if attrs := x.GetInitialAttributes(); len(attrs) > 0 {
+			parts = append(parts, "attributes "+attributesText(attrs))
+		}
+		if x.GetFlowTimeout() != nil {
+			parts = append(parts, fmt.Sprintf("timeout %s (%s)", textDuration(x.GetFlowTimeout()), enumText(x.GetFlowTimeoutPolicy())))
+		}
+		if p := x.GetIdReusePolicy(); p != dexpb.IdReusePolicy_ID_REUSE_POLICY_UNSPECIFIED {
+			parts = append(parts, "idReuse "+enumText(p))
+		}
+		if x.GetTerminatedRunId() != "" {
+			parts = append(parts, "terminated run "+x.GetTerminatedRunId())
+		}
+		if x.GetRequestId() != "" {
+			parts = append(parts, "request "+x.GetRequestId())
+		}
+		return "FlowStarted", strings.Join(parts, "; ")
+	case *dexpb.HistoryEvent_WaitForCompleted:
+		x := ev.WaitForCompleted
+		return "WaitForCompleted", fmt.Sprintf("%s attempt %d (%s): wait %s%s",
+			x.GetStepExecutionId(), x.GetAttempt(), textDuration(x.GetDuration()), waitText(x.GetWait()), writesText(x.GetWrites()))
+	case *dexpb.HistoryEvent_WaitForFailed:
+		return "WaitForFailed", attemptFailedText(ev.WaitForFailed)
+	case *dexpb.HistoryEvent_ExecuteCompleted:
+		x := ev.ExecuteCompleted
+		return "ExecuteCompleted", fmt.Sprintf("%s attempt %d (%s): %s%s",
+			x.GetStepExecutionId(), x.GetAttempt(), textDuration(x.GetDuration()),
+			decisionText(x.GetDecision(), x.GetScheduledStepExecutionIds()), writesText(x.GetWrites()))
+	case *dexpb.HistoryEvent_ExecuteFailed:
+		return "ExecuteFailed", attemptFailedText(ev.ExecuteFailed)
+	case *dexpb.HistoryEvent_RpcCompleted:
+		x := ev.RpcCompleted
+		s := fmt.Sprintf("%s (%s): input %s, output %s", x.GetRpcName(), textDuration(x.GetDuration()), valueText(x.GetInput()), valueText(x.GetOutput()))
+		if len(x.GetMovements()) > 0 {
+			s += "; " + movementsText(x.GetMovements(), x.GetScheduledStepExecutionIds())
+		}
+		return "RpcCompleted", s + writesText(x.GetWrites())
+	case *dexpb.HistoryEvent_ChannelPublished:
+		s := publishesText(ev.ChannelPublished.GetPublishes())
+		if id := ev.ChannelPublished.GetRequestId(); id != "" {
+			s += "; request " + id
+		}
+		return "ChannelPublished", s
+	case *dexpb.HistoryEvent_AttributesSet:
+		return "AttributesSet", attributesText(ev.AttributesSet.GetAttributes())
+	case *dexpb.HistoryEvent_TimerSkipped:
+		x := ev.TimerSkipped
+		return "TimerSkipped", fmt.Sprintf("%s timer #%d%s", x.GetStepExecutionId(), x.GetTimerIndex(), idText(x.GetConditionId()))
+	case *dexpb.HistoryEvent_FlowClosed:
+		x := ev.FlowClosed
+		s := enumText(x.GetStatus())
+		if e := x.GetError(); e != nil {
+			s += ": " + strings.TrimPrefix(enumText(e.GetType())+": ", "UNSPECIFIED: ") + e.GetMessage()
+		}
+		if n := len(x.GetOutputs()); n > 0 {
+			s += fmt.Sprintf("; %d output(s)", n)
+		}
+		return "FlowClosed", s
+	}
+	return "Unknown", "an event kind this dexcli does not know"
+}
+
+func attemptFailedText(x *dexpb.StepAttemptFailedEvent) string {
+	f := x.GetFailure()
+	s := fmt.Sprintf("%s attempt %d (%s): %s", x.GetStepExecutionId(), f.GetAttempt(), textDuration(x.GetDuration()), enumText(f.GetKind()))
+	if f.GetErrorType() != "" {
+		s += " " + f.GetErrorType()
+	}
+	if f.GetMessage() != "" {
+		s += ": " + f.GetMessage()
+	}
+	if x.GetNextAttemptTime() != nil {
+		return s + "; retry at " + textTime(x.GetNextAttemptTime())
+	}
+	return s + "; no retries left"
+}
+
+func decisionText(d *dexpb.StepDecision, ids []string) string {
+	switch k := d.GetDecision().(type) {
+	case *dexpb.StepDecision_Movements:
+		return movementsText(k.Movements.GetMovements(), ids)
+	case *dexpb.StepDecision_GracefulComplete:
+		return "gracefulComplete, output " + valueText(k.GracefulComplete.GetOutput())
+	case *dexpb.StepDecision_ForceComplete:
+		return "forceComplete, output " + valueText(k.ForceComplete.GetOutput())
+	case *dexpb.StepDecision_ForceFail:
+		return fmt.Sprintf("forceFail %q", k.ForceFail.GetReason())
+	case *dexpb.StepDecision_DeadEnd:
+		return "deadEnd"
+	}
+	return "no decision"
+}
+
+func movementsText(ms []*dexpb.Movement, ids []string) string {
+	parts := make([]string, len(ms))
+	for i, m := range ms {
+		id := ""
+		if i < len(ids) {
+			id = ids[i]
+		}
+		parts[i] = movementText(m, id)
+	}
+	return "move to " + strings.Join(parts, ", ")
+}
+
+func movementText(m *dexpb.Movement, id string) string {
+	s := m.GetStepType()
+	if id != "" {
+		s = id
+	}
+	if m.GetSkipWaitFor() {
+		s += " (skip WaitFor)"
+	}
+	if m.GetInput() != nil {
+		s += " input " + valueText(m.GetInput())
+	}
+	return s
+}
+
+func attributesText(attrs []*dexpb.Attribute) string {
+	parts := make([]string, len(attrs))
+	for i, a := range attrs {
+		parts[i] = a.GetName() + "=" + valueText(a.GetValue())
+	}
+	return strings.Join(parts, ", ")
+}
+
+func publishesText(ps []*dexpb.ChannelPublish) string {
+	parts := make([]string, len(ps))
+	for i, p := range ps {
+		vals := make([]string, len(p.GetValues()))
+		for j, v := range p.GetValues() {
+			vals[j] = valueText(v)
+		}
+		parts[i] = fmt.Sprintf("%s <- %s", p.GetChannel(), strings.Join(vals, ", "))
+	}
+	return strings.Join(parts, "; ")
+}
+
+func writesText(w *dexpb.StagedWrites) string {
+	var parts []string
+	if a := w.GetAttributeWrites(); len(a) > 0 {
+		parts = append(parts, "set "+attributesText(a))
+	}
+	if p := w.GetChannelPublishes(); len(p) > 0 {
+		parts = append(parts, "publish "+publishesText(p))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "; " + strings.Join(parts, "; ")
+}
