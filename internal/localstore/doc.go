@@ -1,0 +1,90 @@
+// Package localstore is the materialised state of one node on local disk,
+// in Pebble: the latest run of every flow ID, its older runs, and the
+// indexes that ListFlows and recovery read.
+//
+// # A cache of the log
+//
+// The durable truth is the node's batch log (package wal); this store is
+// rebuilt by replaying it, so its writes are not synced (pebble.NoSync;
+// Pebble's own write-ahead log still makes each batch atomic across a
+// process or host crash). What makes replay exact is that each log batch is
+// applied as one Pebble batch that also stores the batch's sequence
+// number:
+//
+//	Apply(seq, fn)   fn's writes + applied=seq, committed together or not at all
+//	Applied()        the last seq committed (ok=false: none yet)
+//
+// After any crash the store holds exactly the batches up to Applied(), and
+// the node replays from Applied()+1. Apply refuses a seq at or below
+// Applied() (ErrAlreadyApplied); replay skips those batches.
+//
+// # Key layout (format version 1)
+//
+// The first byte of a key names its kind. <esc s> is s with 0x00 written
+// as 0x00 0xFF, followed by 0x00 0x01, so that it sorts as s and ends
+// unambiguously; a trailing run ID or flow ID is written as is.
+//
+//	0x00 'f'                        format version (u32, big-endian)
+//	0x00 'a'                        applied sequence number (u64, big-endian)
+//	'f' <flowID>                    the flow ID's latest run: flow value
+//	'r' <esc flowID> <runID>        an older run of the flow ID: flow value
+//	'l' <time> <esc flowID> <runID> ListFlows entry of every run: summary
+//	'x' <flowID>                    the flow ID's latest run is RUNNING (empty)
+//
+// <time> is the run's start time as 12 bytes that sort newest first: the
+// Unix seconds with the sign bit flipped (u64) and the nanoseconds (u32),
+// both big-endian and bitwise inverted. So the list index is ordered by
+// start time descending, then flow ID, then run ID.
+//
+// A summary is: FlowID, RunID, FlowType, Status, each a uvarint length and
+// the bytes; then StartedAt and ClosedAt, each varint Unix seconds and
+// uvarint nanoseconds (times decode in UTC; the zero time round-trips). A
+// flow value is: version byte 1, the summary's length (uvarint), the
+// summary, then engine.MarshalState's bytes. The summary header lets
+// PutFlow maintain the indexes and Summary answer without decoding the
+// whole state.
+//
+// PutFlow keeps the indexes in the same batch: it rewrites the run's list
+// entry when its summary changed (deleting the old entry when the start
+// time moved), sets or deletes the running entry when the status crosses
+// RUNNING, and when a new run replaces the latest one it copies the old
+// run's value to its run key (its list entry stays: ListFlows lists every
+// run). The replaced run must be closed by then (ErrRunConflict otherwise):
+// under TERMINATE_IF_RUNNING the node puts the terminated run's state
+// before the new run's, in the same Apply.
+//
+// Opening a directory stamped with another format version, or holding keys
+// without a format stamp, is ErrIncompatible naming the directory.
+//
+// # Reads
+//
+// Tx.Flow reads through the batch being built (it sees the Tx's own
+// writes). Store reads see committed batches only: after Apply returns,
+// ListFlows, Flow, Run and Summary reflect it (E27: no lag on one node).
+// Not found is ErrNotFound everywhere. ListFlows pages with opaque tokens
+// (base64url of a version byte, a hash of the filters, and the last index
+// key returned); a token used with other filters is ErrBadPageToken.
+//
+// # Snapshot stream (version 1)
+//
+// Checkpoint iterates a Pebble snapshot of every non-metadata key in key
+// order and writes (integers big-endian):
+//
+//	"DXLS"                    magic (4 bytes)
+//	1                         stream version (1 byte)
+//	storeFormat               format version of the keys and values (u32)
+//	applied                   the applied sequence number it covers (u64)
+//	entries                   uvarint key length (> 0), key, uvarint value length, value
+//	0                         uvarint 0: end of entries
+//	count                     number of entries (u64)
+//	CRC-32C                   Castagnoli, of every byte before it (u32)
+//
+// Restore reads it into a sibling directory (<dir>.restoring), checks the
+// magic, versions, key order, lengths, count, checksum and that nothing
+// follows, writes the metadata last and renames the directory into place.
+// A bad stream is ErrCorrupt (ErrIncompatible for another store format),
+// and leaves nothing behind. The stream does not depend on Pebble's file
+// format, so a snapshot survives a Pebble upgrade. The wal package wraps
+// it (EncodeSnapshot) with the number of the first batch it does not
+// cover: applied+1.
+package localstore

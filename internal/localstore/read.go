@@ -1,0 +1,129 @@
+package localstore
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/dexzd/dexzd/internal/engine"
+)
+
+// Reads outside Apply see the committed state: everything of the batches up
+// to Applied() (as of the read), nothing of a batch still being applied.
+
+// Flow returns the latest run of flowID, decoded afresh (the caller owns
+// it). A flow ID without a run is ErrNotFound.
+func (s *Store) Flow(flowID string) (*engine.FlowState, error) {
+	if err := s.enter(); err != nil {
+		return nil, err
+	}
+	defer s.leave()
+	return readFlow(s.db, flowID)
+}
+
+// Run returns the run runID of flowID, the latest or an older one; an
+// empty runID means the latest. An unknown flow ID or run is ErrNotFound.
+func (s *Store) Run(flowID, runID string) (*engine.FlowState, error) {
+	if err := s.enter(); err != nil {
+		return nil, err
+	}
+	defer s.leave()
+	v, err := s.runValue(flowID, runID)
+	if err != nil {
+		return nil, err
+	}
+	st, err := decodeFlowValue(v)
+	if err != nil {
+		return nil, fmt.Errorf("read flow %q run %q: %w: %w", flowID, runID, ErrCorrupt, err)
+	}
+	return st, nil
+}
+
+// Summary returns the summary of run runID of flowID (empty: the latest)
+// without decoding the whole state. Times are in UTC. An unknown flow ID or
+// run is ErrNotFound.
+func (s *Store) Summary(flowID, runID string) (engine.Summary, error) {
+	if err := s.enter(); err != nil {
+		return engine.Summary{}, err
+	}
+	defer s.leave()
+	v, err := s.runValue(flowID, runID)
+	if err != nil {
+		return engine.Summary{}, err
+	}
+	sum, _, err := decodeFlowHeader(v)
+	if err != nil {
+		return engine.Summary{}, fmt.Errorf("read flow %q run %q: %w: %w", flowID, runID, ErrCorrupt, err)
+	}
+	return sum, nil
+}
+
+// runValue returns the stored value of a run. It reads the latest run
+// first and the older runs second: a run only ever moves from the latest
+// key to a run key, so a concurrent Apply cannot make it miss the run.
+func (s *Store) runValue(flowID, runID string) ([]byte, error) {
+	v, err := getCopy(s.db, flowKey(flowID))
+	switch {
+	case errors.Is(err, pebble.ErrNotFound):
+		return nil, fmt.Errorf("flow %q: %w", flowID, ErrNotFound)
+	case err != nil:
+		return nil, fmt.Errorf("read flow %q: %w", flowID, err)
+	}
+	if runID == "" {
+		return v, nil
+	}
+	sum, _, err := decodeFlowHeader(v)
+	if err != nil {
+		return nil, fmt.Errorf("read flow %q: %w: %w", flowID, ErrCorrupt, err)
+	}
+	if sum.RunID == runID {
+		return v, nil
+	}
+	v, err = getCopy(s.db, runKey(flowID, runID))
+	switch {
+	case errors.Is(err, pebble.ErrNotFound):
+		return nil, fmt.Errorf("flow %q run %q: %w", flowID, runID, ErrNotFound)
+	case err != nil:
+		return nil, fmt.Errorf("read flow %q run %q: %w", flowID, runID, err)
+	}
+	return v, nil
+}
+
+// RunningFlows calls fn with every RUNNING flow (the latest run of its flow
+// ID), in flow ID order, from one consistent view of the committed state.
+// fn owns the state it is given. An error from fn stops the iteration and
+// is returned as is. After a restart the node uses this to re-arm timers,
+// queue pending tasks and build RecoverAttempts.
+func (s *Store) RunningFlows(fn func(st *engine.FlowState) error) error {
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.leave()
+	snap := s.db.NewSnapshot()
+	defer snap.Close()
+	it, err := snap.NewIter(&pebble.IterOptions{
+		LowerBound: []byte{prefixRunning}, UpperBound: []byte{prefixRunning + 1}})
+	if err != nil {
+		return fmt.Errorf("running flows: %w", err)
+	}
+	defer it.Close()
+	for ok := it.First(); ok; ok = it.Next() {
+		flowID := string(it.Key()[1:])
+		st, err := readFlow(snap, flowID)
+		if err != nil {
+			return fmt.Errorf("running flows: %w", err)
+		}
+		if !st.Running() {
+			return fmt.Errorf("running flows: flow %q run %s is %s but indexed as running: %w",
+				flowID, st.RunID, st.Status, ErrCorrupt)
+		}
+		if err := fn(st); err != nil {
+			return err
+		}
+	}
+	if err := it.Error(); err != nil {
+		return fmt.Errorf("running flows: %w", err)
+	}
+	return nil
+}
