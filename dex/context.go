@@ -1,0 +1,187 @@
+package dex
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/dexzd/dexzd/api/dexpb"
+)
+
+// TaskKind says which handler a task runs.
+type TaskKind = dexpb.TaskKind
+
+// The task kinds.
+const (
+	KindWaitFor = dexpb.TaskKind_TASK_KIND_WAIT_FOR
+	KindExecute = dexpb.TaskKind_TASK_KIND_EXECUTE
+	KindRPC     = dexpb.TaskKind_TASK_KIND_RPC
+)
+
+// TaskInfo identifies the handler invocation a Context belongs to.
+type TaskInfo struct {
+	// Kind is the handler: KindWaitFor, KindExecute or KindRPC.
+	Kind TaskKind
+	// FlowType, FlowID and RunID name the flow execution.
+	FlowType, FlowID, RunID string
+	// StepType and StepExecutionID ("<StepType>-<n>") name the step
+	// execution; empty for an RPC.
+	StepType, StepExecutionID string
+	// RPCName names the RPC; empty for WaitFor and Execute.
+	RPCName string
+	// Attempt is the attempt's number, from 1 (always 1 for an RPC).
+	Attempt int
+	// FirstAttemptTime is when attempt 1 of this handler started.
+	FirstAttemptTime time.Time
+	// AttemptTimeout is how long the server waits for this attempt; the
+	// handler's context ends then.
+	AttemptTimeout time.Duration
+}
+
+// Context is what a handler receives: a context.Context that ends when the
+// attempt times out or the worker stops, plus the task's identity, the flow
+// execution's attributes and the writes the handler stages. Attribute
+// writes (Attribute.Set), channel publishes (Channel.Publish) and an RPC's
+// movements (Schedule) are staged on the Context and commit atomically with
+// the handler's result (E6); nothing blocks on the server inside a handler.
+//
+// Only the SDK implements Context. To unit-test handlers, run tasks through
+// Worker.HandleTask.
+type Context interface {
+	context.Context
+	// Info identifies the task.
+	Info() TaskInfo
+	// Logger is the worker's logger with the task's identity attached.
+	Logger() *slog.Logger
+
+	state() *handlerState
+}
+
+// Schedule stages movements from an RPC handler (E22): they commit
+// atomically with the RPC's output and staged writes. Step handlers move by
+// returning a Decision instead; calling Schedule from one fails the attempt.
+func Schedule(ctx Context, movements ...Movement) {
+	st := ctx.state()
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.kind != KindRPC {
+		st.fail(&invalidResultError{errors.New("dex.Schedule is for RPC handlers; a step moves by returning a Decision")})
+		return
+	}
+	st.moves = append(st.moves, movements...)
+}
+
+// taskContext is the SDK's Context.
+type taskContext struct {
+	context.Context
+	info TaskInfo
+	log  *slog.Logger
+	st   *handlerState
+}
+
+func (c *taskContext) Info() TaskInfo       { return c.info }
+func (c *taskContext) Logger() *slog.Logger { return c.log }
+func (c *taskContext) state() *handlerState { return c.st }
+
+// handlerState holds a task's attributes and the handler's staged writes.
+// Handlers may stage from several goroutines, so it is locked.
+type handlerState struct {
+	mu     sync.Mutex
+	flow   *flowDef
+	kind   TaskKind
+	attrs  map[string]*dexpb.EncodedValue // as handed out with the task
+	queues map[string]uint32              // channel queue sizes (RPC)
+	staged map[string]*dexpb.EncodedValue // latest staged write per name
+	writes []*dexpb.Attribute
+	pubs   []*dexpb.ChannelPublish
+	moves  []Movement
+	errs   []error // staging and decoding errors; any fails the attempt
+}
+
+func newHandlerState(f *flowDef, t *dexpb.Task) *handlerState {
+	st := &handlerState{
+		flow:   f,
+		kind:   t.GetKind(),
+		attrs:  make(map[string]*dexpb.EncodedValue, len(t.GetAttributes())),
+		queues: t.GetChannelQueueSizes(),
+		staged: map[string]*dexpb.EncodedValue{},
+	}
+	for _, a := range t.GetAttributes() {
+		st.attrs[a.GetName()] = a.GetValue()
+	}
+	return st
+}
+
+// fail records an error that fails the attempt once the handler returns.
+// The caller holds mu.
+func (st *handlerState) fail(err error) { st.errs = append(st.errs, err) }
+
+// failLocked is fail, taking the lock.
+func (st *handlerState) failLocked(err error) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.fail(err)
+}
+
+// attribute returns the staged value of name, else the task's.
+func (st *handlerState) attribute(name string) *dexpb.EncodedValue {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if v, ok := st.staged[name]; ok {
+		return v
+	}
+	return st.attrs[name]
+}
+
+func (st *handlerState) setAttribute(name string, v *dexpb.EncodedValue, err error) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	switch {
+	case err != nil:
+		st.fail(&encodeError{what: fmt.Sprintf("attribute %q", name), err: err})
+	case !st.flow.attributes[name]:
+		st.fail(&invalidResultError{fmt.Errorf("set attribute %q: flow %q does not declare it (add it with Attributes)", name, st.flow.name)})
+	default:
+		st.staged[name] = v
+		st.writes = append(st.writes, &dexpb.Attribute{Name: name, Value: v})
+	}
+}
+
+func (st *handlerState) publish(channel string, v *dexpb.EncodedValue, err error) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	switch {
+	case err != nil:
+		st.fail(&encodeError{what: fmt.Sprintf("message for channel %q", channel), err: err})
+	case !st.flow.channels[channel]:
+		st.fail(&invalidResultError{fmt.Errorf("publish to channel %q: flow %q does not declare it (add it with Channels)", channel, st.flow.name)})
+	default:
+		// Consecutive publishes to one channel share a ChannelPublish; the
+		// order of all messages is kept either way.
+		if n := len(st.pubs); n > 0 && st.pubs[n-1].GetChannel() == channel {
+			st.pubs[n-1].Values = append(st.pubs[n-1].Values, v)
+			return
+		}
+		st.pubs = append(st.pubs, &dexpb.ChannelPublish{Channel: channel, Values: []*dexpb.EncodedValue{v}})
+	}
+}
+
+// stagedWrites returns the writes to send, or nil when there are none.
+func (st *handlerState) stagedWrites() *dexpb.StagedWrites {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if len(st.writes) == 0 && len(st.pubs) == 0 {
+		return nil
+	}
+	return &dexpb.StagedWrites{AttributeWrites: st.writes, ChannelPublishes: st.pubs}
+}
+
+// err returns the staging errors, joined.
+func (st *handlerState) err() error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return errors.Join(st.errs...)
+}

@@ -1,0 +1,118 @@
+// Package dex is the Go SDK of Dex-ZD: define flows of typed steps, serve
+// them from a Worker, and start, drive and read them with a Client. It
+// depends only on the generated API (api/dexpb), gRPC and protobuf.
+//
+// # Defining a flow
+//
+// A step is a Go type that embeds dex.Step[T], where T is its input, and has
+// an Execute method. A step may also have a WaitFor, which returns the
+// conditions (timers, channel messages) to wait for; its Execute then also
+// receives the Wait's Results:
+//
+//	type Reserve struct{ dex.Step[Order] }
+//
+//	func (Reserve) Execute(ctx dex.Context, o Order) (dex.Decision, error) {
+//		Status.Set(ctx, "reserved")
+//		return dex.GoTo[AwaitApproval](o), nil // the compiler checks o's type
+//	}
+//
+//	type AwaitApproval struct{ dex.Step[Order] }
+//
+//	func (AwaitApproval) WaitFor(ctx dex.Context, o Order) (dex.Wait, error) {
+//		return dex.AnyOf(Approve.ForOne(), dex.Timer(24*time.Hour)), nil
+//	}
+//
+//	func (AwaitApproval) Execute(ctx dex.Context, o Order, r dex.Results) (dex.Decision, error) {
+//		if ok, got := Approve.Received(r); got && ok {
+//			return dex.GoTo[Charge](o), nil
+//		}
+//		return dex.ForceFail("not approved in time"), nil
+//	}
+//
+// Attributes (DefineAttribute), channels (DefineChannel) and RPCs
+// (DefineRPC) are typed package-level values; NewFlow lists them with the
+// steps. Handlers stage attribute writes, channel publishes and (for RPCs)
+// movements on their Context; the worker sends them with the handler's
+// result, and the server commits them atomically with it (E6). Nothing in a
+// handler blocks on the server.
+//
+// The worker validates every flow when it is created (NewWorker): a step
+// without a matching Execute, duplicate names, a recovery step or a MovesTo
+// target the flow does not declare, invalid options. Each error names the
+// flow and the step.
+//
+// # How the SDK maps onto the API
+//
+// Values. Every user value (inputs, outputs, attributes, messages, RPC
+// inputs and outputs) is an EncodedValue with encoding "json" (encoding/json
+// of the Go value) and type the Go type as reflect prints it
+// ("flows.Order"). A nil output or input leaves the EncodedValue unset. The
+// SDK decodes "json" values only; an unset value decodes to the zero value.
+//
+// Steps. The step type is the Go type's name without package or pointer
+// ("Reserve"). Hello declares, per flow type: its steps with has_wait_for
+// and their Options() (StepOptions), the RPC names, attribute names, channel
+// names and the flow's Defaults (default_step_options). StepOptions map
+// field by field to the proto; zero fields stay unset so they inherit (E13);
+// StepOptions.Recovery sets execute_recovery_step_type and, unless
+// ExecuteFailure says otherwise, EXECUTE_FAILURE_POLICY_PROCEED_TO_RECOVERY_STEP.
+//
+// Waits. Until, AllOf and AnyOf map to Wait.until/all_of/any_of; a nil Wait
+// is the empty Wait (satisfied at once). Timer(d) is a TimerCondition with
+// duration d; Channel.ForOne/ForN/AtLeast/AtMost/AtLeastAtMost map to the
+// ChannelBound values. WithID sets WaitCondition.id (unique within a Wait).
+// In Results, timers are looked up by timer_index (Results.TimerFired, from
+// 0 counting timers only) or by condition_id (TimerCondition.Fired,
+// Results.TimerFiredID); channel conditions by condition_id when the
+// condition has one, else by channel name (ChannelCondition.Messages,
+// Channel.Messages, Channel.Received). Results.WaitForError reports
+// Task.wait_for_failed with Task.wait_for_failure (E11).
+//
+// Decisions. GoTo and Move map to StepDecision.movements (To gives one
+// Movement; WithOptions and SkipWaitFor set its options and skip_wait_for);
+// GracefulComplete, ForceComplete, ForceFail and DeadEnd to the close
+// decisions. An RPC's Schedule calls become RpcResult.movements.
+//
+// Worker protocol (W1). Run opens PollWorkerTask, sends Hello (worker ID,
+// flow type declarations, max_concurrent_tasks, sdk_version
+// "dex-go/<Version>") and expects Welcome. Each Task runs in its own
+// goroutine, at most MaxConcurrentTasks at once, with a context that ends at
+// the task's attempt_timeout. The answer is a TaskResult (result + staged
+// writes) or a TaskFailure (error_type, message, stack, retry_after). The
+// task token is opaque: the SDK copies it from the Task into the answer, the
+// Heartbeat (running_task_tokens, every Welcome.heartbeat_interval while
+// tasks run) and matches TaskAcks by it. An answer stays in the worker's
+// outbox until its TaskAck arrives: when a stream breaks, unacknowledged
+// answers (including those of tasks that were running) are sent again on
+// the next stream, and the server refuses stale ones (W2). Pings are
+// answered with Pongs; a stream silent for three ping intervals is
+// reconnected. After a Drain the worker keeps sending results until the
+// server closes the stream, then reconnects. Reconnects use exponential
+// backoff with jitter and move to the next address (P5).
+//
+// Errors. A handler's error becomes a TaskFailure: message err.Error(); type
+// the ErrorType() of an ErrorTyper in the chain, else the Go type of the
+// first error in the Unwrap chain that is not a plain fmt.Errorf/errors.New
+// wrapper (for example "*payments.DeclinedError"); stack runtime/debug.Stack
+// taken where RetryAfter was called, else where the handler returned the
+// error or where its panic was recovered (type "dex.Panic"). RetryAfter(d,
+// err) sets retry_after (E10). The SDK's own failures have types
+// "dex.DecodeError", "dex.EncodeError", "dex.InvalidResult" (a result that
+// breaks the flow's declaration, for example a movement to an undeclared
+// step or a write to an undeclared attribute) and "dex.WorkerStopping".
+//
+// Client (P5). Calls go to the address that last answered and move to the
+// next on UNAVAILABLE. Reads, WaitForFlow, SetAttributes, and StartFlow and
+// Publish (with a request ID generated per call and reused on every retry)
+// are retried with backoff; InvokeRPC, StopFlow and SkipTimer are sent at
+// most once, after the address has answered a call or its health service
+// reported "dex.FlowService" SERVING. WaitForFlow polls again after each
+// DEADLINE_EXCEEDED until its context ends (E25).
+//
+// # Testing
+//
+// Worker.HandleTask runs one task through the same code path as Run,
+// without a stream. The Client and the Worker take a Dialer or a Conn
+// (any grpc.ClientConnInterface), so a test helper can connect them to an
+// in-process server.
+package dex

@@ -1,0 +1,211 @@
+package dex
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"runtime/debug"
+	"time"
+
+	"github.com/dexzd/dexzd/api/dexpb"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Sentinel errors. Client errors match them with errors.Is according to
+// their gRPC code (E28); status.Code still works on every client error.
+var (
+	// ErrInvalidFlow: a flow definition is invalid (Flow.Validate).
+	ErrInvalidFlow = errors.New("dex: invalid flow definition")
+	// ErrNoValue: a Value or an output is unset.
+	ErrNoValue = errors.New("dex: no value")
+	// ErrNotFound: the flow ID, run, step execution or timer is unknown
+	// (NOT_FOUND).
+	ErrNotFound = errors.New("dex: not found")
+	// ErrAlreadyExists: the ID reuse policy refused a start (ALREADY_EXISTS).
+	ErrAlreadyExists = errors.New("dex: already exists")
+	// ErrFailedPrecondition: the flow execution is closed, the timer is not
+	// pending, or an RPC handler failed (FAILED_PRECONDITION; an RPC failure
+	// also matches *WorkerError with errors.As).
+	ErrFailedPrecondition = errors.New("dex: failed precondition")
+	// ErrInvalidArgument: the server refused a malformed request.
+	ErrInvalidArgument = errors.New("dex: invalid argument")
+	// ErrUnavailable: no address could serve the call (UNAVAILABLE).
+	ErrUnavailable = errors.New("dex: unavailable")
+	// ErrTooLarge: a value is above the server's payload limit
+	// (RESOURCE_EXHAUSTED).
+	ErrTooLarge = errors.New("dex: value too large")
+)
+
+// RetryAfter wraps err so that the next attempt runs after d instead of the
+// retry policy's backoff; the policy's limits still apply (E10). It also
+// records the stack at the call, which the worker reports with the error.
+//
+//	return nil, dex.RetryAfter(5*time.Second, err)
+func RetryAfter(d time.Duration, err error) error {
+	if err == nil {
+		err = errors.New("retry requested")
+	}
+	return &retryAfterError{d: d, err: err, stack: string(debug.Stack())}
+}
+
+type retryAfterError struct {
+	d     time.Duration
+	err   error
+	stack string
+}
+
+func (e *retryAfterError) Error() string { return e.err.Error() }
+func (e *retryAfterError) Unwrap() error { return e.err }
+
+// ErrorTyper is implemented by errors that name their own type for the
+// server (TaskFailure.error_type, E14). Without it the worker reports the Go
+// type of the most specific error in the chain.
+type ErrorTyper interface {
+	ErrorType() string
+}
+
+// errorTypeName names err's type: an ErrorTyper's name, else the Go type of
+// the first error in the Unwrap chain that is not a plain wrapper made by
+// fmt.Errorf, errors.New, errors.Join or RetryAfter, else the innermost
+// error's type.
+func errorTypeName(err error) string {
+	var et ErrorTyper
+	if errors.As(err, &et) {
+		return et.ErrorType()
+	}
+	last := err
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if !isPlainWrapper(e) {
+			return reflect.TypeOf(e).String()
+		}
+		last = e
+	}
+	return reflect.TypeOf(last).String()
+}
+
+func isPlainWrapper(err error) bool {
+	if _, ok := err.(*retryAfterError); ok { //nolint:errorlint // one link of the chain, not the chain
+		return true
+	}
+	switch reflect.TypeOf(err).String() {
+	case "*fmt.wrapError", "*fmt.wrapErrors", "*errors.errorString", "*errors.joinError":
+		return true
+	}
+	return false
+}
+
+// decodeError: a value handed to the handler does not decode.
+type decodeError struct {
+	what string
+	err  error
+}
+
+func (e *decodeError) Error() string     { return fmt.Sprintf("decode %s: %v", e.what, e.err) }
+func (e *decodeError) Unwrap() error     { return e.err }
+func (e *decodeError) ErrorType() string { return "dex.DecodeError" }
+
+// encodeError: a value the handler returned does not encode.
+type encodeError struct {
+	what string
+	err  error
+}
+
+func (e *encodeError) Error() string     { return fmt.Sprintf("encode %s: %v", e.what, e.err) }
+func (e *encodeError) Unwrap() error     { return e.err }
+func (e *encodeError) ErrorType() string { return "dex.EncodeError" }
+
+// invalidResultError: the handler's result breaks the flow's declaration
+// (an undeclared step, attribute or channel, a malformed Wait or Decision).
+type invalidResultError struct{ err error }
+
+func (e *invalidResultError) Error() string     { return e.err.Error() }
+func (e *invalidResultError) Unwrap() error     { return e.err }
+func (e *invalidResultError) ErrorType() string { return "dex.InvalidResult" }
+
+// panicError is a recovered panic.
+type panicError struct{ v any }
+
+func (e *panicError) Error() string     { return fmt.Sprintf("panic: %v", e.v) }
+func (e *panicError) ErrorType() string { return "dex.Panic" }
+
+// WorkerError is the error a worker reported for an RPC handler; InvokeRPC
+// returns it (inside an *Error, find it with errors.As).
+type WorkerError struct {
+	Type, Message, Stack string
+}
+
+func (e *WorkerError) Error() string {
+	if e.Type == "" {
+		return e.Message
+	}
+	return e.Message + " (" + e.Type + ")"
+}
+
+// Error is what client calls return for a gRPC error: the call, the code and
+// the server's message. It matches the sentinel of its code with errors.Is,
+// and status.Code(err) returns its code.
+type Error struct {
+	// Op is the call, for example "StartFlow".
+	Op string
+	// Code is the gRPC code.
+	Code codes.Code
+	// Message is the server's message.
+	Message string
+	// Worker is the RPC handler's error, for InvokeRPC.
+	Worker *WorkerError
+	st     *status.Status
+}
+
+func (e *Error) Error() string {
+	if e.Worker != nil {
+		return fmt.Sprintf("dex: %s: handler failed: %v", e.Op, e.Worker)
+	}
+	return fmt.Sprintf("dex: %s: %s: %s", e.Op, e.Code, e.Message)
+}
+
+// GRPCStatus returns the original status.
+func (e *Error) GRPCStatus() *status.Status { return e.st }
+
+// Is matches the sentinel of the error's code.
+func (e *Error) Is(target error) bool {
+	switch target {
+	case ErrNotFound:
+		return e.Code == codes.NotFound
+	case ErrAlreadyExists:
+		return e.Code == codes.AlreadyExists
+	case ErrFailedPrecondition:
+		return e.Code == codes.FailedPrecondition
+	case ErrInvalidArgument:
+		return e.Code == codes.InvalidArgument
+	case ErrUnavailable:
+		return e.Code == codes.Unavailable
+	case ErrTooLarge:
+		return e.Code == codes.ResourceExhausted
+	}
+	return false
+}
+
+// Unwrap exposes the worker's error, if any.
+func (e *Error) Unwrap() error {
+	if e.Worker != nil {
+		return e.Worker
+	}
+	return nil
+}
+
+// wrapStatus converts a gRPC error into an *Error; other errors (context
+// errors) are wrapped with the call's name.
+func wrapStatus(op string, err error) error {
+	st, ok := status.FromError(err)
+	if !ok {
+		return fmt.Errorf("dex: %s: %w", op, err)
+	}
+	e := &Error{Op: op, Code: st.Code(), Message: st.Message(), st: st}
+	for _, d := range st.Details() {
+		if we, ok := d.(*dexpb.WorkerError); ok {
+			e.Worker = &WorkerError{Type: we.GetErrorType(), Message: we.GetMessage(), Stack: we.GetStack()}
+		}
+	}
+	return e
+}

@@ -1,0 +1,281 @@
+package dex
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+
+	"github.com/dexzd/dexzd/api/dexpb"
+)
+
+// Flow is a flow type's definition: its steps (one of them optionally the
+// start step), attributes, channels, RPCs and default step options. Build it
+// once, at package level, with NewFlow; workers serve it and clients start
+// it:
+//
+//	var OrderFlow = dex.NewFlow("order").
+//		Start(Reserve{}).
+//		Steps(Charge{}, Ship{}, Refund{}).
+//		Attributes(Status).
+//		Channels(Approve).
+//		RPCs(StatusRPC)
+//
+// The builder methods record mistakes instead of panicking; Validate (and
+// NewWorker, which calls it) reports them all, naming the flow and the step.
+type Flow struct {
+	name     string
+	start    string
+	steps    []*stepDef
+	attrs    []AttributeDef
+	chans    []ChannelDef
+	rpcs     []RPCDef
+	defaults StepOptions
+	errs     []error
+}
+
+// NewFlow starts the definition of flow type name.
+func NewFlow(name string) *Flow { return &Flow{name: name} }
+
+// Name is the flow type's name.
+func (f *Flow) Name() string { return f.name }
+
+// Start sets the start step: StartFlow schedules it with the flow's input.
+// A flow without a start step is driven by RPCs (E2). The start step is
+// declared with the other steps; listing it in Steps too is harmless.
+func (f *Flow) Start(s StepType) *Flow {
+	if f.start != "" {
+		f.errs = append(f.errs, fmt.Errorf("start step set twice (%q, then another)", f.start))
+		return f
+	}
+	if d := f.addStep(s); d != nil {
+		f.start = d.name
+	}
+	return f
+}
+
+// Steps declares the flow's steps.
+func (f *Flow) Steps(steps ...StepType) *Flow {
+	for _, s := range steps {
+		f.addStep(s)
+	}
+	return f
+}
+
+func (f *Flow) addStep(s StepType) *stepDef {
+	if s == nil {
+		f.errs = append(f.errs, errors.New("nil step"))
+		return nil
+	}
+	d, err := s.bindStep(s)
+	if err != nil {
+		f.errs = append(f.errs, err)
+		return nil
+	}
+	for _, old := range f.steps {
+		if old.name != d.name {
+			continue
+		}
+		if old.goType != d.goType && old.goType != reflect.PointerTo(d.goType) && reflect.PointerTo(old.goType) != d.goType {
+			f.errs = append(f.errs, fmt.Errorf("step %q: two step types have this name (%s and %s)", d.name, old.goType, d.goType))
+		}
+		return old
+	}
+	f.steps = append(f.steps, d)
+	return d
+}
+
+// Attributes declares the flow's attributes.
+func (f *Flow) Attributes(attrs ...AttributeDef) *Flow {
+	f.attrs = append(f.attrs, attrs...)
+	return f
+}
+
+// Channels declares the flow's channels.
+func (f *Flow) Channels(chans ...ChannelDef) *Flow {
+	f.chans = append(f.chans, chans...)
+	return f
+}
+
+// RPCs declares the flow's RPCs.
+func (f *Flow) RPCs(rpcs ...RPCDef) *Flow {
+	f.rpcs = append(f.rpcs, rpcs...)
+	return f
+}
+
+// Defaults sets the flow's options for all its steps (the third level of
+// E13).
+func (f *Flow) Defaults(o StepOptions) *Flow {
+	f.defaults = o
+	return f
+}
+
+// Validate reports every mistake in the definition, each naming the flow and
+// the step: steps without a matching Execute, duplicate names, a recovery
+// step or a MovesTo target the flow does not declare, invalid options, RPCs
+// without a handler. The errors match ErrInvalidFlow.
+func (f *Flow) Validate() error {
+	_, err := f.compile(true)
+	return err
+}
+
+// flowDef is a validated flow, as the worker and the client use it.
+type flowDef struct {
+	name       string
+	start      string
+	steps      map[string]*stepDef
+	order      []*stepDef
+	rpcs       map[string]*rpcDef
+	rpcNames   []string
+	attributes map[string]bool
+	attrNames  []string
+	channels   map[string]bool
+	chanNames  []string
+	defaults   StepOptions
+}
+
+// compile validates the definition. A client needs no handlers, so
+// withHandlers says whether an RPC without one is an error.
+func (f *Flow) compile(withHandlers bool) (*flowDef, error) {
+	if f == nil {
+		return nil, fmt.Errorf("%w: nil flow", ErrInvalidFlow)
+	}
+	var errs []error
+	add := func(err error) { errs = append(errs, err) }
+	errs = append(errs, f.errs...)
+	if f.name == "" {
+		add(errors.New("empty flow type name"))
+	}
+	d := &flowDef{
+		name: f.name, start: f.start, defaults: f.defaults,
+		steps: map[string]*stepDef{}, rpcs: map[string]*rpcDef{},
+		attributes: map[string]bool{}, channels: map[string]bool{},
+	}
+	for _, s := range f.steps {
+		d.steps[s.name] = s
+		d.order = append(d.order, s)
+	}
+	for _, a := range f.attrs {
+		switch {
+		case a == nil || a.Name() == "":
+			add(errors.New("attribute with an empty name"))
+		case d.attributes[a.Name()]:
+			add(fmt.Errorf("attribute %q is declared twice", a.Name()))
+		default:
+			d.attributes[a.Name()] = true
+			d.attrNames = append(d.attrNames, a.Name())
+		}
+	}
+	for _, c := range f.chans {
+		switch {
+		case c == nil || c.Name() == "":
+			add(errors.New("channel with an empty name"))
+		case d.channels[c.Name()]:
+			add(fmt.Errorf("channel %q is declared twice", c.Name()))
+		default:
+			d.channels[c.Name()] = true
+			d.chanNames = append(d.chanNames, c.Name())
+		}
+	}
+	for _, r := range f.rpcs {
+		if r == nil || r.Name() == "" {
+			add(errors.New("RPC with an empty name"))
+			continue
+		}
+		b := r.bindRPC()
+		switch {
+		case d.rpcs[b.name] != nil:
+			add(fmt.Errorf("RPC %q is declared twice", b.name))
+		case withHandlers && b.nilFn:
+			add(fmt.Errorf("RPC %q has no handler", b.name))
+		default:
+			d.rpcs[b.name] = b
+			d.rpcNames = append(d.rpcNames, b.name)
+		}
+	}
+	if len(d.steps) == 0 && len(d.rpcs) == 0 && len(f.errs) == 0 {
+		add(errors.New("no steps and no RPCs"))
+	}
+	errs = append(errs, d.checkOptions("default options", f.defaults)...)
+	for _, s := range d.order {
+		errs = append(errs, d.checkOptions(fmt.Sprintf("step %q: options", s.name), s.options)...)
+		for _, m := range s.movesTo {
+			if d.steps[m.name] == nil {
+				add(fmt.Errorf("step %q: MovesTo names step %q, which the flow does not declare (add it with Steps)", s.name, m.name))
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return nil, &flowError{flow: f.name, errs: errs}
+	}
+	return d, nil
+}
+
+func (d *flowDef) checkOptions(where string, o StepOptions) []error {
+	errs := o.validate()
+	if r := o.Recovery.name; r != "" && d.steps[r] == nil {
+		errs = append(errs, fmt.Errorf("recovery step %q is not declared (add it with Steps)", r))
+	}
+	for i, err := range errs {
+		errs[i] = fmt.Errorf("%s: %w", where, err)
+	}
+	return errs
+}
+
+// flowError lists a flow's definition mistakes.
+type flowError struct {
+	flow string
+	errs []error
+}
+
+func (e *flowError) Error() string {
+	s := fmt.Sprintf("dex: flow %q is invalid:", e.flow)
+	for _, err := range e.errs {
+		s += fmt.Sprintf("\n  flow %q: %v", e.flow, err)
+	}
+	return s
+}
+
+func (e *flowError) Unwrap() []error { return append([]error{ErrInvalidFlow}, e.errs...) }
+
+// checkMovements checks a handler's movements against the declaration: the
+// flow must declare each target, and a step that declares MovesTo must keep
+// to it.
+func (d *flowDef) checkMovements(from *stepDef, ms []Movement) error {
+	for _, m := range ms {
+		if d.steps[m.step] == nil {
+			return fmt.Errorf("flow %q: movement to step %q, which the flow does not declare", d.name, m.step)
+		}
+		if from != nil && from.declares && !refsContain(from.movesTo, m.step) {
+			return fmt.Errorf("flow %q: step %q moves to %q, which its MovesTo does not list", d.name, from.name, m.step)
+		}
+	}
+	return nil
+}
+
+func refsContain(refs []StepRef, name string) bool {
+	for _, r := range refs {
+		if r.name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// declaration is the flow's FlowTypeDeclaration for Hello (W1, E13).
+func (d *flowDef) declaration() *dexpb.FlowTypeDeclaration {
+	p := &dexpb.FlowTypeDeclaration{
+		FlowType:           d.name,
+		RpcNames:           d.rpcNames,
+		AttributeNames:     d.attrNames,
+		ChannelNames:       d.chanNames,
+		DefaultStepOptions: d.defaults.proto(),
+	}
+	for _, s := range d.order {
+		p.Steps = append(p.Steps, &dexpb.StepDeclaration{
+			StepType:   s.name,
+			HasWaitFor: s.waits,
+			Options:    s.options.proto(),
+		})
+	}
+	return p
+}

@@ -1,0 +1,177 @@
+package dex
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/dexzd/dexzd/api/dexpb"
+)
+
+// Protocol timings a Welcome may leave unset.
+const (
+	defaultHeartbeat = 10 * time.Second
+	// staleAfter is how many ping intervals of silence end a stream.
+	staleAfter = 3
+	// closeGrace is how long the worker waits for the server to end a
+	// stream it half-closed.
+	closeGrace = time.Second
+	// welcomeTimeout is how long the worker waits for the Welcome.
+	welcomeTimeout = 30 * time.Second
+)
+
+var errStaleStream = errors.New("no message from the server for several ping intervals")
+
+// session runs one PollWorkerTask stream against address i (W1): Hello,
+// Welcome, then tasks in, results, heartbeats and pongs out. It returns nil
+// when a graceful stop finished on it, else the error that ended it;
+// welcomed reports whether the server accepted the Hello.
+func (w *Worker) session(hard context.Context, i int) (welcomed bool, err error) {
+	cc, err := w.conns.get(hard, i)
+	if err != nil {
+		return false, err
+	}
+	ctx, cancel := context.WithCancel(hard)
+	defer cancel()
+	stream, err := dexpb.NewWorkerTaskServiceClient(cc).PollWorkerTask(ctx)
+	if err != nil {
+		return false, err
+	}
+	hello := &dexpb.PollWorkerTaskRequest{Message: &dexpb.PollWorkerTaskRequest_Hello{Hello: w.hello}}
+	if err := stream.Send(hello); err != nil {
+		// The stream's status comes from Recv.
+		_, rerr := stream.Recv()
+		return false, errors.Join(err, rerr)
+	}
+	noWelcome := time.AfterFunc(welcomeTimeout, cancel)
+	first, err := stream.Recv()
+	if !noWelcome.Stop() {
+		return false, fmt.Errorf("protocol: no Welcome within %s", welcomeTimeout)
+	}
+	if err != nil {
+		return false, err
+	}
+	welcome := first.GetWelcome()
+	if welcome == nil {
+		return false, fmt.Errorf("protocol: first message from the server is not a Welcome")
+	}
+	gen := w.nextGen()
+	w.log.Info("worker connected", "address", w.conns.addr(i), "node_id", welcome.GetNodeId(),
+		"node_epoch", welcome.GetNodeEpoch(), "session_id", welcome.GetSessionId())
+
+	var lastRecv atomic.Int64
+	lastRecv.Store(time.Now().UnixNano())
+	pongs := make(chan uint64, 16)
+	recvDone := make(chan struct{}) // closed when Recv failed with recvErr
+	var recvErr error
+	go func() {
+		defer close(recvDone)
+		for {
+			m, err := stream.Recv()
+			if err != nil {
+				recvErr = err
+				return
+			}
+			lastRecv.Store(time.Now().UnixNano())
+			switch msg := m.GetMessage().(type) {
+			case *dexpb.PollWorkerTaskResponse_Task:
+				w.startTask(msg.Task)
+			case *dexpb.PollWorkerTaskResponse_TaskAck:
+				w.ack(msg.TaskAck)
+			case *dexpb.PollWorkerTaskResponse_Ping:
+				select {
+				case pongs <- msg.Ping.GetNonce():
+				case <-ctx.Done():
+				}
+			case *dexpb.PollWorkerTaskResponse_Drain:
+				w.log.Info("server drains the stream", "reason", msg.Drain.GetReason().String(),
+					"timeout", msg.Drain.GetTimeout().AsDuration(), "message", msg.Drain.GetMessage())
+			default:
+				// A Welcome again, or a kind added later: ignore it.
+			}
+		}
+	}()
+
+	hb := welcome.GetHeartbeatInterval().AsDuration()
+	if hb <= 0 {
+		hb = defaultHeartbeat
+	}
+	heartbeat := time.NewTicker(hb)
+	defer heartbeat.Stop()
+	ping := welcome.GetPingInterval().AsDuration()
+	var liveness <-chan time.Time
+	if ping > 0 {
+		t := time.NewTicker(ping)
+		defer t.Stop()
+		liveness = t.C
+	}
+	var closing <-chan time.Time // set once the stream is half-closed
+
+	send := func(m *dexpb.PollWorkerTaskRequest) error {
+		if err := stream.Send(m); err != nil {
+			// The stream is broken; its status comes from Recv.
+			cancel()
+			<-recvDone
+			return recvErr
+		}
+		return nil
+	}
+	flush := func() error {
+		for _, m := range w.unsent(gen) {
+			if err := send(m); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := flush(); err != nil {
+		return true, err
+	}
+	w.signal()
+	for {
+		select {
+		case <-recvDone:
+			if closing != nil {
+				return true, nil
+			}
+			return true, recvErr
+		case n := <-pongs:
+			if err := send(&dexpb.PollWorkerTaskRequest{Message: &dexpb.PollWorkerTaskRequest_Pong{Pong: &dexpb.Pong{Nonce: n}}}); err != nil {
+				return true, err
+			}
+		case <-heartbeat.C:
+			if toks := w.runningTokens(); len(toks) > 0 {
+				m := &dexpb.PollWorkerTaskRequest{Message: &dexpb.PollWorkerTaskRequest_Heartbeat{Heartbeat: &dexpb.Heartbeat{RunningTaskTokens: toks}}}
+				if err := send(m); err != nil {
+					return true, err
+				}
+			}
+		case <-liveness:
+			if time.Since(time.Unix(0, lastRecv.Load())) > staleAfter*ping {
+				cancel()
+				<-recvDone
+				return true, errStaleStream
+			}
+		case <-w.wake:
+			if err := flush(); err != nil {
+				return true, err
+			}
+			if closing == nil && w.stopDone() {
+				// Every result is acknowledged: half-close and give the
+				// server a moment to end the stream.
+				if err := stream.CloseSend(); err != nil {
+					cancel()
+					<-recvDone
+					return true, nil
+				}
+				closing = time.After(closeGrace)
+			}
+		case <-closing:
+			cancel()
+			<-recvDone
+			return true, nil
+		}
+	}
+}

@@ -1,0 +1,245 @@
+package dex
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+
+	"github.com/dexzd/dexzd/api/dexpb"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// registry holds the validated flows a worker serves and runs their tasks.
+type registry struct {
+	flows map[string]*flowDef
+	order []*flowDef
+	log   *slog.Logger
+}
+
+func newRegistry(flows []*Flow, log *slog.Logger) (*registry, error) {
+	r := &registry{flows: map[string]*flowDef{}, log: log}
+	var errs []error
+	for _, f := range flows {
+		d, err := f.compile(true)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if r.flows[d.name] != nil {
+			errs = append(errs, fmt.Errorf("%w: flow %q is given twice", ErrInvalidFlow, d.name))
+			continue
+		}
+		r.flows[d.name] = d
+		r.order = append(r.order, d)
+	}
+	if len(flows) == 0 {
+		errs = append(errs, fmt.Errorf("%w: no flows to serve", ErrInvalidFlow))
+	}
+	return r, errors.Join(errs...)
+}
+
+// run runs one task and returns the message that answers it: a TaskResult,
+// or a TaskFailure with the error's message, type and stack. It never
+// panics; a panicking handler becomes a failure.
+func (r *registry) run(ctx context.Context, t *dexpb.Task) *dexpb.PollWorkerTaskRequest {
+	token := t.GetTaskToken()
+	f := r.flows[t.GetFlowType()]
+	if f == nil {
+		return failure(token, &invalidResultError{fmt.Errorf("this worker does not serve flow type %q", t.GetFlowType())}, "")
+	}
+	if d := t.GetAttemptTimeout(); d != nil && d.AsDuration() > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d.AsDuration())
+		defer cancel()
+	}
+	st := newHandlerState(f, t)
+	info := infoOf(t)
+	log := r.log.With("flow_type", info.FlowType, "flow_id", info.FlowID, "run_id", info.RunID)
+	if info.StepExecutionID != "" {
+		log = log.With("step_execution_id", info.StepExecutionID, "attempt", info.Attempt)
+	}
+	if info.RPCName != "" {
+		log = log.With("rpc", info.RPCName)
+	}
+	tc := &taskContext{Context: ctx, info: info, log: log, st: st}
+
+	res := &dexpb.TaskResult{TaskToken: token}
+	var stack string
+	var err error
+	switch t.GetKind() {
+	case KindWaitFor:
+		stack, err = r.runWaitFor(tc, f, t, res)
+	case KindExecute:
+		stack, err = r.runExecute(tc, f, t, res)
+	case KindRPC:
+		stack, err = r.runRPC(tc, f, t, res)
+	default:
+		err = &invalidResultError{fmt.Errorf("unknown task kind %s", t.GetKind())}
+	}
+	if err == nil {
+		err = st.err()
+	}
+	if err != nil {
+		return failure(token, err, stack)
+	}
+	res.Writes = st.stagedWrites()
+	return &dexpb.PollWorkerTaskRequest{Message: &dexpb.PollWorkerTaskRequest_TaskResult{TaskResult: res}}
+}
+
+func (r *registry) step(f *flowDef, t *dexpb.Task) (*stepDef, error) {
+	s := f.steps[t.GetStepType()]
+	if s == nil {
+		return nil, &invalidResultError{fmt.Errorf("flow %q has no step %q on this worker", f.name, t.GetStepType())}
+	}
+	return s, nil
+}
+
+func (r *registry) runWaitFor(ctx *taskContext, f *flowDef, t *dexpb.Task, res *dexpb.TaskResult) (string, error) {
+	s, err := r.step(f, t)
+	if err != nil {
+		return "", err
+	}
+	if !s.waits {
+		return "", &invalidResultError{fmt.Errorf("flow %q: step %q has no WaitFor on this worker", f.name, s.name)}
+	}
+	var w Wait
+	stack, err := invoke(func() (err error) {
+		w, err = s.waitFor(ctx, t.GetInput())
+		return err
+	})
+	if err != nil {
+		return stack, err
+	}
+	pw, err := waitToProto(w)
+	if err != nil {
+		return "", &invalidResultError{fmt.Errorf("flow %q: step %q: WaitFor: %w", f.name, s.name, err)}
+	}
+	for _, c := range waitConditions(pw) {
+		if ch := c.GetChannel(); ch != nil && !f.channels[ch.GetChannel()] {
+			return "", &invalidResultError{fmt.Errorf("flow %q: step %q: WaitFor waits on channel %q, which the flow does not declare", f.name, s.name, ch.GetChannel())}
+		}
+	}
+	res.Result = &dexpb.TaskResult_WaitFor{WaitFor: &dexpb.WaitForResult{Wait: pw}}
+	return "", nil
+}
+
+func waitConditions(w *dexpb.Wait) []*dexpb.WaitCondition {
+	switch k := w.GetKind().(type) {
+	case *dexpb.Wait_Until:
+		return []*dexpb.WaitCondition{k.Until}
+	case *dexpb.Wait_AllOf:
+		return k.AllOf.GetConditions()
+	case *dexpb.Wait_AnyOf:
+		return k.AnyOf.GetConditions()
+	}
+	return nil
+}
+
+func (r *registry) runExecute(ctx *taskContext, f *flowDef, t *dexpb.Task, res *dexpb.TaskResult) (string, error) {
+	s, err := r.step(f, t)
+	if err != nil {
+		return "", err
+	}
+	results := Results{pb: t.GetConditionResults(), failed: t.GetWaitForFailed(), failure: t.GetWaitForFailure(), st: ctx.st}
+	var d Decision
+	stack, err := invoke(func() (err error) {
+		d, err = s.execute(ctx, t.GetInput(), results)
+		return err
+	})
+	if err != nil {
+		return stack, err
+	}
+	if d == nil {
+		return "", &invalidResultError{fmt.Errorf("flow %q: step %q: Execute returned a nil Decision", f.name, s.name)}
+	}
+	if err := f.checkMovements(s, d.movements()); err != nil {
+		return "", &invalidResultError{err}
+	}
+	pd, err := d.decisionProto()
+	if err != nil {
+		return "", &invalidResultError{fmt.Errorf("flow %q: step %q: %w", f.name, s.name, err)}
+	}
+	res.Result = &dexpb.TaskResult_Execute{Execute: &dexpb.ExecuteResult{Decision: pd}}
+	return "", nil
+}
+
+func (r *registry) runRPC(ctx *taskContext, f *flowDef, t *dexpb.Task, res *dexpb.TaskResult) (string, error) {
+	rpc := f.rpcs[t.GetRpcName()]
+	if rpc == nil {
+		return "", &invalidResultError{fmt.Errorf("flow %q has no RPC %q on this worker", f.name, t.GetRpcName())}
+	}
+	var out *dexpb.EncodedValue
+	stack, err := invoke(func() (err error) {
+		out, err = rpc.call(ctx, t.GetInput())
+		return err
+	})
+	if err != nil {
+		return stack, err
+	}
+	ctx.st.mu.Lock()
+	moves := ctx.st.moves
+	ctx.st.mu.Unlock()
+	if err := f.checkMovements(nil, moves); err != nil {
+		return "", &invalidResultError{fmt.Errorf("RPC %q: %w", rpc.name, err)}
+	}
+	pm, err := movementsProto(moves)
+	if err != nil {
+		return "", &invalidResultError{fmt.Errorf("flow %q: RPC %q: %w", f.name, rpc.name, err)}
+	}
+	res.Result = &dexpb.TaskResult_Rpc{Rpc: &dexpb.RpcResult{Output: out, Movements: pm}}
+	return "", nil
+}
+
+// invoke calls a handler, turning a panic into an error. The stack is
+// captured where the handler's error arrives or the panic is recovered (in
+// the deferred function, so it shows the panicking frames).
+func invoke(fn func() error) (stack string, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = &panicError{v: p}
+			stack = string(debug.Stack())
+		}
+	}()
+	if err = fn(); err != nil {
+		stack = string(debug.Stack())
+	}
+	return stack, err
+}
+
+// failure builds a TaskFailure for err (W1, E9, E10, E14).
+func failure(token []byte, err error, stack string) *dexpb.PollWorkerTaskRequest {
+	f := &dexpb.TaskFailure{
+		TaskToken: token,
+		ErrorType: errorTypeName(err),
+		Message:   err.Error(),
+		Stack:     stack,
+	}
+	var ra *retryAfterError
+	if errors.As(err, &ra) {
+		f.RetryAfter = durationpb.New(ra.d)
+		if ra.stack != "" {
+			f.Stack = ra.stack
+		}
+	}
+	return &dexpb.PollWorkerTaskRequest{Message: &dexpb.PollWorkerTaskRequest_TaskFailure{TaskFailure: f}}
+}
+
+func infoOf(t *dexpb.Task) TaskInfo {
+	info := TaskInfo{
+		Kind:            t.GetKind(),
+		FlowType:        t.GetFlowType(),
+		FlowID:          t.GetFlowId(),
+		RunID:           t.GetRunId(),
+		StepType:        t.GetStepType(),
+		StepExecutionID: t.GetStepExecutionId(),
+		RPCName:         t.GetRpcName(),
+		Attempt:         int(t.GetAttempt()),
+		AttemptTimeout:  t.GetAttemptTimeout().AsDuration(),
+	}
+	if t.GetFirstAttemptTime() != nil {
+		info.FirstAttemptTime = t.GetFirstAttemptTime().AsTime()
+	}
+	return info
+}

@@ -1,0 +1,249 @@
+package dex
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/dexzd/dexzd/api/dexpb"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// Wait is what a WaitFor returns: the conditions that must hold before the
+// step's Execute runs (E4, E15). Build one with Until, AllOf or AnyOf; a
+// single Condition is a Wait too (Until of it). A nil Wait is satisfied at
+// once: Execute runs right after the WaitFor, with empty Results.
+type Wait interface {
+	waitProto() (*dexpb.Wait, error)
+}
+
+// Condition is one timer or channel condition: a TimerCondition or a
+// ChannelCondition.
+type Condition interface {
+	Wait
+	conditionProto() (*dexpb.WaitCondition, error)
+}
+
+// TimerCondition is a durable timer (E15). Its duration counts from the
+// moment the server stores the Wait.
+type TimerCondition struct {
+	id string
+	d  time.Duration
+}
+
+// Timer is a durable timer that fires d after the Wait is stored.
+func Timer(d time.Duration) TimerCondition { return TimerCondition{d: d} }
+
+// WithID names the timer, so that Execute (TimerCondition.Fired,
+// Results.TimerFiredID) and SkipTimer can refer to it. IDs must be unique
+// within a Wait.
+func (t TimerCondition) WithID(id string) TimerCondition {
+	t.id = id
+	return t
+}
+
+// ID is the timer's ID, empty when it has none.
+func (t TimerCondition) ID() string { return t.id }
+
+// Fired reports whether the timer fired (or was skipped) by the time the
+// Wait was satisfied. A timer with an ID is matched by ID; without an ID,
+// Fired reports whether any timer of the Wait fired (use Results.TimerFired
+// to ask by index).
+func (t TimerCondition) Fired(r Results) bool {
+	if t.id == "" {
+		return r.AnyTimerFired()
+	}
+	return r.TimerFiredID(t.id)
+}
+
+func (t TimerCondition) waitProto() (*dexpb.Wait, error) { return untilProto(t) }
+
+func (t TimerCondition) conditionProto() (*dexpb.WaitCondition, error) {
+	if t.d < 0 {
+		return nil, fmt.Errorf("timer %q: negative duration %s", t.id, t.d)
+	}
+	return &dexpb.WaitCondition{Id: t.id, Condition: &dexpb.WaitCondition_Timer{
+		Timer: &dexpb.TimerCondition{Duration: durationpb.New(t.d)},
+	}}, nil
+}
+
+// Until waits for one condition.
+func Until(c Condition) Wait { return combined{kind: "until", conds: []Condition{c}} }
+
+// AllOf waits until every condition holds; each channel condition then
+// consumes its messages. An empty AllOf is satisfied at once.
+func AllOf(conds ...Condition) Wait { return combined{kind: "allOf", conds: conds} }
+
+// AnyOf waits until one condition holds; only the winner consumes messages
+// (E18). It needs at least one condition.
+func AnyOf(conds ...Condition) Wait { return combined{kind: "anyOf", conds: conds} }
+
+type combined struct {
+	kind  string
+	conds []Condition
+}
+
+func (c combined) waitProto() (*dexpb.Wait, error) {
+	conds := make([]*dexpb.WaitCondition, 0, len(c.conds))
+	ids := map[string]bool{}
+	for i, cond := range c.conds {
+		if cond == nil {
+			return nil, fmt.Errorf("%s: condition %d is nil", c.kind, i)
+		}
+		pc, err := cond.conditionProto()
+		if err != nil {
+			return nil, err
+		}
+		if id := pc.GetId(); id != "" {
+			if ids[id] {
+				return nil, fmt.Errorf("%s: condition ID %q is used twice", c.kind, id)
+			}
+			ids[id] = true
+		}
+		conds = append(conds, pc)
+	}
+	switch c.kind {
+	case "until":
+		return &dexpb.Wait{Kind: &dexpb.Wait_Until{Until: conds[0]}}, nil
+	case "allOf":
+		return &dexpb.Wait{Kind: &dexpb.Wait_AllOf{AllOf: &dexpb.WaitConditions{Conditions: conds}}}, nil
+	default:
+		if len(conds) == 0 {
+			return nil, fmt.Errorf("anyOf: no conditions")
+		}
+		return &dexpb.Wait{Kind: &dexpb.Wait_AnyOf{AnyOf: &dexpb.WaitConditions{Conditions: conds}}}, nil
+	}
+}
+
+func untilProto(c Condition) (*dexpb.Wait, error) { return Until(c).waitProto() }
+
+// waitToProto converts a handler's Wait; nil is the empty Wait.
+func waitToProto(w Wait) (*dexpb.Wait, error) {
+	if w == nil {
+		return &dexpb.Wait{}, nil
+	}
+	return w.waitProto()
+}
+
+// Results is what Execute learns about its satisfied Wait (E18): which
+// timers fired and which messages each channel condition consumed, or that
+// the WaitFor failed (E11). Channel.Received, Channel.Messages,
+// ChannelCondition.Messages and TimerCondition.Fired read it typed.
+//
+// Timers are indexed from 0 in declaration order, counting timer conditions
+// only; channel conditions likewise among themselves (E15).
+type Results struct {
+	pb      *dexpb.ConditionResults
+	failure *dexpb.AttemptFailure
+	failed  bool
+	st      *handlerState // collects decode errors; nil outside a task
+}
+
+// AnyTimerFired reports whether at least one timer fired or was skipped.
+func (r Results) AnyTimerFired() bool {
+	for _, t := range r.pb.GetTimers() {
+		if t.GetFired() {
+			return true
+		}
+	}
+	return false
+}
+
+// TimerFired reports whether the timer with this index (from 0, counting
+// timers only) fired.
+func (r Results) TimerFired(index int) bool {
+	for _, t := range r.pb.GetTimers() {
+		if int(t.GetTimerIndex()) == index {
+			return t.GetFired()
+		}
+	}
+	return false
+}
+
+// TimerFiredID reports whether the timer with this condition ID fired.
+func (r Results) TimerFiredID(id string) bool {
+	for _, t := range r.pb.GetTimers() {
+		if t.GetConditionId() == id {
+			return t.GetFired()
+		}
+	}
+	return false
+}
+
+// TimerSkipped reports whether the timer with this index fired because a
+// client called SkipTimer.
+func (r Results) TimerSkipped(index int) bool {
+	for _, t := range r.pb.GetTimers() {
+		if int(t.GetTimerIndex()) == index {
+			return t.GetSkipped()
+		}
+	}
+	return false
+}
+
+// NumTimers is the number of timer conditions of the Wait.
+func (r Results) NumTimers() int { return len(r.pb.GetTimers()) }
+
+// ChannelSatisfied reports whether the channel condition with this index
+// (from 0, counting channel conditions only) held and consumed messages.
+func (r Results) ChannelSatisfied(index int) bool {
+	for _, c := range r.pb.GetChannels() {
+		if int(c.GetChannelConditionIndex()) == index {
+			return c.GetSatisfied()
+		}
+	}
+	return false
+}
+
+// Proto returns the results as the API message.
+func (r Results) Proto() *dexpb.ConditionResults { return r.pb }
+
+// WaitForError is nil unless the step's WaitFor exhausted its retries and the
+// step's WaitForFailure policy is WaitForProceed (E11); then it is an
+// *AttemptFailure with the WaitFor's last error, and there are no condition
+// results.
+func (r Results) WaitForError() error {
+	if !r.failed {
+		return nil
+	}
+	return attemptFailureOf(r.failure)
+}
+
+// AttemptFailure describes a failed attempt as the server recorded it (E14).
+type AttemptFailure struct {
+	// Method is KindWaitFor or KindExecute.
+	Method TaskKind
+	// Attempt is the failed attempt's number.
+	Attempt int
+	// Kind says why it failed (worker error, timeout, ...).
+	Kind dexpb.AttemptFailureKind
+	// Type, Message and Stack are the worker's error type, message and
+	// stack for a worker error, or the server's explanation.
+	Type, Message, Stack string
+	// Time is when the server recorded the failure.
+	Time time.Time
+}
+
+func (f *AttemptFailure) Error() string {
+	if f.Type != "" {
+		return fmt.Sprintf("attempt %d failed (%s): %s: %s", f.Attempt, f.Kind, f.Type, f.Message)
+	}
+	return fmt.Sprintf("attempt %d failed (%s): %s", f.Attempt, f.Kind, f.Message)
+}
+
+func attemptFailureOf(p *dexpb.AttemptFailure) *AttemptFailure {
+	if p == nil {
+		return &AttemptFailure{Message: "WaitFor failed"}
+	}
+	f := &AttemptFailure{
+		Method:  p.GetMethod(),
+		Attempt: int(p.GetAttempt()),
+		Kind:    p.GetKind(),
+		Type:    p.GetErrorType(),
+		Message: p.GetMessage(),
+		Stack:   p.GetStack(),
+	}
+	if p.GetTime() != nil {
+		f.Time = p.GetTime().AsTime()
+	}
+	return f
+}

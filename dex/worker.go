@@ -1,0 +1,408 @@
+package dex
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dexzd/dexzd/api/dexpb"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Version is the SDK's version, sent in Hello as "dex-go/<Version>".
+const Version = "0.1.0"
+
+// WorkerOptions configure a Worker.
+type WorkerOptions struct {
+	// Addresses are the servers to poll, in order of preference (P5). The
+	// worker polls one at a time and moves to the next when a stream ends
+	// (UNAVAILABLE from a standby, a drain, a broken connection).
+	Addresses []string
+	// WorkerID names the worker in live state and logs. Default
+	// "<hostname>-<pid>".
+	WorkerID string
+	// MaxConcurrentTasks is the most tasks the worker runs at once (Hello).
+	// Default 10.
+	MaxConcurrentTasks int
+	// Logger receives the worker's logs. Default slog.Default().
+	Logger *slog.Logger
+	// Dialer opens connections; default grpc.NewClient without TLS plus
+	// DialOptions.
+	Dialer Dialer
+	// DialOptions are added to the default Dialer's options.
+	DialOptions []grpc.DialOption
+	// Conn, when set, is used instead of Addresses and Dialer; the worker
+	// does not close it (for test helpers with an in-process server).
+	Conn grpc.ClientConnInterface
+	// DrainTimeout bounds a graceful stop: once Run's context ends, the
+	// worker takes no new tasks and waits this long for running tasks and
+	// for the server to acknowledge their results. Default 30 s.
+	DrainTimeout time.Duration
+	// ReconnectBackoff spaces reconnection attempts. Default 100 ms to 10 s.
+	ReconnectBackoff Backoff
+}
+
+// Worker serves flow types: it polls a server for tasks over
+// WorkerTaskService.PollWorkerTask (W1), runs them with the configured
+// concurrency and sends their results.
+type Worker struct {
+	opts  WorkerOptions
+	reg   *registry
+	hello *dexpb.Hello
+	log   *slog.Logger
+	conns *connSet
+	sem   chan struct{}
+
+	started atomic.Bool
+	hard    context.Context // ends when the drain times out; tasks run under it
+	wg      sync.WaitGroup  // task goroutines
+	wake    chan struct{}   // outbox or stop state changed
+
+	mu       sync.Mutex
+	running  map[string]bool // tokens of running tasks
+	outbox   []*outItem      // results not yet acknowledged, in order
+	stopping bool
+	gen      uint64 // stream generation
+}
+
+// outItem is a result waiting for its TaskAck. It survives reconnects: a
+// result not acknowledged on one stream is sent again on the next, and the
+// server refuses it if it is stale (W2).
+type outItem struct {
+	token string
+	msg   *dexpb.PollWorkerTaskRequest
+	sent  uint64 // generation of the stream it was last sent on
+}
+
+// NewWorker validates the flows and the options. Every mistake in a flow
+// definition is reported here, naming the flow and the step (the errors
+// match ErrInvalidFlow), not when the first task arrives.
+func NewWorker(opts WorkerOptions, flows ...*Flow) (*Worker, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.WorkerID == "" {
+		host, _ := os.Hostname()
+		opts.WorkerID = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	if opts.MaxConcurrentTasks <= 0 {
+		opts.MaxConcurrentTasks = 10
+	}
+	if opts.DrainTimeout <= 0 {
+		opts.DrainTimeout = 30 * time.Second
+	}
+	opts.ReconnectBackoff = opts.ReconnectBackoff.withDefaults(100*time.Millisecond, 10*time.Second)
+	reg, err := newRegistry(flows, opts.Logger)
+	if err != nil {
+		return nil, err
+	}
+	conns, err := newConnSet(opts.Addresses, opts.Conn, opts.Dialer, opts.DialOptions)
+	if err != nil {
+		return nil, err
+	}
+	hello := &dexpb.Hello{
+		WorkerId:           opts.WorkerID,
+		MaxConcurrentTasks: uint32(opts.MaxConcurrentTasks),
+		SdkVersion:         "dex-go/" + Version,
+	}
+	for _, f := range reg.order {
+		hello.FlowTypes = append(hello.FlowTypes, f.declaration())
+	}
+	return &Worker{
+		opts:    opts,
+		reg:     reg,
+		hello:   hello,
+		log:     opts.Logger.With("worker_id", opts.WorkerID),
+		conns:   conns,
+		sem:     make(chan struct{}, opts.MaxConcurrentTasks),
+		wake:    make(chan struct{}, 1),
+		running: map[string]bool{},
+	}, nil
+}
+
+// Hello returns the Hello the worker sends when it connects: its ID, its
+// flow types with their declarations, and its concurrency.
+func (w *Worker) Hello() *dexpb.Hello { return w.hello }
+
+// HandleTask runs one task synchronously, as Run does for every task it
+// receives, and returns the message that answers it (a TaskResult or a
+// TaskFailure). Test helpers use it to run handlers without a stream.
+func (w *Worker) HandleTask(ctx context.Context, t *dexpb.Task) *dexpb.PollWorkerTaskRequest {
+	return w.reg.run(ctx, t)
+}
+
+// Run polls for tasks until ctx ends, reconnecting with backoff and moving
+// through the address list (P5). When ctx ends it stops gracefully: it takes
+// no new tasks (a task that still arrives is answered with a TaskFailure of
+// type "dex.WorkerStopping"), waits up to DrainTimeout for running tasks and
+// for the acknowledgements of their results, then closes the stream and
+// returns nil. It returns an error at once when a server refuses the worker
+// (INVALID_ARGUMENT, UNIMPLEMENTED, PERMISSION_DENIED, UNAUTHENTICATED).
+// Run may be called once.
+func (w *Worker) Run(ctx context.Context) error {
+	if !w.started.CompareAndSwap(false, true) {
+		return errors.New("dex: Worker.Run called twice")
+	}
+	hard, hardCancel := context.WithCancel(context.WithoutCancel(ctx))
+	w.hard = hard
+	runDone := make(chan struct{})
+	defer func() {
+		// Tasks still running now are abandoned (their contexts end), and
+		// every goroutine of the worker stops.
+		hardCancel()
+		w.waitTasks()
+		close(runDone)
+		if err := w.conns.close(); err != nil {
+			w.log.Warn("close connections", "error", err)
+		}
+	}()
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-runDone:
+			return
+		}
+		w.beginStop()
+		t := time.NewTimer(w.opts.DrainTimeout)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			w.log.Warn("drain timeout expired", "running", w.runningCount())
+			hardCancel()
+		case <-runDone:
+		}
+	}()
+
+	w.log.Info("worker started", "addresses", w.conns.addrs, "flow_types", len(w.hello.GetFlowTypes()),
+		"max_concurrent_tasks", w.opts.MaxConcurrentTasks)
+	bo := &backoff{cfg: w.opts.ReconnectBackoff}
+	addr := 0
+	for {
+		if w.stopDone() {
+			w.log.Info("worker stopped")
+			return nil
+		}
+		if hard.Err() != nil {
+			w.log.Warn("worker stopped with unfinished tasks", "running", w.runningCount(), "unacknowledged", w.outboxLen())
+			return nil
+		}
+		welcomed, err := w.session(hard, addr)
+		if welcomed {
+			bo.reset()
+		}
+		if err == nil {
+			continue
+		}
+		if permanent(err) {
+			return fmt.Errorf("dex: worker refused by %s: %w", w.conns.addr(addr), err)
+		}
+		w.log.Warn("worker stream ended", "address", w.conns.addr(addr), "error", err)
+		addr = (addr + 1) % w.conns.len()
+		w.pause(hard, bo.next())
+	}
+}
+
+// pause waits d before reconnecting, or less when ctx ends or a graceful
+// stop has nothing left to deliver.
+func (w *Worker) pause(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			return
+		case <-ctx.Done():
+			return
+		case <-w.wake:
+			// The session's sender sends every unsent result when it
+			// starts, so this wake-up is not needed later.
+			if w.stopDone() {
+				return
+			}
+		}
+	}
+}
+
+// permanent reports whether a stream error means the worker is refused,
+// not that it should reconnect.
+func permanent(err error) bool {
+	switch status.Code(err) {
+	case codes.InvalidArgument, codes.Unimplemented, codes.PermissionDenied, codes.Unauthenticated:
+		return true
+	}
+	return false
+}
+
+func (w *Worker) beginStop() {
+	w.mu.Lock()
+	w.stopping = true
+	w.mu.Unlock()
+	w.log.Info("worker stopping", "running", w.runningCount())
+	w.signal()
+}
+
+// stopDone reports whether a graceful stop has nothing left to do.
+func (w *Worker) stopDone() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.stopping && len(w.running) == 0 && len(w.outbox) == 0
+}
+
+func (w *Worker) runningCount() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.running)
+}
+
+func (w *Worker) outboxLen() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.outbox)
+}
+
+// signal wakes the session's sender.
+func (w *Worker) signal() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// waitTasks waits for the task goroutines; after a drain timeout their
+// contexts have ended, so well-behaved handlers return promptly. Handlers
+// that ignore their context are abandoned after a grace period.
+func (w *Worker) waitTasks() {
+	done := make(chan struct{})
+	go func() {
+		w.wg.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(5 * time.Second)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		w.log.Error("handlers ignore their context; abandoning them", "running", w.runningCount())
+	}
+}
+
+// startTask runs a task received on the stream of generation gen.
+func (w *Worker) startTask(t *dexpb.Task) {
+	key := string(t.GetTaskToken())
+	w.mu.Lock()
+	if w.running[key] || w.inOutboxLocked(key) {
+		w.mu.Unlock()
+		w.log.Warn("duplicate task ignored", "flow_id", t.GetFlowId(), "step_execution_id", t.GetStepExecutionId())
+		return
+	}
+	if w.stopping {
+		w.outbox = append(w.outbox, &outItem{token: key, msg: failure(t.GetTaskToken(), errWorkerStopping, "")})
+		w.mu.Unlock()
+		w.signal()
+		return
+	}
+	w.running[key] = true
+	w.wg.Add(1)
+	w.mu.Unlock()
+	go func() {
+		defer w.wg.Done()
+		select {
+		case w.sem <- struct{}{}:
+		case <-w.hard.Done():
+			w.finishTask(key, nil)
+			return
+		}
+		msg := w.reg.run(w.hard, t)
+		<-w.sem
+		w.finishTask(key, msg)
+	}()
+}
+
+var errWorkerStopping = &stoppingError{}
+
+type stoppingError struct{}
+
+func (*stoppingError) Error() string {
+	return "the worker is stopping; the task runs on another worker"
+}
+func (*stoppingError) ErrorType() string { return "dex.WorkerStopping" }
+
+func (w *Worker) finishTask(key string, msg *dexpb.PollWorkerTaskRequest) {
+	w.mu.Lock()
+	delete(w.running, key)
+	if msg != nil {
+		w.outbox = append(w.outbox, &outItem{token: key, msg: msg})
+	}
+	w.mu.Unlock()
+	w.signal()
+}
+
+func (w *Worker) inOutboxLocked(key string) bool {
+	for _, it := range w.outbox {
+		if it.token == key {
+			return true
+		}
+	}
+	return false
+}
+
+// ack removes an acknowledged result from the outbox.
+func (w *Worker) ack(a *dexpb.TaskAck) {
+	key := string(a.GetTaskToken())
+	w.mu.Lock()
+	for i, it := range w.outbox {
+		if it.token == key {
+			w.outbox = append(w.outbox[:i], w.outbox[i+1:]...)
+			break
+		}
+	}
+	w.mu.Unlock()
+	switch a.GetStatus() {
+	case dexpb.TaskAckStatus_TASK_ACK_STATUS_ACCEPTED:
+	case dexpb.TaskAckStatus_TASK_ACK_STATUS_INVALID:
+		w.log.Warn("task result refused as invalid", "status", a.GetStatus().String(), "message", a.GetMessage())
+	default:
+		w.log.Info("task result refused", "status", a.GetStatus().String(), "message", a.GetMessage())
+	}
+	w.signal()
+}
+
+// unsent returns the outbox items not yet sent on stream generation gen and
+// marks them sent.
+func (w *Worker) unsent(gen uint64) []*dexpb.PollWorkerTaskRequest {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []*dexpb.PollWorkerTaskRequest
+	for _, it := range w.outbox {
+		if it.sent != gen {
+			it.sent = gen
+			out = append(out, it.msg)
+		}
+	}
+	return out
+}
+
+// runningTokens lists the running tasks for a Heartbeat.
+func (w *Worker) runningTokens() [][]byte {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([][]byte, 0, len(w.running))
+	for k := range w.running {
+		out = append(out, []byte(k))
+	}
+	return out
+}
+
+func (w *Worker) nextGen() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.gen++
+	return w.gen
+}

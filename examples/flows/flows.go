@@ -1,0 +1,12 @@
+// Package flows holds the example flow definitions: an order flow with a
+// retried step and a recovery step, an approval flow that waits on a channel
+// or a timer, and an RPC-driven counter. The example worker serves them; the
+// example client, tests and load drivers import them.
+package flows
+
+import "github.com/dexzd/dexzd/dex"
+
+// All returns every example flow.
+func All() []*dex.Flow {
+	return []*dex.Flow{OrderFlow, ApprovalFlow, CounterFlow}
+}

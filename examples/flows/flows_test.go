@@ -1,0 +1,186 @@
+package flows_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"testing"
+
+	"github.com/dexzd/dexzd/api/dexpb"
+	"github.com/dexzd/dexzd/dex"
+	"github.com/dexzd/dexzd/examples/flows"
+)
+
+func newWorker(t *testing.T) *dex.Worker {
+	t.Helper()
+	w, err := dex.NewWorker(dex.WorkerOptions{
+		Addresses: []string{"127.0.0.1:1"},
+		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}, flows.All()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func value(t *testing.T, v any) *dexpb.EncodedValue {
+	t.Helper()
+	data, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &dexpb.EncodedValue{Encoding: "json", Data: data}
+}
+
+func decode[T any](t *testing.T, ev *dexpb.EncodedValue) T {
+	t.Helper()
+	var v T
+	if err := json.Unmarshal(ev.GetData(), &v); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func execute(flow, step string, attempt uint32, in *dexpb.EncodedValue) *dexpb.Task {
+	return &dexpb.Task{Kind: dex.KindExecute, TaskToken: []byte("t"), FlowType: flow, FlowId: "f", RunId: "r",
+		StepType: step, StepExecutionId: step + "-1", Attempt: attempt, Input: in}
+}
+
+func rpc(name string, in *dexpb.EncodedValue, count int, t *testing.T) *dexpb.Task {
+	return &dexpb.Task{Kind: dex.KindRPC, TaskToken: []byte("t"), FlowType: "counter", FlowId: "c", RunId: "r",
+		RpcName: name, Input: in, Attributes: []*dexpb.Attribute{{Name: "count", Value: value(t, count)}}}
+}
+
+func TestAll_Validate(t *testing.T) {
+	t.Parallel()
+	for _, f := range flows.All() {
+		if err := f.Validate(); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// Covers: E5, E6, E9, E10, E12
+func TestOrderFlow_ChargeRetriesThenShips(t *testing.T) {
+	t.Parallel()
+	w := newWorker(t)
+	ctx := context.Background()
+	order := flows.Order{ID: "42", Cents: 1200, Card: "visa"}
+
+	res := w.HandleTask(ctx, execute("order", "Reserve", 1, value(t, order))).GetTaskResult()
+	if m := res.GetExecute().GetDecision().GetMovements().GetMovements(); len(m) != 1 || m[0].GetStepType() != "Charge" {
+		t.Fatalf("Reserve decided %v", res.GetExecute().GetDecision())
+	}
+	if w := res.GetWrites().GetAttributeWrites(); len(w) != 1 || decode[string](t, w[0].GetValue()) != "reserved" {
+		t.Errorf("Reserve wrote %v", w)
+	}
+	for attempt := uint32(1); attempt <= 2; attempt++ {
+		f := w.HandleTask(ctx, execute("order", "Charge", attempt, value(t, order))).GetTaskFailure()
+		if f.GetMessage() != flows.ErrGatewayBusy.Error() || f.GetRetryAfter() == nil {
+			t.Fatalf("Charge attempt %d = %v, want a transient failure with retry-after", attempt, f)
+		}
+	}
+	res = w.HandleTask(ctx, execute("order", "Charge", 3, value(t, order))).GetTaskResult()
+	if m := res.GetExecute().GetDecision().GetMovements().GetMovements(); len(m) != 1 || m[0].GetStepType() != "Ship" {
+		t.Fatalf("Charge attempt 3 decided %v", res.GetExecute().GetDecision())
+	}
+	res = w.HandleTask(ctx, execute("order", "Ship", 1, value(t, order))).GetTaskResult()
+	got := decode[flows.Receipt](t, res.GetExecute().GetDecision().GetGracefulComplete().GetOutput())
+	if want := (flows.Receipt{OrderID: "42", Status: "shipped", Cents: 1200, Tracking: "TRK-42"}); got != want {
+		t.Errorf("receipt = %+v, want %+v", got, want)
+	}
+}
+
+// Covers: E12, E13
+func TestOrderFlow_DeclinedCardRecoversToCancel(t *testing.T) {
+	t.Parallel()
+	w := newWorker(t)
+	order := flows.Order{ID: "43", Cents: 500, Card: "declined"}
+	f := w.HandleTask(context.Background(), execute("order", "Charge", 4, value(t, order))).GetTaskFailure()
+	if f.GetErrorType() != "*flows.DeclinedError" || f.GetRetryAfter() != nil {
+		t.Errorf("failure = %v", f)
+	}
+	// The server runs the recovery step once the retries are exhausted.
+	var charge *dexpb.StepDeclaration
+	for _, s := range w.Hello().GetFlowTypes()[0].GetSteps() {
+		if s.GetStepType() == "Charge" {
+			charge = s
+		}
+	}
+	if o := charge.GetOptions(); o.GetExecuteRecoveryStepType() != "Cancel" || o.GetExecute().GetRetryPolicy().GetMaximumAttempts() != 4 {
+		t.Errorf("Charge options = %v", o)
+	}
+	res := w.HandleTask(context.Background(), execute("order", "Cancel", 1, value(t, order))).GetTaskResult()
+	if got := decode[flows.Receipt](t, res.GetExecute().GetDecision().GetGracefulComplete().GetOutput()); got.Status != "canceled" {
+		t.Errorf("receipt = %+v", got)
+	}
+}
+
+// Covers: E15, E18
+func TestApprovalFlow_Outcomes(t *testing.T) {
+	t.Parallel()
+	w := newWorker(t)
+	req := flows.Request{ID: "r1", Amount: 10}
+
+	wt := w.HandleTask(context.Background(), &dexpb.Task{Kind: dex.KindWaitFor, TaskToken: []byte("t"), FlowType: "approval",
+		StepType: "AwaitApproval", Input: value(t, req)}).GetTaskResult().GetWaitFor().GetWait()
+	if c := wt.GetAnyOf().GetConditions(); len(c) != 2 || c[0].GetChannel().GetChannel() != "approve" || c[1].GetId() != "timeout" {
+		t.Fatalf("wait = %v", wt)
+	}
+
+	vote := func(v flows.Vote) *dexpb.ConditionResults {
+		return &dexpb.ConditionResults{
+			Timers:   []*dexpb.TimerResult{{TimerIndex: 0, ConditionId: "timeout"}},
+			Channels: []*dexpb.ChannelResult{{Channel: "approve", Satisfied: true, Messages: []*dexpb.EncodedValue{value(t, v)}}},
+		}
+	}
+	timedOut := &dexpb.ConditionResults{
+		Timers:   []*dexpb.TimerResult{{TimerIndex: 0, ConditionId: "timeout", Fired: true}},
+		Channels: []*dexpb.ChannelResult{{Channel: "approve"}},
+	}
+	for _, tt := range []struct {
+		results *dexpb.ConditionResults
+		want    flows.Verdict
+	}{
+		{vote(flows.Vote{Approved: true, By: "ann"}), flows.Verdict{RequestID: "r1", Outcome: "approved", By: "ann"}},
+		{vote(flows.Vote{Approved: false, By: "bob"}), flows.Verdict{RequestID: "r1", Outcome: "rejected", By: "bob"}},
+		{timedOut, flows.Verdict{RequestID: "r1", Outcome: "timed-out"}},
+	} {
+		task := execute("approval", "AwaitApproval", 1, value(t, req))
+		task.ConditionResults = tt.results
+		res := w.HandleTask(context.Background(), task).GetTaskResult()
+		if got := decode[flows.Verdict](t, res.GetExecute().GetDecision().GetGracefulComplete().GetOutput()); got != tt.want {
+			t.Errorf("verdict = %+v, want %+v", got, tt.want)
+		}
+	}
+}
+
+// Covers: E21, E22
+func TestCounterFlow_RPCs(t *testing.T) {
+	t.Parallel()
+	w := newWorker(t)
+	ctx := context.Background()
+
+	res := w.HandleTask(ctx, rpc("add", value(t, 5), 3, t)).GetTaskResult()
+	if decode[int](t, res.GetRpc().GetOutput()) != 8 || decode[int](t, res.GetWrites().GetAttributeWrites()[0].GetValue()) != 8 {
+		t.Errorf("add = %v", res)
+	}
+	res = w.HandleTask(ctx, rpc("get", value(t, struct{}{}), 8, t)).GetTaskResult()
+	if decode[int](t, res.GetRpc().GetOutput()) != 8 || res.GetWrites() != nil {
+		t.Errorf("get = %v", res)
+	}
+	if f := w.HandleTask(ctx, rpc("add", value(t, -1), 8, t)).GetTaskFailure(); f.GetMessage() != "a counter only grows" {
+		t.Errorf("add -1 = %v", f)
+	}
+	res = w.HandleTask(ctx, rpc("finish", nil, 8, t)).GetTaskResult()
+	m := res.GetRpc().GetMovements()
+	if len(m) != 1 || m[0].GetStepType() != "Finished" || decode[int](t, m[0].GetInput()) != 8 {
+		t.Fatalf("finish movements = %v", m)
+	}
+	res = w.HandleTask(ctx, &dexpb.Task{Kind: dex.KindExecute, TaskToken: []byte("t"), FlowType: "counter",
+		StepType: "Finished", Input: m[0].GetInput()}).GetTaskResult()
+	if decode[int](t, res.GetExecute().GetDecision().GetGracefulComplete().GetOutput()) != 8 {
+		t.Errorf("Finished = %v", res)
+	}
+}
