@@ -1,8 +1,8 @@
-// Package node ties the lease, the log, the local store and the server into
-// one process lifecycle. This first part supervises what makes a process
-// fit to serve: a held lease that keeps renewing and a log writer that keeps
-// being accepted, and maps the way a process ends to its exit status.
 package node
+
+// Supervision: what keeps a process fit to serve is a held lease that keeps
+// renewing and a log writer that keeps being accepted; the way a process
+// ends maps to its exit status.
 
 import (
 	"context"

@@ -1,0 +1,113 @@
+// Command dex-server-zd is the Dex-ZD server.
+//
+//	dex-server-zd dev   [--data-dir DIR] [--listen HOST:PORT] [--durability MODE] [--config FILE]
+//	dex-server-zd local  --data-dir DIR  [--listen HOST:PORT] [--durability MODE] [--config FILE]
+//	dex-server-zd config defaults
+//
+// Exit status: 0 after a graceful shutdown (SIGTERM, SIGINT), 1 after a
+// fatal stop (lease lost, log write limit, fenced; L11) or a failed start,
+// 2 for a usage or configuration error.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/dexzd/dexzd/internal/config"
+	"github.com/dexzd/dexzd/internal/node"
+)
+
+const usage = `usage:
+  dex-server-zd dev   [--data-dir DIR] [--listen HOST:PORT] [--durability MODE] [--config FILE]
+  dex-server-zd local  --data-dir DIR  [--listen HOST:PORT] [--durability MODE] [--config FILE]
+  dex-server-zd config defaults
+`
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "dev":
+		return runNode(config.ModeDev, args[1:], stderr)
+	case "local":
+		return runNode(config.ModeLocal, args[1:], stderr)
+	case "config":
+		if len(args) == 2 && args[1] == "defaults" {
+			out, err := config.DefaultsYAML()
+			if err != nil {
+				fmt.Fprintln(stderr, err)
+				return 1
+			}
+			_, _ = stdout.Write(out)
+			return 0
+		}
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	fmt.Fprint(stderr, usage)
+	return 2
+}
+
+func runNode(mode config.Mode, args []string, stderr io.Writer) int {
+	fl := flag.NewFlagSet(string(mode), flag.ContinueOnError)
+	fl.SetOutput(stderr)
+	dataDir := fl.String("data-dir", "", "the data directory (dev default: ./.dex-data)")
+	listen := fl.String("listen", "", "the API address, overriding api.listen (default 127.0.0.1:8801)")
+	durability := fl.String("durability", "", "strict, processCrashSafe or relaxed, overriding dev.durabilityMode")
+	cfgPath := fl.String("config", "", "the YAML configuration file")
+	if err := fl.Parse(args); err != nil {
+		return 2
+	}
+	if fl.NArg() > 0 {
+		fmt.Fprintf(stderr, "unexpected arguments: %v\n%s", fl.Args(), usage)
+		return 2
+	}
+	cfg, err := config.Load(*cfgPath, mode)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	if *durability != "" {
+		cfg.Dev.DurabilityMode = *durability // D8
+	}
+	if *listen != "" {
+		cfg.API.Listen = *listen
+	}
+	if err := cfg.Validate(mode); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	if *dataDir == "" {
+		if mode != config.ModeDev {
+			fmt.Fprintf(stderr, "%s needs --data-dir\n%s", mode, usage)
+			return 2
+		}
+		*dataDir = ".dex-data"
+	}
+
+	log := slog.New(slog.NewTextHandler(stderr, nil)).With("mode", string(mode))
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		stop() // a second signal kills at once
+	}()
+	err = node.Run(ctx, node.RunOptions{Mode: mode, Config: cfg, DataDir: *dataDir, Logger: log})
+	code := node.ExitCode(err)
+	if err != nil && !errors.Is(err, context.Canceled) {
+		log.Error("exiting", "err", err, "status", code)
+	}
+	return code
+}

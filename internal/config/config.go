@@ -1,0 +1,274 @@
+// Package config is the server's configuration: one YAML file (--config)
+// with the keys of the requirements, every default in Defaults, unknown keys
+// rejected by their full path, durations as Go duration strings ("250ms",
+// "1m30s"), and validation messages that name the offending keys.
+//
+// Parse and Load start from Defaults, overlay the file, apply the mode's
+// defaults (D1: `dev` and `local` default lease.duration to 30s unless the
+// file sets it) and validate for the mode (D10: `dev` and `local` accept only
+// standby.mode cold; S5 for hot standbys). Command-line flags that override a
+// key (--durability, --listen) are applied by the caller after Parse, then
+// Validate runs again.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Mode is how the server runs: which subcommand started it.
+type Mode string
+
+// Modes.
+const (
+	// ModeDev is `dex-server-zd dev`: one process on a local data directory.
+	ModeDev Mode = "dev"
+	// ModeLocal is `dex-server-zd local`: a single node on local disk, with
+	// the lease default, lock, takeover and durability modes of dev (D9).
+	ModeLocal Mode = "local"
+	// ModeServe is `dex-server-zd serve`: a node on its durable store, with
+	// optional standbys.
+	ModeServe Mode = "serve"
+)
+
+// OnLocalDisk reports whether the mode keeps everything in one local data
+// directory (dev and local).
+func (m Mode) OnLocalDisk() bool { return m == ModeDev || m == ModeLocal }
+
+// Standby modes (S2, S3).
+const (
+	StandbyCold = "cold"
+	StandbyHot  = "hot"
+)
+
+// Durability modes of dev and local (D5-D7).
+const (
+	DurabilityStrict           = "strict"
+	DurabilityProcessCrashSafe = "processCrashSafe"
+	DurabilityRelaxed          = "relaxed"
+)
+
+// Storage backends.
+const (
+	BackendFS       = "fs"
+	BackendS3       = "s3"
+	BackendPostgres = "postgres"
+)
+
+// Config is the whole configuration. The yaml tags are the keys.
+type Config struct {
+	// NodeID names the node; every process of one node uses the same ID.
+	NodeID    string    `yaml:"nodeId"`
+	Lease     Lease     `yaml:"lease"`
+	Standby   Standby   `yaml:"standby"`
+	Dev       Dev       `yaml:"dev"`
+	Lifecycle Lifecycle `yaml:"lifecycle"`
+	API       API       `yaml:"api"`
+	Metrics   Metrics   `yaml:"metrics"`
+	// LocalStore is the materialised state on local disk.
+	LocalStore LocalStore `yaml:"localStore"`
+	Storage    Storage    `yaml:"storage"`
+	Admin      Admin      `yaml:"admin"`
+	Limits     Limits     `yaml:"limits"`
+
+	// set holds the dotted paths of the keys the file set.
+	set map[string]bool
+}
+
+// Lease configures the node lease (L1-L16).
+type Lease struct {
+	// Duration is the lease duration (L2; D1 for dev and local).
+	Duration time.Duration `yaml:"duration"`
+	// FailIfHeld fails startup while another process holds the lease (L14).
+	FailIfHeld bool `yaml:"failIfHeld"`
+}
+
+// Standby configures what a process does while another one is active
+// (S1-S9).
+type Standby struct {
+	Mode                  string        `yaml:"mode"`
+	HeldLeasePollInterval time.Duration `yaml:"heldLeasePollInterval"`
+	StepDownHoldOff       time.Duration `yaml:"stepDownHoldOff"`
+	LaggingTakeoverDelay  time.Duration `yaml:"laggingTakeoverDelay"`
+	BehindLagThreshold    time.Duration `yaml:"behindLagThreshold"`
+}
+
+// Dev configures dev and local mode.
+type Dev struct {
+	// DurabilityMode is strict, processCrashSafe or relaxed (D5-D7).
+	DurabilityMode string `yaml:"durabilityMode"`
+}
+
+// Lifecycle configures draining (A3, K2).
+type Lifecycle struct {
+	// AttemptDrainTimeout bounds the wait for running attempts' results on
+	// a graceful shutdown or step down.
+	AttemptDrainTimeout time.Duration `yaml:"attemptDrainTimeout"`
+}
+
+// API configures the gRPC listener.
+type API struct {
+	Listen string `yaml:"listen"`
+}
+
+// Metrics configures the metrics listener; empty disables it.
+type Metrics struct {
+	Listen string `yaml:"listen"`
+}
+
+// LocalStore configures the local store directory. Empty means a directory
+// under the data directory (dev, local).
+type LocalStore struct {
+	Dir string `yaml:"dir"`
+}
+
+// Storage configures the durable store.
+type Storage struct {
+	Backend  string   `yaml:"backend"`
+	FS       FS       `yaml:"fs"`
+	S3       S3       `yaml:"s3"`
+	Postgres Postgres `yaml:"postgres"`
+}
+
+// FS is the directory backend. In dev and local the data directory's log
+// directory is used and Dir is ignored.
+type FS struct {
+	Dir string `yaml:"dir"`
+}
+
+// S3 is the S3-compatible object storage backend.
+type S3 struct {
+	Bucket    string `yaml:"bucket"`
+	Prefix    string `yaml:"prefix"`
+	Endpoint  string `yaml:"endpoint"`
+	Region    string `yaml:"region"`
+	PathStyle bool   `yaml:"pathStyle"`
+}
+
+// Postgres is the PostgreSQL backend.
+type Postgres struct {
+	DSN   string `yaml:"dsn"`
+	Table string `yaml:"table"`
+}
+
+// Admin configures AdminService (A9).
+type Admin struct {
+	// CredentialFile holds the admin credential; empty means none.
+	CredentialFile string `yaml:"credentialFile"`
+}
+
+// Limits bounds requests (E25, E28).
+type Limits struct {
+	// MaxPayloadBytes limits every user value (E28).
+	MaxPayloadBytes int `yaml:"maxPayloadBytes"`
+	// WaitForFlowMax caps a WaitForFlow long poll (E25).
+	WaitForFlowMax time.Duration `yaml:"waitForFlowMax"`
+}
+
+// Defaults that depend on the mode.
+const (
+	// DefaultLeaseDuration is lease.duration for serve (L2).
+	DefaultLeaseDuration = 10 * time.Second
+	// DevLeaseDuration is lease.duration for dev and local unless the file
+	// sets it (D1, D9).
+	DevLeaseDuration = 30 * time.Second
+)
+
+// Defaults returns every default, in one place. lease.duration is the serve
+// default; dev and local use DevLeaseDuration unless the file sets it.
+func Defaults() Config {
+	return Config{
+		NodeID: "node-1",
+		Lease:  Lease{Duration: DefaultLeaseDuration},
+		Standby: Standby{
+			Mode:                  StandbyCold,
+			HeldLeasePollInterval: 250 * time.Millisecond,
+			StepDownHoldOff:       5 * time.Second,
+			LaggingTakeoverDelay:  1500 * time.Millisecond,
+			BehindLagThreshold:    10 * time.Second,
+		},
+		Dev:       Dev{DurabilityMode: DurabilityStrict},
+		Lifecycle: Lifecycle{AttemptDrainTimeout: 30 * time.Second},
+		API:       API{Listen: "127.0.0.1:8801"},
+		Storage:   Storage{Backend: BackendFS},
+		Limits:    Limits{MaxPayloadBytes: 4 << 20, WaitForFlowMax: 60 * time.Second},
+	}
+}
+
+// DefaultsYAML renders Defaults as YAML, for `dex-server-zd config defaults`.
+func DefaultsYAML() ([]byte, error) {
+	var buf bytes.Buffer
+	buf.WriteString("# dex-server-zd configuration defaults.\n")
+	fmt.Fprintf(&buf, "# dev and local default lease.duration to %v unless the file sets it.\n", DevLeaseDuration)
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	d := Defaults()
+	if err := enc.Encode(&d); err != nil {
+		return nil, fmt.Errorf("render defaults: %w", err)
+	}
+	if err := enc.Close(); err != nil {
+		return nil, fmt.Errorf("render defaults: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// IsSet reports whether the configuration file set the key at the dotted
+// path (for example "lease.duration").
+func (c *Config) IsSet(path string) bool { return c.set[path] }
+
+// Load reads and parses the file at path for mode. An empty path means no
+// file: the defaults for mode.
+func Load(path string, mode Mode) (*Config, error) {
+	if path == "" {
+		return Parse(nil, mode)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read configuration: %w", err)
+	}
+	c, err := Parse(data, mode)
+	if err != nil {
+		return nil, fmt.Errorf("configuration %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Parse parses a YAML document for mode: defaults, then the document, then
+// the mode's defaults, then Validate. Unknown keys are errors naming the
+// key's full path.
+func Parse(data []byte, mode Mode) (*Config, error) {
+	switch mode {
+	case ModeDev, ModeLocal, ModeServe:
+	default:
+		return nil, fmt.Errorf("unknown mode %q", mode)
+	}
+	c := Defaults()
+	c.set = map[string]bool{}
+	if len(bytes.TrimSpace(data)) > 0 {
+		var root yaml.Node
+		if err := yaml.Unmarshal(data, &root); err != nil {
+			return nil, fmt.Errorf("parse YAML: %w", err)
+		}
+		if err := checkKeys(&root, &c, c.set); err != nil {
+			return nil, err
+		}
+		dec := yaml.NewDecoder(bytes.NewReader(data))
+		dec.KnownFields(true)
+		if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("parse YAML: %w", err)
+		}
+	}
+	if mode.OnLocalDisk() && !c.IsSet("lease.duration") {
+		c.Lease.Duration = DevLeaseDuration
+	}
+	if err := c.Validate(mode); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}

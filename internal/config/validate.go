@@ -1,0 +1,124 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+)
+
+// MinLeaseDuration is the shortest lease.duration accepted.
+const MinLeaseDuration = time.Second
+
+// Validate checks c for mode and returns every problem found, each naming
+// its keys.
+func (c *Config) Validate(mode Mode) error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+
+	switch {
+	case c.NodeID == "":
+		bad("nodeId: must not be empty")
+	case strings.ContainsAny(c.NodeID, "/\\\x00") || strings.HasPrefix(c.NodeID, ".") || len(c.NodeID) > 200:
+		bad("nodeId: %q must be at most 200 bytes, must not start with '.' and must not contain '/', '\\' or NUL", c.NodeID)
+	}
+
+	switch d := c.Lease.Duration; {
+	case d < MinLeaseDuration:
+		bad("lease.duration: %v is shorter than the minimum %v", d, MinLeaseDuration)
+	case d%time.Millisecond != 0:
+		bad("lease.duration: %v is not a whole number of milliseconds", d)
+	}
+
+	positive := func(key string, d time.Duration) {
+		if d <= 0 {
+			bad("%s: must be positive, got %v", key, d)
+		}
+	}
+	positive("standby.heldLeasePollInterval", c.Standby.HeldLeasePollInterval)
+	positive("standby.stepDownHoldOff", c.Standby.StepDownHoldOff)
+	positive("standby.laggingTakeoverDelay", c.Standby.LaggingTakeoverDelay)
+	positive("standby.behindLagThreshold", c.Standby.BehindLagThreshold)
+	switch c.Standby.Mode {
+	case StandbyCold:
+	case StandbyHot:
+		if mode.OnLocalDisk() {
+			// D10: a dev or local node has no standby.
+			bad("standby.mode: %s accepts only %q, got %q", mode, StandbyCold, c.Standby.Mode)
+			break
+		}
+		// S5.
+		if c.Lease.FailIfHeld {
+			bad("standby.mode: %q needs lease.failIfHeld: false", StandbyHot)
+		}
+		if s := c.Standby; s.StepDownHoldOff <= s.LaggingTakeoverDelay+s.HeldLeasePollInterval {
+			bad("standby.stepDownHoldOff: in hot mode it must be longer than standby.laggingTakeoverDelay + standby.heldLeasePollInterval (%v + %v), got %v",
+				s.LaggingTakeoverDelay, s.HeldLeasePollInterval, s.StepDownHoldOff)
+		}
+	default:
+		bad("standby.mode: must be %q or %q, got %q", StandbyCold, StandbyHot, c.Standby.Mode)
+	}
+
+	switch c.Dev.DurabilityMode {
+	case DurabilityStrict, DurabilityProcessCrashSafe, DurabilityRelaxed:
+	default:
+		bad("dev.durabilityMode: must be %q, %q or %q, got %q",
+			DurabilityStrict, DurabilityProcessCrashSafe, DurabilityRelaxed, c.Dev.DurabilityMode)
+	}
+
+	if c.Lifecycle.AttemptDrainTimeout < 0 {
+		bad("lifecycle.attemptDrainTimeout: must not be negative, got %v", c.Lifecycle.AttemptDrainTimeout)
+	}
+
+	if err := checkListen(c.API.Listen); err != nil {
+		bad("api.listen: %v", err)
+	}
+	if c.Metrics.Listen != "" {
+		if err := checkListen(c.Metrics.Listen); err != nil {
+			bad("metrics.listen: %v", err)
+		}
+	}
+
+	switch c.Storage.Backend {
+	case BackendFS:
+		if !mode.OnLocalDisk() && c.Storage.FS.Dir == "" {
+			bad("storage.fs.dir: must be set with storage.backend: fs")
+		}
+	case BackendS3:
+		if mode.OnLocalDisk() {
+			bad("storage.backend: %s keeps its log in the data directory; only %q is accepted, got %q", mode, BackendFS, BackendS3)
+		} else if c.Storage.S3.Bucket == "" {
+			bad("storage.s3.bucket: must be set with storage.backend: s3")
+		}
+	case BackendPostgres:
+		if mode.OnLocalDisk() {
+			bad("storage.backend: %s keeps its log in the data directory; only %q is accepted, got %q", mode, BackendFS, BackendPostgres)
+		} else if c.Storage.Postgres.DSN == "" {
+			bad("storage.postgres.dsn: must be set with storage.backend: postgres")
+		}
+	default:
+		bad("storage.backend: must be %q, %q or %q, got %q", BackendFS, BackendS3, BackendPostgres, c.Storage.Backend)
+	}
+	if !mode.OnLocalDisk() && c.LocalStore.Dir == "" {
+		bad("localStore.dir: must be set in %s mode", mode)
+	}
+
+	if c.Limits.MaxPayloadBytes <= 0 {
+		bad("limits.maxPayloadBytes: must be positive, got %d", c.Limits.MaxPayloadBytes)
+	} else if c.Limits.MaxPayloadBytes > 64<<20 {
+		bad("limits.maxPayloadBytes: at most %d (64 MiB), got %d", 64<<20, c.Limits.MaxPayloadBytes)
+	}
+	positive("limits.waitForFlowMax", c.Limits.WaitForFlowMax)
+	return errors.Join(errs...)
+}
+
+func checkListen(addr string) error {
+	if addr == "" {
+		return errors.New("must not be empty")
+	}
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return fmt.Errorf("%q is not host:port: %w", addr, err)
+	}
+	return nil
+}

@@ -1,0 +1,376 @@
+package node
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dexzd/dexzd/internal/engine"
+	"github.com/dexzd/dexzd/internal/server"
+	"github.com/dexzd/dexzd/internal/wal"
+)
+
+// ErrNotServing is server.ErrNotServing: this process cannot serve.
+var ErrNotServing = server.ErrNotServing
+
+// Validity is what the core needs of the lease: whether it may still act as
+// the holder (lease.Holder.Valid).
+type Validity interface{ Valid() bool }
+
+// CoreConfig configures the serving core of one lease period.
+type CoreConfig struct {
+	NodeID    string
+	ProcessID string
+	Epoch     uint64
+	Store     Store
+	Engine    *engine.Engine
+	Lease     Validity
+	Clock     Clock        // nil: SystemClock
+	Logger    *slog.Logger // nil: discard
+	// MaxRecordBytes is the largest envelope the writer accepts (its
+	// MaxBatchBytes less the record prefix).
+	MaxRecordBytes int
+	// HeartbeatInterval and PingInterval go to workers in Welcome.
+	HeartbeatInterval time.Duration
+	PingInterval      time.Duration
+}
+
+// Core is the serving loop of one active lease period: the sequencer, the
+// writer's apply hook, the dispatcher, the timer wheel, the WaitForFlow
+// waiters and pending RPC calls. It implements server.Backend.
+//
+// Life: NewCore; create the wal.Writer with OnDurable: core.OnDurable and
+// hand it to SetWriter; Start; Recover; serve; BeginDrain and WaitIdle on a
+// graceful stop; Stop. Supervise runs the writer and the lease beside it.
+type Core struct {
+	cfg   CoreConfig
+	log   *slog.Logger
+	clock Clock
+
+	seq     *sequencer
+	disp    *dispatcher
+	timers  *timerQueue
+	waiters waiters
+	rpcs    rpcCalls
+	defs    registry
+
+	serving  atomic.Bool
+	draining atomic.Bool
+	failed   atomic.Bool
+
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	stopping chan struct{}
+	stopOnce sync.Once
+	rpcSeq   atomic.Uint64
+}
+
+var _ server.Backend = (*Core)(nil)
+
+// NewCore returns a core that is not started.
+func NewCore(cfg CoreConfig) *Core {
+	if cfg.Clock == nil {
+		cfg.Clock = SystemClock{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Engine == nil {
+		cfg.Engine = engine.New(engine.Config{})
+	}
+	if cfg.HeartbeatInterval == 0 {
+		cfg.HeartbeatInterval = 10 * time.Second
+	}
+	if cfg.PingInterval == 0 {
+		cfg.PingInterval = 15 * time.Second
+	}
+	if cfg.MaxRecordBytes == 0 {
+		cfg.MaxRecordBytes = wal.DefaultMaxBatchBytes - 8
+	}
+	c := &Core{
+		cfg: cfg, log: cfg.Logger, clock: cfg.Clock,
+		stopping: make(chan struct{}),
+	}
+	c.waiters.m = map[string]chan struct{}{}
+	c.rpcs.m = map[string]*rpcCall{}
+	c.defs.m = map[string]server.FlowTypeDecl{}
+	c.disp = newDispatcher(c)
+	c.timers = newTimerQueue(c.clock, c.fireTimer)
+	return c
+}
+
+// SetWriter connects the log writer; call it once, before Start.
+func (c *Core) SetWriter(w *wal.Writer) {
+	c.seq = newSequencer(c.cfg.Engine, c.cfg.Store, c.clock, w.SubmitAsync, c.cfg.MaxRecordBytes)
+}
+
+// Start starts the core's goroutines. Public calls are refused until
+// Recover returns.
+func (c *Core) Start(ctx context.Context) {
+	ctx, c.cancel = context.WithCancel(ctx)
+	for _, run := range []func(context.Context){c.seq.run, c.timers.run, c.disp.run} {
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			run(ctx)
+		}()
+	}
+}
+
+// Stop ends every goroutine, wakes long polls and RPC callers with
+// ErrNotServing and ends worker sessions. Records already submitted are
+// still written by the writer; the caller stops it afterwards.
+func (c *Core) Stop() {
+	c.serving.Store(false)
+	c.stopOnce.Do(func() { close(c.stopping) })
+	c.disp.closeAll()
+	if c.cancel != nil {
+		c.cancel()
+	}
+	c.wg.Wait()
+}
+
+// Serving implements server.Backend: active, recovered, not draining, not
+// failed, and the lease valid right now (H2, L15).
+func (c *Core) Serving() bool {
+	return c.serving.Load() && !c.draining.Load() && !c.failed.Load() && c.leaseValid()
+}
+
+func (c *Core) leaseValid() bool { return c.cfg.Lease == nil || c.cfg.Lease.Valid() }
+
+// Identity implements server.Backend.
+func (c *Core) Identity() server.Identity {
+	return server.Identity{NodeID: c.cfg.NodeID, Epoch: c.cfg.Epoch, ProcessID: c.cfg.ProcessID}
+}
+
+// Epoch returns the lease epoch the core serves under.
+func (c *Core) Epoch() uint64 { return c.cfg.Epoch }
+
+// BeginDrain stops handing out tasks and answering public calls, and tells
+// every worker (A3, K2, L15).
+func (c *Core) BeginDrain(reason server.DrainReason, timeout time.Duration, msg string) {
+	c.draining.Store(true)
+	c.disp.drain(server.Drain{Reason: reason, Timeout: timeout, Message: msg})
+}
+
+// Fail marks the core failed (lease lost, writer stopped): public calls
+// answer UNAVAILABLE at once and workers are told.
+func (c *Core) Fail(err error) {
+	if c.failed.Swap(true) {
+		return
+	}
+	c.log.Error("serving stopped", "err", err)
+	c.disp.drain(server.Drain{Reason: server.DrainLeaseLost, Message: err.Error()})
+}
+
+// WaitIdle waits until no task handed to a worker is outstanding, or ctx
+// ends.
+func (c *Core) WaitIdle(ctx context.Context) error { return c.disp.waitIdle(ctx) }
+
+// OnDurable is the writer's hook: apply the batch to the local store, then
+// let the sequencer drop committed heads and perform the effects.
+func (c *Core) OnDurable(b wal.Batch) error {
+	a, err := applyBatch(c.cfg.Store, b)
+	if err != nil {
+		return err
+	}
+	if len(a.envelopes) > 0 {
+		c.seq.post(func() {
+			for flowID, n := range a.envelopes {
+				c.seq.committed(flowID, n)
+			}
+		})
+	}
+	c.perform(a)
+	return nil
+}
+
+// perform carries out the effects of one applied batch.
+func (c *Core) perform(a applied) {
+	for _, e := range a.effects {
+		switch e := e.(type) {
+		case engine.DispatchTask:
+			c.disp.enqueue(e.TaskRef)
+		case engine.SendTask:
+			st := a.states[e.Token.FlowID]
+			task, err := st.Task(e.Token)
+			if err != nil {
+				// A later record of the batch made it moot.
+				c.disp.release(tokKey(e.Token))
+				continue
+			}
+			c.disp.sendStarted(e.Token, task)
+		case engine.ArmTimer:
+			c.timers.arm(e)
+		case engine.NotifyClosed:
+			c.waiters.wake(e.FlowID)
+			c.timers.dropRun(e.FlowID, e.RunID)
+			c.disp.dropRun(e.FlowID, e.RunID)
+		case engine.ReplyRPC, engine.NotifySuperseded:
+			// RPC callers are answered by the worker stream that committed
+			// the result; earlier runs stay readable in the store.
+		}
+	}
+}
+
+// fireTimer submits TimerFired for a due timer; a timer the engine no longer
+// considers pending is dropped (E20).
+func (c *Core) fireTimer(a engine.ArmTimer) {
+	c.seq.post(func() {
+		d, _ := c.seq.decide(a.FlowID, engine.TimerFired{FlowID: a.FlowID, RunID: a.RunID, Timer: a.Timer})
+		if d.err != nil && !errors.Is(d.err, engine.ErrTimerNotPending) && engine.CodeOf(d.err) != engine.CodeNotFound {
+			c.log.Warn("timer not fired", "flowId", a.FlowID, "runId", a.RunID, "timer", a.Timer.String(), "err", d.err)
+		}
+	})
+}
+
+// StartFlow implements server.Backend.
+func (c *Core) StartFlow(ctx context.Context, s engine.StartFlow) (server.StartResult, error) {
+	s.RunID = newRunID()
+	if decl, ok := c.defs.get(s.FlowType); ok {
+		s.Definition = decl.Definition
+		if s.Config == nil {
+			s.Config = decl.Defaults
+		}
+	}
+	d, err := call(ctx, c.seq, func() decision {
+		d, _ := c.seq.decide(s.FlowID, s)
+		return d
+	})
+	if err == nil {
+		err = d.result(ctx)
+	}
+	if err != nil {
+		return server.StartResult{}, err
+	}
+	return server.StartResult{RunID: d.runID, AlreadyStarted: len(d.recs) == 0}, nil
+}
+
+// Command implements server.Backend.
+func (c *Core) Command(ctx context.Context, flowID string, cmd engine.Command) (server.CommandResult, error) {
+	d, err := call(ctx, c.seq, func() decision {
+		d, _ := c.seq.decide(flowID, cmd)
+		return d
+	})
+	if err == nil {
+		err = d.result(ctx)
+	}
+	if err != nil {
+		return server.CommandResult{}, err
+	}
+	return server.CommandResult{RunID: d.runID, Status: d.status}, nil
+}
+
+// Flow implements server.Backend: committed state only.
+func (c *Core) Flow(_ context.Context, flowID, runID string) (*engine.FlowState, error) {
+	if flowID == "" {
+		return nil, &engine.Error{Code: engine.CodeInvalidArgument, Field: "flowId", Message: "must not be empty"}
+	}
+	var st *engine.FlowState
+	var err error
+	if runID == "" {
+		st, err = c.cfg.Store.Flow(flowID)
+	} else {
+		st, err = c.cfg.Store.Run(flowID, runID)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read flow %q: %w", flowID, err)
+	}
+	if st == nil {
+		if runID != "" {
+			return nil, &engine.Error{Code: engine.CodeNotFound, Message: fmt.Sprintf("flow %q has no run %s", flowID, runID)}
+		}
+		return nil, &engine.Error{Code: engine.CodeNotFound, Message: fmt.Sprintf("flow %q not found", flowID)}
+	}
+	return st, nil
+}
+
+// ListFlows implements server.Backend.
+func (c *Core) ListFlows(_ context.Context, q server.ListQuery) ([]engine.Summary, string, error) {
+	out, next, err := c.cfg.Store.ListFlows(ListQuery(q))
+	if errors.Is(err, ErrBadPageToken) {
+		return nil, "", &engine.Error{Code: engine.CodeInvalidArgument, Field: "pageToken", Message: err.Error()}
+	}
+	return out, next, err
+}
+
+// WaitForFlow implements server.Backend (E25).
+func (c *Core) WaitForFlow(ctx context.Context, flowID, runID string) (*engine.FlowState, error) {
+	for {
+		ch := c.waiters.ch(flowID)
+		st, err := c.Flow(ctx, flowID, runID)
+		if err != nil {
+			return nil, err
+		}
+		runID = st.RunID // wait for the latest run as of the call
+		if !st.Running() {
+			return st, nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-c.stopping:
+			return nil, ErrNotServing
+		}
+	}
+}
+
+// TaskInfo implements server.Backend.
+func (c *Core) TaskInfo() server.TaskInfo { return c.disp }
+
+// waiters wakes WaitForFlow calls when a run closes.
+type waiters struct {
+	mu sync.Mutex
+	m  map[string]chan struct{}
+}
+
+// ch returns the channel closed at the flow's next close.
+func (w *waiters) ch(flowID string) <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ch, ok := w.m[flowID]
+	if !ok {
+		ch = make(chan struct{})
+		w.m[flowID] = ch
+	}
+	return ch
+}
+
+func (w *waiters) wake(flowID string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if ch, ok := w.m[flowID]; ok {
+		close(ch)
+		delete(w.m, flowID)
+	}
+}
+
+// registry holds the flow type declarations workers registered; the
+// latest one received wins.
+type registry struct {
+	mu sync.Mutex
+	m  map[string]server.FlowTypeDecl
+}
+
+func (r *registry) get(flowType string) (server.FlowTypeDecl, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	d, ok := r.m[flowType]
+	return d, ok
+}
+
+func newRunID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}

@@ -1,0 +1,473 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/dexzd/dexzd/internal/engine"
+	"github.com/dexzd/dexzd/internal/server"
+)
+
+// The dispatcher hands pending tasks to workers (W1-W5).
+//
+//   - Pending step tasks (DispatchTask effects, and PendingTasks after a
+//     restart) wait in a FIFO queue per flow type until their NotBefore has
+//     passed and a session serving the type has a free slot. Tasks for a
+//     type nobody serves just wait (W5); they stay visible in live state
+//     because the attempt is PENDING in the flow's state.
+//   - A task is reserved for exactly one session (W3): the slot is taken
+//     before the start is decided, so no second session can get it.
+//   - SYNC (the default): the sequencer decides TaskStarted and submits it;
+//     the task is sent when its start is durable (SendTask effect). ASYNC:
+//     the sequencer decides TaskStarted, the task is built from the head
+//     state and sent at once, and the start is logged with the next batch
+//     (W4, T3).
+//   - A slot is freed when the worker sends the task's result or failure,
+//     when the session ends, or when the reservation's deadline (the
+//     attempt timeout plus a grace) passes.
+//   - RPC tasks wait in the same queues and take a slot the same way; they
+//     are not logged (E22).
+type dispatcher struct {
+	c *Core
+
+	mu       sync.Mutex
+	queues   map[string][]*pendingTask // by flow type, FIFO
+	queued   map[taskKey]*pendingTask
+	sessions map[string]*session
+	running  map[taskKey]*session // reserved or handed out
+	draining bool
+	closed   bool
+	idle     chan struct{} // closed and replaced whenever a slot is freed
+
+	wake chan struct{}
+}
+
+// taskKey names one attempt (or one RPC call).
+type taskKey struct {
+	flowID, runID, stepExecID string
+	method                    engine.Method
+	attempt                   int
+	callID                    string
+}
+
+func refKey(r engine.TaskRef) taskKey {
+	return taskKey{flowID: r.FlowID, runID: r.RunID, stepExecID: r.StepExecID, method: r.Method, attempt: r.Attempt}
+}
+
+func tokKey(t engine.Token) taskKey {
+	if t.Method == engine.MethodRPC {
+		return taskKey{flowID: t.FlowID, runID: t.RunID, method: t.Method, callID: t.CallID}
+	}
+	return taskKey{flowID: t.FlowID, runID: t.RunID, stepExecID: t.StepExecID, method: t.Method, attempt: t.Attempt}
+}
+
+type pendingTask struct {
+	key      taskKey
+	flowType string
+	ref      engine.TaskRef // step tasks
+	rpc      *rpcCall       // RPC tasks
+	dead     bool           // its run closed
+}
+
+const (
+	// reserveGrace is added to an attempt's timeout for its slot.
+	reserveGrace = 5 * time.Second
+	// startDeadline bounds a slot whose start is not decided yet.
+	startDeadline = time.Minute
+)
+
+func newDispatcher(c *Core) *dispatcher {
+	return &dispatcher{
+		c: c, queues: map[string][]*pendingTask{}, queued: map[taskKey]*pendingTask{},
+		sessions: map[string]*session{}, running: map[taskKey]*session{},
+		idle: make(chan struct{}), wake: make(chan struct{}, 1),
+	}
+}
+
+func (d *dispatcher) signal() {
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run pumps the queues whenever something changed or a NotBefore passes.
+func (d *dispatcher) run(ctx context.Context) {
+	for {
+		next := d.pump()
+		var t Timer
+		var timer <-chan time.Time
+		if !next.IsZero() {
+			t = d.c.clock.NewTimer(max(next.Sub(d.c.clock.Now()), 0))
+			timer = t.C()
+		}
+		select {
+		case <-d.wake:
+		case <-timer:
+		case <-ctx.Done():
+		}
+		if t != nil {
+			t.Stop()
+		}
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// enqueue adds a pending step task, once.
+func (d *dispatcher) enqueue(r engine.TaskRef) {
+	k := refKey(r)
+	d.mu.Lock()
+	if _, ok := d.queued[k]; !ok && d.running[k] == nil {
+		p := &pendingTask{key: k, flowType: r.FlowType, ref: r}
+		d.queued[k] = p
+		d.queues[r.FlowType] = append(d.queues[r.FlowType], p)
+	}
+	d.mu.Unlock()
+	d.signal()
+}
+
+// enqueueRPC adds an RPC task at the front of its flow type's queue: a
+// caller is waiting for it.
+func (d *dispatcher) enqueueRPC(rc *rpcCall) {
+	k := tokKey(rc.task.Token)
+	d.mu.Lock()
+	p := &pendingTask{key: k, flowType: rc.task.FlowType, rpc: rc}
+	d.queued[k] = p
+	d.queues[p.flowType] = append([]*pendingTask{p}, d.queues[p.flowType]...)
+	d.mu.Unlock()
+	d.signal()
+}
+
+// dropRun forgets the queued tasks of a closed run.
+func (d *dispatcher) dropRun(flowID, runID string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for k, p := range d.queued {
+		if k.flowID == flowID && k.runID == runID && p.rpc == nil {
+			p.dead = true
+			delete(d.queued, k)
+		}
+	}
+}
+
+// pump hands out what it can and returns when to look again (zero: only
+// when something changes).
+func (d *dispatcher) pump() time.Time {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.draining || d.closed || !d.c.leaseValid() {
+		return time.Time{}
+	}
+	now := d.c.clock.Now()
+	d.expire(now)
+	var next time.Time
+	for ft, q := range d.queues {
+		var keep []*pendingTask
+		for i, p := range q {
+			switch {
+			case p.dead:
+				continue
+			case p.rpc != nil && p.rpc.canceled.Load():
+				delete(d.queued, p.key)
+				continue
+			case p.rpc == nil && p.ref.NotBefore.After(now):
+				if next.IsZero() || p.ref.NotBefore.Before(next) {
+					next = p.ref.NotBefore
+				}
+				keep = append(keep, p)
+				continue
+			}
+			s := d.pick(ft)
+			if s == nil {
+				keep = append(keep, q[i:]...)
+				break
+			}
+			delete(d.queued, p.key)
+			d.running[p.key] = s
+			s.inflight[p.key] = now.Add(startDeadline)
+			d.start(p, s, now)
+		}
+		if len(keep) == 0 {
+			delete(d.queues, ft)
+		} else {
+			d.queues[ft] = keep
+		}
+	}
+	return next
+}
+
+// pick returns the session serving flowType with the most free slots.
+func (d *dispatcher) pick(flowType string) *session {
+	var best *session
+	bestFree := 0
+	for _, s := range d.sessions {
+		if !s.types[flowType] {
+			continue
+		}
+		if free := s.max - len(s.inflight); free > bestFree {
+			best, bestFree = s, free
+		}
+	}
+	return best
+}
+
+// expire frees the slots whose deadline passed.
+func (d *dispatcher) expire(now time.Time) {
+	for _, s := range d.sessions {
+		for k, dl := range s.inflight {
+			if now.After(dl) {
+				delete(s.inflight, k)
+				if d.running[k] == s {
+					delete(d.running, k)
+				}
+			}
+		}
+	}
+}
+
+// start hands a reserved task on (d.mu held).
+func (d *dispatcher) start(p *pendingTask, s *session, now time.Time) {
+	if rc := p.rpc; rc != nil {
+		rc.startedAt = now
+		s.inflight[p.key] = now.Add(rc.timeout + reserveGrace)
+		task := rc.task
+		s.push(server.Outgoing{Task: &task})
+		return
+	}
+	r := p.ref
+	tok := engine.Token{Epoch: d.c.cfg.Epoch, FlowID: r.FlowID, RunID: r.RunID, StepExecID: r.StepExecID, Method: r.Method, Attempt: r.Attempt}
+	async := r.Durability == engine.ASYNC
+	seq := d.c.seq
+	seq.post(func() {
+		if d.noWaitFor(tok, r.StepType) {
+			return
+		}
+		dec, st := seq.decide(tok.FlowID, engine.TaskStarted{Token: tok, Async: async})
+		if dec.err != nil {
+			d.startFailed(p, dec.err)
+			return
+		}
+		if async {
+			task, err := st.Task(tok)
+			if err != nil {
+				d.release(p.key)
+				return
+			}
+			d.sendStarted(tok, task)
+		}
+	})
+}
+
+// noWaitFor answers a WaitFor attempt on the worker's behalf when the run's
+// definition says the step has none: a run started before any worker
+// registered its type gives every step a WaitFor, and a worker answers
+// "no wait" for a step without one (the engine's contract). Doing it here
+// spares the worker a task it has no handler for. It runs on the sequencer
+// and reports whether it handled the attempt (the slot is freed then).
+func (d *dispatcher) noWaitFor(tok engine.Token, stepType string) bool {
+	if tok.Method != engine.MethodWaitFor {
+		return false
+	}
+	st, err := d.c.seq.peek(tok.FlowID)
+	if err != nil || st == nil || st.Definition == nil {
+		return false
+	}
+	if sd, ok := st.Definition.Steps[stepType]; !ok || sd.HasWaitFor {
+		return false
+	}
+	defer d.release(tokKey(tok))
+	// Logged as an ASYNC start, which has no SendTask effect: nothing is
+	// sent to a worker.
+	if dec, _ := d.c.seq.decide(tok.FlowID, engine.TaskStarted{Token: tok, Async: true}); dec.err != nil {
+		return true // stale or not due: a later DispatchTask brings it back
+	}
+	if dec, _ := d.c.seq.decide(tok.FlowID, engine.WaitForResult{Token: tok}); dec.err != nil {
+		d.c.log.Warn("WaitFor not answered for a step without one", "flowId", tok.FlowID, "stepExecId", tok.StepExecID, "err", dec.err)
+	}
+	return true
+}
+
+// startFailed undoes a reservation whose TaskStarted the engine refused: a
+// stale attempt is dropped, one that is not due yet waits again.
+func (d *dispatcher) startFailed(p *pendingTask, err error) {
+	d.release(p.key)
+	if errors.Is(err, engine.ErrStaleToken) || engine.CodeOf(err) == engine.CodeNotFound || errors.Is(err, ErrNotServing) {
+		return
+	}
+	if engine.CodeOf(err) == engine.CodeFailedPrecondition {
+		d.enqueue(p.ref)
+		return
+	}
+	d.c.log.Warn("task not started", "flowId", p.ref.FlowID, "stepExecId", p.ref.StepExecID, "err", err)
+}
+
+// sendStarted sends a started task to the session that reserved it, or to
+// another session with a free slot if that one is gone (the first never
+// received it). Without one the attempt times out and is retried (W3).
+func (d *dispatcher) sendStarted(tok engine.Token, task engine.Task) {
+	k := tokKey(tok)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.c.leaseValid() || d.draining || d.closed {
+		// L15: no new task once the lease is not valid; none after a Drain
+		// notice either. The attempt's start is durable: it times out, or
+		// the next process fails it with NOT_COMPLETED (T2).
+		d.releaseLocked(k)
+		return
+	}
+	s := d.running[k]
+	if s == nil || s.closed {
+		if s = d.pick(task.FlowType); s == nil {
+			delete(d.running, k)
+			return
+		}
+		d.running[k] = s
+	}
+	s.inflight[k] = d.c.clock.Now().Add(task.Timeout + reserveGrace)
+	s.push(server.Outgoing{Task: &task})
+}
+
+// release frees a task's slot.
+func (d *dispatcher) release(k taskKey) {
+	d.mu.Lock()
+	d.releaseLocked(k)
+	d.mu.Unlock()
+	d.signal()
+}
+
+func (d *dispatcher) releaseLocked(k taskKey) {
+	if s := d.running[k]; s != nil {
+		delete(s.inflight, k)
+		delete(d.running, k)
+		d.freed()
+	}
+}
+
+// finished frees the slot of a task whose result s sent.
+func (d *dispatcher) finished(s *session, k taskKey) {
+	d.mu.Lock()
+	if _, ok := s.inflight[k]; ok {
+		delete(s.inflight, k)
+		d.freed()
+	}
+	if d.running[k] == s {
+		delete(d.running, k)
+	}
+	d.mu.Unlock()
+	d.signal()
+}
+
+func (d *dispatcher) freed() {
+	close(d.idle)
+	d.idle = make(chan struct{})
+}
+
+// add registers a session.
+func (d *dispatcher) add(s *session) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.draining || d.closed {
+		return ErrNotServing
+	}
+	d.sessions[s.id] = s
+	d.signal()
+	return nil
+}
+
+// remove unregisters a session; its running tasks time out (W3).
+func (d *dispatcher) remove(s *session) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.sessions[s.id] != s {
+		return
+	}
+	delete(d.sessions, s.id)
+	for k := range s.inflight {
+		if d.running[k] == s {
+			delete(d.running, k)
+		}
+	}
+	if len(s.inflight) > 0 {
+		d.freed()
+	}
+	clear(s.inflight)
+	d.signal()
+}
+
+// drain stops handing out tasks and tells every session.
+func (d *dispatcher) drain(msg server.Drain) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.draining {
+		return
+	}
+	d.draining = true
+	for _, s := range d.sessions {
+		s.push(server.Outgoing{Drain: &msg})
+	}
+}
+
+// waitIdle waits until no session has a task outstanding.
+func (d *dispatcher) waitIdle(ctx context.Context) error {
+	for {
+		d.mu.Lock()
+		n := 0
+		for _, s := range d.sessions {
+			n += len(s.inflight)
+		}
+		idle := d.idle
+		d.mu.Unlock()
+		if n == 0 {
+			return nil
+		}
+		select {
+		case <-idle:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// closeAll ends every session.
+func (d *dispatcher) closeAll() {
+	d.mu.Lock()
+	d.closed = true
+	ss := make([]*session, 0, len(d.sessions))
+	for _, s := range d.sessions {
+		ss = append(ss, s)
+	}
+	d.mu.Unlock()
+	for _, s := range ss {
+		s.end()
+	}
+}
+
+// WorkerOf implements server.TaskInfo.
+func (d *dispatcher) WorkerOf(tok engine.Token) string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if s := d.running[tokKey(tok)]; s != nil {
+		return s.workerID
+	}
+	return ""
+}
+
+// HasWorker implements server.TaskInfo.
+func (d *dispatcher) HasWorker(flowType string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.ContainsFunc(mapValues(d.sessions), func(s *session) bool { return s.types[flowType] })
+}
+
+func mapValues[K comparable, V any](m map[K]V) []V {
+	out := make([]V, 0, len(m))
+	for _, v := range m {
+		out = append(out, v)
+	}
+	return out
+}

@@ -1,0 +1,135 @@
+package node
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/dexzd/dexzd/internal/engine"
+	"github.com/dexzd/dexzd/internal/wal"
+)
+
+// A log record (one element of wal.Batch.Records) is an envelope holding
+// every engine record of one Decide call, so that they are written and
+// applied atomically, in order, and nothing else interleaves with them:
+//
+//	0  1  envelope version, 1
+//	1  …  record count n (uvarint), at least 1
+//	…  …  n times: length (uvarint), then engine.MarshalRecord bytes
+//
+// Nothing may follow the last record. All records of one envelope belong to
+// one flow ID (one Decide call addresses one flow). A malformed envelope is a
+// corrupt log: it stops the writer or the replay and is never skipped.
+const envelopeVersion = 1
+
+// errBadEnvelope matches every envelope decoding error.
+var errBadEnvelope = errors.New("malformed log record envelope")
+
+// encodeEnvelope encodes the records of one Decide call.
+func encodeEnvelope(recs []engine.Record) ([]byte, error) {
+	if len(recs) == 0 {
+		return nil, errors.New("encode envelope: no records")
+	}
+	b := []byte{envelopeVersion}
+	b = binary.AppendUvarint(b, uint64(len(recs)))
+	for _, r := range recs {
+		data, err := engine.MarshalRecord(r)
+		if err != nil {
+			return nil, fmt.Errorf("encode envelope: %w", err)
+		}
+		b = binary.AppendUvarint(b, uint64(len(data)))
+		b = append(b, data...)
+	}
+	return b, nil
+}
+
+// decodeEnvelope decodes what encodeEnvelope encoded.
+func decodeEnvelope(b []byte) ([]engine.Record, error) {
+	if len(b) == 0 || b[0] != envelopeVersion {
+		return nil, fmt.Errorf("%w: unknown version", errBadEnvelope)
+	}
+	b = b[1:]
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n == 0 || n > uint64(len(b)) {
+		return nil, fmt.Errorf("%w: bad record count", errBadEnvelope)
+	}
+	b = b[k:]
+	recs := make([]engine.Record, 0, n)
+	for i := uint64(0); i < n; i++ {
+		l, k := binary.Uvarint(b)
+		if k <= 0 || l > uint64(len(b)-k) {
+			return nil, fmt.Errorf("%w: record %d of %d is truncated", errBadEnvelope, i, n)
+		}
+		r, err := engine.UnmarshalRecord(b[k : k+int(l)])
+		if err != nil {
+			return nil, fmt.Errorf("%w: record %d of %d: %w", errBadEnvelope, i, n, err)
+		}
+		recs = append(recs, r)
+		b = b[k+int(l):]
+	}
+	if len(b) != 0 {
+		return nil, fmt.Errorf("%w: %d bytes after the last record", errBadEnvelope, len(b))
+	}
+	return recs, nil
+}
+
+// applied is what applying one batch to the store produced.
+type applied struct {
+	effects []engine.Effect
+	// states are the committed states of the flows the batch touched, as
+	// of its end.
+	states map[string]*engine.FlowState
+	// envelopes counts the batch's envelopes per flow ID.
+	envelopes map[string]int
+}
+
+// applyBatch applies one log batch to the store (T1): every envelope's
+// records go through engine.Apply on the committed states, in order, and the
+// result is stored atomically with the batch's sequence number. A fence
+// batch only advances the position. It returns the effects and the touched
+// states; replay ignores them.
+func applyBatch(store Store, b wal.Batch) (applied, error) {
+	out := applied{states: map[string]*engine.FlowState{}, envelopes: map[string]int{}}
+	err := store.Apply(b.Seq, func(tx StoreTx) error {
+		for i, raw := range b.Records {
+			recs, err := decodeEnvelope(raw)
+			if err != nil {
+				return fmt.Errorf("batch %d record %d: %w", b.Seq, i, err)
+			}
+			flowID := recs[0].FlowID
+			out.envelopes[flowID]++
+			for _, rec := range recs {
+				st, ok := out.states[rec.FlowID]
+				if !ok {
+					var err error
+					if st, err = tx.Flow(rec.FlowID); err != nil {
+						return fmt.Errorf("batch %d: read flow %q: %w", b.Seq, rec.FlowID, err)
+					}
+				}
+				if _, ok := rec.Body.(engine.FlowStarted); ok && st != nil && st.RunID != rec.RunID {
+					// The previous run ends here (closed by the same Decide
+					// under TERMINATE_IF_RUNNING, or long closed): store its
+					// final state before the new run replaces it as latest.
+					if err := tx.PutFlow(st); err != nil {
+						return fmt.Errorf("batch %d: store flow %q: %w", b.Seq, st.FlowID, err)
+					}
+				}
+				st, eff := engine.Apply(st, rec)
+				out.effects = append(out.effects, eff...)
+				if st != nil {
+					out.states[rec.FlowID] = st
+				}
+			}
+		}
+		for _, st := range out.states {
+			if err := tx.PutFlow(st); err != nil {
+				return fmt.Errorf("batch %d: store flow %q: %w", b.Seq, st.FlowID, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return applied{}, fmt.Errorf("apply batch %d: %w", b.Seq, err)
+	}
+	return out, nil
+}

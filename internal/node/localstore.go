@@ -1,0 +1,68 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/dexzd/dexzd/internal/engine"
+	"github.com/dexzd/dexzd/internal/localstore"
+)
+
+// OpenLocalStore opens the Pebble local store in dir (package localstore)
+// as a Store.
+func OpenLocalStore(dir string, log *slog.Logger) (Store, error) {
+	s, err := localstore.Open(dir, localstore.Options{Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	return pebbleStore{s}, nil
+}
+
+// pebbleStore adapts *localstore.Store: not found is (nil, nil) here.
+type pebbleStore struct{ s *localstore.Store }
+
+var _ Store = pebbleStore{}
+
+func (p pebbleStore) Applied() (uint64, bool) { return p.s.Applied() }
+
+func (p pebbleStore) Apply(seq uint64, fn func(tx StoreTx) error) error {
+	return p.s.Apply(seq, func(tx *localstore.Tx) error { return fn(pebbleTx{tx}) })
+}
+
+func (p pebbleStore) Flow(flowID string) (*engine.FlowState, error) {
+	return notFoundNil(p.s.Flow(flowID))
+}
+
+func (p pebbleStore) Run(flowID, runID string) (*engine.FlowState, error) {
+	return notFoundNil(p.s.Run(flowID, runID))
+}
+
+func (p pebbleStore) ListFlows(q ListQuery) ([]engine.Summary, string, error) {
+	out, next, err := p.s.ListFlows(localstore.ListQuery{FlowType: q.FlowType, Statuses: q.Statuses,
+		StartFrom: q.From, StartTo: q.To, PageSize: q.PageSize, PageToken: q.PageToken})
+	if errors.Is(err, localstore.ErrBadPageToken) {
+		return nil, "", fmt.Errorf("%w: %w", ErrBadPageToken, err)
+	}
+	return out, next, err
+}
+
+func (p pebbleStore) RunningFlows(fn func(st *engine.FlowState) error) error {
+	return p.s.RunningFlows(fn)
+}
+
+func (p pebbleStore) Close() error { return p.s.Close() }
+
+type pebbleTx struct{ tx *localstore.Tx }
+
+func (t pebbleTx) Flow(flowID string) (*engine.FlowState, error) {
+	return notFoundNil(t.tx.Flow(flowID))
+}
+func (t pebbleTx) PutFlow(st *engine.FlowState) error { return t.tx.PutFlow(st) }
+
+func notFoundNil(st *engine.FlowState, err error) (*engine.FlowState, error) {
+	if errors.Is(err, localstore.ErrNotFound) {
+		return nil, nil
+	}
+	return st, err
+}

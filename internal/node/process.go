@@ -1,0 +1,282 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/dexzd/dexzd/internal/blob/fs"
+	"github.com/dexzd/dexzd/internal/config"
+	"github.com/dexzd/dexzd/internal/engine"
+	"github.com/dexzd/dexzd/internal/lease"
+	"github.com/dexzd/dexzd/internal/server"
+	"github.com/dexzd/dexzd/internal/wal"
+)
+
+// RunOptions configures Run.
+type RunOptions struct {
+	Mode    config.Mode    // ModeDev or ModeLocal
+	Config  *config.Config // validated, with flag overrides applied
+	DataDir string
+	Logger  *slog.Logger
+	// Listener, when set, serves the API instead of listening on
+	// Config.API.Listen.
+	Listener net.Listener
+	// OpenStore opens the local store in dir; nil means OpenLocalStore
+	// (Pebble).
+	OpenStore func(dir string) (Store, error)
+	// Ready, when set, is called with the API address once the node serves.
+	Ready func(addr net.Addr)
+	// Abandon, when closed, ends Run the way a crash would: nothing is
+	// drained, flushed or released, and Run returns ErrAbandoned. Tests use
+	// it to restart on the same directory.
+	Abandon <-chan struct{}
+}
+
+// ErrAbandoned is Run's result after RunOptions.Abandon.
+var ErrAbandoned = errors.New("abandoned")
+
+// Run runs a dev or local node on its data directory until ctx ends (a
+// graceful shutdown: drain, flush, release the lease, return nil; K2, L12)
+// or a fatal stop (lease lost, log write limit, fenced: the error; the
+// caller exits with ExitCode, L11).
+//
+// Startup: lock DIR/dev.lock (D2, D4), refuse a directory an abrupt relaxed
+// exit left (D7), open the log store in the durability mode (D5, D6), probe
+// conditional writes (G6), listen, acquire the lease (taken over at once
+// while the lock is held, D3), open the local store, replay the log and
+// write the fence (T1, G2), start the writer under Supervise, recover
+// timers and tasks (T2-T5), serve.
+func Run(ctx context.Context, o RunOptions) (err error) {
+	cfg := o.Config
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if !o.Mode.OnLocalDisk() {
+		return fmt.Errorf("run: mode %q is not dev or local", o.Mode)
+	}
+	dir, err := filepath.Abs(o.DataDir)
+	if err != nil {
+		return fmt.Errorf("data directory: %w", err)
+	}
+	log = log.With("nodeId", cfg.NodeID)
+	var cleanup []func()
+	defer func() {
+		for i := len(cleanup) - 1; i >= 0; i-- {
+			cleanup[i]()
+		}
+	}()
+
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create data directory: %w", err)
+	}
+	lock, err := lockDataDir(dir)
+	if err != nil {
+		return err
+	}
+	cleanup = append(cleanup, lock.release)
+	if !lock.locked {
+		log.Warn("the data directory's filesystem cannot lock files; a lease held by an earlier process is waited out, not taken over",
+			"lockFile", filepath.Join(dir, LockFile), "waitAtMost", cfg.Lease.Duration+lease.ExpiryMargin)
+	}
+	if err := checkRelaxedMarker(dir); err != nil {
+		return err
+	}
+	durability := cfg.Dev.DurabilityMode
+	abrupt := false // set when Run ends the way a crash would
+	if durability == config.DurabilityRelaxed {
+		// Relaxed mode may buffer writes; this implementation does not (it
+		// skips fsync like processCrashSafe), so every exit that runs this
+		// code loses nothing and removes the marker. Only an abrupt end
+		// (SIGKILL, crash, power loss) leaves it (D7).
+		if err := writeRelaxedMarker(dir); err != nil {
+			return err
+		}
+		cleanup = append(cleanup, func() {
+			if !abrupt {
+				if err := removeRelaxedMarker(dir); err != nil {
+					log.Warn("relaxed-mode marker not removed", "err", err)
+				}
+			}
+		})
+	}
+	fsMode := fs.Strict
+	if durability != config.DurabilityStrict {
+		fsMode = fs.ProcessCrashSafe
+	}
+	blobs, err := fs.Open(filepath.Join(dir, LogDir), fsMode)
+	if err != nil {
+		return err
+	}
+	cleanup = append(cleanup, func() { _ = blobs.Close() })
+	layout, err := wal.NewLayout("", cfg.NodeID)
+	if err != nil {
+		return fmt.Errorf("nodeId: %w", err)
+	}
+	if err := wal.ProbeConditionalWrites(ctx, blobs, layout); err != nil {
+		return err
+	}
+
+	var cred string
+	if cfg.Admin.CredentialFile != "" {
+		raw, err := os.ReadFile(cfg.Admin.CredentialFile)
+		if err != nil {
+			return fmt.Errorf("admin.credentialFile: %w", err)
+		}
+		cred = strings.TrimSpace(string(raw))
+	}
+	srv := server.New(server.Options{NodeID: cfg.NodeID, MaxPayloadBytes: cfg.Limits.MaxPayloadBytes,
+		WaitForFlowMax: cfg.Limits.WaitForFlowMax, Logger: log, AdminCredential: cred})
+	lis := o.Listener
+	if lis == nil {
+		if lis, err = net.Listen("tcp", cfg.API.Listen); err != nil {
+			return fmt.Errorf("api.listen: %w", err)
+		}
+	}
+	g := grpc.NewServer(srv.GRPCOptions()...)
+	srv.Register(g)
+	go func() { _ = g.Serve(lis) }()
+	cleanup = append(cleanup, func() { srv.Close(); g.Stop() })
+	log.Info("listening", "addr", lis.Addr().String(), "dataDir", dir, "durability", durability, "leaseDuration", cfg.Lease.Duration)
+
+	processID := lease.NewProcessID()
+	holder, err := lease.Acquire(ctx, lease.Config{
+		Store: blobs, Key: layout.LeaseKey(), NodeID: cfg.NodeID, ProcessID: processID,
+		Duration: cfg.Lease.Duration, FailIfHeld: cfg.Lease.FailIfHeld, TakeOverHeld: lock.locked, Logger: log,
+	})
+	if err != nil {
+		return fmt.Errorf("acquire lease: %w", err)
+	}
+	log = log.With("epoch", holder.Epoch())
+
+	open := o.OpenStore
+	if open == nil {
+		open = func(dir string) (Store, error) { return OpenLocalStore(dir, log) }
+	}
+	stateDir := cfg.LocalStore.Dir
+	if stateDir == "" {
+		stateDir = filepath.Join(dir, StateDir)
+	}
+	store, err := open(stateDir)
+	if err != nil {
+		return fmt.Errorf("open local store: %w", err)
+	}
+	cleanup = append(cleanup, func() { _ = store.Close() })
+	var from uint64
+	if seq, ok := store.Applied(); ok {
+		from = seq + 1
+	}
+	next, err := wal.Fence(ctx, blobs, layout, holder.Epoch(), from, ReplayApply(store))
+	if err != nil {
+		return fmt.Errorf("replay and fence the log: %w", err)
+	}
+	log.Info("log replayed and fenced", "from", from, "fence", next-1)
+
+	maxBatch := 2*srv.MaxMessageBytes() + (1 << 20)
+	core := NewCore(CoreConfig{
+		NodeID: cfg.NodeID, ProcessID: processID, Epoch: holder.Epoch(), Store: store,
+		Engine: engine.New(engine.Config{MaxPayloadBytes: cfg.Limits.MaxPayloadBytes}),
+		Lease:  holder, Logger: log, MaxRecordBytes: maxBatch - 8,
+	})
+	w, err := wal.NewWriter(wal.WriterConfig{Store: blobs, Layout: layout, Epoch: holder.Epoch(), NextSeq: next,
+		OnDurable: core.OnDurable, MaxBatchBytes: maxBatch, Logger: log})
+	if err != nil {
+		return err
+	}
+	core.SetWriter(w)
+	supCtx, cancelSup := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelSup()
+	supDone := make(chan error, 1)
+	go func() { supDone <- Supervise(supCtx, holder, w) }()
+	core.Start(supCtx)
+	if err := core.Recover(ctx); err != nil {
+		core.Stop()
+		_ = w.Stop()
+		if serr := <-supDone; serr != nil {
+			log.Error("supervise", "err", serr)
+		}
+		return err
+	}
+	srv.SetBackend(core)
+	log.Info("serving", "addr", lis.Addr().String())
+	if o.Ready != nil {
+		o.Ready(lis.Addr())
+	}
+
+	select {
+	case <-ctx.Done():
+		return shutdown(log, cfg, srv, g, core, w, holder, supDone)
+	case err := <-supDone:
+		core.Fail(err)
+		srv.Close()
+		core.Stop()
+		g.Stop()
+		return err
+	case <-o.Abandon:
+		abrupt = true
+		srv.Close()
+		g.Stop()
+		core.Stop()
+		cancelSup() // aborts the writer and stops renewing: like a crash
+		if err := <-supDone; err != nil {
+			log.Info("abandoned", "err", err)
+		}
+		return ErrAbandoned
+	}
+}
+
+// shutdown is the graceful stop (K2, L12): stop answering public calls,
+// tell workers to drain and wait up to lifecycle.attemptDrainTimeout for
+// the results of running attempts, end the streams, flush the writer,
+// release the lease.
+func shutdown(log *slog.Logger, cfg *config.Config, srv *server.Server, g *grpc.Server, core *Core,
+	w *wal.Writer, holder *lease.Holder, supDone <-chan error) error {
+	drain := cfg.Lifecycle.AttemptDrainTimeout
+	log.Info("shutting down: draining", "attemptDrainTimeout", drain)
+	core.BeginDrain(server.DrainShutdown, drain, "the server is shutting down")
+	dctx, cancel := context.WithTimeout(context.Background(), drain)
+	var supErr error
+	idle := make(chan error, 1)
+	go func() { idle <- core.WaitIdle(dctx) }()
+	select {
+	case err := <-idle:
+		if err != nil {
+			log.Warn("drain timed out; running attempts will time out and be retried", "err", err)
+		}
+	case supErr = <-supDone:
+		supDone = nil
+	}
+	cancel()
+	srv.Close()
+	core.Stop()
+	stopped := make(chan struct{})
+	go func() { g.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(5 * time.Second):
+		g.Stop()
+	}
+	werr := w.Stop()
+	if supDone != nil {
+		supErr = <-supDone
+	}
+	if err := errors.Join(werr, supErr); err != nil {
+		return err
+	}
+	rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer rcancel()
+	if err := holder.Release(rctx); err != nil {
+		return fmt.Errorf("release lease: %w", err)
+	}
+	log.Info("stopped", "released", true)
+	return nil
+}

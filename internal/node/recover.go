@@ -1,0 +1,100 @@
+package node
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/dexzd/dexzd/internal/engine"
+	"github.com/dexzd/dexzd/internal/server"
+	"github.com/dexzd/dexzd/internal/wal"
+)
+
+// ReplayApply returns the apply function for wal.Fence: each batch found
+// in the log (and the new fence) is applied to the store without effects
+// (T1). Effects of replayed batches are not performed; Recover rebuilds
+// what the serving core needs from the committed state instead.
+func ReplayApply(store Store) func(wal.Batch) error {
+	return func(b wal.Batch) error {
+		_, err := applyBatch(store, b)
+		return err
+	}
+}
+
+// Recover prepares the core to serve after the log was replayed and fenced:
+// it seeds the flow type registry from the running flows' definitions, and
+// for every running flow it arms the durable timers (those due during the
+// outage fire at once, E20, T5), queues the attempts waiting for a worker
+// (T4, and ASYNC attempts whose start was not durable, T3), and submits
+// RecoverAttempts with the new epoch for flows with attempts handed out by
+// an earlier epoch (T2) and waits until that is durable. Then the core
+// starts answering public calls. The writer must be running.
+func (c *Core) Recover(ctx context.Context) error {
+	var stale []string
+	var timers, tasks int
+	seeded := map[string]*engine.FlowState{}
+	err := c.cfg.Store.RunningFlows(func(st *engine.FlowState) error {
+		if st.Definition != nil {
+			if prev := seeded[st.FlowType]; prev == nil || st.StartedAt.After(prev.StartedAt) {
+				seeded[st.FlowType] = st
+			}
+		}
+		for _, t := range st.Timers() {
+			c.timers.arm(t)
+			timers++
+		}
+		for _, r := range st.PendingTasks() {
+			c.disp.enqueue(r)
+			tasks++
+		}
+		for _, s := range st.Steps {
+			if s.Phase != engine.PhaseWaiting && s.Attempt.State == engine.AttemptRunning && s.Attempt.Epoch < c.cfg.Epoch {
+				stale = append(stale, st.FlowID)
+				break
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("recover: %w", err)
+	}
+	c.seedDefinitions(seeded)
+	futures := make([]decision, 0, len(stale))
+	for _, id := range stale {
+		d, err := call(ctx, c.seq, func() decision {
+			d, _ := c.seq.decide(id, engine.RecoverAttempts{FlowID: id, Epoch: c.cfg.Epoch})
+			return d
+		})
+		if err != nil {
+			return fmt.Errorf("recover: %w", err)
+		}
+		futures = append(futures, d)
+	}
+	// Serve only once the interrupted attempts are failed durably, so that
+	// no read shows them running under the old epoch.
+	for i, d := range futures {
+		if d.err != nil {
+			c.log.Warn("attempts not recovered", "flowId", stale[i], "err", d.err)
+			continue
+		}
+		if err := d.result(ctx); err != nil {
+			return fmt.Errorf("recover attempts: %w", err)
+		}
+	}
+	c.log.Info("recovered", "timers", timers, "pendingTasks", tasks, "flowsWithInterruptedAttempts", len(stale))
+	c.serving.Store(true)
+	return nil
+}
+
+// seedDefinitions registers, for each flow type with running flows, the
+// definition of its latest started run, so that flows started after a
+// restart but before a worker of the type reconnects still get one (a
+// worker's Hello then replaces it).
+func (c *Core) seedDefinitions(latest map[string]*engine.FlowState) {
+	c.defs.mu.Lock()
+	defer c.defs.mu.Unlock()
+	for typ, st := range latest {
+		if _, ok := c.defs.m[typ]; !ok {
+			c.defs.m[typ] = server.FlowTypeDecl{Definition: st.Definition, Defaults: st.Config}
+		}
+	}
+}

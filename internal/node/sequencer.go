@@ -1,0 +1,219 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/dexzd/dexzd/internal/engine"
+	"github.com/dexzd/dexzd/internal/wal"
+)
+
+// The sequencer is the single goroutine that decides. Every command (client
+// calls, worker results, timers, task starts) runs on it: it loads the
+// flow's head state, calls engine.Decide, applies the records to the head
+// copy and submits them to the log writer as one envelope, so the next
+// command of the same flow sees them even before they are durable. Callers
+// wait for the envelope's future: it completes after the batch is durable
+// and applied to the local store (G3).
+//
+// Head states: a flow with envelopes in flight has a head in memory, ahead
+// of the local store; every other flow's head is its committed state in the
+// local store. When the writer has applied a batch (OnDurable) it posts the
+// envelope counts back here, and a head whose envelopes are all committed is
+// dropped: the store then holds exactly that state.
+type sequencer struct {
+	eng       *engine.Engine
+	store     Store
+	clock     Clock
+	submit    func(record []byte) wal.Future
+	maxRecord int
+
+	mu      sync.Mutex
+	queue   []func()
+	wake    chan struct{}
+	stopped chan struct{} // closed when run returns
+
+	// Owned by the run goroutine.
+	heads  map[string]*head
+	broken error
+}
+
+type head struct {
+	st       *engine.FlowState
+	inflight int        // envelopes submitted and not yet applied to the store
+	last     wal.Future // the latest of them
+}
+
+func newSequencer(eng *engine.Engine, store Store, clock Clock, submit func([]byte) wal.Future, maxRecord int) *sequencer {
+	return &sequencer{
+		eng: eng, store: store, clock: clock, submit: submit, maxRecord: maxRecord,
+		wake: make(chan struct{}, 1), stopped: make(chan struct{}), heads: map[string]*head{},
+	}
+}
+
+// post queues fn to run on the sequencer goroutine. It never blocks.
+func (s *sequencer) post(fn func()) {
+	s.mu.Lock()
+	s.queue = append(s.queue, fn)
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run executes posted functions in order until ctx ends.
+func (s *sequencer) run(ctx context.Context) {
+	defer close(s.stopped)
+	for {
+		s.mu.Lock()
+		q := s.queue
+		s.queue = nil
+		s.mu.Unlock()
+		for _, fn := range q {
+			fn()
+		}
+		select {
+		case <-s.wake:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// call runs fn on the sequencer and returns its result, or an error when
+// ctx ends or the sequencer stopped first.
+func call[T any](ctx context.Context, s *sequencer, fn func() T) (T, error) {
+	ch := make(chan T, 1)
+	s.post(func() { ch <- fn() })
+	var zero T
+	select {
+	case v := <-ch:
+		return v, nil
+	case <-ctx.Done():
+		return zero, ctx.Err()
+	case <-s.stopped:
+		return zero, ErrNotServing
+	}
+}
+
+// decision is the outcome of one decide.
+type decision struct {
+	recs   []engine.Record
+	fut    wal.Future // valid when wait is set
+	wait   bool
+	runID  string // the head's run after the records
+	status engine.Status
+	err    error
+}
+
+// result waits for the decision's future, if any.
+func (d decision) result(ctx context.Context) error {
+	if d.err != nil || !d.wait {
+		return d.err
+	}
+	if _, err := d.fut.Wait(ctx); err != nil {
+		return fmt.Errorf("%w: %w", ErrNotServing, err)
+	}
+	return nil
+}
+
+// load returns the flow's head state: the in-memory head, or the committed
+// state from the store.
+func (s *sequencer) load(flowID string) (*engine.FlowState, *head, error) {
+	if h := s.heads[flowID]; h != nil {
+		return h.st, h, nil
+	}
+	st, err := s.store.Flow(flowID)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read flow %q: %w", flowID, err)
+	}
+	return st, nil, nil
+}
+
+// peek returns the flow's head state for reading on the sequencer goroutine;
+// the caller must not keep or modify it.
+func (s *sequencer) peek(flowID string) (*engine.FlowState, error) {
+	st, _, err := s.load(flowID)
+	return st, err
+}
+
+// decide decides cmd against the flow's head state, applies the records to
+// the head and submits them as one envelope. It returns the decision and the
+// head state before the command (nil when the flow ID has none), which only
+// the sequencer goroutine may read. A command that changes nothing waits for
+// the flow's latest envelope in flight, so that its answer too is based on
+// durable state only.
+func (s *sequencer) decide(flowID string, cmd engine.Command) (decision, *engine.FlowState) {
+	if s.broken != nil {
+		return decision{err: s.broken}, nil
+	}
+	st, h, err := s.load(flowID)
+	if err != nil {
+		return decision{err: err}, nil
+	}
+	recs, err := s.eng.Decide(st, cmd, s.clock.Now())
+	if err != nil {
+		return decision{err: err}, st
+	}
+	if len(recs) == 0 {
+		d := decision{}
+		if st != nil {
+			d.runID, d.status = st.RunID, st.Status
+		}
+		if h != nil {
+			d.fut, d.wait = h.last, true
+		}
+		return d, st
+	}
+	data, err := encodeEnvelope(recs)
+	if err != nil {
+		return decision{err: err}, st
+	}
+	if len(data) > s.maxRecord {
+		return decision{err: &engine.Error{Code: engine.CodeResourceExhausted, Field: "request",
+			Message: fmt.Sprintf("the change is %d bytes encoded, above the log record limit of %d bytes", len(data), s.maxRecord)}}, st
+	}
+	for _, r := range recs {
+		st, _ = engine.Apply(st, r)
+	}
+	fut := s.submit(data)
+	select {
+	case <-fut.Done():
+		if _, err := fut.Result(); err != nil {
+			// Refused at once: the writer stopped. The heads may now be
+			// ahead of the log; decide nothing more.
+			s.broken = fmt.Errorf("%w: %w", ErrNotServing, err)
+			return decision{err: s.broken}, nil
+		}
+	default:
+	}
+	if h == nil {
+		h = &head{}
+		s.heads[flowID] = h
+	}
+	h.st, h.last = st, fut
+	h.inflight++
+	return decision{recs: recs, fut: fut, wait: true, runID: st.RunID, status: st.Status}, st
+}
+
+// committed is posted by OnDurable after a batch was applied to the store:
+// n envelopes of flowID are now committed.
+func (s *sequencer) committed(flowID string, n int) {
+	h := s.heads[flowID]
+	if h == nil {
+		return
+	}
+	h.inflight -= n
+	if h.inflight <= 0 {
+		delete(s.heads, flowID)
+	}
+}
+
+// forEachHead calls fn for every head state in memory.
+func (s *sequencer) forEachHead(fn func(flowID string, st *engine.FlowState)) {
+	for id, h := range s.heads {
+		fn(id, h.st)
+	}
+}

@@ -1,0 +1,230 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/dexzd/dexzd/internal/engine"
+	"github.com/dexzd/dexzd/internal/server"
+)
+
+// session is one worker stream registered with the dispatcher.
+type session struct {
+	c        *Core
+	id       string
+	workerID string
+	types    map[string]bool
+	max      int
+
+	// inflight maps the session's reserved and running tasks to the time
+	// their slot expires; guarded by the dispatcher's mutex.
+	inflight map[taskKey]time.Time
+	closed   bool // guarded by the dispatcher's mutex
+
+	mu     sync.Mutex
+	out    []server.Outgoing
+	notify chan struct{}
+	done   chan struct{}
+	once   sync.Once
+}
+
+var _ server.Session = (*session)(nil)
+
+// OpenSession implements server.Backend: it registers the worker's flow
+// types (the latest declaration wins), sets the definition of running flows
+// that were started without one, and adds the session to the dispatcher.
+func (c *Core) OpenSession(_ context.Context, h server.WorkerHello) (server.Session, error) {
+	if !c.Serving() {
+		return nil, ErrNotServing
+	}
+	s := &session{
+		c: c, id: fmt.Sprintf("%d-%s", c.cfg.Epoch, strconv.FormatUint(c.rpcSeq.Add(1), 10)), workerID: h.WorkerID,
+		types: map[string]bool{}, max: max(h.MaxConcurrent, 1), inflight: map[taskKey]time.Time{},
+		notify: make(chan struct{}, 1), done: make(chan struct{}),
+	}
+	for _, ft := range h.FlowTypes {
+		s.types[ft.Definition.Type] = true
+	}
+	c.register(h.FlowTypes)
+	if err := c.disp.add(s); err != nil {
+		return nil, err
+	}
+	c.log.Info("worker connected", "workerId", h.WorkerID, "sessionId", s.id, "flowTypes", len(h.FlowTypes),
+		"maxConcurrentTasks", s.max, "sdk", h.SDKVersion)
+	return s, nil
+}
+
+func (s *session) Welcome() server.Welcome {
+	return server.Welcome{NodeID: s.c.cfg.NodeID, Epoch: s.c.cfg.Epoch, SessionID: s.id,
+		HeartbeatInterval: s.c.cfg.HeartbeatInterval, PingInterval: s.c.cfg.PingInterval}
+}
+
+func (s *session) push(m server.Outgoing) {
+	s.mu.Lock()
+	s.out = append(s.out, m)
+	s.mu.Unlock()
+	select {
+	case s.notify <- struct{}{}:
+	default:
+	}
+}
+
+func (s *session) Notify() <-chan struct{} { return s.notify }
+
+func (s *session) Take() []server.Outgoing {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.out
+	s.out = nil
+	return out
+}
+
+func (s *session) Done() <-chan struct{} { return s.done }
+
+// end ends the session from the server's side.
+func (s *session) end() {
+	s.once.Do(func() { close(s.done) })
+}
+
+// Close implements server.Session.
+func (s *session) Close() {
+	s.c.disp.mu.Lock()
+	s.closed = true
+	s.c.disp.mu.Unlock()
+	s.c.disp.remove(s)
+	s.end()
+	s.c.log.Info("worker disconnected", "workerId", s.workerID, "sessionId", s.id)
+}
+
+// Heartbeat implements server.Session: it extends the slots of the tasks
+// the worker still runs.
+func (s *session) Heartbeat(running []engine.Token) {
+	d := s.c.disp
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	now := s.c.clock.Now()
+	for _, t := range running {
+		k := tokKey(t)
+		if dl, ok := s.inflight[k]; ok && dl.Before(now.Add(reserveGrace)) {
+			s.inflight[k] = now.Add(reserveGrace)
+		}
+	}
+}
+
+// Result implements server.Session (W2).
+func (s *session) Result(ctx context.Context, tok engine.Token, cmd engine.Command) (server.Ack, error) {
+	c := s.c
+	// The slot is freed once the outcome is known, so that a drain waits
+	// for running attempts' results to commit (A3, K2).
+	defer c.disp.finished(s, tokKey(tok))
+	if tok.Epoch != c.cfg.Epoch {
+		return server.Ack{Status: server.AckStaleEpoch,
+			Message: fmt.Sprintf("the task was handed out in epoch %d; this process serves epoch %d", tok.Epoch, c.cfg.Epoch)}, nil
+	}
+	if rr, ok := cmd.(engine.RPCResult); ok {
+		return c.rpcResult(ctx, tok, rr)
+	}
+	type outcome struct {
+		d   decision
+		ack server.Ack
+	}
+	o, err := call(ctx, c.seq, func() outcome {
+		d, st := c.seq.decide(tok.FlowID, cmd)
+		if d.err != nil {
+			return outcome{d: d, ack: classify(d.err, st, tok)}
+		}
+		return outcome{d: d, ack: accepted(d.recs, tok)}
+	})
+	if err != nil {
+		return server.Ack{}, err
+	}
+	if o.d.err != nil {
+		if errors.Is(o.d.err, ErrNotServing) {
+			return server.Ack{}, o.d.err
+		}
+		return o.ack, nil
+	}
+	if err := o.d.result(ctx); err != nil {
+		return server.Ack{}, err
+	}
+	return o.ack, nil
+}
+
+// classify turns the engine's refusal of a result into an ack (W2).
+func classify(err error, st *engine.FlowState, tok engine.Token) server.Ack {
+	msg := err.Error()
+	switch {
+	case errors.Is(err, engine.ErrStaleToken):
+		if st == nil || st.RunID != tok.RunID || !st.Running() || st.Step(tok.StepExecID) == nil {
+			return server.Ack{Status: server.AckCanceled, Message: msg}
+		}
+		return server.Ack{Status: server.AckSuperseded, Message: msg}
+	case engine.CodeOf(err) == engine.CodeInvalidArgument, engine.CodeOf(err) == engine.CodeResourceExhausted:
+		return server.Ack{Status: server.AckInvalid, Message: msg}
+	default:
+		return server.Ack{Status: server.AckUnknownTask, Message: msg}
+	}
+}
+
+// accepted is the ack of a committed result: INVALID when the engine failed
+// the attempt for an invalid result (E28), else ACCEPTED.
+func accepted(recs []engine.Record, tok engine.Token) server.Ack {
+	for _, r := range recs {
+		if f, ok := r.Body.(engine.AttemptFailed); ok && f.StepExecID == tok.StepExecID && f.Attempt == tok.Attempt &&
+			f.Failure.Type == string(engine.ErrInvalidUserFlowCode) {
+			return server.Ack{Status: server.AckInvalid, Message: f.Failure.Message}
+		}
+	}
+	return server.Ack{Status: server.AckAccepted}
+}
+
+// register stores the flow types' declarations and, for the ones that are
+// new or changed, sets the definition of running runs that have none.
+func (c *Core) register(decls []server.FlowTypeDecl) {
+	changed := map[string]*engine.FlowDefinition{}
+	c.defs.mu.Lock()
+	for _, d := range decls {
+		if old, ok := c.defs.m[d.Definition.Type]; !ok || !reflect.DeepEqual(old, d) {
+			c.defs.m[d.Definition.Type] = d
+			changed[d.Definition.Type] = d.Definition
+		}
+	}
+	c.defs.mu.Unlock()
+	if len(changed) == 0 {
+		return
+	}
+	c.seq.post(func() {
+		var ids []string
+		seen := map[string]bool{}
+		c.seq.forEachHead(func(id string, st *engine.FlowState) {
+			seen[id] = true
+			if st.Running() && st.Definition == nil && changed[st.FlowType] != nil {
+				ids = append(ids, id)
+			}
+		})
+		err := c.cfg.Store.RunningFlows(func(st *engine.FlowState) error {
+			if !seen[st.FlowID] && st.Definition == nil && changed[st.FlowType] != nil {
+				ids = append(ids, st.FlowID)
+			}
+			return nil
+		})
+		if err != nil {
+			c.log.Warn("definitions not set on running flows", "err", err)
+		}
+		for _, id := range ids {
+			st, _ := c.seq.peek(id)
+			if st == nil {
+				continue
+			}
+			d, _ := c.seq.decide(id, engine.SetDefinition{FlowID: id, Definition: changed[st.FlowType]})
+			if d.err != nil {
+				c.log.Warn("definition not set", "flowId", id, "err", d.err)
+			}
+		}
+	})
+}

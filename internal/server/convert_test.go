@@ -1,0 +1,115 @@
+package server
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/dexzd/dexzd/api/dexpb"
+	"github.com/dexzd/dexzd/internal/engine"
+)
+
+func TestValues_RoundTripKeepsUnsetApart(t *testing.T) {
+	t.Parallel()
+	cases := []*dexpb.EncodedValue{
+		nil,
+		{},
+		{Encoding: "json", Type: "main.Order", Data: []byte(`{"a":1}`)},
+		{Encoding: "binary", Data: []byte{0, 1}},
+		{Type: "t:with:colons"},
+	}
+	for _, in := range cases {
+		v, err := valueIn("v", in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if in == nil && (v.Type != "" || v.Data != nil) {
+			t.Fatalf("unset value became %+v", v)
+		}
+		out := valueOut(v)
+		if !proto.Equal(in, out) && (in != nil || out != nil) {
+			t.Errorf("%v -> %+v -> %v", in, v, out)
+		}
+	}
+	if _, err := valueIn("input", &dexpb.EncodedValue{Encoding: "a:b"}); err == nil {
+		t.Error("an encoding with ':' must be refused")
+	}
+}
+
+func TestWaits_ConvertBothWays(t *testing.T) {
+	t.Parallel()
+	w := &dexpb.Wait{Kind: &dexpb.Wait_AllOf{AllOf: &dexpb.WaitConditions{Conditions: []*dexpb.WaitCondition{
+		{Id: "t", Condition: &dexpb.WaitCondition_Timer{Timer: &dexpb.TimerCondition{Duration: durationpb.New(time.Minute)}}},
+		{Id: "c", Condition: &dexpb.WaitCondition_Channel{Channel: &dexpb.ChannelCondition{Channel: "ch",
+			Bound: dexpb.ChannelBound_CHANNEL_BOUND_AT_LEAST_AT_MOST, Min: 1, Max: 3}}},
+	}}}}
+	ew, err := waitIn(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ew.Mode != engine.AllOf || *ew.Conditions[0].Timer != time.Minute || ew.Conditions[1].Channel.N != 1 || ew.Conditions[1].Channel.M != 3 {
+		t.Fatalf("waitIn = %+v", ew)
+	}
+	if none, err := waitIn(&dexpb.Wait{}); none != nil || err != nil {
+		t.Fatalf("a Wait without kind = %+v, %v; want no wait", none, err)
+	}
+	if _, err := waitIn(&dexpb.Wait{Kind: &dexpb.Wait_Until{Until: &dexpb.WaitCondition{
+		Condition: &dexpb.WaitCondition_Channel{Channel: &dexpb.ChannelCondition{Channel: "ch"}}}}}); err == nil {
+		t.Fatal("a channel condition without a bound must be refused")
+	}
+	stored := &engine.StoredWait{Mode: engine.AnyOf, Conditions: []engine.StoredCondition{
+		{ID: "t", Kind: engine.CondTimer, TimerIndex: 0, FireAt: time.Unix(100, 0)},
+		{ID: "c", Kind: engine.CondChannel, TimerIndex: -1, Channel: "ch", Bound: engine.ForN, Min: 2, Max: 2, Satisfied: true,
+			Messages: []engine.Message{{Seq: 1, Value: engine.Value{Type: "json:", Data: []byte("1")}}, {Seq: 2}}},
+	}}
+	r := resultsOut(stored)
+	if len(r.GetTimers()) != 1 || r.GetTimers()[0].GetFired() || len(r.GetChannels()) != 1 || r.GetChannels()[0].GetChannelConditionIndex() != 0 ||
+		len(r.GetChannels()[0].GetMessages()) != 2 || r.GetChannels()[0].GetMessages()[0].GetEncoding() != "json" {
+		t.Fatalf("resultsOut = %v", r)
+	}
+	ws := waitStateOut(stored)
+	if !ws.GetSatisfied() || ws.GetTimers()[0].GetStatus() != dexpb.TimerStatus_TIMER_STATUS_CANCELED ||
+		ws.GetChannels()[0].GetConsumedCount() != 2 || ws.GetWait().GetAnyOf() == nil {
+		t.Fatalf("waitStateOut = %v", ws)
+	}
+}
+
+func TestHello_ValidatesAndConverts(t *testing.T) {
+	t.Parallel()
+	ok := &dexpb.Hello{WorkerId: "w", MaxConcurrentTasks: 2, FlowTypes: []*dexpb.FlowTypeDeclaration{{
+		FlowType: "f", Steps: []*dexpb.StepDeclaration{{StepType: "A", HasWaitFor: true, Options: &dexpb.StepOptions{
+			ExecuteFailurePolicy: dexpb.ExecuteFailurePolicy_EXECUTE_FAILURE_POLICY_PROCEED_TO_RECOVERY_STEP, ExecuteRecoveryStepType: "A"}}},
+		RpcNames: []string{"r"}, DefaultStepOptions: &dexpb.StepOptions{WaitFor: &dexpb.StepMethodOptions{
+			Durability: dexpb.AttemptDurability_ATTEMPT_DURABILITY_ASYNC}},
+	}}}
+	h, err := helloIn(ok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	def := h.FlowTypes[0].Definition
+	if def.Type != "f" || !def.Steps["A"].HasWaitFor || def.Steps["A"].Options.RecoveryStep != "A" ||
+		h.FlowTypes[0].Defaults.WaitFor.Durability != engine.ASYNC || h.MaxConcurrent != 2 {
+		t.Fatalf("helloIn = %+v", h)
+	}
+	for field, bad := range map[string]*dexpb.Hello{
+		"hello.workerId":           {MaxConcurrentTasks: 1, FlowTypes: ok.FlowTypes},
+		"hello.maxConcurrentTasks": {WorkerId: "w", FlowTypes: ok.FlowTypes},
+		"hello.flowTypes":          {WorkerId: "w", MaxConcurrentTasks: 1},
+		"hello.flowTypes[1].flowType": {WorkerId: "w", MaxConcurrentTasks: 1,
+			FlowTypes: []*dexpb.FlowTypeDeclaration{{FlowType: "f"}, {FlowType: "f"}}},
+		"hello.flowTypes[0].steps[0].options.executeRecoveryStepType": {WorkerId: "w", MaxConcurrentTasks: 1,
+			FlowTypes: []*dexpb.FlowTypeDeclaration{{FlowType: "f", Steps: []*dexpb.StepDeclaration{{StepType: "A", Options: &dexpb.StepOptions{
+				ExecuteFailurePolicy: dexpb.ExecuteFailurePolicy_EXECUTE_FAILURE_POLICY_PROCEED_TO_RECOVERY_STEP}}}}}},
+	} {
+		_, err := helloIn(bad)
+		var e *engine.Error
+		if err == nil || !asEngine(err, &e) || e.Field != field {
+			t.Errorf("helloIn for %s: %v", field, err)
+		}
+	}
+}
+
+func asEngine(err error, e **engine.Error) bool { return errors.As(err, e) }

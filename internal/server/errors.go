@@ -1,0 +1,95 @@
+package server
+
+import (
+	"context"
+	"errors"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/dexzd/dexzd/api/dexpb"
+	"github.com/dexzd/dexzd/internal/engine"
+)
+
+// This file is the one place where errors become gRPC status codes (E28):
+//
+//	*engine.Error CodeInvalidArgument    INVALID_ARGUMENT, "<field>: <why>"
+//	*engine.Error CodeAlreadyExists      ALREADY_EXISTS (a refused start)
+//	*engine.Error CodeNotFound           NOT_FOUND (unknown flow or run)
+//	*engine.Error CodeFailedPrecondition FAILED_PRECONDITION (a closed flow, a
+//	                                     timer not pending); an RPC's invalid
+//	                                     result carries a WorkerError detail
+//	                                     of type INVALID_USER_FLOW_CODE
+//	*engine.Error CodeResourceExhausted  RESOURCE_EXHAUSTED (a value above
+//	                                     limits.maxPayloadBytes)
+//	*WorkerError                         FAILED_PRECONDITION + WorkerError detail
+//	ErrNotServing                        UNAVAILABLE: only when this process
+//	                                     cannot serve (lease, drain, standby)
+//	context.DeadlineExceeded             DEADLINE_EXCEEDED (an expired long
+//	                                     poll or RPC wait)
+//	context.Canceled                     CANCELLED
+//	anything else                        INTERNAL
+
+// statusOf maps err to a gRPC status error.
+func statusOf(err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	var we *WorkerError
+	if errors.As(err, &we) {
+		return withWorkerError(codes.FailedPrecondition, we.Error(), &dexpb.WorkerError{
+			ErrorType: we.Failure.Type, Message: we.Failure.Message, Stack: we.Failure.Stack})
+	}
+	var ee *engine.Error
+	switch {
+	case errors.Is(err, ErrNotServing):
+		return status.Error(codes.Unavailable, err.Error())
+	case errors.As(err, &ee):
+		return engineStatus(ee)
+	case errors.Is(err, context.DeadlineExceeded):
+		return status.Error(codes.DeadlineExceeded, err.Error())
+	case errors.Is(err, context.Canceled):
+		return status.Error(codes.Canceled, err.Error())
+	default:
+		return status.Error(codes.Internal, err.Error())
+	}
+}
+
+func engineStatus(e *engine.Error) error {
+	msg := e.Message
+	if e.Field != "" {
+		msg = e.Field + ": " + msg
+	}
+	switch e.Code {
+	case engine.CodeInvalidArgument:
+		return status.Error(codes.InvalidArgument, msg)
+	case engine.CodeAlreadyExists:
+		return status.Error(codes.AlreadyExists, msg)
+	case engine.CodeNotFound:
+		return status.Error(codes.NotFound, msg)
+	case engine.CodeFailedPrecondition:
+		if errors.Is(e, engine.ErrInvalidUserCode) {
+			return withWorkerError(codes.FailedPrecondition, msg, &dexpb.WorkerError{
+				ErrorType: string(engine.ErrInvalidUserFlowCode), Message: msg})
+		}
+		return status.Error(codes.FailedPrecondition, msg)
+	case engine.CodeResourceExhausted:
+		return status.Error(codes.ResourceExhausted, msg)
+	default:
+		return status.Error(codes.Internal, msg)
+	}
+}
+
+func withWorkerError(c codes.Code, msg string, detail *dexpb.WorkerError) error {
+	st, err := status.New(c, msg).WithDetails(detail)
+	if err != nil {
+		return status.Error(c, msg)
+	}
+	return st.Err()
+}
+
+// unavailable is the answer of a process that cannot serve.
+func unavailable() error { return status.Error(codes.Unavailable, ErrNotServing.Error()) }

@@ -1,0 +1,127 @@
+// Package server is the gRPC surface of a node: the handlers of
+// dex.FlowService, dex.WorkerTaskService and dex.AdminService, the standard
+// grpc.health.v1 service, the conversion between the protobuf contract and
+// the engine's types, and the mapping of errors to status codes (errors.go).
+//
+// The handlers hold no state of their own. They consult the Backend of the
+// serving instance (package node) on every call: while there is none, or it
+// is not serving (standby, draining, lease no longer valid), public calls
+// answer UNAVAILABLE and the readiness names NOT_SERVING at once (H2, L15).
+package server
+
+import (
+	"log/slog"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/dexzd/dexzd/api/dexpb"
+)
+
+// Options configures the server.
+type Options struct {
+	// NodeID is the node's ID; StepDown checks it (A2).
+	NodeID string
+	// MaxPayloadBytes is limits.maxPayloadBytes; it sizes the largest
+	// message accepted.
+	MaxPayloadBytes int
+	// WaitForFlowMax caps a WaitForFlow long poll (E25).
+	WaitForFlowMax time.Duration
+	// AdminCredential, when set, is the token AdminService calls must send
+	// as "authorization: Bearer <token>" metadata (A9).
+	AdminCredential string
+	// WatchInterval is how often a health Watch re-evaluates; 0 means
+	// 200 ms.
+	WatchInterval time.Duration
+	Logger        *slog.Logger
+}
+
+// Server holds the services. Register them on a grpc.Server created with
+// GRPCOptions; SetBackend when an instance starts serving.
+type Server struct {
+	opts    Options
+	log     *slog.Logger
+	backend atomic.Pointer[backendBox]
+
+	closeOnce sync.Once
+	closed    chan struct{}
+}
+
+type backendBox struct{ b Backend }
+
+// New returns a server without a backend: every public call answers
+// UNAVAILABLE until SetBackend.
+func New(opts Options) *Server {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.MaxPayloadBytes <= 0 {
+		opts.MaxPayloadBytes = 4 << 20
+	}
+	if opts.WaitForFlowMax <= 0 {
+		opts.WaitForFlowMax = 60 * time.Second
+	}
+	if opts.WatchInterval <= 0 {
+		opts.WatchInterval = 200 * time.Millisecond
+	}
+	return &Server{opts: opts, log: opts.Logger, closed: make(chan struct{})}
+}
+
+// MaxMessageBytes is the largest request the server accepts: room for
+// several values at the payload limit (a start's input and attributes, a
+// result's staged writes). Workers and clients should accept answers of at
+// least this size too (a task carries every attribute of its flow).
+func (s *Server) MaxMessageBytes() int {
+	return min(16*s.opts.MaxPayloadBytes+(1<<20), math.MaxInt32)
+}
+
+// GRPCOptions are the options the grpc.Server must be created with.
+func (s *Server) GRPCOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(s.MaxMessageBytes()),
+		grpc.MaxSendMsgSize(math.MaxInt32),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+	}
+}
+
+// Register registers every service on g.
+func (s *Server) Register(g *grpc.Server) {
+	dexpb.RegisterFlowServiceServer(g, &flowService{s: s})
+	dexpb.RegisterWorkerTaskServiceServer(g, &workerService{s: s})
+	dexpb.RegisterAdminServiceServer(g, &adminService{s: s})
+	grpc_health_v1.RegisterHealthServer(g, &healthService{s: s})
+}
+
+// SetBackend makes b the serving instance; nil removes it.
+func (s *Server) SetBackend(b Backend) {
+	if b == nil {
+		s.backend.Store(nil)
+		return
+	}
+	s.backend.Store(&backendBox{b})
+}
+
+// Close ends the long-lived streams (health Watch, worker streams) so that
+// a graceful stop of the grpc.Server does not wait for them.
+func (s *Server) Close() { s.closeOnce.Do(func() { close(s.closed) }) }
+
+// active returns the backend if it is serving, else UNAVAILABLE.
+func (s *Server) active() (Backend, error) {
+	box := s.backend.Load()
+	if box == nil || !box.b.Serving() {
+		return nil, unavailable()
+	}
+	return box.b, nil
+}
+
+// serving reports whether a backend is serving now.
+func (s *Server) serving() bool {
+	_, err := s.active()
+	return err == nil
+}

@@ -1,0 +1,308 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/dexzd/dexzd/api/dexpb"
+	"github.com/dexzd/dexzd/internal/engine"
+)
+
+// workerService is dex.WorkerTaskService (W1-W5).
+type workerService struct {
+	dexpb.UnimplementedWorkerTaskServiceServer
+	s *Server
+}
+
+// PollWorkerTask runs one worker session. The handler goroutine sends
+// (tasks, drains, acks, pings); a receiver goroutine reads the worker's
+// messages and commits each result in its own goroutine, so that a slow
+// commit does not hold up the others; its ack is sent once the outcome is
+// durable or refused (W2).
+func (w *workerService) PollWorkerTask(stream dexpb.WorkerTaskService_PollWorkerTaskServer) error {
+	b, err := w.s.active()
+	if err != nil {
+		return err
+	}
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	hello := first.GetHello()
+	if hello == nil {
+		return status.Error(codes.InvalidArgument, "hello: the first message must be a Hello")
+	}
+	wh, err := helloIn(hello)
+	if err != nil {
+		return statusOf(err)
+	}
+	ctx := stream.Context()
+	sess, err := b.OpenSession(ctx, wh)
+	if err != nil {
+		return statusOf(err)
+	}
+	defer sess.Close()
+	wel := sess.Welcome()
+	if err := stream.Send(&dexpb.PollWorkerTaskResponse{Message: &dexpb.PollWorkerTaskResponse_Welcome{Welcome: &dexpb.Welcome{
+		NodeId: wel.NodeID, NodeEpoch: wel.Epoch, SessionId: wel.SessionID,
+		HeartbeatInterval: durationpb.New(wel.HeartbeatInterval), PingInterval: durationpb.New(wel.PingInterval)}}}); err != nil {
+		return err
+	}
+
+	acks := make(chan *dexpb.TaskAck, 16)
+	recvErr := make(chan error, 1)
+	var pending sync.WaitGroup // result commits whose ack is not queued yet
+	go func() { recvErr <- w.receive(stream, sess, acks, &pending) }()
+	// flush sends the acks of results that were committing when the
+	// session ended, so a drained worker learns that its results counted.
+	flush := func() {
+		done := make(chan struct{})
+		go func() { pending.Wait(); close(done) }()
+		timeout := time.After(10 * time.Second)
+		for {
+			select {
+			case a := <-acks:
+				if stream.Send(&dexpb.PollWorkerTaskResponse{Message: &dexpb.PollWorkerTaskResponse_TaskAck{TaskAck: a}}) != nil {
+					return
+				}
+			case <-done:
+				for {
+					select {
+					case a := <-acks:
+						_ = stream.Send(&dexpb.PollWorkerTaskResponse{Message: &dexpb.PollWorkerTaskResponse_TaskAck{TaskAck: a}})
+					default:
+						return
+					}
+				}
+			case <-timeout:
+				return
+			}
+		}
+	}
+
+	ping := time.NewTicker(wel.PingInterval)
+	defer ping.Stop()
+	var nonce uint64
+	lastSend := time.Now()
+	send := func(m *dexpb.PollWorkerTaskResponse) error {
+		lastSend = time.Now()
+		return stream.Send(m)
+	}
+	for {
+		select {
+		case <-sess.Notify():
+			for _, m := range sess.Take() {
+				var err error
+				switch {
+				case m.Task != nil:
+					err = send(&dexpb.PollWorkerTaskResponse{Message: &dexpb.PollWorkerTaskResponse_Task{Task: taskOut(m.Task)}})
+				case m.Drain != nil:
+					err = send(&dexpb.PollWorkerTaskResponse{Message: &dexpb.PollWorkerTaskResponse_Drain{Drain: drainOut(m.Drain)}})
+				}
+				if err != nil {
+					return err
+				}
+			}
+		case a := <-acks:
+			if err := send(&dexpb.PollWorkerTaskResponse{Message: &dexpb.PollWorkerTaskResponse_TaskAck{TaskAck: a}}); err != nil {
+				return err
+			}
+		case <-ping.C:
+			if time.Since(lastSend) >= wel.PingInterval {
+				nonce++
+				if err := send(&dexpb.PollWorkerTaskResponse{Message: &dexpb.PollWorkerTaskResponse_Ping{Ping: &dexpb.Ping{Nonce: nonce}}}); err != nil {
+					return err
+				}
+			}
+		case err := <-recvErr:
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		case <-sess.Done():
+			flush()
+			return status.Error(codes.Unavailable, "this process stopped serving the worker stream; reconnect")
+		case <-w.s.closed:
+			flush()
+			return status.Error(codes.Unavailable, "the server is shutting down; reconnect")
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// receive reads the worker's messages until the stream ends.
+func (w *workerService) receive(stream dexpb.WorkerTaskService_PollWorkerTaskServer, sess Session, acks chan<- *dexpb.TaskAck,
+	pending *sync.WaitGroup) error {
+	ctx := stream.Context()
+	reply := func(token []byte, a Ack) {
+		select {
+		case acks <- ackOut(token, a):
+		case <-ctx.Done():
+		}
+	}
+	for {
+		req, err := stream.Recv()
+		if err != nil {
+			return err
+		}
+		switch m := req.GetMessage().(type) {
+		case *dexpb.PollWorkerTaskRequest_TaskResult:
+			token := m.TaskResult.GetTaskToken()
+			tok, err := engine.DecodeToken(token)
+			if err != nil {
+				go reply(token, Ack{Status: AckUnknownTask, Message: "malformed task token"})
+				continue
+			}
+			r := m.TaskResult
+			pending.Add(1)
+			go func() {
+				defer pending.Done()
+				a, err := w.commit(ctx, sess, tok, r)
+				if err == nil {
+					reply(token, a)
+				}
+			}()
+		case *dexpb.PollWorkerTaskRequest_TaskFailure:
+			f := m.TaskFailure
+			token := f.GetTaskToken()
+			tok, err := engine.DecodeToken(token)
+			if err != nil {
+				go reply(token, Ack{Status: AckUnknownTask, Message: "malformed task token"})
+				continue
+			}
+			failure := engine.Failure{Type: f.GetErrorType(), Message: f.GetMessage(), Stack: f.GetStack()}
+			if tok.Method == engine.MethodRPC {
+				go reply(token, sess.RPCFailed(tok, failure))
+				continue
+			}
+			cmd := engine.TaskFailed{Token: tok, Failure: failure}
+			if ra := f.GetRetryAfter(); ra != nil {
+				d := max(ra.AsDuration(), 0)
+				cmd.RetryAfter = &d
+			}
+			pending.Add(1)
+			go func() {
+				defer pending.Done()
+				a, err := sess.Result(ctx, tok, cmd)
+				if err == nil {
+					reply(token, a)
+				}
+			}()
+		case *dexpb.PollWorkerTaskRequest_Heartbeat:
+			var toks []engine.Token
+			for _, raw := range m.Heartbeat.GetRunningTaskTokens() {
+				if t, err := engine.DecodeToken(raw); err == nil {
+					toks = append(toks, t)
+				}
+			}
+			sess.Heartbeat(toks)
+		case *dexpb.PollWorkerTaskRequest_Pong:
+		case *dexpb.PollWorkerTaskRequest_Hello:
+			return status.Error(codes.InvalidArgument, "hello: sent twice on one stream")
+		default:
+			return status.Error(codes.InvalidArgument, "message: exactly one must be set")
+		}
+	}
+}
+
+// commit converts a result and commits it. A result that does not match
+// its task's kind, or does not convert, fails the attempt with
+// INVALID_USER_FLOW_CODE (or, for an RPC, is the caller's error) (E28).
+func (w *workerService) commit(ctx context.Context, sess Session, tok engine.Token, r *dexpb.TaskResult) (Ack, error) {
+	cmd, err := resultIn(tok, r)
+	if err != nil {
+		f := engine.Failure{Type: string(engine.ErrInvalidUserFlowCode), Message: err.Error()}
+		if tok.Method == engine.MethodRPC {
+			a := sess.RPCFailed(tok, f)
+			if a.Status == AckAccepted {
+				a = Ack{Status: AckInvalid, Message: f.Message}
+			}
+			return a, nil
+		}
+		cmd = engine.TaskFailed{Token: tok, Failure: f}
+	}
+	return sess.Result(ctx, tok, cmd)
+}
+
+// resultIn converts a TaskResult for tok's method.
+func resultIn(tok engine.Token, r *dexpb.TaskResult) (engine.Command, error) {
+	staged, err := stagedIn("writes", r.GetWrites())
+	if err != nil {
+		return nil, err
+	}
+	switch res := r.GetResult().(type) {
+	case *dexpb.TaskResult_WaitFor:
+		if tok.Method != engine.MethodWaitFor {
+			break
+		}
+		wait, err := waitIn(res.WaitFor.GetWait())
+		if err != nil {
+			return nil, err
+		}
+		return engine.WaitForResult{Token: tok, Wait: wait, Staged: staged}, nil
+	case *dexpb.TaskResult_Execute:
+		if tok.Method != engine.MethodExecute {
+			break
+		}
+		dec, err := decisionIn(res.Execute.GetDecision())
+		if err != nil {
+			return nil, err
+		}
+		return engine.ExecuteResult{Token: tok, Decision: dec, Staged: staged}, nil
+	case *dexpb.TaskResult_Rpc:
+		if tok.Method != engine.MethodRPC {
+			break
+		}
+		out, err := valueIn("rpc.output", res.Rpc.GetOutput())
+		if err != nil {
+			return nil, err
+		}
+		ms, err := movementsIn("rpc.movements", res.Rpc.GetMovements())
+		if err != nil {
+			return nil, err
+		}
+		return engine.RPCResult{Token: tok, Output: out, Staged: staged, Movements: ms}, nil
+	}
+	return nil, fmt.Errorf("result: a %s task needs a %s result", tok.Method, tok.Method)
+}
+
+func ackOut(token []byte, a Ack) *dexpb.TaskAck {
+	out := &dexpb.TaskAck{TaskToken: token, Message: a.Message}
+	switch a.Status {
+	case AckAccepted:
+		out.Status = dexpb.TaskAckStatus_TASK_ACK_STATUS_ACCEPTED
+	case AckInvalid:
+		out.Status = dexpb.TaskAckStatus_TASK_ACK_STATUS_INVALID
+	case AckStaleEpoch:
+		out.Status = dexpb.TaskAckStatus_TASK_ACK_STATUS_STALE_EPOCH
+	case AckCanceled:
+		out.Status = dexpb.TaskAckStatus_TASK_ACK_STATUS_CANCELED
+	case AckSuperseded:
+		out.Status = dexpb.TaskAckStatus_TASK_ACK_STATUS_SUPERSEDED
+	default:
+		out.Status = dexpb.TaskAckStatus_TASK_ACK_STATUS_UNKNOWN_TASK
+	}
+	return out
+}
+
+func drainOut(d *Drain) *dexpb.Drain {
+	out := &dexpb.Drain{Timeout: durOut(d.Timeout), Message: d.Message}
+	switch d.Reason {
+	case DrainShutdown:
+		out.Reason = dexpb.DrainReason_DRAIN_REASON_SHUTDOWN
+	case DrainStepDown:
+		out.Reason = dexpb.DrainReason_DRAIN_REASON_STEP_DOWN
+	case DrainLeaseLost:
+		out.Reason = dexpb.DrainReason_DRAIN_REASON_LEASE_LOST
+	}
+	return out
+}
