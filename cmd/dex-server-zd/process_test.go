@@ -1,17 +1,10 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"errors"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -26,130 +19,27 @@ import (
 	"github.com/dexzd/dexzd/internal/blob/fs"
 	"github.com/dexzd/dexzd/internal/lease"
 	"github.com/dexzd/dexzd/internal/node"
+	"github.com/dexzd/dexzd/internal/testproc"
 	"github.com/dexzd/dexzd/internal/wal"
 )
 
-// Process tests: they build the real binary and drive it with signals.
-
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
-func binary(t *testing.T) string {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("process tests build and run the binary")
-	}
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "dex-server-zd-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "dex-server-zd")
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
-		if err != nil {
-			buildErr = errors.New(string(out))
-		}
-	})
-	if buildErr != nil {
-		t.Fatalf("build: %v", buildErr)
-	}
-	return binPath
-}
+// Process tests: they build the real binary and drive it with signals
+// through internal/testproc.
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binPath != "" {
-		_ = os.RemoveAll(filepath.Dir(binPath))
-	}
+	testproc.Cleanup()
 	os.Exit(code)
 }
 
-// proc is one dex-server-zd process.
-type proc struct {
-	cmd    *exec.Cmd
-	mu     sync.Mutex
-	stderr bytes.Buffer
-	addr   chan string
-	exited chan struct{}
-	code   int
-}
+// proc adapts testproc.Proc with the timeouts these tests use.
+type proc struct{ *testproc.Proc }
 
-var servingLine = regexp.MustCompile(`msg=serving .*addr=([0-9.:]+)`)
+func start(t *testing.T, args ...string) proc { return proc{testproc.Start(t, args...)} }
 
-func start(t *testing.T, args ...string) *proc {
-	t.Helper()
-	p := &proc{cmd: exec.Command(binary(t), args...), addr: make(chan string, 1), exited: make(chan struct{})}
-	pipe, err := p.cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		sc := bufio.NewScanner(pipe)
-		for sc.Scan() {
-			line := sc.Text()
-			p.mu.Lock()
-			p.stderr.WriteString(line + "\n")
-			p.mu.Unlock()
-			if m := servingLine.FindStringSubmatch(line); m != nil {
-				p.addr <- m[1]
-			}
-		}
-		_, _ = io.Copy(io.Discard, pipe)
-		err := p.cmd.Wait()
-		var ee *exec.ExitError
-		switch {
-		case errors.As(err, &ee):
-			p.code = ee.ExitCode()
-		case err != nil:
-			p.code = -1
-		}
-		close(p.exited)
-	}()
-	t.Cleanup(func() {
-		_ = p.cmd.Process.Kill()
-		<-p.exited
-	})
-	return p
-}
-
-func (p *proc) log() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.stderr.String()
-}
-
-// serving waits until the process serves and returns its address.
-func (p *proc) serving(t *testing.T) string {
-	t.Helper()
-	select {
-	case a := <-p.addr:
-		return a
-	case <-p.exited:
-		t.Fatalf("process exited with %d before serving:\n%s", p.code, p.log())
-	case <-time.After(20 * time.Second):
-		t.Fatalf("process not serving within 20s:\n%s", p.log())
-	}
-	return ""
-}
-
-// wait waits for the exit and returns the status.
-func (p *proc) wait(t *testing.T) int {
-	t.Helper()
-	select {
-	case <-p.exited:
-		return p.code
-	case <-time.After(20 * time.Second):
-		t.Fatalf("process did not exit within 20s:\n%s", p.log())
-	}
-	return 0
-}
+func (p proc) serving(t *testing.T) string { return p.Serving(t, 20*time.Second) }
+func (p proc) wait(t *testing.T) int       { return p.Wait(t, 20*time.Second) }
+func (p proc) log() string                 { return p.Log() }
 
 func dial(t *testing.T, addr string) *grpc.ClientConn {
 	t.Helper()
@@ -193,7 +83,7 @@ func TestProcess_SecondProcessOnTheDirectoryFails(t *testing.T) {
 	if !strings.Contains(p2.log(), filepath.Join(dir, "dev.lock")) {
 		t.Fatalf("the error does not name dev.lock:\n%s", p2.log())
 	}
-	_ = p1.cmd.Process.Signal(syscall.SIGTERM)
+	p1.Signal(t, syscall.SIGTERM)
 	if code := p1.wait(t); code != 0 {
 		t.Fatalf("first process exited %d:\n%s", code, p1.log())
 	}
@@ -212,7 +102,7 @@ func TestProcess_SigtermReleasesAndSigkillRestartDoesNotWait(t *testing.T) {
 	if _, err := dexpb.NewFlowServiceClient(conn).StartFlow(ctx, &dexpb.StartFlowRequest{FlowType: "x", FlowId: "f-1"}); err != nil {
 		t.Fatal(err)
 	}
-	_ = p1.cmd.Process.Signal(syscall.SIGTERM)
+	p1.Signal(t, syscall.SIGTERM)
 	if code := p1.wait(t); code != 0 {
 		t.Fatalf("SIGTERM: exit %d:\n%s", code, p1.log())
 	}
@@ -235,7 +125,7 @@ func TestProcess_SigtermReleasesAndSigkillRestartDoesNotWait(t *testing.T) {
 		r.GetStatus() != grpc_health_v1.HealthCheckResponse_SERVING {
 		t.Fatalf("health = %v, %v", r, err)
 	}
-	_ = p2.cmd.Process.Kill()
+	p2.Signal(t, syscall.SIGKILL)
 	p2.wait(t)
 	if rec := readLease(t, dir); rec.Released || rec.Epoch != 2 {
 		t.Fatalf("lease after SIGKILL = %+v, want held epoch 2", rec)
@@ -257,7 +147,7 @@ func TestProcess_SigtermReleasesAndSigkillRestartDoesNotWait(t *testing.T) {
 	if err != nil || d.GetNodeEpoch() != 3 {
 		t.Fatalf("Describe = %v, %v; want epoch 3", d, err)
 	}
-	_ = p3.cmd.Process.Signal(syscall.SIGINT)
+	p3.Signal(t, syscall.SIGINT)
 	if code := p3.wait(t); code != 0 {
 		t.Fatalf("SIGINT: exit %d:\n%s", code, p3.log())
 	}
@@ -272,13 +162,13 @@ func TestProcess_RelaxedAbruptExitRefusesRestart(t *testing.T) {
 	dir := t.TempDir()
 	p1 := start(t, "dev", "--data-dir", dir, "--listen", "127.0.0.1:0", "--durability", "relaxed")
 	p1.serving(t)
-	_ = p1.cmd.Process.Signal(syscall.SIGTERM)
+	p1.Signal(t, syscall.SIGTERM)
 	if code := p1.wait(t); code != 0 {
 		t.Fatalf("SIGTERM: exit %d:\n%s", code, p1.log())
 	}
 	p2 := start(t, "dev", "--data-dir", dir, "--listen", "127.0.0.1:0", "--durability", "relaxed")
 	p2.serving(t)
-	_ = p2.cmd.Process.Kill()
+	p2.Signal(t, syscall.SIGKILL)
 	p2.wait(t)
 
 	p3 := start(t, "dev", "--data-dir", dir, "--listen", "127.0.0.1:0")
@@ -308,7 +198,7 @@ func TestProcess_ProcessCrashSafeSurvivesKill(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	_ = p1.cmd.Process.Kill()
+	p1.Signal(t, syscall.SIGKILL)
 	p1.wait(t)
 	p2 := start(t, "dev", "--data-dir", dir, "--listen", "127.0.0.1:0", "--durability", "processCrashSafe")
 	flows = dexpb.NewFlowServiceClient(dial(t, p2.serving(t)))
