@@ -63,7 +63,7 @@ func Binary(tb testing.TB) string {
 		cmd := exec.Command("go", "build", "-o", binDir, "./cmd/dex-server-zd", "./cmd/dexcli")
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+			buildErr = fmt.Errorf("go build: %w\n%s", err, out)
 		}
 	})
 	if buildErr != nil {
