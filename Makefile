@@ -13,6 +13,10 @@ export DEX_TEST_REQUIRE ?= s3,postgres
 help: ## List the targets.
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "} {printf "  %-18s %s\n", $$1, $$2}'
 
+.PHONY: dev
+dev: ## Start dex-server-zd dev (data in ./.dex-data, API on 127.0.0.1:8801) with the example worker; Ctrl-C stops both.
+	scripts/dev.sh
+
 .PHONY: build
 build: ## Build every package and command.
 	$(GO) build $(PKGS)
