@@ -114,5 +114,8 @@
 // Worker.HandleTask runs one task through the same code path as Run,
 // without a stream. The Client and the Worker take a Dialer or a Conn
 // (any grpc.ClientConnInterface), so a test helper can connect them to an
-// in-process server.
+// in-process server. To run whole flows in a unit test, use package
+// dex/dextest: dextest.Start(t, flows...) runs a real server in the test's
+// process on its temporary directory, a worker serving the flows and a
+// client, and stops them when the test ends.
 package dex
