@@ -46,7 +46,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 // constructor returning a *group, and is added here; nothing else in the
 // package needs to change.
 func groups() []*group {
-	return []*group{flowGroup(), adminGroup()}
+	return []*group{flowGroup(), adminGroup(), benchGroup()}
 }
 
 // group is a command group, the first word of a command line ("flow").

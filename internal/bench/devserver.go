@@ -1,0 +1,169 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// BuildServer builds cmd/dex-server-zd of the module the working directory
+// belongs to (found with "go env GOMOD") into out. It needs the Go
+// toolchain and the source tree: it is for tests and benchmark harnesses
+// run from a checkout.
+func BuildServer(ctx context.Context, out string) error {
+	gomod, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+	if err != nil {
+		return fmt.Errorf("find the module: go env GOMOD: %w", err)
+	}
+	mod := strings.TrimSpace(string(gomod))
+	if mod == "" || mod == "/dev/null" {
+		return errors.New("find the module: not inside the dexzd module")
+	}
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/dex-server-zd")
+	cmd.Dir = filepath.Dir(mod)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build ./cmd/dex-server-zd: %w\n%s", err, b)
+	}
+	return nil
+}
+
+// DevOptions configure StartDevServer.
+type DevOptions struct {
+	// Binary is the dex-server-zd executable (BuildServer makes one).
+	Binary string
+	// DataDir is the data directory; it should be empty or from an earlier
+	// dev run.
+	DataDir string
+	// Durability is passed as --durability when set: strict,
+	// processCrashSafe or relaxed.
+	Durability string
+	// ReadyTimeout bounds the wait for dex.FlowService SERVING; default
+	// 30 s.
+	ReadyTimeout time.Duration
+}
+
+// DevServer is a running "dex-server-zd dev" process.
+type DevServer struct {
+	// Addr is the API address it listens on.
+	Addr string
+
+	cmd    *exec.Cmd
+	log    *lockedBuffer
+	exited chan struct{}
+	err    error // the result of Wait, once exited is closed
+}
+
+// StartDevServer starts "dex-server-zd dev" on a free loopback port and
+// returns once it reports dex.FlowService SERVING. On an error the process
+// is killed. Stop or Kill it when done.
+func StartDevServer(ctx context.Context, opts DevOptions) (*DevServer, error) {
+	if opts.ReadyTimeout <= 0 {
+		opts.ReadyTimeout = 30 * time.Second
+	}
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"dev", "--data-dir", opts.DataDir, "--listen", addr}
+	if opts.Durability != "" {
+		args = append(args, "--durability", opts.Durability)
+	}
+	s := &DevServer{Addr: addr, cmd: exec.Command(opts.Binary, args...), log: &lockedBuffer{}, exited: make(chan struct{})}
+	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
+	if err := s.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", opts.Binary, err)
+	}
+	go func() {
+		s.err = s.cmd.Wait()
+		close(s.exited)
+	}()
+	readyCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		// An early exit ends the wait at once.
+		select {
+		case <-s.exited:
+			cancel()
+		case <-readyCtx.Done():
+		}
+	}()
+	if err := waitServing(readyCtx, []string{addr}, nil, opts.ReadyTimeout); err != nil {
+		s.Kill()
+		return nil, fmt.Errorf("dex-server-zd dev did not become ready (%s): %w\n%s", s.cmd.ProcessState, err, s.Log())
+	}
+	return s, nil
+}
+
+// PID is the process ID.
+func (s *DevServer) PID() int { return s.cmd.Process.Pid }
+
+// Log is what the process wrote to stdout and stderr so far.
+func (s *DevServer) Log() string { return s.log.String() }
+
+// Stop sends SIGTERM and waits up to timeout for the process to exit. It
+// returns an error unless the process exited with status 0; after the
+// timeout it kills the process.
+func (s *DevServer) Stop(timeout time.Duration) error {
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("signal dex-server-zd: %w", err)
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-s.exited:
+	case <-t.C:
+		s.Kill()
+		return fmt.Errorf("dex-server-zd did not exit within %s of SIGTERM; killed", timeout)
+	}
+	if s.err != nil {
+		return fmt.Errorf("dex-server-zd exited after SIGTERM: %w", s.err)
+	}
+	return nil
+}
+
+// Kill kills the process and waits for it. It is safe to call after Stop.
+func (s *DevServer) Kill() {
+	_ = s.cmd.Process.Kill()
+	<-s.exited
+}
+
+// freeAddr returns a loopback address with a port free at the time of the
+// call.
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("find a free port: %w", err)
+	}
+	addr := l.Addr().String()
+	if err := l.Close(); err != nil {
+		return "", fmt.Errorf("find a free port: %w", err)
+	}
+	return addr, nil
+}
+
+// lockedBuffer is a bytes.Buffer safe for concurrent writes and reads.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
