@@ -118,7 +118,6 @@ func TestServices_HaveTheirMethods(t *testing.T) {
 }
 
 // The gRPC service names double as health readiness names.
-//
 func TestServiceDescs_UseHealthNames(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -202,7 +201,6 @@ func TestEnums_ZeroValueIsUnspecified(t *testing.T) {
 }
 
 // dexcli prints the admin answers with these JSON names.
-//
 func TestAdminMessages_JSONNames(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
