@@ -25,6 +25,7 @@ build: ## Build every package and command.
 test: ## Run the whole suite: vet, unit and integration tests against real MinIO and PostgreSQL (started and stopped here).
 	$(GO) vet $(PKGS)
 	scripts/testenv.sh run -- $(GO) test -race -count=1 -timeout 15m $(PKGS)
+	cd deploy/kubernetes && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 .PHONY: test-unit
 test-unit: ## Run the tests that need no services (integration tests skip).
