@@ -78,15 +78,15 @@ func Apply(st *FlowState, rec Record) (*FlowState, []Effect) {
 		}
 		f := b.Failure
 		st.event(rec, HistoryEvent{Type: typ, StepExecID: s.ID, StepType: s.Type,
-			Attempt: b.Attempt, Duration: b.Duration, Failure: &f})
+			Attempt: b.Attempt, Duration: b.Duration, Failure: &f, NextAttemptAt: b.NextAttemptAt})
 	case WaitForCompleted:
 		s := st.Step(b.StepExecID)
 		if s == nil {
 			break
 		}
 		st.event(rec, HistoryEvent{Type: EventWaitForCompleted, StepExecID: s.ID, StepType: s.Type,
-			Attempt: b.Attempt, Duration: b.Duration})
-		st.commit(rec, b.Staged, s.ID)
+			Attempt: b.Attempt, Duration: b.Duration, Wait: b.Wait.clone(), Staged: b.Staged})
+		st.commit(b.Staged)
 		s.LastFailure = nil
 		if b.Wait != nil {
 			s.Phase, s.Wait, s.Attempt = PhaseWaiting, b.Wait.clone(), Attempt{}
@@ -119,14 +119,19 @@ func Apply(st *FlowState, rec Record) (*FlowState, []Effect) {
 		}
 		c := &s.Wait.Conditions[b.Index]
 		c.Satisfied, c.Skipped = true, b.Skipped
+		if b.Skipped && c.Kind == CondTimer {
+			st.event(rec, HistoryEvent{Type: EventTimerSkipped, StepExecID: s.ID, StepType: s.Type,
+				Timer: &SkippedTimer{Index: c.TimerIndex, ID: c.ID}})
+		}
 	case ExecuteCompleted:
 		s := st.Step(b.StepExecID)
 		if s == nil {
 			break
 		}
 		st.event(rec, HistoryEvent{Type: EventExecuteCompleted, StepExecID: s.ID, StepType: s.Type,
-			Attempt: b.Attempt, Duration: b.Duration, Decision: b.Kind})
-		st.commit(rec, b.Staged, s.ID)
+			Attempt: b.Attempt, Duration: b.Duration, Scheduled: b.Scheduled, Staged: b.Staged,
+			Decision: &Decision{Kind: b.Kind, Movements: b.Movements, Output: b.Output, Reason: b.Reason}})
+		st.commit(b.Staged)
 		switch b.Kind {
 		case DecideGracefulComplete:
 			st.GracefulRequested = true
@@ -136,12 +141,18 @@ func Apply(st *FlowState, rec Record) (*FlowState, []Effect) {
 		}
 		st.removeStep(s.ID)
 	case ChannelPublished:
-		st.publish(rec, b.Messages, "")
+		st.publish(b.Messages)
+		st.event(rec, HistoryEvent{Type: EventChannelPublished, Publishes: b.Messages, RequestID: b.RequestID})
+		if b.RequestID != "" {
+			st.rememberPublish(b.RequestID)
+		}
 	case AttributesSet:
 		st.setAttributes(b.Attributes)
+		st.event(rec, HistoryEvent{Type: EventAttributesSet, Attributes: b.Attributes})
 	case RPCCompleted:
-		st.event(rec, HistoryEvent{Type: EventRPCCompleted, RPC: b.Name, Duration: b.Duration})
-		st.commit(rec, b.Staged, "rpc:"+b.Name)
+		st.event(rec, HistoryEvent{Type: EventRPCCompleted, RPC: b.Name, Duration: b.Duration, Input: b.Input,
+			Output: b.Output, Movements: b.Movements, Scheduled: b.Scheduled, Staged: b.Staged})
+		st.commit(b.Staged)
 		eff = append(eff, ReplyRPC{CallID: b.CallID, Output: b.Output})
 	case StepEnded:
 		st.removeStep(b.StepExecID)
@@ -165,7 +176,15 @@ func applyStarted(prev *FlowState, rec Record, b FlowStarted) (*FlowState, []Eff
 		Definition: b.Definition, Config: b.Config, TimeoutAt: b.TimeoutAt, TimeoutPolicy: b.TimeoutPolicy,
 	}
 	st.setAttributes(b.Attributes)
-	st.event(rec, HistoryEvent{Type: EventFlowStarted})
+	start := &StartInfo{StartStep: b.StartStep, Attributes: b.Attributes, IDReusePolicy: b.IDReusePolicy,
+		TerminatedRunID: b.TerminatedRunID}
+	if b.StartStep != nil {
+		start.StartStepExecID = stepExecID(b.StartStep.StepType, 1) // a new run's first step
+	}
+	if !b.TimeoutAt.IsZero() {
+		start.Timeout = b.TimeoutAt.Sub(rec.At) // Decide sets TimeoutAt to now + timeout
+	}
+	st.event(rec, HistoryEvent{Type: EventFlowStarted, Start: start})
 	var eff []Effect
 	if prev != nil {
 		eff = append(eff, NotifySuperseded{Previous: prev})
@@ -180,13 +199,14 @@ func applyStarted(prev *FlowState, rec Record, b FlowStarted) (*FlowState, []Eff
 func (st *FlowState) event(rec Record, ev HistoryEvent) {
 	ev.ID = len(st.History) + 1
 	ev.At = rec.At
-	st.History = append(st.History, ev)
+	st.History = append(st.History, &ev)
 }
 
-// commit applies a handler's staged writes (E6).
-func (st *FlowState) commit(rec Record, s Staged, source string) {
+// commit applies a handler's staged writes (E6); its history event holds
+// them.
+func (st *FlowState) commit(s Staged) {
 	st.setAttributes(s.Attributes)
-	st.publish(rec, s.Publishes, source)
+	st.publish(s.Publishes)
 }
 
 func (st *FlowState) setAttributes(ws []AttributeWrite) {
@@ -201,27 +221,17 @@ func (st *FlowState) setAttributes(ws []AttributeWrite) {
 	}
 }
 
-// publish appends messages to their queues in order, numbering them, and
-// records one history event per channel (E16, E26).
-func (st *FlowState) publish(rec Record, msgs []Publish, source string) {
+// publish appends messages to their queues in order, numbering them (E16).
+func (st *FlowState) publish(msgs []Publish) {
 	if len(msgs) == 0 {
 		return
 	}
 	if st.Channels == nil {
 		st.Channels = map[string][]Message{}
 	}
-	var order []string
-	count := map[string]int{}
 	for _, m := range msgs {
 		st.LastMessageSeq++
 		st.Channels[m.Channel] = append(st.Channels[m.Channel], Message{Seq: st.LastMessageSeq, Value: m.Value})
-		if count[m.Channel] == 0 {
-			order = append(order, m.Channel)
-		}
-		count[m.Channel]++
-	}
-	for _, ch := range order {
-		st.event(rec, HistoryEvent{Type: EventChannelPublished, Channel: ch, Count: count[ch], Source: source})
 	}
 }
 

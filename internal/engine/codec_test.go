@@ -22,8 +22,10 @@ func sampleRecords() []Record {
 	wait := &StoredWait{Mode: AnyOf, Conditions: []StoredCondition{
 		{ID: "t", Kind: CondTimer, TimerIndex: 0, FireAt: t0.Add(time.Hour)},
 		{Kind: CondChannel, TimerIndex: -1, Channel: "c", Bound: AtLeastAtMost, Min: 1, Max: 2}}}
+	moves := []Movement{{StepType: "A", Input: v, Options: opts, SkipWaitFor: true}}
 	bodies := []RecordBody{
-		FlowStarted{FlowType: "order", RequestID: "q", PreviousRunID: "r0", Definition: def, Config: opts,
+		FlowStarted{FlowType: "order", RequestID: "q", PreviousRunID: "r0", TerminatedRunID: "r0",
+			IDReusePolicy: ReuseTerminateIfRunning, StartStep: &moves[0], Definition: def, Config: opts,
 			TimeoutAt: t0.Add(time.Hour), TimeoutPolicy: TimeoutCancel, Attributes: staged.Attributes},
 		DefinitionSet{Definition: def},
 		StepCreated{StepExecID: "A-1", StepType: "A", N: 1, Input: v, ParentID: "rpc:r",
@@ -31,14 +33,16 @@ func sampleRecords() []Record {
 		AttemptScheduled{StepExecID: "A-1", Method: MethodExecute, Attempt: 2, FirstAt: t0, NotBefore: t0.Add(d),
 			WaitForFailed: &Failure{Type: "E", Message: "m", Stack: "s"}},
 		AttemptStarted{StepExecID: "A-1", Method: MethodWaitFor, Attempt: 1, Epoch: 7, Async: true, TimeoutAt: t0.Add(d)},
-		AttemptFailed{StepExecID: "A-1", Method: MethodWaitFor, Attempt: 1, Duration: d, Failure: Failure{Type: "E", Message: "m", Stack: "s"}},
+		AttemptFailed{StepExecID: "A-1", Method: MethodWaitFor, Attempt: 1, Duration: d, Failure: Failure{Type: "E", Message: "m", Stack: "s"},
+			NextAttemptAt: t0.Add(d)},
 		WaitForCompleted{StepExecID: "A-1", Attempt: 1, Duration: d, Wait: wait, Staged: staged},
 		ConditionSatisfied{StepExecID: "A-1", Index: 1, Count: 2},
 		WaitTimerFired{StepExecID: "A-1", Index: 0, Skipped: true},
-		ExecuteCompleted{StepExecID: "A-1", Attempt: 1, Duration: d, Kind: DecideForceFail, Output: v, Reason: "r", Staged: staged},
-		ChannelPublished{Messages: staged.Publishes},
+		ExecuteCompleted{StepExecID: "A-1", Attempt: 1, Duration: d, Kind: DecideForceFail, Movements: moves, Scheduled: []string{"A-2"},
+			Output: v, Reason: "r", Staged: staged},
+		ChannelPublished{Messages: staged.Publishes, RequestID: "p"},
 		AttributesSet{Attributes: staged.Attributes},
-		RPCCompleted{CallID: "c1", Name: "r", Duration: d, Output: v, Staged: staged},
+		RPCCompleted{CallID: "c1", Name: "r", Duration: d, Input: v, Output: v, Movements: moves, Scheduled: []string{"A-2"}, Staged: staged},
 		StepEnded{StepExecID: "A-1", Reason: "r"},
 		FlowClosed{CloseInfo{Status: StatusFailed, ErrorType: ErrFlowTimeout, Message: "m"}},
 	}

@@ -51,10 +51,15 @@ type StopFlow struct {
 }
 
 // PublishToChannel appends a batch of messages to channels, in order (E16).
+// A RequestID the run already accepted (one of the last
+// PublishRequestIDWindow accepted client publishes) makes it a retry: no
+// records and no error, and the node answers "duplicate" once the earlier
+// publish is durable. An empty RequestID is never deduplicated.
 type PublishToChannel struct {
-	FlowID   string
-	RunID    string // optional
-	Messages []Publish
+	FlowID    string
+	RunID     string // optional
+	RequestID string // optional; at most MaxRequestIDBytes
+	Messages  []Publish
 }
 
 // SetAttributes writes a batch of attributes atomically (E21).
@@ -106,7 +111,7 @@ const (
 type Decision struct {
 	Kind      DecisionKind `json:"kind"`
 	Movements []Movement   `json:"movements,omitempty"`
-	Output    Value        `json:"output"`
+	Output    Value        `json:"output,omitzero"`
 	Reason    string       `json:"reason,omitempty"`
 }
 
@@ -143,6 +148,7 @@ type RPCResult struct {
 	Token     Token
 	Name      string
 	StartedAt time.Time // when the node sent the task, for history
+	Input     Value     // the call's input, for history (E26)
 	Output    Value
 	Staged    Staged
 	Movements []Movement

@@ -21,7 +21,8 @@ func New(cfg Config) *Engine { return &Engine{cfg: cfg} }
 // record with Apply and performs the effects.
 //
 // A command that is valid but changes nothing returns no records (an
-// idempotent StartFlow retry; RecoverAttempts with nothing to recover).
+// idempotent StartFlow retry; a PublishToChannel whose request ID the run
+// already accepted; RecoverAttempts with nothing to recover).
 func (e *Engine) Decide(st *FlowState, cmd Command, now time.Time) ([]Record, error) {
 	d := &decider{e: e, now: now.UTC(), st: st.Clone()}
 	var err error
@@ -127,7 +128,7 @@ func (d *decider) createStep(typ string, input Value, override *StepOptions, ski
 		sd := def.Steps[typ]
 		own, hasWaitFor = sd.Options, sd.HasWaitFor
 	}
-	id := fmt.Sprintf("%s-%d", typ, n)
+	id := stepExecID(typ, n)
 	d.emit(StepCreated{StepExecID: id, StepType: typ, N: n, Input: input, ParentID: parent,
 		Options:    resolveOptions(d.e.cfg.defaults(), override, own, d.st.Config),
 		HasWaitFor: hasWaitFor && !skipWaitFor})
@@ -136,6 +137,28 @@ func (d *decider) createStep(typ string, input Value, override *StepOptions, ski
 		m = MethodWaitFor
 	}
 	d.emit(AttemptScheduled{StepExecID: id, Method: m, Attempt: 1, FirstAt: d.now, NotBefore: d.now})
+}
+
+// stepExecID names the n-th step execution of a step type (E1).
+func stepExecID(typ string, n int) string { return fmt.Sprintf("%s-%d", typ, n) }
+
+// movementIDs returns the IDs createStep will give to ms, in order, when
+// they are created next (for the completion record that precedes them).
+func (d *decider) movementIDs(ms []Movement) []string {
+	if len(ms) == 0 {
+		return nil
+	}
+	last := map[string]int{}
+	ids := make([]string, len(ms))
+	for i, m := range ms {
+		n, ok := last[m.StepType]
+		if !ok {
+			n = d.st.StepCounters[m.StepType]
+		}
+		last[m.StepType] = n + 1
+		ids[i] = stepExecID(m.StepType, n+1)
+	}
+	return ids
 }
 
 // evaluate checks every waiting step, in creation order, against the
@@ -179,8 +202,13 @@ func (d *decider) stepIDs() []string {
 // applies the method's exhaustion policy (E9-E12).
 func (d *decider) failAttempt(s *StepExec, f Failure, retryAfter *time.Duration) {
 	a := s.Attempt
-	d.emit(AttemptFailed{StepExecID: s.ID, Method: a.Method, Attempt: a.Number, Duration: d.elapsed(a), Failure: f})
-	if at, ok := s.policy(a.Method).Retry.nextAttempt(a, d.now, retryAfter); ok {
+	at, retry := s.policy(a.Method).Retry.nextAttempt(a, d.now, retryAfter)
+	failed := AttemptFailed{StepExecID: s.ID, Method: a.Method, Attempt: a.Number, Duration: d.elapsed(a), Failure: f}
+	if retry {
+		failed.NextAttemptAt = at
+	}
+	d.emit(failed)
+	if retry {
 		d.emit(AttemptScheduled{StepExecID: s.ID, Method: a.Method, Attempt: a.Number + 1, FirstAt: a.FirstAt, NotBefore: at})
 		return
 	}

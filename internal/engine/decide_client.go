@@ -11,6 +11,7 @@ func (d *decider) start(c StartFlow) error {
 		return err
 	}
 	prev := d.st
+	terminated := ""
 	if prev != nil {
 		if prev.FlowID != c.FlowID {
 			return invalidArg("flowId", "state of flow %q passed for flow %q", prev.FlowID, c.FlowID)
@@ -27,6 +28,7 @@ func (d *decider) start(c StartFlow) error {
 		}
 		if prev.Running() {
 			d.closeFlow(StatusTerminated, "", fmt.Sprintf("terminated by the start of run %s", c.RunID))
+			terminated = prev.RunID
 		}
 	}
 	var timeoutAt time.Time
@@ -38,9 +40,13 @@ func (d *decider) start(c StartFlow) error {
 		policy = TimeoutFail
 	}
 	started := FlowStarted{FlowType: c.FlowType, RequestID: c.RequestID, Definition: c.Definition,
-		Config: c.Config, TimeoutAt: timeoutAt, TimeoutPolicy: policy, Attributes: c.Attributes}
+		Config: c.Config, TimeoutAt: timeoutAt, TimeoutPolicy: policy, Attributes: c.Attributes,
+		IDReusePolicy: c.IDReusePolicy, TerminatedRunID: terminated}
 	if prev != nil {
 		started.PreviousRunID = prev.RunID
+	}
+	if c.StartStep != "" {
+		started.StartStep = &Movement{StepType: c.StartStep, Input: c.Input, Options: c.StartOptions}
 	}
 	d.emitFor(c.FlowID, c.RunID, started)
 	if c.StartStep != "" {
@@ -164,10 +170,21 @@ func (d *decider) stop(c StopFlow) error {
 	return nil
 }
 
-// publish decides PublishToChannel (E16).
+// publish decides PublishToChannel (E16). A retry of an accepted publish
+// (same request ID) changes nothing, even once the run has closed: the
+// publish it repeats was accepted.
 func (d *decider) publish(c PublishToChannel) error {
-	if err := d.active(c.FlowID, c.RunID); err != nil {
+	if err := d.target(c.FlowID, c.RunID); err != nil {
 		return err
+	}
+	if len(c.RequestID) > MaxRequestIDBytes {
+		return invalidArg("requestId", "is %d bytes, at most %d are allowed", len(c.RequestID), MaxRequestIDBytes)
+	}
+	if d.st.publishAccepted(c.RequestID) {
+		return nil
+	}
+	if !d.st.Running() {
+		return closedErr(d.st)
 	}
 	if len(c.Messages) == 0 {
 		return invalidArg("messages", "must not be empty")
@@ -175,7 +192,7 @@ func (d *decider) publish(c PublishToChannel) error {
 	if err := d.checkPublishes("messages", c.Messages); err != nil {
 		return err
 	}
-	d.emit(ChannelPublished{Messages: c.Messages})
+	d.emit(ChannelPublished{Messages: c.Messages, RequestID: c.RequestID})
 	d.evaluate()
 	return nil
 }

@@ -122,8 +122,11 @@ func (d *decider) executeResult(c ExecuteResult) error {
 	dec := c.Decision
 	done := ExecuteCompleted{StepExecID: s.ID, Attempt: s.Attempt.Number, Duration: d.elapsed(s.Attempt),
 		Kind: dec.Kind, Reason: dec.Reason, Staged: c.Staged}
-	if dec.Kind == DecideGracefulComplete || dec.Kind == DecideForceComplete {
+	switch dec.Kind {
+	case DecideGracefulComplete, DecideForceComplete:
 		done.Output = dec.Output
+	case DecideMovements:
+		done.Movements, done.Scheduled = dec.Movements, d.movementIDs(dec.Movements)
 	}
 	d.emit(done)
 	switch dec.Kind {
@@ -230,6 +233,9 @@ func (d *decider) rpcResult(c RPCResult) error {
 		return &Error{Code: CodeFailedPrecondition, Reason: ErrInvalidUserCode,
 			Message: fmt.Sprintf("RPC %q returned an invalid result: %s: %s", c.Name, ErrInvalidUserFlowCode, detail(err))}
 	}
+	if err := d.checkValue("input", c.Input); err != nil {
+		return err
+	}
 	if err := d.checkValue("output", c.Output); err != nil {
 		return invalid(err)
 	}
@@ -243,7 +249,8 @@ func (d *decider) rpcResult(c RPCResult) error {
 	if c.StartedAt.IsZero() || dur < 0 {
 		dur = 0
 	}
-	d.emit(RPCCompleted{CallID: tok.CallID, Name: c.Name, Duration: dur, Output: c.Output, Staged: c.Staged})
+	d.emit(RPCCompleted{CallID: tok.CallID, Name: c.Name, Duration: dur, Input: c.Input, Output: c.Output,
+		Movements: c.Movements, Scheduled: d.movementIDs(c.Movements), Staged: c.Staged})
 	for _, m := range c.Movements {
 		d.createStep(m.StepType, m.Input, m.Options, m.SkipWaitFor, "rpc:"+c.Name)
 	}

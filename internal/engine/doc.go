@@ -27,7 +27,7 @@
 //	StartFlow         start a run (E2, E3); st is the flow ID's latest run or nil
 //	SetDefinition     pin a definition on a run started without one (W5)
 //	StopFlow          CANCEL / TERMINATE / FAIL (E23)
-//	PublishToChannel  client messages, batch order kept (E16)
+//	PublishToChannel  client messages, batch order kept; deduplicated by request ID (E16)
 //	SetAttributes     client attribute batch (E21)
 //	SkipTimer         fire a pending wait timer now (E19)
 //	TimerFired        a flow timeout, wait timer or attempt timeout is due (E9, E15, E24)
@@ -49,14 +49,14 @@
 //	step_created        <StepType>-<n>, input, resolved options (E1, E13)
 //	attempt_scheduled   attempt n of WaitFor/Execute, not before T (E9)
 //	attempt_started     handed out under a token of epoch E, times out at T (W2, W4)
-//	attempt_failed      failure of the running attempt (E14)
+//	attempt_failed      failure of the running attempt, with the retry's time (E14)
 //	wait_for_completed  stored Wait with absolute timers + staged writes
 //	condition_satisfied a channel condition takes the first n queued messages
 //	wait_timer_fired    a wait timer fired or was skipped
 //	execute_completed   decision + staged writes; the step execution ends
-//	channel_published   client messages
+//	channel_published   client messages and the publish's request ID
 //	attributes_set      client attributes
-//	rpc_completed       RPC output + staged writes
+//	rpc_completed       RPC input, output, movements + staged writes
 //	step_ended          a step execution ends without a decision (E12)
 //	flow_closed         status, error type, message; steps are cancelled
 //
@@ -126,6 +126,47 @@
 // when no step execution is left (a later DeadEnd of the last branch then
 // completes it too); ForceComplete completes at once; ForceFail fails with
 // STEP_DECISION_FAILING_FLOW; DeadEnd ends the branch only.
+//
+// # Publish request IDs (E16)
+//
+// A client publish may carry a request ID. The run remembers the IDs of
+// the last PublishRequestIDWindow (1,000) accepted publishes in
+// FlowState.PublishRequestIDs, in acceptance order; channel_published
+// carries the ID and Apply adds it (dropping the oldest beyond the window),
+// so a replay rebuilds the same set. A publish whose ID is in the set
+// decides no records and no error, also after the run closed; the node
+// then answers "duplicate" once the run's last batch in flight is durable,
+// which includes the publish it repeats. An empty ID is never
+// deduplicated; an ID longer than MaxRequestIDBytes (256) is
+// INVALID_ARGUMENT, so the set stays under 256 KiB.
+//
+// # History (E26)
+//
+// FlowState.History is the run's semantic history: FLOW_STARTED,
+// WAIT_FOR_COMPLETED / WAIT_FOR_FAILED, EXECUTE_COMPLETED / EXECUTE_FAILED,
+// RPC_COMPLETED, CHANNEL_PUBLISHED, ATTRIBUTES_SET, TIMER_SKIPPED and
+// FLOW_CLOSED, numbered from 1 without gaps. Apply appends the events (it
+// never changes one), from the records alone; so the records carry what
+// the events need: the start step as given and the ID reuse policy, the
+// Wait a WaitFor returned, an Execute's whole decision and an RPC's input
+// and movements with the step execution IDs they were given, the staged
+// writes, a failure's next attempt time.
+//
+// Events keep their values (inputs, outputs, messages, attribute writes)
+// rather than references to records: the log is not kept for reading once
+// the local store has the state, and a reference would tie GetHistoryEvents
+// to log retention. The cost is size. Every value a run received stays in
+// its state as long as the store keeps the run, each bounded by the
+// payload limit (E28); the API numbers events without gaps and offers no
+// truncation, so the number of events is not bounded, and a run with a
+// long history of large values costs more per change (its state is
+// rewritten with every batch). Values the state keeps anyway are not
+// copied: FLOW_CLOSED's outputs are FlowState.Outputs. In the log, a
+// movement's input appears twice in its batch (the completion and
+// step_created). A handler's publishes and attribute writes appear in its
+// completion event only (not as CHANNEL_PUBLISHED or ATTRIBUTES_SET); a
+// WaitFor's Wait is kept as stored, with absolute fire times (a timer's
+// duration is its fire time minus the event's time).
 //
 // # Flow definitions
 //

@@ -211,6 +211,67 @@ func TestHistoryPage(t *testing.T) {
 	}
 }
 
+// A run remembers the request IDs of its last PublishRequestIDWindow
+// accepted publishes, oldest forgotten first; the set is rebuilt by a
+// replay, and deciding never changes the caller's state.
+// Covers: E16
+func TestPublish_RequestIDWindow(t *testing.T) {
+	t.Parallel()
+	n := startedNode(t)
+	msg := []Publish{{Channel: "approve", Value: Value{Data: []byte("m")}}}
+	check := false // compare the state before and after Decide (slow)
+	publish := func(id string) int {
+		t.Helper()
+		var before []byte
+		if check {
+			before = mustMarshalState(n.st)
+		}
+		recs, err := n.e.Decide(n.st, PublishToChannel{FlowID: "o-1", RequestID: id, Messages: msg}, base)
+		if err != nil {
+			t.Fatalf("publish %q: %v", id, err)
+		}
+		if check && !bytes.Equal(before, mustMarshalState(n.st)) {
+			t.Fatalf("publish %q: Decide changed its input state", id)
+		}
+		for _, r := range recs {
+			b, err := MarshalRecord(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n.log = append(n.log, b)
+			n.st, _ = Apply(n.st, r)
+		}
+		return len(recs)
+	}
+	for i := range PublishRequestIDWindow + 1 {
+		check = i >= PublishRequestIDWindow-1
+		if got := publish(fmt.Sprint("p", i)); got != 1 {
+			t.Fatalf("publish p%d: %d records, want 1", i, got)
+		}
+	}
+	if ids := n.st.PublishRequestIDs; len(ids) != PublishRequestIDWindow || ids[0] != "p1" || ids[len(ids)-1] != fmt.Sprint("p", PublishRequestIDWindow) {
+		t.Fatalf("remembered %d IDs, from %q to %q", len(ids), ids[0], ids[len(ids)-1])
+	}
+	if got := publish(fmt.Sprint("p", PublishRequestIDWindow)); got != 0 {
+		t.Errorf("retry of the newest publish: %d records, want none", got)
+	}
+	if got := publish("p1"); got != 0 {
+		t.Errorf("retry of the oldest remembered publish: %d records, want none", got)
+	}
+	if got := publish("p0"); got != 1 {
+		t.Errorf("publish of a forgotten ID: %d records, want 1 (it is accepted again)", got)
+	}
+	if got := publish(""); got != 1 || publish("") != 1 {
+		t.Error("publishes without a request ID were deduplicated")
+	}
+	if q := len(n.st.Channels["approve"]); q != PublishRequestIDWindow+4 {
+		t.Errorf("queue holds %d messages, want %d", q, PublishRequestIDWindow+4)
+	}
+	if live, replayed := mustMarshalState(n.st), mustMarshalState(n.replay()); !bytes.Equal(live, replayed) {
+		t.Error("replay does not rebuild the remembered request IDs")
+	}
+}
+
 // The summary carries what ListFlows filters on; the result is available
 // once the run is closed, and the close wakes WaitForFlow callers.
 // Covers: E25, E26, E27, E7

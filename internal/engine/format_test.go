@@ -178,6 +178,9 @@ func summarize(st *FlowState) []string {
 	for _, o := range st.Outputs {
 		out = append(out, fmt.Sprintf("output %s %s=%s", o.StepExecID, o.StepType, o.Value.Data))
 	}
+	if ids := st.PublishRequestIDs; len(ids) > 0 {
+		out = append(out, fmt.Sprintf("publish request IDs %v", ids))
+	}
 	if c := st.Close; c != nil {
 		out = append(out, fmt.Sprintf("closed at %s %s %s %q", rel(st.ClosedAt), c.Status, c.ErrorType, c.Message))
 	}

@@ -22,16 +22,22 @@ type Record struct {
 type RecordBody interface{ recordType() string }
 
 // FlowStarted starts a new run; applied to an existing state it replaces it
-// (E2, E3). Attributes are the initial attributes (E21).
+// (E2, E3). Attributes are the initial attributes (E21). StartStep (the
+// start step as given, for history; its StepCreated record follows),
+// IDReusePolicy and TerminatedRunID (the running run the start
+// terminated) are kept for the FLOW_STARTED event (E26).
 type FlowStarted struct {
-	FlowType      string           `json:"flowType"`
-	RequestID     string           `json:"requestId,omitempty"`
-	PreviousRunID string           `json:"previousRunId,omitempty"`
-	Definition    *FlowDefinition  `json:"definition,omitempty"`
-	Config        *StepOptions     `json:"config,omitempty"`
-	TimeoutAt     time.Time        `json:"timeoutAt,omitzero"`
-	TimeoutPolicy TimeoutPolicy    `json:"timeoutPolicy,omitempty"`
-	Attributes    []AttributeWrite `json:"attributes,omitempty"`
+	FlowType        string           `json:"flowType"`
+	RequestID       string           `json:"requestId,omitempty"`
+	PreviousRunID   string           `json:"previousRunId,omitempty"`
+	TerminatedRunID string           `json:"terminatedRunId,omitempty"`
+	IDReusePolicy   IDReusePolicy    `json:"idReusePolicy,omitempty"`
+	StartStep       *Movement        `json:"startStep,omitempty"`
+	Definition      *FlowDefinition  `json:"definition,omitempty"`
+	Config          *StepOptions     `json:"config,omitempty"`
+	TimeoutAt       time.Time        `json:"timeoutAt,omitzero"`
+	TimeoutPolicy   TimeoutPolicy    `json:"timeoutPolicy,omitempty"`
+	Attributes      []AttributeWrite `json:"attributes,omitempty"`
 }
 
 // DefinitionSet replaces the run's definition.
@@ -74,13 +80,16 @@ type AttemptStarted struct {
 
 // AttemptFailed: the running attempt failed, timed out or was not completed
 // (E9, E14, T2). The next record schedules a retry or applies the method's
-// exhaustion policy.
+// exhaustion policy. NextAttemptAt is the retry's NotBefore, as the
+// attempt_scheduled record that follows carries it; zero when the retries
+// ran out (E26).
 type AttemptFailed struct {
-	StepExecID string        `json:"stepExecId"`
-	Method     Method        `json:"method"`
-	Attempt    int           `json:"attempt"`
-	Duration   time.Duration `json:"duration"`
-	Failure    Failure       `json:"failure"`
+	StepExecID    string        `json:"stepExecId"`
+	Method        Method        `json:"method"`
+	Attempt       int           `json:"attempt"`
+	Duration      time.Duration `json:"duration"`
+	Failure       Failure       `json:"failure"`
+	NextAttemptAt time.Time     `json:"nextAttemptAt,omitzero"`
 }
 
 // WaitForCompleted stores a WaitFor's Wait (nil: none) and commits its
@@ -110,20 +119,25 @@ type WaitTimerFired struct {
 }
 
 // ExecuteCompleted ends a step execution with its decision and commits its
-// staged writes (E5, E6). Movements follow as StepCreated records.
+// staged writes (E5, E6). The movements (kept for history, E26) follow as
+// StepCreated records with the IDs listed in Scheduled.
 type ExecuteCompleted struct {
 	StepExecID string        `json:"stepExecId"`
 	Attempt    int           `json:"attempt"`
 	Duration   time.Duration `json:"duration"`
 	Kind       DecisionKind  `json:"kind"`
+	Movements  []Movement    `json:"movements,omitempty"`
+	Scheduled  []string      `json:"scheduled,omitempty"`
 	Output     Value         `json:"output,omitzero"`
 	Reason     string        `json:"reason,omitempty"`
 	Staged     Staged        `json:"staged,omitzero"`
 }
 
-// ChannelPublished appends client messages to channel queues (E16).
+// ChannelPublished appends client messages to channel queues (E16). A
+// non-empty RequestID joins the run's accepted publish request IDs.
 type ChannelPublished struct {
-	Messages []Publish `json:"messages"`
+	Messages  []Publish `json:"messages"`
+	RequestID string    `json:"requestId,omitempty"`
 }
 
 // AttributesSet writes client attributes (E21).
@@ -131,14 +145,18 @@ type AttributesSet struct {
 	Attributes []AttributeWrite `json:"attributes"`
 }
 
-// RPCCompleted commits an RPC's output and staged writes (E22); movements
-// follow as StepCreated records.
+// RPCCompleted commits an RPC's output and staged writes (E22). Its input
+// and movements are kept for history (E26); the movements follow as
+// StepCreated records with the IDs listed in Scheduled.
 type RPCCompleted struct {
-	CallID   string        `json:"callId"`
-	Name     string        `json:"name"`
-	Duration time.Duration `json:"duration"`
-	Output   Value         `json:"output"`
-	Staged   Staged        `json:"staged,omitzero"`
+	CallID    string        `json:"callId"`
+	Name      string        `json:"name"`
+	Duration  time.Duration `json:"duration"`
+	Input     Value         `json:"input,omitzero"`
+	Output    Value         `json:"output"`
+	Movements []Movement    `json:"movements,omitempty"`
+	Scheduled []string      `json:"scheduled,omitempty"`
+	Staged    Staged        `json:"staged,omitzero"`
 }
 
 // StepEnded removes a step execution without a decision: its Execute ran

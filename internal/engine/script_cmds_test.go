@@ -68,9 +68,12 @@ func (h *harness) command(name string, kv map[string]string, pos []arg) (Command
 		}
 		return c, nil, nil
 	case "publish":
-		c := PublishToChannel{FlowID: h.flowID, RunID: kv["run"]}
+		c := PublishToChannel{FlowID: h.flowID, RunID: kv["run"], RequestID: kv["req"]}
+		if n, ok := kv["reqlen"]; ok {
+			c.RequestID = strings.Repeat("r", atoi(n))
+		}
 		for _, p := range pos {
-			if p.key != "run" {
+			if p.key != "run" && p.key != "req" && p.key != "reqlen" {
 				c.Messages = append(c.Messages, Publish{Channel: p.key, Value: val(p.val)})
 			}
 		}
@@ -239,7 +242,7 @@ func (h *harness) rpc(name string, kv map[string]string, pos []arg) (Command, []
 		return nil, []string{"error: " + err.Error()}, nil
 	}
 	out := []string{"task " + render(task)}
-	c := RPCResult{Token: task.Token, Name: name, StartedAt: h.now, Output: val(kv["out"])}
+	c := RPCResult{Token: task.Token, Name: name, StartedAt: h.now, Input: call.Input, Output: val(kv["out"])}
 	for _, p := range pos {
 		switch {
 		case p.val == "error":

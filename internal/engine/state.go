@@ -104,9 +104,40 @@ type FlowState struct {
 	Outputs        []Output             `json:"outputs,omitempty"`
 	// GracefulRequested: some branch completed gracefully; the flow
 	// completes when no step execution is left (E5).
-	GracefulRequested bool           `json:"gracefulRequested,omitempty"`
-	Close             *CloseInfo     `json:"close,omitempty"`
-	History           []HistoryEvent `json:"history,omitempty"`
+	GracefulRequested bool       `json:"gracefulRequested,omitempty"`
+	Close             *CloseInfo `json:"close,omitempty"`
+	// PublishRequestIDs are the request IDs of the last accepted client
+	// publishes, oldest first, at most PublishRequestIDWindow (E16).
+	PublishRequestIDs []string `json:"publishRequestIds,omitempty"`
+	// History is the run's semantic history (E26). Events are never
+	// changed once appended, so clones share them.
+	History []*HistoryEvent `json:"history,omitempty"`
+}
+
+// PublishRequestIDWindow is how many accepted publish request IDs a run
+// remembers (E16): a retry is recognised as long as fewer than this many
+// publishes with other request IDs were accepted since. It bounds the
+// state (with MaxRequestIDBytes: 256 KiB at most). Apply enforces it, so it
+// is part of the record semantics: changing it changes what a replay
+// rebuilds.
+const PublishRequestIDWindow = 1000
+
+// MaxRequestIDBytes is the longest publish request ID accepted (E28).
+const MaxRequestIDBytes = 256
+
+// publishAccepted reports whether a client publish with request ID id was
+// accepted (and is still remembered).
+func (st *FlowState) publishAccepted(id string) bool {
+	return id != "" && slices.Contains(st.PublishRequestIDs, id)
+}
+
+// rememberPublish adds an accepted publish request ID, forgetting the
+// oldest beyond the window.
+func (st *FlowState) rememberPublish(id string) {
+	st.PublishRequestIDs = append(st.PublishRequestIDs, id)
+	if n := len(st.PublishRequestIDs) - PublishRequestIDWindow; n > 0 {
+		st.PublishRequestIDs = st.PublishRequestIDs[n:]
+	}
 }
 
 // Running reports whether the run is active.
@@ -125,8 +156,8 @@ func (st *FlowState) Step(id string) *StepExec {
 	return nil
 }
 
-// Clone returns a deep copy of st. Payload byte slices are shared: the
-// engine never modifies one in place.
+// Clone returns a deep copy of st. Payload byte slices and history events
+// are shared: the engine never modifies one in place.
 func (st *FlowState) Clone() *FlowState {
 	if st == nil {
 		return nil
@@ -147,6 +178,7 @@ func (st *FlowState) Clone() *FlowState {
 	}
 	c.Attributes = maps.Clone(st.Attributes)
 	c.Outputs = clip(st.Outputs)
+	c.PublishRequestIDs = clip(st.PublishRequestIDs)
 	c.History = clip(st.History)
 	if st.Close != nil {
 		ci := *st.Close

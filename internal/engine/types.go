@@ -9,6 +9,11 @@ type Value struct {
 	Data []byte `json:"data,omitempty"`
 }
 
+// IsZero reports whether v is "no value". An empty Data counts as none
+// whether it is nil or not, so that a value encodes the same before and
+// after a round trip through JSON (omitzero fields use IsZero).
+func (v Value) IsZero() bool { return v.Type == "" && len(v.Data) == 0 }
+
 // Status is the lifecycle status of a flow run (E8).
 type Status string
 
@@ -201,6 +206,10 @@ type Staged struct {
 	Attributes []AttributeWrite `json:"attributes,omitempty"`
 	Publishes  []Publish        `json:"publishes,omitempty"`
 }
+
+// IsZero reports whether s holds no write (empty and nil lists alike, see
+// Value.IsZero).
+func (s Staged) IsZero() bool { return len(s.Attributes) == 0 && len(s.Publishes) == 0 }
 
 // AttributeWrite sets one attribute (E21).
 type AttributeWrite struct {

@@ -264,7 +264,9 @@ func (c *Core) Command(ctx context.Context, flowID string, cmd engine.Command) (
 	if err != nil {
 		return server.CommandResult{}, err
 	}
-	return server.CommandResult{RunID: d.runID, Status: d.status}, nil
+	// No records: the engine recognised a retry (a publish request ID, E16);
+	// d.result waited for the flow's envelope in flight, if any.
+	return server.CommandResult{RunID: d.runID, Status: d.status, Duplicate: len(d.recs) == 0}, nil
 }
 
 // Flow implements server.Backend: committed state only.

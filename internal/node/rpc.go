@@ -113,7 +113,7 @@ func (c *Core) rpcResult(ctx context.Context, tok engine.Token, rr engine.RPCRes
 	rc := c.rpcs.get(tok.CallID)
 	if rc != nil {
 		rr.StartedAt = rc.startedAt
-		rr.Name = rc.task.RPC
+		rr.Name, rr.Input = rc.task.RPC, rc.task.Input
 	}
 	rr.Token = tok
 	d, err := call(ctx, c.seq, func() decision {

@@ -83,6 +83,10 @@ type StartResult struct {
 type CommandResult struct {
 	RunID  string
 	Status engine.Status
+	// Duplicate: the engine decided nothing because the command repeats
+	// one the run accepted (a PublishToChannel request ID, E16). The
+	// answer still comes only once that earlier command is durable.
+	Duplicate bool
 }
 
 // RPCResult answers InvokeRPC.

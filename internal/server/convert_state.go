@@ -119,7 +119,7 @@ func outputsOut(st *engine.FlowState) []*dexpb.StepOutput {
 		so := &dexpb.StepOutput{StepType: o.StepType, StepExecutionId: o.StepExecID, Output: valueOut(o.Value)}
 		for _, ev := range st.History {
 			if ev.Type == engine.EventExecuteCompleted && ev.StepExecID == o.StepExecID {
-				so.ForceComplete = ev.Decision == engine.DecideForceComplete
+				so.ForceComplete = ev.Decision != nil && ev.Decision.Kind == engine.DecideForceComplete
 				so.Time = tsOut(ev.At)
 			}
 		}
