@@ -2,11 +2,14 @@
 //
 //	dex-server-zd dev   [--data-dir DIR] [--listen HOST:PORT] [--durability MODE] [--config FILE]
 //	dex-server-zd local  --data-dir DIR  [--listen HOST:PORT] [--durability MODE] [--config FILE]
+//	dex-server-zd serve  --config FILE   [--listen HOST:PORT]
 //	dex-server-zd config defaults
 //
-// Exit status: 0 after a graceful shutdown (SIGTERM, SIGINT), 1 after a
-// fatal stop (lease lost, log write limit, fenced; L11) or a failed start,
-// 2 for a usage or configuration error.
+// Exit status: 0 after a graceful shutdown (SIGTERM, SIGINT), also of a
+// standby; 1 after a fatal stop (lease lost, log write limit, fenced; L11),
+// a failed takeover (S9) or a failed start (a held lease with
+// lease.failIfHeld, L14; an unreachable store; a local store directory in
+// use); 2 for a usage or configuration error.
 package main
 
 import (
@@ -27,6 +30,7 @@ import (
 const usage = `usage:
   dex-server-zd dev   [--data-dir DIR] [--listen HOST:PORT] [--durability MODE] [--config FILE]
   dex-server-zd local  --data-dir DIR  [--listen HOST:PORT] [--durability MODE] [--config FILE]
+  dex-server-zd serve  --config FILE   [--listen HOST:PORT]
   dex-server-zd config defaults
 `
 
@@ -42,6 +46,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runNode(config.ModeDev, args[1:], stderr)
 	case "local":
 		return runNode(config.ModeLocal, args[1:], stderr)
+	case "serve":
+		return runServe(args[1:], stderr)
 	case "config":
 		if len(args) == 2 && args[1] == "defaults" {
 			out, err := config.DefaultsYAML()
@@ -104,7 +110,57 @@ func runNode(mode config.Mode, args []string, stderr io.Writer) int {
 		<-ctx.Done()
 		stop() // a second signal kills at once
 	}()
-	err = node.Run(ctx, node.RunOptions{Mode: mode, Config: cfg, DataDir: *dataDir, Logger: log})
+	err = node.Run(ctx, node.RunOptions{Mode: mode, Config: cfg, DataDir: *dataDir, Logger: log, Metrics: node.NewMetrics()})
+	code := node.ExitCode(err)
+	if err != nil && !errors.Is(err, context.Canceled) {
+		log.Error("exiting", "err", err, "status", code)
+	}
+	return code
+}
+
+// runServe runs `dex-server-zd serve`: a process of a node on its durable
+// store, active or cold standby (package node, Serve).
+func runServe(args []string, stderr io.Writer) int {
+	fl := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fl.SetOutput(stderr)
+	listen := fl.String("listen", "", "the API address, overriding api.listen")
+	cfgPath := fl.String("config", "", "the YAML configuration file (required)")
+	if err := fl.Parse(args); err != nil {
+		return 2
+	}
+	if fl.NArg() > 0 {
+		fmt.Fprintf(stderr, "unexpected arguments: %v\n%s", fl.Args(), usage)
+		return 2
+	}
+	if *cfgPath == "" {
+		fmt.Fprintf(stderr, "serve needs --config FILE\n%s", usage)
+		return 2
+	}
+	cfg, err := config.Load(*cfgPath, config.ModeServe)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	if *listen != "" {
+		cfg.API.Listen = *listen
+	}
+	if err := cfg.Validate(config.ModeServe); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	if err := node.CheckServeConfig(cfg); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+
+	log := slog.New(slog.NewTextHandler(stderr, nil)).With("mode", string(config.ModeServe))
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		stop() // a second signal kills at once
+	}()
+	err = node.Serve(ctx, node.ServeOptions{Config: cfg, Logger: log, Metrics: node.NewMetrics()})
 	code := node.ExitCode(err)
 	if err != nil && !errors.Is(err, context.Canceled) {
 		log.Error("exiting", "err", err, "status", code)

@@ -1,7 +1,7 @@
 // Package node ties the lease, the log, the local store, the engine and the
 // server into one process lifecycle. It holds the serving core of an
-// active process (Core) and the lifecycle of `dex-server-zd dev` and
-// `local` (Run).
+// active process (Core), the lifecycle of `dex-server-zd dev` and `local`
+// (Run) and that of `dex-server-zd serve` with a cold standby (Serve).
 //
 // # Lifecycle of dev and local (Run)
 //
@@ -15,6 +15,69 @@
 //	start the writer under Supervise; Recover (T2-T5); open the gate
 //	SIGTERM/SIGINT: drain (A3, K2), stop the streams, flush, release (L12), exit 0
 //	lease lost, log write limit, fenced: exit 1 (L7, L9, L10, G4, L11)
+//
+// Everything from "open the local store" on is one lease period
+// (leasePeriod.run in active.go), shared with serve; so is the API surface
+// (startAPI) and the metrics listener.
+//
+// # Lifecycle of serve: active and cold standby (Serve)
+//
+// Several processes run the same node: the same nodeId and storage
+// settings, each with its own localStore.dir. At most one holds the lease
+// and serves; the others are standbys (S1). The phases of one process:
+//
+//	starting    flock localStore.dir (a second process on it fails naming
+//	            it); open the durable store of storage.backend (s3: bucket,
+//	            endpoint, region, pathStyle, credentials from the AWS
+//	            environment; postgres: dsn, table; fs: a directory shared by
+//	            processes on one host); probe conditional writes (G6); open
+//	            the API and metrics.listen. Keys: wal.NewLayout(prefix,
+//	            nodeId), prefix = storage.s3.prefix for s3, none otherwise.
+//	standby     cold (S2): idle, no local store open, nothing followed.
+//	            lease.Acquire re-reads a held lease every
+//	            standby.heldLeasePollInterval (250 ms) and at its expiry.
+//	            With lease.failIfHeld a held lease fails startup instead,
+//	            naming the holder (L14, exit 1).
+//	acquiring   a released lease is taken at the next read (L12); an
+//	            unreleased one at renewedAt + lease.duration + 1 s, the
+//	            earliest moment a crashed holder's lease counts as expired
+//	            (L13). The conditional write decides races (L3).
+//	recovering  open the local store, replay the log from its applied
+//	            position (a fresh cold standby replays everything), write the
+//	            fence (T1, G2); writer under Supervise; Recover (T2-T5). A
+//	            failure here releases the lease and exits 1 (S9).
+//	serving     as dev; SIGTERM drains, releases and exits 0 (K2, L12);
+//	            a lost lease, the log write limit or a fence exits 1 (L11).
+//
+// What callers see while the process does not serve: public FlowService
+// calls and WorkerTaskService streams answer UNAVAILABLE, on a standby with
+// the message "this process is a cold standby of node ...; retry on the
+// active process" (S6, P3), so that the SDK moves to its next address (P5);
+// the readiness names ("", dex.FlowService, dex.WorkerTaskService) answer
+// NOT_SERVING and dex.HotStandby NOT_SERVING too (H2, H3). AdminService.
+// Describe answers UNAVAILABLE on a standby: it is not the active process,
+// and A8 keeps FAILED_PRECONDITION for a step down or its hold-off in
+// progress, which a cold standby never is. The gate consults the lease on
+// every call (Core.Serving: Holder.Valid), so a process whose lease ran out
+// (a freeze longer than the lease) answers UNAVAILABLE and NOT_SERVING at
+// once, before its renewal loop notices and it exits 1 (L15, L11).
+//
+// Failover times follow: after SIGTERM of the active, one poll interval
+// plus the standby's recovery; after a crash, up to lease.duration + 1 s
+// after the last renewal (between 2/3 of the duration + 1 s and the
+// duration + 1 s after the crash), plus the recovery. A cold standby's
+// recovery replays the whole log into an empty local store (one GET per
+// batch), so it grows with the log; a hot standby (S3, not yet) keeps
+// up instead.
+//
+// # Metrics (metrics.go)
+//
+// Metrics are passed in (RunOptions.Metrics, ServeOptions.Metrics), never
+// global, and served in the Prometheus text format on metrics.listen at
+// /metrics: dexzd_leader (P4: 1 only while this process serves; alert when
+// no process or more than one reports 1), dexzd_node_epoch,
+// dexzd_hot_standby_state{state} (not_standby or cold; the hot states exist
+// and are 0), the lease renewal counters and the log writer's counters.
 //
 // # The serving core
 //

@@ -8,14 +8,12 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"google.golang.org/grpc"
 
 	"github.com/dexzd/dexzd/internal/blob/fs"
 	"github.com/dexzd/dexzd/internal/config"
-	"github.com/dexzd/dexzd/internal/engine"
 	"github.com/dexzd/dexzd/internal/lease"
 	"github.com/dexzd/dexzd/internal/server"
 	"github.com/dexzd/dexzd/internal/wal"
@@ -39,6 +37,9 @@ type RunOptions struct {
 	// drained, flushed or released, and Run returns ErrAbandoned. Tests use
 	// it to restart on the same directory.
 	Abandon <-chan struct{}
+	// Metrics, when set, record the process's metrics, served on
+	// metrics.listen if that is set.
+	Metrics *Metrics
 }
 
 // ErrAbandoned is Run's result after RunOptions.Abandon.
@@ -126,112 +127,40 @@ func Run(ctx context.Context, o RunOptions) (err error) {
 		return err
 	}
 
-	var cred string
-	if cfg.Admin.CredentialFile != "" {
-		raw, err := os.ReadFile(cfg.Admin.CredentialFile)
-		if err != nil {
-			return fmt.Errorf("admin.credentialFile: %w", err)
-		}
-		cred = strings.TrimSpace(string(raw))
+	api, err := startAPI(cfg, log, o.Listener)
+	if err != nil {
+		return err
 	}
-	srv := server.New(server.Options{NodeID: cfg.NodeID, MaxPayloadBytes: cfg.Limits.MaxPayloadBytes,
-		WaitForFlowMax: cfg.Limits.WaitForFlowMax, Logger: log, AdminCredential: cred})
-	lis := o.Listener
-	if lis == nil {
-		if lis, err = net.Listen("tcp", cfg.API.Listen); err != nil {
-			return fmt.Errorf("api.listen: %w", err)
-		}
+	cleanup = append(cleanup, api.stop)
+	log.Info("listening", "addr", api.lis.Addr().String(), "dataDir", dir, "durability", durability, "leaseDuration", cfg.Lease.Duration)
+	stopMetrics, err := startMetrics(cfg.Metrics.Listen, o.Metrics, log)
+	if err != nil {
+		return err
 	}
-	g := grpc.NewServer(srv.GRPCOptions()...)
-	srv.Register(g)
-	go func() { _ = g.Serve(lis) }()
-	cleanup = append(cleanup, func() { srv.Close(); g.Stop() })
-	log.Info("listening", "addr", lis.Addr().String(), "dataDir", dir, "durability", durability, "leaseDuration", cfg.Lease.Duration)
+	cleanup = append(cleanup, stopMetrics)
 
 	processID := lease.NewProcessID()
 	holder, err := lease.Acquire(ctx, lease.Config{
-		Store: blobs, Key: layout.LeaseKey(), NodeID: cfg.NodeID, ProcessID: processID,
+		Store: leaseBlobs(blobs, layout.LeaseKey(), o.Metrics), Key: layout.LeaseKey(), NodeID: cfg.NodeID, ProcessID: processID,
 		Duration: cfg.Lease.Duration, FailIfHeld: cfg.Lease.FailIfHeld, TakeOverHeld: lock.locked, Logger: log,
 	})
 	if err != nil {
 		return fmt.Errorf("acquire lease: %w", err)
 	}
-	log = log.With("epoch", holder.Epoch())
 
 	open := o.OpenStore
 	if open == nil {
-		open = func(dir string) (Store, error) { return OpenLocalStore(dir, log) }
+		open = func(dir string) (Store, error) { return OpenLocalStore(dir, log.With("epoch", holder.Epoch())) }
 	}
 	stateDir := cfg.LocalStore.Dir
 	if stateDir == "" {
 		stateDir = filepath.Join(dir, StateDir)
 	}
-	store, err := open(stateDir)
-	if err != nil {
-		return fmt.Errorf("open local store: %w", err)
-	}
-	cleanup = append(cleanup, func() { _ = store.Close() })
-	var from uint64
-	if seq, ok := store.Applied(); ok {
-		from = seq + 1
-	}
-	next, err := wal.Fence(ctx, blobs, layout, holder.Epoch(), from, ReplayApply(store))
-	if err != nil {
-		return fmt.Errorf("replay and fence the log: %w", err)
-	}
-	log.Info("log replayed and fenced", "from", from, "fence", next-1)
-
-	maxBatch := 2*srv.MaxMessageBytes() + (1 << 20)
-	core := NewCore(CoreConfig{
-		NodeID: cfg.NodeID, ProcessID: processID, Epoch: holder.Epoch(), Store: store,
-		Engine: engine.New(engine.Config{MaxPayloadBytes: cfg.Limits.MaxPayloadBytes}),
-		Lease:  holder, Logger: log, MaxRecordBytes: maxBatch - 8,
-	})
-	w, err := wal.NewWriter(wal.WriterConfig{Store: blobs, Layout: layout, Epoch: holder.Epoch(), NextSeq: next,
-		OnDurable: core.OnDurable, MaxBatchBytes: maxBatch, Logger: log})
-	if err != nil {
-		return err
-	}
-	core.SetWriter(w)
-	supCtx, cancelSup := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelSup()
-	supDone := make(chan error, 1)
-	go func() { supDone <- Supervise(supCtx, holder, w) }()
-	core.Start(supCtx)
-	if err := core.Recover(ctx); err != nil {
-		core.Stop()
-		_ = w.Stop()
-		if serr := <-supDone; serr != nil {
-			log.Error("supervise", "err", serr)
-		}
-		return err
-	}
-	srv.SetBackend(core)
-	log.Info("serving", "addr", lis.Addr().String())
-	if o.Ready != nil {
-		o.Ready(lis.Addr())
-	}
-
-	select {
-	case <-ctx.Done():
-		return shutdown(log, cfg, srv, g, core, w, holder, supDone)
-	case err := <-supDone:
-		core.Fail(err)
-		srv.Close()
-		core.Stop()
-		g.Stop()
-		return err
-	case <-o.Abandon:
-		abrupt = true
-		srv.Close()
-		g.Stop()
-		core.Stop()
-		cancelSup() // aborts the writer and stops renewing: like a crash
-		if err := <-supDone; err != nil {
-			log.Info("abandoned", "err", err)
-		}
-		return ErrAbandoned
-	}
+	p := &leasePeriod{cfg: cfg, log: log, blobs: blobs, layout: layout, api: api, holder: holder,
+		stateDir: stateDir, open: open, ready: o.Ready, abandon: o.Abandon, metrics: o.Metrics}
+	err = p.run(ctx)
+	abrupt = errors.Is(err, ErrAbandoned)
+	return err
 }
 
 // shutdown is the graceful stop (K2, L12): stop answering public calls,

@@ -13,7 +13,11 @@ import (
 )
 
 // adminService is dex.AdminService. Describe names the active process
-// (A1). StepDown checks its precondition (A2) and then answers
+// (A1); a process that is not active (a standby, one that is stopping or
+// whose lease is no longer valid) answers UNAVAILABLE with the reason the
+// public calls get, so that the caller goes to the active process. A8
+// reserves FAILED_PRECONDITION for a step down or its hold-off in
+// progress, which a cold standby never is. StepDown checks its precondition (A2) and then answers
 // UNIMPLEMENTED: stepping down arrives with standbys.
 //
 // When an admin credential is configured, both calls need the metadata

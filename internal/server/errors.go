@@ -92,4 +92,9 @@ func withWorkerError(c codes.Code, msg string, detail *dexpb.WorkerError) error 
 }
 
 // unavailable is the answer of a process that cannot serve.
-func unavailable() error { return status.Error(codes.Unavailable, ErrNotServing.Error()) }
+func (s *Server) unavailable() error {
+	if r := s.reason.Load(); r != nil && s.backend.Load() == nil {
+		return status.Error(codes.Unavailable, *r)
+	}
+	return status.Error(codes.Unavailable, ErrNotServing.Error())
+}

@@ -33,7 +33,7 @@ func read[T any](s *Server, fn func(b Backend) (T, error)) (T, error) {
 	}
 	out, err := fn(b)
 	if !b.Serving() {
-		return zero, unavailable()
+		return zero, s.unavailable()
 	}
 	if err != nil {
 		return zero, statusOf(err)
@@ -144,11 +144,14 @@ func (f *flowService) PublishToChannel(ctx context.Context, req *dexpb.PublishTo
 	if err != nil {
 		return nil, statusOf(err)
 	}
-	res, err := f.command(ctx, req.GetFlowId(), engine.PublishToChannel{FlowID: req.GetFlowId(), RunID: req.GetRunId(), Messages: msgs})
+	res, err := f.command(ctx, req.GetFlowId(), engine.PublishToChannel{FlowID: req.GetFlowId(), RunID: req.GetRunId(),
+		RequestID: req.GetRequestId(), Messages: msgs})
 	if err != nil {
 		return nil, err
 	}
-	return &dexpb.PublishToChannelResponse{RunId: res.RunID}, nil
+	// A duplicate (E16) is answered, like any command, once the publish
+	// it repeats is durable.
+	return &dexpb.PublishToChannelResponse{RunId: res.RunID, Duplicate: res.Duplicate}, nil
 }
 
 func (f *flowService) SetAttributes(ctx context.Context, req *dexpb.SetAttributesRequest) (*dexpb.SetAttributesResponse, error) {
@@ -272,7 +275,7 @@ func (f *flowService) WaitForFlow(ctx context.Context, req *dexpb.WaitForFlowReq
 		return nil, statusOf(err)
 	}
 	if !b.Serving() {
-		return nil, unavailable()
+		return nil, f.s.unavailable()
 	}
 	return &dexpb.WaitForFlowResponse{Result: resultOut(st)}, nil
 }

@@ -47,6 +47,9 @@ type Server struct {
 	opts    Options
 	log     *slog.Logger
 	backend atomic.Pointer[backendBox]
+	// reason, when set, replaces ErrNotServing's text in the UNAVAILABLE
+	// answers (a standby says it is one, P3).
+	reason atomic.Pointer[string]
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -107,6 +110,19 @@ func (s *Server) SetBackend(b Backend) {
 	s.backend.Store(&backendBox{b})
 }
 
+// SetNotServingReason sets the message of the UNAVAILABLE answers given
+// while no backend serves, for example "this process is a cold standby of
+// node \"n1\"; retry on the active process" (P3, S6). It should tell the
+// caller to retry on the active process. Empty restores the default
+// (ErrNotServing's text).
+func (s *Server) SetNotServingReason(reason string) {
+	if reason == "" {
+		s.reason.Store(nil)
+		return
+	}
+	s.reason.Store(&reason)
+}
+
 // Close ends the long-lived streams (health Watch, worker streams) so that
 // a graceful stop of the grpc.Server does not wait for them.
 func (s *Server) Close() { s.closeOnce.Do(func() { close(s.closed) }) }
@@ -115,7 +131,7 @@ func (s *Server) Close() { s.closeOnce.Do(func() { close(s.closed) }) }
 func (s *Server) active() (Backend, error) {
 	box := s.backend.Load()
 	if box == nil || !box.b.Serving() {
-		return nil, unavailable()
+		return nil, s.unavailable()
 	}
 	return box.b, nil
 }

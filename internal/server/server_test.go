@@ -240,3 +240,48 @@ func TestErrors_MapToCodes(t *testing.T) {
 		t.Fatalf("worker error detail = %v", details[0])
 	}
 }
+
+// A standby sets the reason of its UNAVAILABLE answers: every public call
+// and Describe say it is a standby and to retry on the active process;
+// readiness stays NOT_SERVING. Once a backend is set the reason is no longer
+// used: an instance that stops serving answers with the default message.
+//
+// Covers: S6, P3, H2
+func TestStandby_UnavailableNamesTheStandby(t *testing.T) {
+	s, conn := serve(t, server.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	const reason = `this process is a cold standby of node "n1"; retry on the active process`
+	s.SetNotServingReason(reason)
+	flows := dexpb.NewFlowServiceClient(conn)
+	_, err := flows.StartFlow(ctx, &dexpb.StartFlowRequest{FlowId: "f", FlowType: "t"})
+	if st, _ := status.FromError(err); st.Code() != codes.Unavailable || st.Message() != reason {
+		t.Fatalf("StartFlow on a standby = %v, want UNAVAILABLE %q", err, reason)
+	}
+	_, err = flows.GetFlowSummary(ctx, &dexpb.GetFlowSummaryRequest{FlowId: "f"})
+	if st, _ := status.FromError(err); st.Code() != codes.Unavailable || st.Message() != reason {
+		t.Fatalf("GetFlowSummary on a standby = %v, want UNAVAILABLE %q", err, reason)
+	}
+	_, err = dexpb.NewAdminServiceClient(conn).Describe(ctx, &dexpb.DescribeRequest{})
+	if st, _ := status.FromError(err); st.Code() != codes.Unavailable || st.Message() != reason {
+		t.Fatalf("Describe on a standby = %v, want UNAVAILABLE %q", err, reason)
+	}
+	stream, err := dexpb.NewWorkerTaskServiceClient(conn).PollWorkerTask(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Recv(); status.Code(err) != codes.Unavailable {
+		t.Fatalf("PollWorkerTask on a standby = %v, want UNAVAILABLE", err)
+	}
+	r, err := grpc_health_v1.NewHealthClient(conn).Check(ctx, &grpc_health_v1.HealthCheckRequest{})
+	if err != nil || r.GetStatus() != grpc_health_v1.HealthCheckResponse_NOT_SERVING {
+		t.Fatalf("readiness on a standby = %v, %v", r, err)
+	}
+
+	b := &fakeBackend{}
+	s.SetBackend(b) // not serving: the default message
+	_, err = flows.StartFlow(ctx, &dexpb.StartFlowRequest{FlowId: "f", FlowType: "t"})
+	if st, _ := status.FromError(err); st.Code() != codes.Unavailable || st.Message() != server.ErrNotServing.Error() {
+		t.Fatalf("StartFlow on a stopped instance = %v, want UNAVAILABLE %q", err, server.ErrNotServing)
+	}
+}

@@ -1,0 +1,43 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// serve's usage and configuration errors exit 2 before anything starts:
+// no --config, a configuration that misses localStore.dir, a hot standby
+// (not implemented yet), stray arguments.
+func TestServe_UsageAndConfigErrors(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, yaml string) string {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	fsStore := "storage:\n  backend: fs\n  fs:\n    dir: " + filepath.Join(dir, "shared") + "\n"
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no config", []string{"serve"}, "--config"},
+		{"no local store", []string{"serve", "--config", write("nolocal.yaml", fsStore)}, "localStore.dir"},
+		{"hot", []string{"serve", "--config", write("hot.yaml", fsStore+"localStore:\n  dir: "+filepath.Join(dir, "l")+"\nstandby:\n  mode: hot\n")}, "standby.mode"},
+		{"s3 without bucket", []string{"serve", "--config", write("s3.yaml", "storage:\n  backend: s3\nlocalStore:\n  dir: x\n")}, "storage.s3.bucket"},
+		{"stray argument", []string{"serve", "--config", "x.yaml", "extra"}, "unexpected arguments"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			if code := run(tc.args, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), tc.want) {
+				t.Fatalf("run(%v) = %d, stderr:\n%s\nwant 2 and %q", tc.args, code, stderr.String(), tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,229 @@
+package node
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"sync/atomic"
+
+	"github.com/dexzd/dexzd/internal/blob"
+	"github.com/dexzd/dexzd/internal/lease"
+	"github.com/dexzd/dexzd/internal/wal"
+)
+
+// StandbyState is the value of the state label of dexzd_hot_standby_state
+// (S10).
+type StandbyState string
+
+// Standby states. A process that holds the lease (or is acquiring it) is
+// not a standby; a cold standby waits idle. The others belong to hot
+// standbys, which serve does not run yet; they are exported as 0 so that
+// alert rules on them find the series.
+const (
+	StandbyNotStandby    StandbyState = "not_standby"
+	StandbyStateCold     StandbyState = "cold"
+	StandbyFollowing     StandbyState = "following"
+	StandbyBootstrapping StandbyState = "bootstrapping"
+	StandbyRestarting    StandbyState = "restarting"
+	StandbyBehind        StandbyState = "behind"
+	StandbyFailed        StandbyState = "failed"
+)
+
+var standbyStates = []StandbyState{StandbyNotStandby, StandbyStateCold, StandbyFollowing,
+	StandbyBootstrapping, StandbyRestarting, StandbyBehind, StandbyFailed}
+
+// Metrics are one process's metrics, served in the Prometheus text format
+// (version 0.0.4) on metrics.listen. The caller creates them with
+// NewMetrics and passes them in (RunOptions.Metrics, ServeOptions.Metrics):
+// there is no global registry. A nil *Metrics records nothing.
+//
+//	dexzd_leader                         1 while this process is the active one and serves (P4)
+//	dexzd_node_epoch                     the epoch of the lease this process holds, 0 while it holds none
+//	dexzd_hot_standby_state{state}       1 for the current state, 0 for the others (S10)
+//	dexzd_lease_renewals_total           lease renewal writes that succeeded
+//	dexzd_lease_renewal_failures_total   lease renewal writes that failed (each attempt counts)
+//	dexzd_log_batches_total              log batches written by this process
+//	dexzd_log_records_total              records in those batches
+//	dexzd_log_bytes_total                encoded bytes of those batches
+//	dexzd_log_write_retries_total        log requests repeated after a transient error
+//	dexzd_log_adopted_batches_total      batches whose lost reply was resolved by reading them back (G5)
+type Metrics struct {
+	renewals        atomic.Uint64
+	renewalFailures atomic.Uint64
+	epoch           atomic.Uint64
+	state           atomic.Pointer[StandbyState]
+
+	mu      sync.Mutex
+	active  interface{ Serving() bool } // the serving instance, nil while none
+	writer  *wal.Writer                 // the current lease period's writer
+	logBase wal.Stats                   // the sums of the writers before it
+}
+
+// NewMetrics returns metrics with every value at zero and the standby
+// state not_standby.
+func NewMetrics() *Metrics {
+	m := &Metrics{}
+	m.setStandbyState(StandbyNotStandby)
+	return m
+}
+
+func (m *Metrics) setStandbyState(s StandbyState) {
+	if m != nil {
+		m.state.Store(&s)
+	}
+}
+
+func (m *Metrics) setEpoch(e uint64) {
+	if m != nil {
+		m.epoch.Store(e)
+	}
+}
+
+// setActive makes b the serving instance whose gate dexzd_leader reports;
+// nil clears it.
+func (m *Metrics) setActive(b interface{ Serving() bool }) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.active = b
+}
+
+// setWriter makes w the writer whose counters are reported; endWriter adds
+// its final counters to the totals when its lease period ends.
+func (m *Metrics) setWriter(w *wal.Writer) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.writer = w
+}
+
+func (m *Metrics) endWriter(w *wal.Writer) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.writer != w {
+		return
+	}
+	m.logBase = addStats(m.logBase, w.Stats())
+	m.writer = nil
+}
+
+func addStats(a, b wal.Stats) wal.Stats {
+	return wal.Stats{Batches: a.Batches + b.Batches, Records: a.Records + b.Records, Bytes: a.Bytes + b.Bytes,
+		Retries: a.Retries + b.Retries, Adopted: a.Adopted + b.Adopted}
+}
+
+// leaseRenewal counts one renewal write's outcome.
+func (m *Metrics) leaseRenewal(err error) {
+	switch {
+	case m == nil:
+	case err == nil:
+		m.renewals.Add(1)
+	default:
+		m.renewalFailures.Add(1)
+	}
+}
+
+// snapshot is one consistent reading of the metrics.
+type snapshot struct {
+	leader                    bool
+	epoch                     uint64
+	state                     StandbyState
+	renewals, renewalFailures uint64
+	log                       wal.Stats
+}
+
+func (m *Metrics) snapshot() snapshot {
+	m.mu.Lock()
+	s := snapshot{log: m.logBase}
+	if m.writer != nil {
+		s.log = addStats(s.log, m.writer.Stats())
+	}
+	active := m.active
+	m.mu.Unlock()
+	s.leader = active != nil && active.Serving()
+	s.epoch = m.epoch.Load()
+	if st := m.state.Load(); st != nil {
+		s.state = *st
+	}
+	s.renewals, s.renewalFailures = m.renewals.Load(), m.renewalFailures.Load()
+	return s
+}
+
+// WriteText writes the metrics in the Prometheus text format.
+func (m *Metrics) WriteText(w io.Writer) error {
+	s := m.snapshot()
+	bw := bufio.NewWriter(w)
+	metric := func(name, typ, help string, v uint64) {
+		fmt.Fprintf(bw, "# HELP %s %s\n# TYPE %s %s\n%s %d\n", name, help, name, typ, name, v)
+	}
+	metric("dexzd_leader", "gauge", "1 while this process is the active process of its node and serves, else 0.", b2u(s.leader))
+	metric("dexzd_node_epoch", "gauge", "The epoch of the node lease this process holds; 0 while it holds none.", s.epoch)
+	const hs = "dexzd_hot_standby_state"
+	fmt.Fprintf(bw, "# HELP %s 1 for the standby state this process is in, 0 for the others.\n# TYPE %s gauge\n", hs, hs)
+	for _, st := range standbyStates {
+		fmt.Fprintf(bw, "%s{state=%q} %d\n", hs, st, b2u(st == s.state))
+	}
+	metric("dexzd_lease_renewals_total", "counter", "Lease renewal writes that succeeded.", s.renewals)
+	metric("dexzd_lease_renewal_failures_total", "counter", "Lease renewal writes that failed; every attempt counts.", s.renewalFailures)
+	metric("dexzd_log_batches_total", "counter", "Log batches this process wrote.", s.log.Batches)
+	metric("dexzd_log_records_total", "counter", "Records in the log batches this process wrote.", s.log.Records)
+	metric("dexzd_log_bytes_total", "counter", "Encoded bytes of the log batches this process wrote.", s.log.Bytes)
+	metric("dexzd_log_write_retries_total", "counter", "Log store requests repeated after a transient error.", s.log.Retries)
+	metric("dexzd_log_adopted_batches_total", "counter", "Log batches whose lost write reply was resolved by reading the batch back.", s.log.Adopted)
+	return bw.Flush()
+}
+
+func b2u(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Handler serves GET /metrics.
+func (m *Metrics) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		_ = m.WriteText(w)
+	})
+	return mux
+}
+
+// leaseStore counts the lease holder's renewal writes for the metrics:
+// the writes of the lease key whose record is neither an acquisition
+// (write number 1) nor a release.
+type leaseStore struct {
+	blob.Store
+	key string
+	m   *Metrics
+}
+
+// leaseBlobs returns the store to hand to lease.Acquire: blobs itself
+// without metrics, else a leaseStore that counts renewals.
+func leaseBlobs(blobs blob.Store, key string, m *Metrics) blob.Store {
+	if m == nil {
+		return blobs
+	}
+	return &leaseStore{Store: blobs, key: key, m: m}
+}
+
+func (s *leaseStore) PutIfMatch(ctx context.Context, key string, data []byte, v blob.Version) (blob.Version, error) {
+	nv, err := s.Store.PutIfMatch(ctx, key, data, v)
+	if key == s.key {
+		if rec, derr := lease.Decode(data); derr == nil && rec.Write > 1 && !rec.Released {
+			s.m.leaseRenewal(err)
+		}
+	}
+	return nv, err
+}

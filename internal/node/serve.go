@@ -1,0 +1,217 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/dexzd/dexzd/internal/blob"
+	"github.com/dexzd/dexzd/internal/blob/fs"
+	"github.com/dexzd/dexzd/internal/blob/postgres"
+	"github.com/dexzd/dexzd/internal/blob/s3"
+	"github.com/dexzd/dexzd/internal/config"
+	"github.com/dexzd/dexzd/internal/lease"
+	"github.com/dexzd/dexzd/internal/wal"
+)
+
+// ServeOptions configures Serve.
+type ServeOptions struct {
+	// Config is validated for config.ModeServe, with flag overrides
+	// applied.
+	Config *config.Config
+	Logger *slog.Logger
+	// Listener, when set, serves the API instead of listening on
+	// Config.API.Listen.
+	Listener net.Listener
+	// OpenStore opens the local store in dir; nil means OpenLocalStore
+	// (Pebble).
+	OpenStore func(dir string) (Store, error)
+	// Ready, when set, is called with the API address once the process
+	// serves as the active one.
+	Ready func(addr net.Addr)
+	// Standby, when set, is called with the API address when the process
+	// starts waiting for the lease as a standby.
+	Standby func(addr net.Addr)
+	// Metrics record the process's metrics, served on metrics.listen if
+	// that is set; nil means NewMetrics().
+	Metrics *Metrics
+}
+
+// ErrNotImplemented: the configuration asks for something this release of
+// serve does not do yet.
+var ErrNotImplemented = errors.New("not implemented yet")
+
+// ErrLocalStoreInUse: another process uses the local store directory.
+var ErrLocalStoreInUse = errors.New("local store directory is in use by another process")
+
+// CheckServeConfig reports what serve refuses in a configuration that
+// config.Validate accepted: standby.mode hot, which arrives later. The
+// caller treats it as a configuration error.
+func CheckServeConfig(cfg *config.Config) error {
+	if cfg.Standby.Mode == config.StandbyHot {
+		return fmt.Errorf("standby.mode: %q is %w in dex-server-zd serve; use %q (the default)",
+			config.StandbyHot, ErrNotImplemented, config.StandbyCold)
+	}
+	return nil
+}
+
+// Serve runs `dex-server-zd serve`: one process of a node on its durable
+// store (storage.backend s3, postgres or fs), with its own local store in
+// localStore.dir. It returns nil (or ctx's error) after a graceful stop and
+// the fatal error otherwise; the caller exits with ExitCode (L11).
+//
+// Startup: lock localStore.dir (one process per local store), open the
+// durable store, probe conditional writes (G6), open the API (UNAVAILABLE
+// and NOT_SERVING while not active) and the metrics listener. Then, as a
+// cold standby (S1, S2), wait while another process holds the lease,
+// re-reading it every standby.heldLeasePollInterval: a released lease is
+// taken at the next read (L12), an unreleased one once it has expired plus
+// 1 s (L13). With lease.failIfHeld a held lease fails startup instead,
+// naming the holder (L14). Holding the lease, the process serves one lease
+// period exactly as dev does (leasePeriod.run: replay and fence, writer,
+// Recover, serve; T1-T5); a failure before it serves releases the lease and
+// returns the error (S9).
+func Serve(ctx context.Context, o ServeOptions) error {
+	cfg := o.Config
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if err := CheckServeConfig(cfg); err != nil {
+		return err
+	}
+	m := o.Metrics
+	if m == nil {
+		m = NewMetrics()
+	}
+	log = log.With("nodeId", cfg.NodeID)
+
+	unlock, err := lockLocalStoreDir(cfg.LocalStore.Dir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	blobs, prefix, err := OpenDurableStore(ctx, cfg.Storage)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = blobs.Close() }()
+	layout, err := wal.NewLayout(prefix, cfg.NodeID)
+	if err != nil {
+		return fmt.Errorf("nodeId and storage prefix: %w", err)
+	}
+	if err := wal.ProbeConditionalWrites(ctx, blobs, layout); err != nil {
+		return err
+	}
+
+	api, err := startAPI(cfg, log, o.Listener)
+	if err != nil {
+		return err
+	}
+	defer api.stop()
+	stopMetrics, err := startMetrics(cfg.Metrics.Listen, m, log)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
+
+	// Standby (cold): idle until the lease is ours.
+	m.setStandbyState(StandbyStateCold)
+	api.srv.SetNotServingReason(fmt.Sprintf("this process is a %s standby of node %q; retry on the active process",
+		cfg.Standby.Mode, cfg.NodeID))
+	addr := api.lis.Addr()
+	log.Info("standby", "addr", addr.String(), "standbyMode", cfg.Standby.Mode, "backend", cfg.Storage.Backend,
+		"leaseKey", layout.LeaseKey(), "leaseDuration", cfg.Lease.Duration, "localStore", cfg.LocalStore.Dir)
+	if o.Standby != nil {
+		o.Standby(addr)
+	}
+	holder, err := lease.Acquire(ctx, lease.Config{
+		Store: leaseBlobs(blobs, layout.LeaseKey(), m), Key: layout.LeaseKey(), NodeID: cfg.NodeID,
+		ProcessID: lease.NewProcessID(), Duration: cfg.Lease.Duration, FailIfHeld: cfg.Lease.FailIfHeld,
+		PollInterval: cfg.Standby.HeldLeasePollInterval, Logger: log,
+	})
+	if err != nil {
+		m.setStandbyState(StandbyNotStandby)
+		if errors.Is(err, lease.ErrHeld) {
+			return fmt.Errorf("lease.failIfHeld is set and another process is active: %w", err)
+		}
+		return fmt.Errorf("acquire lease: %w", err)
+	}
+	api.srv.SetNotServingReason("")
+
+	open := o.OpenStore
+	if open == nil {
+		open = func(dir string) (Store, error) { return OpenLocalStore(dir, log.With("epoch", holder.Epoch())) }
+	}
+	p := &leasePeriod{cfg: cfg, log: log, blobs: blobs, layout: layout, api: api, holder: holder,
+		stateDir: cfg.LocalStore.Dir, open: open, ready: o.Ready, metrics: m}
+	return p.run(ctx)
+}
+
+// OpenDurableStore opens the durable store storage.backend names and
+// returns it with the key prefix of the node's layout (wal.NewLayout):
+// storage.s3.prefix for s3, none otherwise. S3 credentials come from the
+// standard AWS sources (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, shared
+// files, roles); PostgreSQL creates its table if it is missing; fs uses
+// strict durability and is safe for several processes on one host.
+func OpenDurableStore(ctx context.Context, st config.Storage) (blob.Store, string, error) {
+	switch st.Backend {
+	case config.BackendS3:
+		s, err := s3.New(ctx, s3.Config{Bucket: st.S3.Bucket, Endpoint: st.S3.Endpoint, Region: st.S3.Region,
+			PathStyle: st.S3.PathStyle})
+		if err != nil {
+			return nil, "", fmt.Errorf("storage.s3: %w", err)
+		}
+		return s, st.S3.Prefix, nil
+	case config.BackendPostgres:
+		s, err := postgres.New(ctx, postgres.Config{DSN: st.Postgres.DSN, Table: st.Postgres.Table})
+		if err != nil {
+			return nil, "", fmt.Errorf("storage.postgres: %w", err)
+		}
+		return s, "", nil
+	case config.BackendFS:
+		s, err := fs.Open(st.FS.Dir, fs.Strict)
+		if err != nil {
+			return nil, "", fmt.Errorf("storage.fs.dir: %w", err)
+		}
+		return s, "", nil
+	}
+	return nil, "", fmt.Errorf("storage.backend: unknown backend %q", st.Backend)
+}
+
+// lockLocalStoreDir creates dir and takes an exclusive, non-blocking flock
+// on the directory itself, held until the returned function runs: two
+// processes must never share a local store. A filesystem that cannot lock
+// is accepted (the local store's own lock still refuses a second opener
+// when it opens).
+func lockLocalStoreDir(dir string) (func(), error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("localStore.dir: %w", err)
+	}
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, fmt.Errorf("localStore.dir: %w", err)
+	}
+	err = flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+	switch {
+	case err == nil:
+		return func() {
+			_ = flock(int(f.Fd()), unix.LOCK_UN)
+			_ = f.Close()
+		}, nil
+	case errors.Is(err, unix.EWOULDBLOCK):
+		_ = f.Close()
+		return nil, fmt.Errorf("localStore.dir: %w: %s is locked by another dex-server-zd process; every process needs a local store directory of its own",
+			ErrLocalStoreInUse, dir)
+	case errors.Is(err, unix.ENOLCK), errors.Is(err, unix.EOPNOTSUPP), errors.Is(err, unix.ENOSYS), errors.Is(err, unix.EINVAL):
+		return func() { _ = f.Close() }, nil
+	default:
+		_ = f.Close()
+		return nil, fmt.Errorf("localStore.dir: lock %s: %w", dir, err)
+	}
+}

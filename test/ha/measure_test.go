@@ -1,0 +1,141 @@
+package ha
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/dexzd/dexzd/dex"
+)
+
+// TestMeasure_FailoverTimes measures the failover times the README quotes:
+// for each backend, DEX_HA_MEASURE_RUNS runs (default 5) of a SIGKILL and
+// of a SIGTERM of the active with a cold standby, with lease.duration set
+// by DEX_HA_MEASURE (for example "10s"). Before the signal the active runs
+// 100 chain flows to completion, so that the standby replays a log of a few
+// hundred batches. It reports, per case, the median, minimum and maximum of
+// the time from the signal to the standby serving, and of the standby's
+// recovery alone (from "lease acquired" to "serving" in its log). Skipped
+// unless DEX_HA_MEASURE is set:
+//
+//	DEX_HA_MEASURE=10s scripts/testenv.sh run -- go test -run TestMeasure -v -timeout 30m ./test/ha/
+func TestMeasure_FailoverTimes(t *testing.T) {
+	v := os.Getenv("DEX_HA_MEASURE")
+	if v == "" {
+		t.Skip("set DEX_HA_MEASURE to a lease duration (10s) to measure failover times")
+	}
+	lease, err := time.ParseDuration(v)
+	if err != nil {
+		t.Fatalf("DEX_HA_MEASURE: %v", err)
+	}
+	runs := 5
+	if r := os.Getenv("DEX_HA_MEASURE_RUNS"); r != "" {
+		if runs, err = strconv.Atoi(r); err != nil || runs < 1 {
+			t.Fatalf("DEX_HA_MEASURE_RUNS: %q", r)
+		}
+	}
+	var report []string
+	for _, backend := range backends {
+		for _, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGTERM} {
+			var total, recovery []time.Duration
+			var batches string
+			for i := range runs {
+				t.Run(fmt.Sprintf("%s/%v/%d", backend, sig, i), func(t *testing.T) {
+					tot, rec, b := failoverOnce(t, backend, sig, lease)
+					total, recovery, batches = append(total, tot), append(recovery, rec), b
+				})
+			}
+			if len(total) == 0 {
+				continue
+			}
+			line := fmt.Sprintf("%-8s %-10v lease %v, %d runs, log ~%s batches: signal to serving median %v (min %v, max %v); recovery median %v (min %v, max %v)",
+				backend, sig, lease, len(total), batches, ms(median(total)), ms(slices.Min(total)), ms(slices.Max(total)),
+				ms(median(recovery)), ms(slices.Min(recovery)), ms(slices.Max(recovery)))
+			t.Log(line)
+			report = append(report, line)
+		}
+	}
+	for _, l := range report {
+		t.Log(l)
+	}
+}
+
+func ms(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
+
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+var logTime = regexp.MustCompile(`time=(\S+) level=INFO msg=(?:"lease acquired"|serving) `)
+
+// failoverOnce runs one failover: it returns the time from the signal to
+// the standby serving, the standby's recovery (lease acquired to serving,
+// from its log) and the active's log batch count before the signal.
+func failoverOnce(t *testing.T, backend string, sig syscall.Signal, lease time.Duration) (total, recovery time.Duration, batches string) {
+	a, b, pa, pb := startPairWith(t, storage(t, backend), lease)
+	addrs := []string{a.addr, b.addr}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	w, err := dex.NewWorker(dex.WorkerOptions{Addresses: addrs, MaxConcurrentTasks: 32, Logger: quietLogger(),
+		ReconnectBackoff: fastBackoff, DrainTimeout: time.Second}, chainFlow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, stopWorker := context.WithCancel(ctx)
+	workerDone := make(chan error, 1)
+	go func() { workerDone <- w.Run(wctx) }()
+	defer func() { stopWorker(); <-workerDone }()
+	c, err := dex.Dial(ctx, dex.ClientOptions{Addresses: addrs, Logger: quietLogger(), RetryBackoff: fastBackoff})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const n = 100
+	for i := range n {
+		if _, err := c.StartFlow(ctx, chainFlow, fmt.Sprintf("m-%d", i), i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range n {
+		if res, err := c.WaitForFlow(ctx, fmt.Sprintf("m-%d", i)); err != nil || res.Status != dex.StatusCompleted {
+			t.Fatalf("m-%d: %v, %v", i, res, err)
+		}
+	}
+	batches = scrape(t, a.metrics)["dexzd_log_batches_total"]
+
+	at := time.Now()
+	pa.Signal(t, sig)
+	pb.Serving(t, lease+30*time.Second)
+	total = time.Since(at)
+	var stamps []time.Time
+	for _, m := range logTime.FindAllStringSubmatch(pb.Log(), -1) {
+		ts, err := time.Parse(time.RFC3339Nano, m[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		stamps = append(stamps, ts)
+	}
+	if len(stamps) != 2 {
+		t.Fatalf("want the standby's lease acquired and serving lines:\n%s", pb.Log())
+	}
+	recovery = stamps[1].Sub(stamps[0])
+	t.Logf("signal to serving %v, recovery %v", total.Round(time.Millisecond), recovery)
+	if res, err := c.WaitForFlow(ctx, "m-0"); err != nil || res.Status != dex.StatusCompleted {
+		t.Fatalf("m-0 on the new active: %v, %v", res, err)
+	}
+	stopWorker()
+	pb.Signal(t, syscall.SIGTERM)
+	pb.Wait(t, 30*time.Second)
+	return total, recovery, batches
+}
