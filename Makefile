@@ -43,6 +43,11 @@ fuzz: ## Fuzz the batch decoder for FUZZTIME (default 60s).
 bench: ## Run the log append benchmarks on every backend (MinIO and PostgreSQL started here).
 	scripts/testenv.sh run -- $(GO) test -run '^$$' -bench BenchmarkAppend -benchtime $${BENCHTIME:-2s} ./internal/wal
 
+BENCH_COMPARE_FLAGS ?= --flows 2000 --callers 32 --rounds 3 --engine-flows temporal=300
+.PHONY: bench-compare
+bench-compare: ## Run the chain workload on Dex-ZD, DBOS, Restate and Temporal (pinned peers installed into bench/compare/.tools; BENCH_COMPARE_FLAGS to change).
+	cd bench/compare && ./install-peers.sh && $(GO) vet ./... && $(GO) build -o .tools/compare . && ../../scripts/testenv.sh run -- .tools/compare --json results/latest.json $(BENCH_COMPARE_FLAGS)
+
 .PHONY: lint
 lint: $(TOOLS)/golangci-lint ## Run golangci-lint with .golangci.yml.
 	$(TOOLS)/golangci-lint run $(PKGS)
