@@ -119,7 +119,7 @@ func runNode(mode config.Mode, args []string, stderr io.Writer) int {
 }
 
 // runServe runs `dex-server-zd serve`: a process of a node on its durable
-// store, active or cold standby (package node, Serve).
+// store, active, or cold or hot standby (package node, Serve).
 func runServe(args []string, stderr io.Writer) int {
 	fl := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fl.SetOutput(stderr)

@@ -10,7 +10,7 @@ import (
 
 // serve's usage and configuration errors exit 2 before anything starts:
 // no --config, a configuration that misses localStore.dir, a hot standby
-// (not implemented yet), stray arguments.
+// with lease.failIfHeld (S5), stray arguments.
 func TestServe_UsageAndConfigErrors(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, yaml string) string {
@@ -29,7 +29,7 @@ func TestServe_UsageAndConfigErrors(t *testing.T) {
 	}{
 		{"no config", []string{"serve"}, "--config"},
 		{"no local store", []string{"serve", "--config", write("nolocal.yaml", fsStore)}, "localStore.dir"},
-		{"hot", []string{"serve", "--config", write("hot.yaml", fsStore+"localStore:\n  dir: "+filepath.Join(dir, "l")+"\nstandby:\n  mode: hot\n")}, "standby.mode"},
+		{"hot", []string{"serve", "--config", write("hot.yaml", fsStore+"localStore:\n  dir: "+filepath.Join(dir, "l")+"\nlease:\n  failIfHeld: true\nstandby:\n  mode: hot\n")}, "lease.failIfHeld"},
 		{"s3 without bucket", []string{"serve", "--config", write("s3.yaml", "storage:\n  backend: s3\nlocalStore:\n  dir: x\n")}, "storage.s3.bucket"},
 		{"stray argument", []string{"serve", "--config", "x.yaml", "extra"}, "unexpected arguments"},
 	} {

@@ -1,7 +1,8 @@
 // Package node ties the lease, the log, the local store, the engine and the
 // server into one process lifecycle. It holds the serving core of an
 // active process (Core), the lifecycle of `dex-server-zd dev` and `local`
-// (Run) and that of `dex-server-zd serve` with a cold standby (Serve).
+// (Run) and that of `dex-server-zd serve` with a cold or hot standby
+// (Serve).
 //
 // # Lifecycle of dev and local (Run)
 //
@@ -20,7 +21,7 @@
 // (leasePeriod.run in active.go), shared with serve; so is the API surface
 // (startAPI) and the metrics listener.
 //
-// # Lifecycle of serve: active and cold standby (Serve)
+// # Lifecycle of serve: active and standby (Serve)
 //
 // Several processes run the same node: the same nodeId and storage
 // settings, each with its own localStore.dir. At most one holds the lease
@@ -38,6 +39,29 @@
 //	            standby.heldLeasePollInterval (250 ms) and at its expiry.
 //	            With lease.failIfHeld a held lease fails startup instead,
 //	            naming the holder (L14, exit 1).
+//	            hot (S3, hot.go): opens its local store at once and
+//	            follows the log with a wal.Follower from Applied()+1,
+//	            applying each batch with the replay's apply (no effects);
+//	            without a next batch it waits heldLeasePollInterval (one
+//	            GET per poll, G8). States (S10): following; behind when
+//	            the lag (time since the follower last reached the end of
+//	            the log) exceeds behindLagThreshold; restarting after an
+//	            error (backoff 1 s doubling to 30 s, then a new follower
+//	            from Applied()+1); failed when its next batch was truncated
+//	            away (a restore from a snapshot is not implemented: it
+//	            stops following and logs why; bootstrapping never occurs).
+//	            dex.HotStandby is SERVING only while following (H3).
+//	            It reads the lease every heldLeasePollInterval itself
+//	            (lease.Read) and, once it is released or expired
+//	            (Record.AvailableAt: expiry + 1 s, L13), waits a random
+//	            0-50 ms when following, laggingTakeoverDelay otherwise
+//	            (S8), then writes it (lease.TryAcquire). A write lost to
+//	            another process goes back to waiting; any other failure
+//	            before the lease is held is retried after a backoff of 1 s
+//	            doubling to 30 s, following meanwhile (S9). Holding the
+//	            lease it stops the follower and hands the open local store
+//	            to the lease period, whose replay covers only what the
+//	            follower had not applied yet.
 //	acquiring   a released lease is taken at the next read (L12); an
 //	            unreleased one at renewedAt + lease.duration + 1 s, the
 //	            earliest moment a crashed holder's lease counts as expired
@@ -51,10 +75,11 @@
 //
 // What callers see while the process does not serve: public FlowService
 // calls and WorkerTaskService streams answer UNAVAILABLE, on a standby with
-// the message "this process is a cold standby of node ...; retry on the
-// active process" (S6, P3), so that the SDK moves to its next address (P5);
-// the readiness names ("", dex.FlowService, dex.WorkerTaskService) answer
-// NOT_SERVING and dex.HotStandby NOT_SERVING too (H2, H3). AdminService.
+// the message "this process is a cold (or hot) standby of node ...; retry
+// on the active process" (S6, P3), so that the SDK moves to its next
+// address (P5); the readiness names ("", dex.FlowService,
+// dex.WorkerTaskService) answer NOT_SERVING, and dex.HotStandby SERVING
+// only on a hot standby that is following (H2, H3). AdminService.
 // Describe answers UNAVAILABLE on a standby: it is not the active process,
 // and A8 keeps FAILED_PRECONDITION for a step down or its hold-off in
 // progress, which a cold standby never is. The gate consults the lease on
@@ -67,8 +92,8 @@
 // after the last renewal (between 2/3 of the duration + 1 s and the
 // duration + 1 s after the crash), plus the recovery. A cold standby's
 // recovery replays the whole log into an empty local store (one GET per
-// batch), so it grows with the log; a hot standby (S3, not yet) keeps
-// up instead.
+// batch), so it grows with the log; a hot standby (S3) keeps up instead
+// and replays only the fence and the batches of its last poll (S7).
 //
 // # Metrics (metrics.go)
 //
@@ -76,8 +101,10 @@
 // global, and served in the Prometheus text format on metrics.listen at
 // /metrics: dexzd_leader (P4: 1 only while this process serves; alert when
 // no process or more than one reports 1), dexzd_node_epoch,
-// dexzd_hot_standby_state{state} (not_standby or cold; the hot states exist
-// and are 0), the lease renewal counters and the log writer's counters.
+// dexzd_hot_standby_state{state} (not_standby, cold, or a hot standby's
+// following, behind, restarting, failed; bootstrapping is always 0),
+// dexzd_hot_standby_lag_seconds (S10), the lease renewal counters and the
+// log writer's counters.
 //
 // # The serving core
 //

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/dexzd/dexzd/internal/blob"
 	"github.com/dexzd/dexzd/internal/lease"
@@ -20,8 +21,11 @@ type StandbyState string
 
 // Standby states. A process that holds the lease (or is acquiring it) is
 // not a standby; a cold standby waits idle. The others belong to hot
-// standbys, which serve does not run yet; they are exported as 0 so that
-// alert rules on them find the series.
+// standbys (hot.go): following (hot), behind (lag above
+// behindLagThreshold), restarting (after an error, during the backoff),
+// failed (the log was truncated past the local store), bootstrapping
+// (restoring a snapshot: not done yet, always 0). Every state is exported,
+// 0 when not current, so that alert rules on them find the series.
 const (
 	StandbyNotStandby    StandbyState = "not_standby"
 	StandbyStateCold     StandbyState = "cold"
@@ -43,6 +47,7 @@ var standbyStates = []StandbyState{StandbyNotStandby, StandbyStateCold, StandbyF
 //	dexzd_leader                         1 while this process is the active one and serves (P4)
 //	dexzd_node_epoch                     the epoch of the lease this process holds, 0 while it holds none
 //	dexzd_hot_standby_state{state}       1 for the current state, 0 for the others (S10)
+//	dexzd_hot_standby_lag_seconds        time since the hot standby last caught up with the log's end (S10)
 //	dexzd_lease_renewals_total           lease renewal writes that succeeded
 //	dexzd_lease_renewal_failures_total   lease renewal writes that failed (each attempt counts)
 //	dexzd_log_batches_total              log batches written by this process
@@ -55,6 +60,9 @@ type Metrics struct {
 	renewalFailures atomic.Uint64
 	epoch           atomic.Uint64
 	state           atomic.Pointer[StandbyState]
+	// hot, while set, is the hot standby whose state and lag are reported
+	// instead of state.
+	hot atomic.Pointer[hotStandby]
 
 	mu      sync.Mutex
 	active  interface{ Serving() bool } // the serving instance, nil while none
@@ -73,6 +81,14 @@ func NewMetrics() *Metrics {
 func (m *Metrics) setStandbyState(s StandbyState) {
 	if m != nil {
 		m.state.Store(&s)
+	}
+}
+
+// setHot makes h the hot standby whose state and lag are reported; nil
+// clears it (the state set by setStandbyState is reported again).
+func (m *Metrics) setHot(h *hotStandby) {
+	if m != nil {
+		m.hot.Store(h)
 	}
 }
 
@@ -138,6 +154,7 @@ type snapshot struct {
 	leader                    bool
 	epoch                     uint64
 	state                     StandbyState
+	lag                       time.Duration
 	renewals, renewalFailures uint64
 	log                       wal.Stats
 }
@@ -154,6 +171,9 @@ func (m *Metrics) snapshot() snapshot {
 	s.epoch = m.epoch.Load()
 	if st := m.state.Load(); st != nil {
 		s.state = *st
+	}
+	if h := m.hot.Load(); h != nil {
+		s.state, s.lag = h.State()
 	}
 	s.renewals, s.renewalFailures = m.renewals.Load(), m.renewalFailures.Load()
 	return s
@@ -173,6 +193,9 @@ func (m *Metrics) WriteText(w io.Writer) error {
 	for _, st := range standbyStates {
 		fmt.Fprintf(bw, "%s{state=%q} %d\n", hs, st, b2u(st == s.state))
 	}
+	const lag = "dexzd_hot_standby_lag_seconds"
+	fmt.Fprintf(bw, "# HELP %s How far this hot standby trails the log: the time since it last caught up with its end; 0 when not a hot standby.\n# TYPE %s gauge\n%s %.3f\n",
+		lag, lag, lag, s.lag.Seconds())
 	metric("dexzd_lease_renewals_total", "counter", "Lease renewal writes that succeeded.", s.renewals)
 	metric("dexzd_lease_renewal_failures_total", "counter", "Lease renewal writes that failed; every attempt counts.", s.renewalFailures)
 	metric("dexzd_log_batches_total", "counter", "Log batches this process wrote.", s.log.Batches)

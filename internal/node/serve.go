@@ -42,22 +42,46 @@ type ServeOptions struct {
 	Metrics *Metrics
 }
 
-// ErrNotImplemented: the configuration asks for something this release of
-// serve does not do yet.
-var ErrNotImplemented = errors.New("not implemented yet")
-
 // ErrLocalStoreInUse: another process uses the local store directory.
 var ErrLocalStoreInUse = errors.New("local store directory is in use by another process")
 
 // CheckServeConfig reports what serve refuses in a configuration that
-// config.Validate accepted: standby.mode hot, which arrives later. The
-// caller treats it as a configuration error.
-func CheckServeConfig(cfg *config.Config) error {
-	if cfg.Standby.Mode == config.StandbyHot {
-		return fmt.Errorf("standby.mode: %q is %w in dex-server-zd serve; use %q (the default)",
-			config.StandbyHot, ErrNotImplemented, config.StandbyCold)
-	}
+// config.Validate accepted; nothing at present (standby.mode hot is
+// served). The caller treats an error as a configuration error.
+func CheckServeConfig(*config.Config) error {
 	return nil
+}
+
+// serveHotStandby runs a hot standby (S3) until it holds the lease: it
+// opens the local store, follows the log into it, reports its state in the
+// metrics (S10) and on dex.HotStandby (H3), and takes the lease over when
+// it is released or expires (S7, S8, S9). It returns the holder and the
+// open local store, with the follower stopped; on an error it closes the
+// store.
+func serveHotStandby(ctx context.Context, cfg *config.Config, log *slog.Logger, blobs blob.Store, layout wal.Layout,
+	api *apiSurface, m *Metrics, leaseCfg lease.Config, open func(string) (Store, error)) (*lease.Holder, Store, error) {
+	store, err := open(cfg.LocalStore.Dir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open local store %s: %w", cfg.LocalStore.Dir, err)
+	}
+	hs := newHotStandby(store, blobs, layout, cfg.Standby.HeldLeasePollInterval, cfg.Standby.BehindLagThreshold,
+		log.With("standbyMode", config.StandbyHot))
+	m.setHot(hs)
+	api.srv.SetHotStandby(hs.Hot)
+	fctx, stopFollowing := context.WithCancel(ctx)
+	followed := make(chan struct{})
+	go func() { defer close(followed); hs.follow(fctx) }()
+	holder, err := hs.acquire(ctx, leaseCfg, cfg.Standby.LaggingTakeoverDelay)
+	stopFollowing()
+	<-followed
+	api.srv.SetHotStandby(nil)
+	m.setHot(nil)
+	if err != nil {
+		_ = store.Close()
+		return nil, nil, err
+	}
+	log.Info("hot standby takes over", "followedBatches", hs.Applied())
+	return holder, store, nil
 }
 
 // Serve runs `dex-server-zd serve`: one process of a node on its durable
@@ -68,7 +92,8 @@ func CheckServeConfig(cfg *config.Config) error {
 // Startup: lock localStore.dir (one process per local store), open the
 // durable store, probe conditional writes (G6), open the API (UNAVAILABLE
 // and NOT_SERVING while not active) and the metrics listener. Then, as a
-// cold standby (S1, S2), wait while another process holds the lease,
+// hot standby (S3, serveHotStandby), follow the log while waiting for the
+// lease; as a cold standby (S1, S2), wait while another process holds the lease,
 // re-reading it every standby.heldLeasePollInterval: a released lease is
 // taken at the next read (L12), an unreleased one once it has expired plus
 // 1 s (L13). With lease.failIfHeld a held lease fails startup instead,
@@ -120,7 +145,7 @@ func Serve(ctx context.Context, o ServeOptions) error {
 	}
 	defer stopMetrics()
 
-	// Standby (cold): idle until the lease is ours.
+	// Standby: cold waits idle, hot follows the log, until the lease is ours.
 	m.setStandbyState(StandbyStateCold)
 	api.srv.SetNotServingReason(fmt.Sprintf("this process is a %s standby of node %q; retry on the active process",
 		cfg.Standby.Mode, cfg.NodeID))
@@ -130,24 +155,41 @@ func Serve(ctx context.Context, o ServeOptions) error {
 	if o.Standby != nil {
 		o.Standby(addr)
 	}
-	holder, err := lease.Acquire(ctx, lease.Config{
+	leaseCfg := lease.Config{
 		Store: leaseBlobs(blobs, layout.LeaseKey(), m), Key: layout.LeaseKey(), NodeID: cfg.NodeID,
 		ProcessID: lease.NewProcessID(), Duration: cfg.Lease.Duration, FailIfHeld: cfg.Lease.FailIfHeld,
 		PollInterval: cfg.Standby.HeldLeasePollInterval, Logger: log,
-	})
-	if err != nil {
-		m.setStandbyState(StandbyNotStandby)
-		if errors.Is(err, lease.ErrHeld) {
-			return fmt.Errorf("lease.failIfHeld is set and another process is active: %w", err)
+	}
+	open := o.OpenStore
+	if open == nil {
+		open = func(dir string) (Store, error) { return OpenLocalStore(dir, log) }
+	}
+	var holder *lease.Holder
+	if cfg.Standby.Mode == config.StandbyHot {
+		var store Store
+		holder, store, err = serveHotStandby(ctx, cfg, log, blobs, layout, api, m, leaseCfg, open)
+		if err != nil {
+			m.setStandbyState(StandbyNotStandby)
+			return fmt.Errorf("acquire lease: %w", err)
 		}
-		return fmt.Errorf("acquire lease: %w", err)
+		// The lease period takes over the local store the standby kept
+		// current: its replay starts where the follower stopped.
+		open = func(string) (Store, error) { return store, nil }
+	} else {
+		holder, err = lease.Acquire(ctx, leaseCfg)
+		if err != nil {
+			m.setStandbyState(StandbyNotStandby)
+			if errors.Is(err, lease.ErrHeld) {
+				return fmt.Errorf("lease.failIfHeld is set and another process is active: %w", err)
+			}
+			return fmt.Errorf("acquire lease: %w", err)
+		}
+		if o.OpenStore == nil {
+			open = func(dir string) (Store, error) { return OpenLocalStore(dir, log.With("epoch", holder.Epoch())) }
+		}
 	}
 	api.srv.SetNotServingReason("")
 
-	open := o.OpenStore
-	if open == nil {
-		open = func(dir string) (Store, error) { return OpenLocalStore(dir, log.With("epoch", holder.Epoch())) }
-	}
 	p := &leasePeriod{cfg: cfg, log: log, blobs: blobs, layout: layout, api: api, holder: holder,
 		stateDir: cfg.LocalStore.Dir, open: open, ready: o.Ready, metrics: m}
 	return p.run(ctx)

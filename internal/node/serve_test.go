@@ -118,16 +118,15 @@ func TestServe_LocalStoreDirIsExclusive(t *testing.T) {
 	unlock2()
 }
 
-// serve refuses a hot standby for now, naming the key.
-func TestCheckServeConfig_RefusesHot(t *testing.T) {
+// serve accepts both standby modes.
+func TestCheckServeConfig_AcceptsHotAndCold(t *testing.T) {
 	cfg := config.Defaults()
 	if err := CheckServeConfig(&cfg); err != nil {
 		t.Fatalf("cold: %v", err)
 	}
 	cfg.Standby.Mode = config.StandbyHot
-	err := CheckServeConfig(&cfg)
-	if !errors.Is(err, ErrNotImplemented) || !strings.Contains(err.Error(), "standby.mode") {
-		t.Fatalf("hot: %v, want ErrNotImplemented naming standby.mode", err)
+	if err := CheckServeConfig(&cfg); err != nil {
+		t.Fatalf("hot: %v", err)
 	}
 }
 

@@ -20,8 +20,10 @@ const (
 // dex.FlowService and dex.WorkerTaskService are SERVING only while the
 // serving instance is active with a valid lease; the answer is computed on
 // every Check, so a process whose lease stops being valid answers
-// NOT_SERVING at once (H2, L15). dex.HotStandby is NOT_SERVING: this
-// process is never a hot standby yet (H3).
+// NOT_SERVING at once (H2, L15). dex.HotStandby is SERVING only while the
+// process is a hot standby following the log within behindLagThreshold
+// (Server.SetHotStandby), NOT_SERVING on the active, on a cold standby and
+// on a standby that restarts, failed or is behind (H3).
 type healthService struct {
 	grpc_health_v1.UnimplementedHealthServer
 	s *Server
@@ -35,6 +37,9 @@ func (h *healthService) status(service string) (grpc_health_v1.HealthCheckRespon
 		}
 		return grpc_health_v1.HealthCheckResponse_NOT_SERVING, true
 	case HealthHotStandby:
+		if h.s.hotStandby() {
+			return grpc_health_v1.HealthCheckResponse_SERVING, true
+		}
 		return grpc_health_v1.HealthCheckResponse_NOT_SERVING, true
 	}
 	return grpc_health_v1.HealthCheckResponse_SERVICE_UNKNOWN, false

@@ -50,6 +50,9 @@ type Server struct {
 	// reason, when set, replaces ErrNotServing's text in the UNAVAILABLE
 	// answers (a standby says it is one, P3).
 	reason atomic.Pointer[string]
+	// hot, when set, reports whether this process is a hot standby that
+	// follows the log within behindLagThreshold (dex.HotStandby, H3).
+	hot atomic.Pointer[func() bool]
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -121,6 +124,23 @@ func (s *Server) SetNotServingReason(reason string) {
 		return
 	}
 	s.reason.Store(&reason)
+}
+
+// SetHotStandby makes hot the source of dex.HotStandby's status: SERVING
+// while no backend serves and hot returns true (H3). Nil (the active, a
+// cold standby) makes it NOT_SERVING.
+func (s *Server) SetHotStandby(hot func() bool) {
+	if hot == nil {
+		s.hot.Store(nil)
+		return
+	}
+	s.hot.Store(&hot)
+}
+
+// hotStandby reports whether dex.HotStandby is SERVING.
+func (s *Server) hotStandby() bool {
+	hot := s.hot.Load()
+	return hot != nil && !s.serving() && (*hot)()
 }
 
 // Close ends the long-lived streams (health Watch, worker streams) so that

@@ -153,6 +153,45 @@ func TestHealth_ReadinessFollowsTheGate(t *testing.T) {
 	}
 }
 
+// dex.HotStandby is SERVING only while the process is a hot standby that
+// follows the log (SetHotStandby reports true) and no backend serves;
+// NOT_SERVING on a cold standby (no SetHotStandby), while the standby is
+// not hot (restarting, behind, failed) and on the active, while the
+// readiness names stay NOT_SERVING on the standby.
+//
+// Covers: H3
+func TestHealth_HotStandby(t *testing.T) {
+	s, conn := serve(t, server.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	hc := grpc_health_v1.NewHealthClient(conn)
+	check := func(name string, want grpc_health_v1.HealthCheckResponse_ServingStatus) {
+		t.Helper()
+		r, err := hc.Check(ctx, &grpc_health_v1.HealthCheckRequest{Service: name})
+		if err != nil || r.GetStatus() != want {
+			t.Fatalf("Check(%q) = %v, %v; want %s", name, r, err, want)
+		}
+	}
+	check("dex.HotStandby", grpc_health_v1.HealthCheckResponse_NOT_SERVING) // cold standby
+	var hot atomic.Bool
+	hot.Store(true)
+	s.SetHotStandby(hot.Load)
+	check("dex.HotStandby", grpc_health_v1.HealthCheckResponse_SERVING)
+	for _, n := range []string{"", "dex.FlowService", "dex.WorkerTaskService"} {
+		check(n, grpc_health_v1.HealthCheckResponse_NOT_SERVING)
+	}
+	hot.Store(false) // restarting, behind or failed
+	check("dex.HotStandby", grpc_health_v1.HealthCheckResponse_NOT_SERVING)
+	hot.Store(true)
+	b := &fakeBackend{}
+	b.serving.Store(true)
+	s.SetBackend(b) // the active
+	check("dex.HotStandby", grpc_health_v1.HealthCheckResponse_NOT_SERVING)
+	s.SetBackend(nil)
+	s.SetHotStandby(nil)
+	check("dex.HotStandby", grpc_health_v1.HealthCheckResponse_NOT_SERVING)
+}
+
 // Covers: A1, A2, A9
 func TestAdmin_DescribeStepDownAndCredentials(t *testing.T) {
 	s, conn := serve(t, server.Options{AdminCredential: "s3cret"})

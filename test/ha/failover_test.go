@@ -18,6 +18,21 @@ import (
 // backends are the shared durable stores the failover tests run on.
 var backends = []string{"s3", "postgres"}
 
+// Bounds of a hot standby's takeover: the batches it replays (the fence
+// and what the follower had not applied yet: what the active wrote since
+// the follower's last poll) and its recovery after taking the lease.
+const (
+	hotReplayMax = 20
+	hotRecovery  = 750 * time.Millisecond
+)
+
+func standbyKind(hot bool) string {
+	if hot {
+		return "hot"
+	}
+	return "cold"
+}
+
 // The active process is SIGKILLed while flows run; the cold standby, with
 // an empty local store, takes over once the lease has expired plus 1 s and
 // not before (L13), replays the whole log and fences it (T1), and every
@@ -31,14 +46,17 @@ var backends = []string{"s3", "postgres"}
 // Covers: S1, S2, L13, T1, T2, T4, T5, G3, P1, P5
 func TestColdStandby_TakesOverAfterSIGKILL(t *testing.T) {
 	for _, backend := range backends {
-		t.Run(backend, func(t *testing.T) { killActive(t, backend) })
+		t.Run(backend, func(t *testing.T) { killActive(t, backend, false) })
 	}
 }
 
-func killActive(t *testing.T, backend string) {
+// killActive runs the SIGKILL case with a cold standby, or a hot one if
+// hot is set.
+func killActive(t *testing.T, backend string, hot bool) {
 	const chains = 150
 	st, openStore := storageWithStore(t, backend)
-	a, b, pa, pb := startPair(t, st)
+	a, b, pa, pb := startPairMode(t, st, leaseDuration, hot)
+	kind := standbyKind(hot)
 	addrs := []string{a.addr, b.addr}
 
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
@@ -122,16 +140,26 @@ func killActive(t *testing.T, backend string) {
 	pa.Wait(t, 10*time.Second)
 	pb.Serving(t, 30*time.Second)
 	took := time.Since(killedAt)
-	t.Logf("%s: the cold standby served %v after the SIGKILL (lease %v)", backend, took.Round(time.Millisecond), leaseDuration)
+	from, fence := replayed(t, pb)
+	t.Logf("%s: the %s standby served %v after the SIGKILL (lease %v), replaying batches %d to %d", backend, kind,
+		took.Round(time.Millisecond), leaseDuration, from, fence)
 	// The last renewal was at most a third of the lease before the kill:
 	// the standby may not take over before renewal + lease + 1 s.
 	if earliest := leaseDuration - leaseDuration/3 + time.Second - 200*time.Millisecond; took < earliest {
 		t.Errorf("the standby served %v after the kill: before the lease could have expired plus 1 s (%v)", took, earliest)
 	}
 	// It takes over at expiry + 1 s, one standby poll later at most, then
-	// replays and recovers.
-	if latest := leaseDuration + time.Second + time.Second + 1500*time.Millisecond; took > latest {
+	// replays and recovers. A hot standby takes it at the expiry plus its
+	// 0-50 ms jitter, and its replay is only the fence and what the
+	// follower had not applied yet (S3, S7).
+	if latest := leaseDuration + time.Second + time.Second + 1500*time.Millisecond; !hot && took > latest {
 		t.Errorf("the standby served %v after the kill, want at most %v (lease + 1 s + poll + recovery)", took, latest)
+	}
+	if latest := leaseDuration + time.Second + hotRecovery; hot && took > latest {
+		t.Errorf("the hot standby served %v after the kill, want at most %v (lease + 1 s + recovery)", took, latest)
+	}
+	if hot && fence-from > hotReplayMax {
+		t.Errorf("the hot standby replayed batches %d to %d at its takeover, want at most %d", from, fence, hotReplayMax)
 	}
 
 	// The attempts of the later flow were never handed out: a worker of
@@ -218,12 +246,14 @@ func killActive(t *testing.T, backend string) {
 // Covers: L12, T1, P4, P5
 func TestColdStandby_TakesOverAtOnceAfterSIGTERM(t *testing.T) {
 	for _, backend := range backends {
-		t.Run(backend, func(t *testing.T) { terminateActive(t, backend) })
+		t.Run(backend, func(t *testing.T) { terminateActive(t, backend, false) })
 	}
 }
 
-func terminateActive(t *testing.T, backend string) {
-	a, b, pa, pb := startPair(t, storage(t, backend))
+// terminateActive runs the SIGTERM case with a cold standby, or a hot one
+// if hot is set.
+func terminateActive(t *testing.T, backend string, hot bool) {
+	a, b, pa, pb := startPairMode(t, storage(t, backend), leaseDuration, hot)
 	addrs := []string{a.addr, b.addr}
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
@@ -258,6 +288,12 @@ func terminateActive(t *testing.T, backend string) {
 		t.Fatalf("dexzd_leader on the active = %s, want 1", m["dexzd_leader"])
 	}
 
+	if hot {
+		// The follower polls every 250 ms: let it read what the flows
+		// wrote, so that the replay bound below tests the handover, not
+		// a burst written within the last poll interval.
+		time.Sleep(750 * time.Millisecond)
+	}
 	termAt := time.Now()
 	pa.Signal(t, syscall.SIGTERM)
 	if code := pa.Wait(t, 30*time.Second); code != 0 {
@@ -266,10 +302,17 @@ func terminateActive(t *testing.T, backend string) {
 	exitedAfter := time.Since(termAt)
 	pb.Serving(t, 30*time.Second)
 	took := time.Since(termAt)
-	t.Logf("%s: the cold standby served %v after the SIGTERM (the active exited after %v)", backend,
-		took.Round(time.Millisecond), exitedAfter.Round(time.Millisecond))
+	from, fence := replayed(t, pb)
+	t.Logf("%s: the %s standby served %v after the SIGTERM (the active exited after %v), replaying batches %d to %d",
+		backend, standbyKind(hot), took.Round(time.Millisecond), exitedAfter.Round(time.Millisecond), from, fence)
 	if took > 2*time.Second {
 		t.Errorf("the standby served %v after the SIGTERM, want about a poll interval (250 ms) plus recovery", took)
+	}
+	if hot && took-exitedAfter > 250*time.Millisecond+hotRecovery {
+		t.Errorf("the hot standby served %v after the active exited, want at most a poll interval plus %v", took-exitedAfter, hotRecovery)
+	}
+	if hot && fence-from > hotReplayMax {
+		t.Errorf("the hot standby replayed batches %d to %d at its takeover, want at most %d", from, fence, hotReplayMax)
 	}
 
 	// The new active has what the old one committed and serves new flows.

@@ -17,6 +17,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -251,12 +253,60 @@ func startPair(t *testing.T, storageYAML string) (a, b server, pa, pb *testproc.
 // startPairWith is startPair with lease.duration set to lease.
 func startPairWith(t *testing.T, storageYAML string, lease time.Duration) (a, b server, pa, pb *testproc.Proc) {
 	t.Helper()
-	a, b = newServerWith(t, storageYAML, "", "", lease), newServerWith(t, storageYAML, "", "", lease)
+	return startPairMode(t, storageYAML, lease, false)
+}
+
+// hotYAML configures a hot standby.
+const hotYAML = "standby:\n  mode: hot\n"
+
+// startPairMode is startPairWith with both processes in standby.mode hot
+// when hot is set; it then also waits until the standby follows the log.
+func startPairMode(t *testing.T, storageYAML string, lease time.Duration, hot bool) (a, b server, pa, pb *testproc.Proc) {
+	t.Helper()
+	extra := ""
+	if hot {
+		extra = hotYAML
+	}
+	a, b = newServerWith(t, storageYAML, extra, "", lease), newServerWith(t, storageYAML, extra, "", lease)
 	pa = a.start(t)
 	pa.Serving(t, 30*time.Second)
 	pb = b.start(t)
 	waitLog(t, pb, waitingLine, 30*time.Second)
+	if hot {
+		waitFollowing(t, b, 30*time.Second)
+	}
 	return a, b, pa, pb
+}
+
+// followingState is the sample that is 1 while a hot standby follows the
+// log within behindLagThreshold.
+const followingState = `dexzd_hot_standby_state{state="following"}`
+
+// waitFollowing waits until the process's metrics report it following.
+func waitFollowing(t *testing.T, s server, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for scrape(t, s.metrics)[followingState] != "1" {
+		if time.Now().After(deadline) {
+			t.Fatalf("the hot standby is not following within %v: %v", timeout, scrape(t, s.metrics))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+var replayedLine = regexp.MustCompile(`msg="log replayed and fenced".* from=(\d+) fence=(\d+)`)
+
+// replayed returns the from and fence sequence numbers of the process's
+// "log replayed and fenced" line: it replayed fence-from batches.
+func replayed(t *testing.T, p *testproc.Proc) (from, fence uint64) {
+	t.Helper()
+	m := replayedLine.FindStringSubmatch(p.Log())
+	if m == nil {
+		t.Fatalf("no replay line in the log:\n%s", p.Log())
+	}
+	from, _ = strconv.ParseUint(m[1], 10, 64)
+	fence, _ = strconv.ParseUint(m[2], 10, 64)
+	return from, fence
 }
 
 // scrape reads the metrics at addr: the value of each sample by its name

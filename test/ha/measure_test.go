@@ -22,7 +22,9 @@ import (
 // hundred batches. It reports, per case, the median, minimum and maximum of
 // the time from the signal to the standby serving, and of the standby's
 // recovery alone (from "lease acquired" to "serving" in its log). Skipped
-// unless DEX_HA_MEASURE is set:
+// unless DEX_HA_MEASURE is set. DEX_HA_MEASURE_MODE=hot measures a hot
+// standby instead (it then also reports the batches the standby replayed
+// at its takeover):
 //
 //	DEX_HA_MEASURE=10s scripts/testenv.sh run -- go test -run TestMeasure -v -timeout 30m ./test/ha/
 func TestMeasure_FailoverTimes(t *testing.T) {
@@ -40,23 +42,25 @@ func TestMeasure_FailoverTimes(t *testing.T) {
 			t.Fatalf("DEX_HA_MEASURE_RUNS: %q", r)
 		}
 	}
+	hot := os.Getenv("DEX_HA_MEASURE_MODE") == "hot"
 	var report []string
 	for _, backend := range backends {
 		for _, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGTERM} {
 			var total, recovery []time.Duration
-			var batches string
+			var batches, replays string
 			for i := range runs {
 				t.Run(fmt.Sprintf("%s/%v/%d", backend, sig, i), func(t *testing.T) {
-					tot, rec, b := failoverOnce(t, backend, sig, lease)
+					tot, rec, b, r := failoverOnce(t, backend, sig, lease, hot)
 					total, recovery, batches = append(total, tot), append(recovery, rec), b
+					replays += " " + r
 				})
 			}
 			if len(total) == 0 {
 				continue
 			}
-			line := fmt.Sprintf("%-8s %-10v lease %v, %d runs, log ~%s batches: signal to serving median %v (min %v, max %v); recovery median %v (min %v, max %v)",
-				backend, sig, lease, len(total), batches, ms(median(total)), ms(slices.Min(total)), ms(slices.Max(total)),
-				ms(median(recovery)), ms(slices.Min(recovery)), ms(slices.Max(recovery)))
+			line := fmt.Sprintf("%s %-8s %-10v lease %v, %d runs, log ~%s batches: signal to serving median %v (min %v, max %v); recovery median %v (min %v, max %v); batches replayed:%s",
+				standbyKind(hot), backend, sig, lease, len(total), batches, ms(median(total)), ms(slices.Min(total)), ms(slices.Max(total)),
+				ms(median(recovery)), ms(slices.Min(recovery)), ms(slices.Max(recovery)), replays)
 			t.Log(line)
 			report = append(report, line)
 		}
@@ -81,9 +85,10 @@ var logTime = regexp.MustCompile(`time=(\S+) level=INFO msg=(?:"lease acquired"|
 
 // failoverOnce runs one failover: it returns the time from the signal to
 // the standby serving, the standby's recovery (lease acquired to serving,
-// from its log) and the active's log batch count before the signal.
-func failoverOnce(t *testing.T, backend string, sig syscall.Signal, lease time.Duration) (total, recovery time.Duration, batches string) {
-	a, b, pa, pb := startPairWith(t, storage(t, backend), lease)
+// from its log), the active's log batch count before the signal and the
+// number of batches the standby replayed at its takeover (fence included).
+func failoverOnce(t *testing.T, backend string, sig syscall.Signal, lease time.Duration, hot bool) (total, recovery time.Duration, batches, replay string) {
+	a, b, pa, pb := startPairMode(t, storage(t, backend), lease, hot)
 	addrs := []string{a.addr, b.addr}
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
@@ -130,12 +135,14 @@ func failoverOnce(t *testing.T, backend string, sig syscall.Signal, lease time.D
 		t.Fatalf("want the standby's lease acquired and serving lines:\n%s", pb.Log())
 	}
 	recovery = stamps[1].Sub(stamps[0])
-	t.Logf("signal to serving %v, recovery %v", total.Round(time.Millisecond), recovery)
+	from, fence := replayed(t, pb)
+	replay = strconv.FormatUint(fence-from+1, 10)
+	t.Logf("signal to serving %v, recovery %v, replayed %s batches", total.Round(time.Millisecond), recovery, replay)
 	if res, err := c.WaitForFlow(ctx, "m-0"); err != nil || res.Status != dex.StatusCompleted {
 		t.Fatalf("m-0 on the new active: %v, %v", res, err)
 	}
 	stopWorker()
 	pb.Signal(t, syscall.SIGTERM)
 	pb.Wait(t, 30*time.Second)
-	return total, recovery, batches
+	return total, recovery, batches, replay
 }

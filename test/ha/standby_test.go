@@ -135,9 +135,9 @@ func TestServe_FailIfHeldFailsNamingTheHolder(t *testing.T) {
 }
 
 // Two processes cannot share a local store directory: the second fails at
-// once naming the directory. serve refuses standby.mode hot, which is not
-// implemented yet, as a configuration error (status 2).
-func TestServe_RefusesASharedLocalStoreAndHotMode(t *testing.T) {
+// once naming the directory. A hot standby with lease.failIfHeld is a
+// configuration error (status 2) naming the key (S5).
+func TestServe_RefusesASharedLocalStoreAndHotWithFailIfHeld(t *testing.T) {
 	st := storage(t, "fs")
 	a := newServer(t, st, "")
 	pa := a.start(t)
@@ -151,13 +151,21 @@ func TestServe_RefusesASharedLocalStoreAndHotMode(t *testing.T) {
 		t.Fatalf("the failure does not name localStore.dir %s:\n%s", a.dir, p.Log())
 	}
 
-	hot := newServer(t, st, "standby:\n  mode: hot\n")
+	hot := newServer(t, st, hotYAML)
+	raw, err := os.ReadFile(hot.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw = []byte(strings.Replace(string(raw), "lease:\n", "lease:\n  failIfHeld: true\n", 1))
+	if err := os.WriteFile(hot.cfg, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	ph := hot.start(t)
 	if code := ph.Wait(t, 30*time.Second); code != 2 {
-		t.Fatalf("standby.mode hot exited %d, want 2:\n%s", code, ph.Log())
+		t.Fatalf("standby.mode hot with lease.failIfHeld exited %d, want 2:\n%s", code, ph.Log())
 	}
-	if !strings.Contains(ph.Log(), "standby.mode") || !strings.Contains(ph.Log(), "not implemented") {
-		t.Fatalf("the refusal does not name standby.mode:\n%s", ph.Log())
+	if !strings.Contains(ph.Log(), "standby.mode") || !strings.Contains(ph.Log(), "lease.failIfHeld") {
+		t.Fatalf("the refusal does not name standby.mode and lease.failIfHeld:\n%s", ph.Log())
 	}
 }
 

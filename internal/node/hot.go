@@ -1,0 +1,252 @@
+package node
+
+// The hot standby (S3): while another process holds the lease, follow the
+// node's log into the local store, and take the lease over when it is
+// released or expires (S7, S8, S9).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/dexzd/dexzd/internal/blob"
+	"github.com/dexzd/dexzd/internal/lease"
+	"github.com/dexzd/dexzd/internal/wal"
+)
+
+// Backoffs of the hot standby: a follower restart after an error, and a
+// takeover attempt that failed before the lease was held (S9).
+const (
+	hotBackoffStart = time.Second
+	hotBackoffMax   = 30 * time.Second
+	// hotJitter bounds the random wait of a hot standby before its lease
+	// write (S8).
+	hotJitter = 50 * time.Millisecond
+)
+
+// hotStandby follows the log into its local store while another process
+// holds the lease. Its state (S10) is one of following, behind,
+// restarting and failed; bootstrapping (restoring a snapshot) does not
+// occur yet, as the follower has no snapshot restore: a follower whose
+// next batch was truncated away goes to failed (see follow).
+type hotStandby struct {
+	store  Store
+	blobs  blob.Store
+	layout wal.Layout
+	// poll is standby.heldLeasePollInterval: the wait after a miss (G8)
+	// and between lease reads.
+	poll time.Duration
+	// behind is standby.behindLagThreshold.
+	behind time.Duration
+	log    *slog.Logger
+
+	mu   sync.Mutex
+	base StandbyState // following, restarting or failed
+	// caughtUp is when the follower last found no next batch after
+	// applying everything before it: the lag is measured from it.
+	caughtUp time.Time
+	applied  uint64 // batches applied since the start
+}
+
+func newHotStandby(store Store, blobs blob.Store, layout wal.Layout, poll, behind time.Duration, log *slog.Logger) *hotStandby {
+	return &hotStandby{store: store, blobs: blobs, layout: layout, poll: poll, behind: behind, log: log,
+		base: StandbyFollowing, caughtUp: time.Now()}
+}
+
+// State returns the standby state and the lag: the time since the follower
+// last caught up with the end of the log. A following standby whose lag
+// exceeds behindLagThreshold is behind.
+func (h *hotStandby) State() (StandbyState, time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	lag := time.Since(h.caughtUp)
+	st := h.base
+	if st == StandbyFollowing && lag > h.behind {
+		st = StandbyBehind
+	}
+	return st, lag
+}
+
+// Hot reports whether the standby is hot: following within
+// behindLagThreshold (H3, S8).
+func (h *hotStandby) Hot() bool {
+	st, _ := h.State()
+	return st == StandbyFollowing
+}
+
+// Applied returns the number of batches the follower applied.
+func (h *hotStandby) Applied() uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.applied
+}
+
+func (h *hotStandby) setBase(s StandbyState) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.base = s
+}
+
+// follow follows the log until ctx ends. Each round starts a wal.Follower
+// at the local store's Applied()+1 and applies every batch it reads with
+// the replay's apply (no effects, T1). When the next batch is not there
+// it waits one poll interval before the next GET (one GET per poll, G8).
+// After any error it is restarting: it waits a backoff (1 s doubling to
+// 30 s, reset by an applied batch) and starts a new round from the local
+// store's position. A next batch deleted by truncation (wal.ErrTruncated)
+// needs a restore from a snapshot, which this release does not do: the
+// standby logs it and stays failed (not hot) until it takes over, when
+// the activation's replay reports the same truncation.
+func (h *hotStandby) follow(ctx context.Context) {
+	apply := ReplayApply(h.store)
+	bo := time.Duration(0)
+	for {
+		var next uint64
+		if seq, ok := h.store.Applied(); ok {
+			next = seq + 1
+		}
+		f := wal.NewFollower(h.blobs, h.layout, next)
+		err := h.round(ctx, f, apply, &bo)
+		if ctx.Err() != nil {
+			return
+		}
+		if errors.Is(err, wal.ErrTruncated) {
+			h.setBase(StandbyFailed)
+			h.log.Error("hot standby failed: the log was truncated past the local store's position and restoring from a snapshot is not supported yet; not following (delete localStore.dir and restart the process to follow again)",
+				"next", f.NextSeq(), "err", err)
+			<-ctx.Done()
+			return
+		}
+		bo = min(hotBackoffMax, max(hotBackoffStart, 2*bo))
+		h.setBase(StandbyRestarting)
+		h.log.Warn("hot standby: following the log failed; restarting", "next", f.NextSeq(), "err", err, "backoff", bo)
+		if !sleepCtx(ctx, bo) {
+			return
+		}
+		h.setBase(StandbyFollowing)
+	}
+}
+
+// round follows with f until an error.
+func (h *hotStandby) round(ctx context.Context, f *wal.Follower, apply func(wal.Batch) error, bo *time.Duration) error {
+	for {
+		b, err := f.Next(ctx)
+		switch {
+		case err == nil:
+			if err := apply(b); err != nil {
+				return fmt.Errorf("apply batch %d: %w", b.Seq, err)
+			}
+			*bo = 0
+			h.mu.Lock()
+			h.applied++
+			h.mu.Unlock()
+			continue
+		case errors.Is(err, wal.ErrNoBatch):
+			h.mu.Lock()
+			h.caughtUp = time.Now()
+			h.mu.Unlock()
+		default:
+			return err
+		}
+		if !sleepCtx(ctx, h.poll) {
+			return ctx.Err()
+		}
+	}
+}
+
+// acquire waits for the lease while following, and takes it (S7, S8, S9).
+// It reads the lease every poll interval (and at its expiry, if sooner).
+// A released or expired lease (Record.AvailableAt: expiry plus 1 s, L13)
+// is taken after a random 0-50 ms when the standby is hot and after
+// lagging (standby.laggingTakeoverDelay) when it is not; the conditional
+// write of lease.TryAcquire decides a race. A write lost to another
+// process goes back to waiting; any other failure before the lease is held
+// is retried after a backoff from 1 s to 30 s while the follower goes on
+// (S9). A lease that names another node is a permanent error. It returns
+// ctx's error when ctx ends.
+func (h *hotStandby) acquire(ctx context.Context, cfg lease.Config, lagging time.Duration) (*lease.Holder, error) {
+	log := h.log.With("key", cfg.Key, "processId", cfg.ProcessID)
+	limit := lease.AttemptTimeout(cfg.Duration)
+	bo := time.Duration(0)
+	failed := func(what string, err error) bool {
+		bo = min(hotBackoffMax, max(hotBackoffStart, 2*bo))
+		log.Warn(what+"; retrying", "err", err, "backoff", bo)
+		return sleepCtx(ctx, bo)
+	}
+	var waitingFor lease.Record
+	for {
+		rctx, cancel := context.WithTimeout(ctx, limit)
+		rec, v, err := lease.Read(rctx, cfg.Store, cfg.Key)
+		cancel()
+		if errors.Is(err, blob.ErrNotFound) {
+			rec, v, err = lease.Record{}, "", nil
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			if !failed("reading the lease failed", err) {
+				return nil, ctx.Err()
+			}
+			continue
+		}
+		if v != "" && rec.NodeID != cfg.NodeID {
+			return nil, blob.Permanent(blob.OpGet, cfg.Key,
+				fmt.Errorf("lease object names node %q, this process runs node %q", rec.NodeID, cfg.NodeID))
+		}
+		now := time.Now()
+		if v != "" && !rec.AvailableAt(now) {
+			if rec.Holder != waitingFor.Holder || rec.Epoch != waitingFor.Epoch {
+				waitingFor = rec
+				log.Info("lease held by another process; waiting", "holder", rec.Holder,
+					"epoch", rec.Epoch, "expiresAt", rec.ExpiresAt())
+			}
+			if !sleepCtx(ctx, max(time.Millisecond, min(h.poll, rec.ExpiresAt().Sub(now)))) {
+				return nil, ctx.Err()
+			}
+			continue
+		}
+		st, lag := h.State()
+		delay := lagging
+		if st == StandbyFollowing {
+			delay = rand.N(hotJitter + 1)
+		}
+		log.Info("lease available; taking over", "state", st, "lag", lag, "delay", delay,
+			"released", rec.Released, "previousEpoch", rec.Epoch)
+		if !sleepCtx(ctx, delay) {
+			return nil, ctx.Err()
+		}
+		holder, err := lease.TryAcquire(ctx, cfg, rec, v)
+		switch {
+		case err == nil:
+			return holder, nil
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		case errors.Is(err, blob.ErrPrecondition):
+			log.Info("lease acquisition lost to another process")
+		default:
+			if !failed("taking the lease failed", err) {
+				return nil, ctx.Err()
+			}
+		}
+	}
+}
+
+// sleepCtx waits d or until ctx ends (false).
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
