@@ -30,15 +30,33 @@ import (
 
 // apiSurface is the gRPC surface of a process: open (answering UNAVAILABLE
 // and NOT_SERVING) from before the lease is held until the process stops.
+//
+// Each phase of the process has a grpc.Server of its own, with the same
+// handlers (srv) and gate: while the process is a standby, the connections
+// it accepts are served by one created with server.StandbyGRPCOptions,
+// which closes each after server.StandbyConnectionAge (GOAWAY), so a
+// client that reached a standby reconnects and reaches the active process
+// (H5); from activate on, new connections go to one without that limit.
+// A connection stays with the grpc.Server that accepted it.
 type apiSurface struct {
 	srv *server.Server
-	g   *grpc.Server
-	lis net.Listener
+	// g is the grpc.Server of the current phase.
+	g *grpc.Server
+	// lis is the process's API listener.
+	lis    net.Listener
+	phases *phaseListener
+	// standby is the standby phase's grpc.Server (nil when the process
+	// started without one); after activate it only serves the
+	// connections it accepted, until they age out.
+	standby      *grpc.Server
+	standbyConns *phaseConns
 }
 
 // startAPI reads the admin credential, creates the server and serves it on
-// lis (nil: listen on api.listen).
-func startAPI(cfg *config.Config, log *slog.Logger, lis net.Listener) (*apiSurface, error) {
+// lis (nil: listen on api.listen). With standby, the process starts as a
+// standby (activate ends that phase); else it starts active, as dev and
+// local do.
+func startAPI(cfg *config.Config, log *slog.Logger, lis net.Listener, standby bool) (*apiSurface, error) {
 	var cred string
 	if cfg.Admin.CredentialFile != "" {
 		raw, err := os.ReadFile(cfg.Admin.CredentialFile)
@@ -55,16 +73,47 @@ func startAPI(cfg *config.Config, log *slog.Logger, lis net.Listener) (*apiSurfa
 			return nil, fmt.Errorf("api.listen: %w", err)
 		}
 	}
-	g := grpc.NewServer(srv.GRPCOptions()...)
-	srv.Register(g)
-	go func() { _ = g.Serve(lis) }()
-	return &apiSurface{srv: srv, g: g, lis: lis}, nil
+	phases, first := newPhaseListener(lis, !standby)
+	a := &apiSurface{srv: srv, lis: lis, phases: phases}
+	opts := srv.GRPCOptions()
+	if standby {
+		opts = srv.StandbyGRPCOptions()
+	}
+	a.g = grpc.NewServer(opts...)
+	srv.Register(a.g)
+	if standby {
+		a.standby, a.standbyConns = a.g, first
+	}
+	go func(g *grpc.Server) { _ = g.Serve(first) }(a.g)
+	return a, nil
+}
+
+// activate ends the standby phase: new connections go to a grpc.Server
+// without the standby's connection age limit, which becomes g. The
+// standby's grpc.Server keeps the connections it accepted until they age
+// out. Without a standby phase it does nothing.
+func (a *apiSurface) activate() {
+	if a.standby == nil || a.g != a.standby {
+		return
+	}
+	conns := a.phases.newPhase(true)
+	g := grpc.NewServer(a.srv.GRPCOptions()...)
+	a.srv.Register(g)
+	go func() { _ = g.Serve(conns) }()
+	a.g = g
+	a.phases.switchTo(conns)
+	_ = a.standbyConns.Close() // ends the standby's accept loop only
 }
 
 // stop ends the streams and closes every connection at once.
 func (a *apiSurface) stop() {
 	a.srv.Close()
 	a.g.Stop()
+	if a.standby != nil && a.standby != a.g {
+		a.standby.Stop()
+	}
+	// A standby phase's listener leaves the process's listener open.
+	_ = a.lis.Close()
 }
 
 // startMetrics serves m on metrics.listen; it returns a stop function. An

@@ -87,6 +87,27 @@
 // (a freeze longer than the lease) answers UNAVAILABLE and NOT_SERVING at
 // once, before its renewal loop notices and it exits 1 (L15, L11).
 //
+// Connections (H5): every phase has a grpc.Server of its own with the same
+// handlers and gate (apiSurface in active.go); a phaseListener
+// (phaselisten.go) accepts on the API listener and hands each connection
+// to the grpc.Server of the current phase, and a connection stays with the
+// one that accepted it. A standby's grpc.Server is created with
+// server.StandbyGRPCOptions: it sends GOAWAY to each connection after
+// server.StandbyConnectionAge (3 s, +/-10% jitter) and closes it 1 s later
+// at the latest, so a client that reached a standby (a load balancer or
+// Service endpoint not yet updated) reconnects and reaches the active
+// process. Once the process holds the lease (apiSurface.activate, before
+// recovery), new connections go to a grpc.Server without that limit; the
+// connections of the standby phase age out as before. dev and local have
+// no standby phase: their one grpc.Server serves every connection.
+//
+// Design note, not built yet: each serving period is to become a
+// "serving instance" with a gate of its own (H6), so that a connection
+// opened to a stepped-down instance never sees readiness SERVING from the
+// instance that replaced it. The per-phase grpc.Server is a step towards
+// that: an instance would own its grpc.Server (and phaseConns) together
+// with its gate, instead of all phases sharing one server.Server.
+//
 // Failover times follow: after SIGTERM of the active, one poll interval
 // plus the standby's recovery; after a crash, up to lease.duration + 1 s
 // after the last renewal (between 2/3 of the duration + 1 s and the

@@ -127,7 +127,7 @@ func Run(ctx context.Context, o RunOptions) (err error) {
 		return err
 	}
 
-	api, err := startAPI(cfg, log, o.Listener)
+	api, err := startAPI(cfg, log, o.Listener, false)
 	if err != nil {
 		return err
 	}

@@ -134,7 +134,7 @@ func Serve(ctx context.Context, o ServeOptions) error {
 		return err
 	}
 
-	api, err := startAPI(cfg, log, o.Listener)
+	api, err := startAPI(cfg, log, o.Listener, true)
 	if err != nil {
 		return err
 	}
@@ -188,6 +188,9 @@ func Serve(ctx context.Context, o ServeOptions) error {
 			open = func(dir string) (Store, error) { return OpenLocalStore(dir, log.With("epoch", holder.Epoch())) }
 		}
 	}
+	// No longer a standby: new connections go to the active grpc.Server,
+	// which does not close them after StandbyConnectionAge (H5).
+	api.activate()
 	api.srv.SetNotServingReason("")
 
 	p := &leasePeriod{cfg: cfg, log: log, blobs: blobs, layout: layout, api: api, holder: holder,

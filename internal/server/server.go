@@ -86,13 +86,36 @@ func (s *Server) MaxMessageBytes() int {
 	return min(16*s.opts.MaxPayloadBytes+(1<<20), math.MaxInt32)
 }
 
-// GRPCOptions are the options the grpc.Server must be created with.
+// StandbyConnectionAge is how long a standby keeps a client connection:
+// then it sends GOAWAY (grpc-go adds a jitter of +/-10%), so that a client
+// that reached it reconnects and reaches the active process (H5).
+// StandbyConnectionAgeGrace is how long calls in flight may still run
+// after the GOAWAY before the connection is closed.
+const (
+	StandbyConnectionAge      = 3 * time.Second
+	StandbyConnectionAgeGrace = time.Second
+)
+
+// GRPCOptions are the options the grpc.Server of an active process (and
+// of dev and local) must be created with.
 func (s *Server) GRPCOptions() []grpc.ServerOption {
+	return s.grpcOptions(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second})
+}
+
+// StandbyGRPCOptions are GRPCOptions for the grpc.Server that serves the
+// connections a standby accepts: each is closed after
+// StandbyConnectionAge with GOAWAY (H5).
+func (s *Server) StandbyGRPCOptions() []grpc.ServerOption {
+	return s.grpcOptions(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second,
+		MaxConnectionAge: StandbyConnectionAge, MaxConnectionAgeGrace: StandbyConnectionAgeGrace})
+}
+
+func (s *Server) grpcOptions(params keepalive.ServerParameters) []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(s.MaxMessageBytes()),
 		grpc.MaxSendMsgSize(math.MaxInt32),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+		grpc.KeepaliveParams(params),
 	}
 }
 
