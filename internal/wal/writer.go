@@ -44,6 +44,22 @@ type WriterConfig struct {
 	AttemptTimeout time.Duration
 	// Logger receives retries and the fatal error. Nil discards.
 	Logger *slog.Logger
+	// OnBatch, when set, is called on the writer goroutine for every batch
+	// once it is durable and applied (after OnDurable), before its
+	// submitters are told; metrics use it. It must be quick and must not
+	// block.
+	OnBatch func(BatchStats)
+}
+
+// BatchStats describe one batch the writer made durable.
+type BatchStats struct {
+	Seq uint64
+	// Duration is the time from the first write request of the batch until
+	// it was durable: retries and a read-back after a lost reply (G5)
+	// included, OnDurable not.
+	Duration time.Duration
+	Bytes    int // the encoded batch
+	Records  int
 }
 
 // Stats are the writer's counters since it was created, for metrics.
@@ -354,9 +370,11 @@ func (w *Writer) commit(ctx context.Context, g *group) error {
 	seq := w.nextSeq.Load()
 	b := Batch{Seq: seq, Epoch: w.cfg.Epoch, Kind: KindRecords, Records: g.records}
 	data := Encode(b)
+	start := time.Now()
 	if err := w.write(ctx, seq, data); err != nil {
 		return err
 	}
+	took := time.Since(start)
 	if err := w.cfg.OnDurable(b); err != nil {
 		return fmt.Errorf("apply batch %d: %w", seq, err)
 	}
@@ -364,6 +382,9 @@ func (w *Writer) commit(ctx context.Context, g *group) error {
 	w.batches.Add(1)
 	w.records.Add(uint64(len(g.records)))
 	w.bytes.Add(uint64(len(data)))
+	if w.cfg.OnBatch != nil {
+		w.cfg.OnBatch(BatchStats{Seq: seq, Duration: took, Bytes: len(data), Records: len(g.records)})
+	}
 	g.complete(seq, nil)
 	return nil
 }

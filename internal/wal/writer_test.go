@@ -669,3 +669,84 @@ func TestWriter_Lifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// OnBatch reports every durable batch once, in sequence order, after
+// OnDurable and before its submitters are told: the write's duration
+// (retries included, OnDurable not), the encoded size and the record count.
+// A batch that fails is not reported.
+func TestWriter_OnBatchReportsDurableBatches(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		s := mem.New()
+		rec := record(s)
+		puts := 0
+		rec.setFault(func(op, key string) mem.Fault {
+			if op != blob.OpPutIfAbsent {
+				return mem.Fault{}
+			}
+			puts++
+			if puts == 2 { // batch 1's first attempt: one retry after 50 ms
+				return mem.Fault{Err: mem.ErrServer}
+			}
+			return mem.Fault{Latency: 100 * time.Millisecond}
+		})
+		var got []wal.BatchStats
+		var mu sync.Mutex
+		futs := map[uint64][]wal.Future{} // per batch
+		applied := map[uint64]bool{}
+		w, _ := newWriter(t, s, func(c *wal.WriterConfig) {
+			c.OnDurable = func(b wal.Batch) error {
+				time.Sleep(time.Second) // not part of the write's duration
+				applied[b.Seq] = true
+				return nil
+			}
+			c.OnBatch = func(b wal.BatchStats) {
+				if !applied[b.Seq] {
+					t.Errorf("OnBatch for batch %d before OnDurable", b.Seq)
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				for _, f := range futs[b.Seq] {
+					if isDone(f) {
+						t.Errorf("OnBatch for batch %d after its submitter was told", b.Seq)
+					}
+				}
+				got = append(got, b)
+			}
+		})
+		submit := func(seq uint64, r string) {
+			mu.Lock()
+			defer mu.Unlock()
+			futs[seq] = append(futs[seq], w.SubmitAsync([]byte(r)))
+		}
+		submit(0, "r0")
+		synctest.Wait() // batch 0 is in flight
+		for i := 1; i <= 3; i++ {
+			submit(1, fmt.Sprintf("rec%d", i))
+		}
+		for seq := range uint64(2) {
+			for _, f := range futs[seq] {
+				if got, err := f.Result(); got != seq || err != nil {
+					t.Fatalf("Result = %d, %v; want %d", got, err, seq)
+				}
+			}
+		}
+		b0 := wal.Encode(wal.Batch{Seq: 0, Epoch: 7, Kind: wal.KindRecords, Records: recs("r0")})
+		b1 := wal.Encode(wal.Batch{Seq: 1, Epoch: 7, Kind: wal.KindRecords, Records: recs("rec1", "rec2", "rec3")})
+		want := []wal.BatchStats{
+			{Seq: 0, Duration: 100 * time.Millisecond, Bytes: len(b0), Records: 1},
+			{Seq: 1, Duration: 150 * time.Millisecond, Bytes: len(b1), Records: 3},
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("OnBatch saw %+v, want %+v", got, want)
+		}
+
+		s.SetFaults(func(op, key string) mem.Fault { return mem.Fault{Err: mem.ErrDenied} })
+		if _, err := w.Submit(t.Context(), []byte("lost")); err == nil {
+			t.Fatal("Submit on a failing store succeeded")
+		}
+		if len(got) != 2 {
+			t.Fatalf("OnBatch saw a failed batch: %+v", got[2:])
+		}
+	})
+}
