@@ -118,6 +118,10 @@ func (s *Store) Stats() Stats {
 	}
 }
 
+// Fsyncs returns the number of fsyncs since Open (0 unless Strict), for
+// metrics: an fsync is the costly part of a write on most disks.
+func (s *Store) Fsyncs() uint64 { return s.fsyncs.Load() }
+
 func (s *Store) path(key string) string { return filepath.Join(s.root, filepath.FromSlash(key)) }
 
 // classify turns an OS error into a classified blob error.

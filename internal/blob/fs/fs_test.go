@@ -81,8 +81,19 @@ func TestStrictFsyncsAndCrashSafeDoesNot(t *testing.T) {
 	if got := strict.Stats().Fsyncs; got < 2 {
 		t.Fatalf("strict store made %d fsyncs for one write, want at least 2 (file and directory)", got)
 	}
-	if got := fast.Stats().Fsyncs; got != 0 {
+	if got := fast.Stats().Fsyncs; got != 0 || fast.Fsyncs() != 0 {
 		t.Fatalf("processCrashSafe store made %d fsyncs, want 0", got)
+	}
+	// A write into an existing directory: the file and the directory.
+	before := strict.Fsyncs()
+	if before != strict.Stats().Fsyncs {
+		t.Fatalf("Fsyncs() = %d, Stats().Fsyncs = %d", before, strict.Stats().Fsyncs)
+	}
+	if _, err := strict.PutIfAbsent(t.Context(), "nodes/n/log/2", []byte("y")); err != nil {
+		t.Fatal(err)
+	}
+	if got := strict.Fsyncs() - before; got != 2 {
+		t.Fatalf("strict store made %d fsyncs for a write into an existing directory, want 2", got)
 	}
 }
 
