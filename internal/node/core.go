@@ -39,6 +39,9 @@ type CoreConfig struct {
 	// HeartbeatInterval and PingInterval go to workers in Welcome.
 	HeartbeatInterval time.Duration
 	PingInterval      time.Duration
+	// Metrics count the flows and step attempts of every durable batch;
+	// nil counts nothing.
+	Metrics *Metrics
 }
 
 // Core is the serving loop of one active lease period: the sequencer, the
@@ -180,6 +183,7 @@ func (c *Core) OnDurable(b wal.Batch) error {
 	if err != nil {
 		return err
 	}
+	c.cfg.Metrics.countFlows(&a.flows)
 	if len(a.envelopes) > 0 {
 		c.seq.post(func() {
 			for flowID, n := range a.envelopes {

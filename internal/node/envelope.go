@@ -81,6 +81,8 @@ type applied struct {
 	states map[string]*engine.FlowState
 	// envelopes counts the batch's envelopes per flow ID.
 	envelopes map[string]int
+	// flows counts the batch's records for the metrics (flowmetrics.go).
+	flows flowCounts
 }
 
 // applyBatch applies one log batch to the store (T1): every envelope's
@@ -115,6 +117,7 @@ func applyBatch(store Store, b wal.Batch) (applied, error) {
 					}
 				}
 				st, eff := engine.Apply(st, rec)
+				out.flows.count(rec.Body)
 				out.effects = append(out.effects, eff...)
 				if st != nil {
 					out.states[rec.FlowID] = st

@@ -5,7 +5,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -55,6 +57,20 @@ var standbyStates = []StandbyState{StandbyNotStandby, StandbyStateCold, StandbyF
 //	dexzd_log_bytes_total                encoded bytes of those batches
 //	dexzd_log_write_retries_total        log requests repeated after a transient error
 //	dexzd_log_adopted_batches_total      batches whose lost reply was resolved by reading them back (G5)
+//	dexzd_log_batch_write_seconds        histogram: time to make one batch durable, retries included
+//	dexzd_log_batch_bytes                histogram: encoded size of one batch
+//	dexzd_log_batch_records              histogram: records (envelopes) in one batch
+//	dexzd_store_requests_total{op,result} durable store requests (MeterStore); op: get, put_if_absent,
+//	                                     put_if_match, list, delete; result: ok, not_found, precondition,
+//	                                     transient, permanent, canceled
+//	dexzd_store_request_seconds{op}      histogram: durable store request latency
+//	dexzd_store_fsyncs_total             fsyncs of the fs durable store; 0 on other backends
+//	dexzd_flows_started_total            flow runs started (FlowStarted records written)
+//	dexzd_flows_completed_total{status}  flow runs closed: completed, failed, canceled, terminated
+//	dexzd_step_attempts_total{outcome}   step attempts ended: succeeded, failed, timed_out, not_completed
+//
+// The log, store and flow series count what this process did; like every
+// counter they start at 0 in a new process, so a failover resets them.
 type Metrics struct {
 	renewals        atomic.Uint64
 	renewalFailures atomic.Uint64
@@ -64,10 +80,15 @@ type Metrics struct {
 	// instead of state.
 	hot atomic.Pointer[hotStandby]
 
+	batchSeconds, batchBytes, batchRecords histogram
+	store                                  storeMetrics
+	flows                                  flowMetrics
+
 	mu      sync.Mutex
 	active  interface{ Serving() bool } // the serving instance, nil while none
 	writer  *wal.Writer                 // the current lease period's writer
 	logBase wal.Stats                   // the sums of the writers before it
+	fsyncs  []fsyncCounter              // the metered stores that count fsyncs
 }
 
 // NewMetrics returns metrics with every value at zero and the standby
@@ -75,7 +96,30 @@ type Metrics struct {
 func NewMetrics() *Metrics {
 	m := &Metrics{}
 	m.setStandbyState(StandbyNotStandby)
+	m.batchSeconds.init(latencyBuckets)
+	m.batchBytes.init(byteBuckets)
+	m.batchRecords.init(recordBuckets)
+	m.store.init()
 	return m
+}
+
+// ObserveBatch records one durable log batch.
+func (m *Metrics) ObserveBatch(b wal.BatchStats) {
+	if m == nil {
+		return
+	}
+	m.batchSeconds.observe(uint64(max(b.Duration, 0)))
+	m.batchBytes.observe(uint64(max(b.Bytes, 0)))
+	m.batchRecords.observe(uint64(max(b.Records, 0)))
+}
+
+// WriterHook returns the wal.WriterConfig.OnBatch hook that records each
+// batch in m; nil (no hook) for a nil *Metrics.
+func (m *Metrics) WriterHook() func(wal.BatchStats) {
+	if m == nil {
+		return nil
+	}
+	return m.ObserveBatch
 }
 
 func (m *Metrics) setStandbyState(s StandbyState) {
@@ -157,6 +201,7 @@ type snapshot struct {
 	lag                       time.Duration
 	renewals, renewalFailures uint64
 	log                       wal.Stats
+	fsyncs                    uint64
 }
 
 func (m *Metrics) snapshot() snapshot {
@@ -166,6 +211,9 @@ func (m *Metrics) snapshot() snapshot {
 		s.log = addStats(s.log, m.writer.Stats())
 	}
 	active := m.active
+	for _, f := range m.fsyncs {
+		s.fsyncs += f.Fsyncs()
+	}
 	m.mu.Unlock()
 	s.leader = active != nil && active.Serving()
 	s.epoch = m.epoch.Load()
@@ -203,7 +251,93 @@ func (m *Metrics) WriteText(w io.Writer) error {
 	metric("dexzd_log_bytes_total", "counter", "Encoded bytes of the log batches this process wrote.", s.log.Bytes)
 	metric("dexzd_log_write_retries_total", "counter", "Log store requests repeated after a transient error.", s.log.Retries)
 	metric("dexzd_log_adopted_batches_total", "counter", "Log batches whose lost write reply was resolved by reading the batch back.", s.log.Adopted)
+	histogramFamily(bw, &m.batchSeconds, "dexzd_log_batch_write_seconds",
+		"Time from the first write request of a log batch until it was durable, retries included.")
+	histogramFamily(bw, &m.batchBytes, "dexzd_log_batch_bytes", "Encoded size of the log batches this process wrote.")
+	histogramFamily(bw, &m.batchRecords, "dexzd_log_batch_records", "Records (one per engine decision) in the log batches this process wrote.")
+	m.store.writeText(bw, s.fsyncs)
+	m.flows.writeText(bw)
 	return bw.Flush()
+}
+
+// maxBuckets is the most upper bounds a histogram has (+Inf aside).
+const maxBuckets = 16
+
+// bucketSpec are a histogram's upper bounds: in the observed integer unit
+// for observe, as le label values for the text.
+type bucketSpec struct {
+	bounds []uint64
+	le     []string
+	unit   float64 // observed units per exported unit: 1e9 for ns as seconds
+}
+
+func newBuckets(unit float64, upper ...float64) *bucketSpec {
+	if len(upper) > maxBuckets {
+		panic("metrics: too many histogram buckets")
+	}
+	b := &bucketSpec{unit: unit}
+	for _, u := range upper {
+		b.bounds = append(b.bounds, uint64(math.Round(u*unit)))
+		b.le = append(b.le, strconv.FormatFloat(u, 'f', -1, 64))
+	}
+	return b
+}
+
+// Histogram buckets.
+var (
+	// latencyBuckets suit 0.2 ms (a local fsync) to 10 s (the log write
+	// limit's order): observed in nanoseconds, exported in seconds.
+	latencyBuckets = newBuckets(1e9, 0.0002, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+	// byteBuckets: powers of 4 from 256 B to 64 MiB.
+	byteBuckets = newBuckets(1, 256, 1<<10, 4<<10, 16<<10, 64<<10, 256<<10, 1<<20, 4<<20, 16<<20, 64<<20)
+	// recordBuckets reach the writer's default limit of 10,000 records.
+	recordBuckets = newBuckets(1, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000)
+)
+
+// histogram is a Prometheus histogram of integer observations (nanoseconds,
+// bytes, records): safe for concurrent use, no allocation per observation.
+// init it before use.
+type histogram struct {
+	spec   *bucketSpec
+	counts [maxBuckets + 1]atomic.Uint64 // per bucket, not cumulative; the last is +Inf
+	sum    atomic.Uint64
+}
+
+func (h *histogram) init(b *bucketSpec) { h.spec = b }
+
+func (h *histogram) observe(v uint64) {
+	b := h.spec.bounds
+	i := 0
+	for i < len(b) && v > b[i] {
+		i++
+	}
+	h.counts[i].Add(1)
+	h.sum.Add(v)
+}
+
+// histogramFamily writes the HELP and TYPE lines and h's series.
+func histogramFamily(bw *bufio.Writer, h *histogram, name, help string) {
+	fmt.Fprintf(bw, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name)
+	h.writeText(bw, name, "")
+}
+
+// writeText writes h's series of the family name: its buckets
+// (cumulative), sum and count, with labels (`op="get"`, or "") on each.
+// The count is the +Inf bucket, so they always agree.
+func (h *histogram) writeText(bw *bufio.Writer, name, labels string) {
+	sep, braced := "", ""
+	if labels != "" {
+		sep, braced = ",", "{"+labels+"}"
+	}
+	var cum uint64
+	for i, le := range h.spec.le {
+		cum += h.counts[i].Load()
+		fmt.Fprintf(bw, "%s_bucket{%s%sle=%q} %d\n", name, labels, sep, le, cum)
+	}
+	cum += h.counts[len(h.spec.le)].Load()
+	fmt.Fprintf(bw, "%s_bucket{%s%sle=\"+Inf\"} %d\n", name, labels, sep, cum)
+	sum := strconv.FormatFloat(float64(h.sum.Load())/h.spec.unit, 'f', -1, 64)
+	fmt.Fprintf(bw, "%s_sum%s %s\n%s_count%s %d\n", name, braced, sum, name, braced, cum)
 }
 
 func b2u(b bool) uint64 {

@@ -1,0 +1,232 @@
+package node
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/dexzd/dexzd/internal/blob/mem"
+	"github.com/dexzd/dexzd/internal/engine"
+	"github.com/dexzd/dexzd/internal/server"
+	"github.com/dexzd/dexzd/internal/wal"
+)
+
+// Each record kind lands in its counter; records that end no attempt and
+// close no run count nothing.
+func TestFlowCounts_CountsRecordKinds(t *testing.T) {
+	t.Parallel()
+	var c flowCounts
+	for _, b := range []engine.RecordBody{
+		engine.FlowStarted{}, engine.FlowStarted{},
+		engine.FlowClosed{CloseInfo: engine.CloseInfo{Status: engine.StatusCompleted}},
+		engine.FlowClosed{CloseInfo: engine.CloseInfo{Status: engine.StatusFailed}},
+		engine.FlowClosed{CloseInfo: engine.CloseInfo{Status: engine.StatusCanceled}},
+		engine.FlowClosed{CloseInfo: engine.CloseInfo{Status: engine.StatusTerminated}},
+		engine.FlowClosed{CloseInfo: engine.CloseInfo{Status: "SOMETHING_NEW"}},
+		engine.WaitForCompleted{}, engine.ExecuteCompleted{}, engine.ExecuteCompleted{},
+		engine.AttemptFailed{Failure: engine.Failure{Type: "MyError"}},
+		engine.AttemptFailed{Failure: engine.Failure{Type: engine.FailureTimeout}},
+		engine.AttemptFailed{Failure: engine.Failure{Type: engine.FailureNotCompleted}},
+		engine.AttemptFailed{Failure: engine.Failure{Type: engine.FailureNotCompleted}},
+		engine.StepCreated{}, engine.AttemptScheduled{}, engine.AttemptStarted{}, engine.RPCCompleted{},
+		engine.StepEnded{}, engine.ChannelPublished{}, engine.AttributesSet{}, engine.DefinitionSet{},
+		engine.ConditionSatisfied{}, engine.WaitTimerFired{},
+	} {
+		c.count(b)
+	}
+	want := flowCounts{
+		started:  2,
+		closed:   [numCloseStatuses]uint32{closeCompleted: 1, closeFailed: 1, closeCanceled: 1, closeTerminated: 1, closeOther: 1},
+		attempts: [numAttemptOutcomes]uint32{attemptSucceeded: 3, attemptFailed: 1, attemptTimedOut: 1, attemptNotCompleted: 2},
+	}
+	if c != want {
+		t.Fatalf("counts = %+v, want %+v", c, want)
+	}
+	m := NewMetrics()
+	m.countFlows(&c)
+	m.countFlows(&c)
+	var nilMetrics *Metrics
+	nilMetrics.countFlows(&c) // a nil *Metrics records nothing
+	text := metricsText(t, m)
+	for _, line := range []string{
+		"dexzd_flows_started_total 4\n",
+		`dexzd_flows_completed_total{status="completed"} 2` + "\n",
+		`dexzd_flows_completed_total{status="terminated"} 2` + "\n",
+		`dexzd_flows_completed_total{status="other"} 2` + "\n",
+		`dexzd_step_attempts_total{outcome="succeeded"} 6` + "\n",
+		`dexzd_step_attempts_total{outcome="not_completed"} 4` + "\n",
+	} {
+		if !strings.Contains(text, line) {
+			t.Errorf("metrics lack %q", line)
+		}
+	}
+}
+
+// newMetricsHarness is newHarness with metrics: the core counts flows, the
+// writer reports batches and the log goes through a metered store.
+func newMetricsHarness(t *testing.T, blobs *mem.Store, epoch uint64, m *Metrics) *harness {
+	t.Helper()
+	ctx := context.Background()
+	store := NewMemStore()
+	metered := m.MeterStore(blobs)
+	next, err := wal.Fence(ctx, metered, testLayout, epoch, 0, ReplayApply(store))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := NewCore(CoreConfig{NodeID: "n1", ProcessID: "p", Epoch: epoch, Store: store, Metrics: m})
+	w, err := wal.NewWriter(wal.WriterConfig{Store: metered, Layout: testLayout, Epoch: epoch, NextSeq: next,
+		OnDurable: c.OnDurable, OnBatch: m.WriterHook()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetWriter(w)
+	wctx, cancel := context.WithCancel(ctx)
+	w.Start(wctx)
+	c.Start(ctx)
+	if err := c.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return &harness{t: t, blobs: blobs, core: c, w: w, cancelWriter: cancel}
+}
+
+// The flow counters move by exactly what the flows did, across a takeover:
+// the new lease period's replay of the old one's batches counts nothing,
+// the attempts it fails on takeover count as not_completed (T2).
+func TestFlowMetrics_CountWhatTheCoreCommits(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		blobs := mem.New()
+		m := NewMetrics()
+		h := newMetricsHarness(t, blobs, 1, m)
+		ctx := context.Background()
+		s := h.session("w1", 5, "a")
+
+		// f1: attempt 1 fails, attempt 2 completes the flow.
+		h.start("f1", "a", "S")
+		synctest.Wait()
+		task := tasks(s)[0]
+		if a, err := s.Result(ctx, task.Token, engine.TaskFailed{Token: task.Token, Failure: engine.Failure{Type: "Boom"}}); err != nil || a.Status != server.AckAccepted {
+			t.Fatalf("failure ack = %+v, %v", a, err)
+		}
+		time.Sleep(2 * time.Second) // the retry's backoff
+		synctest.Wait()
+		task = tasks(s)[0]
+		if task.Attempt != 2 {
+			t.Fatalf("retry = %+v", task)
+		}
+		if a := h.complete(s, task); a.Status != server.AckAccepted {
+			t.Fatalf("ack = %+v", a)
+		}
+		// f2: its worker goes away, attempt 1 times out, attempt 2 is
+		// running when the process crashes.
+		h.start("f2", "a", "S")
+		synctest.Wait()
+		if got := tasks(s); len(got) != 1 || got[0].FlowID != "f2" {
+			t.Fatalf("tasks = %+v", got)
+		}
+		s.Close()
+		s2 := h.session("w2", 5, "a")
+		time.Sleep(35 * time.Second) // the 30 s attempt timeout and the backoff
+		synctest.Wait()
+		if got := tasks(s2); len(got) != 1 || got[0].Attempt != 2 {
+			t.Fatalf("after the timeout: %+v", got)
+		}
+		// f3: cancelled by its client.
+		h.start("f3", "a", "W")
+		if _, err := h.core.Command(ctx, "f3", engine.StopFlow{FlowID: "f3"}); err != nil {
+			t.Fatal(err)
+		}
+		h.crash()
+
+		h2 := newMetricsHarness(t, blobs, 2, m)
+		defer h2.stop()
+		s3 := h2.session("w3", 5, "a")
+		time.Sleep(2 * time.Second) // the NOT_COMPLETED retry's backoff
+		synctest.Wait()
+		got := tasks(s3)
+		if len(got) != 1 || got[0].FlowID != "f2" || got[0].Attempt != 3 {
+			t.Fatalf("after the takeover: %+v", got)
+		}
+		if a := h2.complete(s3, got[0]); a.Status != server.AckAccepted {
+			t.Fatalf("ack = %+v", a)
+		}
+
+		want := flowCounts{
+			started:  3,
+			closed:   [numCloseStatuses]uint32{closeCompleted: 2, closeCanceled: 1},
+			attempts: [numAttemptOutcomes]uint32{attemptSucceeded: 2, attemptFailed: 1, attemptTimedOut: 1, attemptNotCompleted: 1},
+		}
+		if got := flowMetricsOf(m); got != want {
+			t.Fatalf("flow metrics = %+v, want %+v", got, want)
+		}
+		// Every batch either writer made durable is in the histograms, and
+		// the log's writes in the store counters.
+		batches := h.w.Stats().Batches + h2.w.Stats().Batches
+		text := metricsText(t, m)
+		for _, line := range []string{
+			"dexzd_log_batch_records_count " + u64(batches) + "\n",
+			"dexzd_log_batch_write_seconds_count " + u64(batches) + "\n",
+			"dexzd_log_batch_bytes_sum " + u64(h.w.Stats().Bytes+h2.w.Stats().Bytes) + "\n",
+		} {
+			if !strings.Contains(text, line) {
+				t.Errorf("metrics lack %q:\n%s", line, text)
+			}
+		}
+		// + the two fence batches.
+		if n := m.store.requests[storePutIfAbsent][storeOK].Load(); n != batches+2 {
+			t.Errorf("put_if_absent ok = %d, want %d batches and 2 fences", n, batches)
+		}
+	})
+}
+
+// flowMetricsOf reads m's flow counters back as flowCounts.
+func flowMetricsOf(m *Metrics) flowCounts {
+	var c flowCounts
+	c.started = uint32(m.flows.started.Load())
+	for i := range c.closed {
+		c.closed[i] = uint32(m.flows.closed[i].Load())
+	}
+	for i := range c.attempts {
+		c.attempts[i] = uint32(m.flows.attempts[i].Load())
+	}
+	return c
+}
+
+// The counting applyBatch does per record, against what applying a record
+// costs: a decision's records (start a flow, create and schedule a step).
+func BenchmarkFlowCounts(b *testing.B) {
+	now := time.Unix(1e9, 0).UTC()
+	recs := []engine.Record{
+		{FlowID: "f", RunID: "r", At: now, Body: engine.FlowStarted{FlowType: "a"}},
+		{FlowID: "f", RunID: "r", At: now, Body: engine.StepCreated{StepExecID: "S-1", StepType: "S", N: 1}},
+		{FlowID: "f", RunID: "r", At: now, Body: engine.AttemptScheduled{StepExecID: "S-1", Method: engine.MethodExecute, Attempt: 1}},
+		{FlowID: "f", RunID: "r", At: now, Body: engine.ExecuteCompleted{StepExecID: "S-1", Attempt: 1, Kind: engine.DecideGracefulComplete}},
+		{FlowID: "f", RunID: "r", At: now, Body: engine.FlowClosed{CloseInfo: engine.CloseInfo{Status: engine.StatusCompleted}}},
+	}
+	env, err := encodeEnvelope(recs)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("count", func(b *testing.B) {
+		var c flowCounts
+		for b.Loop() {
+			for _, r := range recs {
+				c.count(r.Body)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(recs)), "ns/record")
+	})
+	b.Run("applyBatch", func(b *testing.B) {
+		store := NewMemStore()
+		seq := uint64(0)
+		for b.Loop() {
+			seq++
+			if _, err := applyBatch(store, wal.Batch{Seq: seq, Records: [][]byte{env}}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(recs)), "ns/record")
+	})
+}

@@ -1,0 +1,174 @@
+package node
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/dexzd/dexzd/internal/blob"
+)
+
+// Store request kinds: the op label of dexzd_store_requests_total and
+// dexzd_store_request_seconds.
+const (
+	storeGet = iota
+	storePutIfAbsent
+	storePutIfMatch
+	storeList
+	storeDelete
+	numStoreOps
+)
+
+var storeOpLabels = [numStoreOps]string{"get", "put_if_absent", "put_if_match", "list", "delete"}
+
+// Store request results: the result label. The first four are the classes
+// of blob.Classify; canceled is a request that failed because its caller
+// cancelled it (not a deadline: a request cut off by a timeout is
+// transient, as the log writer treats it).
+const (
+	storeOK = iota
+	storeNotFound
+	storePrecondition
+	storeTransient
+	storePermanent
+	storeCanceled
+	numStoreResults
+)
+
+var storeResultLabels = [numStoreResults]string{"ok", "not_found", "precondition", "transient", "permanent", "canceled"}
+
+// storeResultExpected says which results each kind of request can have by
+// the blob.Store contract; those series are exported even while 0, the
+// others only once a backend produced them.
+var storeResultExpected = [numStoreOps][numStoreResults]bool{
+	storeGet:         {storeOK: true, storeNotFound: true, storeTransient: true, storePermanent: true, storeCanceled: true},
+	storePutIfAbsent: {storeOK: true, storePrecondition: true, storeTransient: true, storePermanent: true, storeCanceled: true},
+	storePutIfMatch:  {storeOK: true, storePrecondition: true, storeTransient: true, storePermanent: true, storeCanceled: true},
+	storeList:        {storeOK: true, storeTransient: true, storePermanent: true, storeCanceled: true},
+	storeDelete:      {storeOK: true, storeTransient: true, storePermanent: true, storeCanceled: true},
+}
+
+// storeResult classifies a request's outcome. A definite answer (not
+// found, precondition, permanent) counts as such even if the caller
+// cancelled meanwhile.
+func storeResult(ctx context.Context, err error) int {
+	switch blob.Classify(err) {
+	case nil:
+		return storeOK
+	case blob.ErrNotFound:
+		return storeNotFound
+	case blob.ErrPrecondition:
+		return storePrecondition
+	case blob.ErrPermanent:
+		return storePermanent
+	}
+	if errors.Is(ctx.Err(), context.Canceled) || errors.Is(err, context.Canceled) {
+		return storeCanceled
+	}
+	return storeTransient
+}
+
+// storeMetrics are the durable store's request counters and latencies.
+type storeMetrics struct {
+	requests [numStoreOps][numStoreResults]atomic.Uint64
+	seconds  [numStoreOps]histogram
+}
+
+// fsyncCounter is a store that counts its fsyncs (fs.Store).
+type fsyncCounter interface{ Fsyncs() uint64 }
+
+func (s *storeMetrics) init() {
+	for i := range s.seconds {
+		s.seconds[i].init(latencyBuckets)
+	}
+}
+
+func (s *storeMetrics) observe(op int, ctx context.Context, start time.Time, err error) {
+	s.requests[op][storeResult(ctx, err)].Add(1)
+	s.seconds[op].observe(uint64(time.Since(start)))
+}
+
+// MeterStore returns s counting its requests, by kind and result, and
+// their latency for the metrics; if s counts fsyncs (an fs store: an
+// Fsyncs() uint64 method), they are exported too. A nil *Metrics returns s
+// itself. Wrap the durable store once, right after opening it, so that the
+// lease, the log writer, the hot standby and snapshots all go through it.
+func (m *Metrics) MeterStore(s blob.Store) blob.Store {
+	if m == nil {
+		return s
+	}
+	if f, ok := s.(fsyncCounter); ok {
+		m.mu.Lock()
+		m.fsyncs = append(m.fsyncs, f)
+		m.mu.Unlock()
+	}
+	return &meteredStore{s: s, m: &m.store}
+}
+
+// meteredStore is a blob.Store that records each request in storeMetrics.
+type meteredStore struct {
+	s blob.Store
+	m *storeMetrics
+}
+
+var _ blob.Store = (*meteredStore)(nil)
+
+func (s *meteredStore) Get(ctx context.Context, key string) ([]byte, blob.Version, error) {
+	start := time.Now()
+	data, v, err := s.s.Get(ctx, key)
+	s.m.observe(storeGet, ctx, start, err)
+	return data, v, err
+}
+
+func (s *meteredStore) PutIfAbsent(ctx context.Context, key string, data []byte) (blob.Version, error) {
+	start := time.Now()
+	v, err := s.s.PutIfAbsent(ctx, key, data)
+	s.m.observe(storePutIfAbsent, ctx, start, err)
+	return v, err
+}
+
+func (s *meteredStore) PutIfMatch(ctx context.Context, key string, data []byte, v blob.Version) (blob.Version, error) {
+	start := time.Now()
+	nv, err := s.s.PutIfMatch(ctx, key, data, v)
+	s.m.observe(storePutIfMatch, ctx, start, err)
+	return nv, err
+}
+
+func (s *meteredStore) List(ctx context.Context, prefix, startAfter string, limit int) ([]string, error) {
+	start := time.Now()
+	keys, err := s.s.List(ctx, prefix, startAfter, limit)
+	s.m.observe(storeList, ctx, start, err)
+	return keys, err
+}
+
+func (s *meteredStore) Delete(ctx context.Context, key string) error {
+	start := time.Now()
+	err := s.s.Delete(ctx, key)
+	s.m.observe(storeDelete, ctx, start, err)
+	return err
+}
+
+func (s *meteredStore) Close() error { return s.s.Close() }
+
+func (s *storeMetrics) writeText(bw *bufio.Writer, fsyncs uint64) {
+	const req = "dexzd_store_requests_total"
+	fmt.Fprintf(bw, "# HELP %s Durable store requests, by kind and result.\n# TYPE %s counter\n", req, req)
+	for op := range numStoreOps {
+		for res := range numStoreResults {
+			if n := s.requests[op][res].Load(); n > 0 || storeResultExpected[op][res] {
+				fmt.Fprintf(bw, "%s{op=%q,result=%q} %d\n", req, storeOpLabels[op], storeResultLabels[res], n)
+			}
+		}
+	}
+	const sec = "dexzd_store_request_seconds"
+	fmt.Fprintf(bw, "# HELP %s Latency of durable store requests, by kind; every result counts.\n# TYPE %s histogram\n", sec, sec)
+	for op := range numStoreOps {
+		s.seconds[op].writeText(bw, sec, fmt.Sprintf("op=%q", storeOpLabels[op]))
+	}
+	const fs = "dexzd_store_fsyncs_total"
+	fmt.Fprintf(bw, "# HELP %s fsyncs of the fs durable store (strict durability); 0 on other backends.\n# TYPE %s counter\n%s %d\n",
+		fs, fs, fs, fsyncs)
+}
