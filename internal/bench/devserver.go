@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -46,15 +47,22 @@ type DevOptions struct {
 	// Durability is passed as --durability when set: strict,
 	// processCrashSafe or relaxed.
 	Durability string
+	// Metrics, when set, has the server serve /metrics on a free loopback
+	// port (DevServer.MetricsURL), with a configuration file written into
+	// DataDir.
+	Metrics bool
 	// ReadyTimeout bounds the wait for dex.FlowService SERVING; default
 	// 30 s.
 	ReadyTimeout time.Duration
 }
 
-// DevServer is a running "dex-server-zd dev" process.
+// DevServer is a running dex-server-zd process: "dev" (StartDevServer) or
+// "serve" (StartServe).
 type DevServer struct {
 	// Addr is the API address it listens on.
 	Addr string
+	// MetricsURL is its Prometheus endpoint, empty when it serves none.
+	MetricsURL string
 
 	cmd    *exec.Cmd
 	log    *lockedBuffer
@@ -66,9 +74,6 @@ type DevServer struct {
 // returns once it reports dex.FlowService SERVING. On an error the process
 // is killed. Stop or Kill it when done.
 func StartDevServer(ctx context.Context, opts DevOptions) (*DevServer, error) {
-	if opts.ReadyTimeout <= 0 {
-		opts.ReadyTimeout = 30 * time.Second
-	}
 	addr, err := freeAddr()
 	if err != nil {
 		return nil, err
@@ -77,10 +82,35 @@ func StartDevServer(ctx context.Context, opts DevOptions) (*DevServer, error) {
 	if opts.Durability != "" {
 		args = append(args, "--durability", opts.Durability)
 	}
-	s := &DevServer{Addr: addr, cmd: exec.Command(opts.Binary, args...), log: &lockedBuffer{}, exited: make(chan struct{})}
+	var metricsURL string
+	if opts.Metrics {
+		maddr, err := freeAddr()
+		if err != nil {
+			return nil, err
+		}
+		if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
+			return nil, fmt.Errorf("make the data directory: %w", err)
+		}
+		path := filepath.Join(opts.DataDir, "bench-dev.yaml")
+		if err := os.WriteFile(path, []byte("metrics:\n  listen: "+strconv.Quote(maddr)+"\n"), 0o644); err != nil {
+			return nil, fmt.Errorf("write the configuration: %w", err)
+		}
+		args = append(args, "--config", path)
+		metricsURL = "http://" + maddr + "/metrics"
+	}
+	return startServer(ctx, opts.Binary, args, addr, metricsURL, opts.ReadyTimeout)
+}
+
+// startServer starts binary with args, which make it serve the API on
+// addr, and waits until it reports dex.FlowService SERVING.
+func startServer(ctx context.Context, binary string, args []string, addr, metricsURL string, readyTimeout time.Duration) (*DevServer, error) {
+	if readyTimeout <= 0 {
+		readyTimeout = 30 * time.Second
+	}
+	s := &DevServer{Addr: addr, MetricsURL: metricsURL, cmd: exec.Command(binary, args...), log: &lockedBuffer{}, exited: make(chan struct{})}
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
 	if err := s.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", opts.Binary, err)
+		return nil, fmt.Errorf("start %s: %w", binary, err)
 	}
 	go func() {
 		s.err = s.cmd.Wait()
@@ -96,9 +126,9 @@ func StartDevServer(ctx context.Context, opts DevOptions) (*DevServer, error) {
 		case <-readyCtx.Done():
 		}
 	}()
-	if err := waitServing(readyCtx, []string{addr}, nil, opts.ReadyTimeout); err != nil {
+	if err := waitServing(readyCtx, []string{addr}, nil, readyTimeout); err != nil {
 		s.Kill()
-		return nil, fmt.Errorf("dex-server-zd dev did not become ready (%s): %w\n%s", s.cmd.ProcessState, err, s.Log())
+		return nil, fmt.Errorf("dex-server-zd %s did not become ready (%s): %w\n%s", args[0], s.cmd.ProcessState, err, s.Log())
 	}
 	return s, nil
 }

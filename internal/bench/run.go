@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -26,22 +27,35 @@ var ErrFlowsFailed = errors.New("flows failed")
 // maxFailureSamples bounds Result.FailureSamples.
 const maxFailureSamples = 10
 
-// ChainConfig configures RunChain.
-type ChainConfig struct {
+// Config configures Run.
+type Config struct {
+	// Workload is the workload to run; default WorkloadChain.
+	Workload Workload
 	// Addresses are the servers' API addresses, in order of preference.
 	Addresses []string
 	// DialOptions are added to the SDK's default dial options (plain gRPC
 	// without TLS).
 	DialOptions []grpc.DialOption
-	// FlowType is the chain flow's type name and the prefix of its flow
-	// IDs; default DefaultChainFlowType.
+	// FlowType is the flow's type name and the prefix of its flow IDs;
+	// default DefaultFlowType(Workload).
 	FlowType string
 	// Flows is the number of measured flows (at least 1).
 	Flows int
-	// Steps is the number of steps of every flow (at least 1).
+	// Steps is the number of steps of every chain flow (chain: at least 1).
 	Steps int
-	// Callers is the number of closed-loop callers (at least 1).
+	// Branches is the number of parallel steps a fanout flow moves to
+	// (fanout: at least 1).
+	Branches int
+	// Timer is the durable timer of every timer flow; default DefaultTimer.
+	// It is sent in milliseconds.
+	Timer time.Duration
+	// Callers is the number of closed-loop callers (at least 1). With
+	// Burst, the number of goroutines that start flows.
 	Callers int
+	// Burst starts every flow of a phase without waiting for results and
+	// awaits each flow separately (a waiter per started flow), instead of
+	// the closed loop.
+	Burst bool
 	// WorkerConcurrency is the worker's MaxConcurrentTasks (at least 1).
 	WorkerConcurrency int
 	// Warmup is the number of flows run before the measured ones and not
@@ -49,9 +63,13 @@ type ChainConfig struct {
 	Warmup int
 	// PayloadBytes is the size of the payload every step carries.
 	PayloadBytes int
-	// ServerPID, when positive, names the server process whose CPU time is
-	// measured too (Linux: it must run on this machine).
+	// ServerPID, when positive, names the server process whose CPU time and
+	// peak RSS are measured too (Linux: it must run on this machine).
 	ServerPID int
+	// MetricsURL, when set, is the server's Prometheus endpoint
+	// (http://HOST:PORT/metrics): its store counters are read before and
+	// after the measured phase (see StoreCounts).
+	MetricsURL string
 	// Logger receives the SDK's logs (worker and client); nil discards them.
 	Logger *slog.Logger
 	// Progress, when set, is called every ProgressInterval (default 250 ms)
@@ -63,6 +81,10 @@ type ChainConfig struct {
 	ReadyTimeout time.Duration
 }
 
+// ChainConfig is the configuration of RunChain: a Config whose Workload is
+// chain (or empty).
+type ChainConfig = Config
+
 // DefaultWarmup is the default number of warmup flows for n measured
 // flows: a tenth of them, at most 100.
 func DefaultWarmup(n int) int { return max(min(100, n/10), 0) }
@@ -72,8 +94,9 @@ type Progress struct {
 	// Warmup is true during the warmup phase.
 	Warmup bool
 	// Done counts the phase's finished flows (completed or failed) out of
-	// Total; Failures the failed ones.
-	Done, Total, Failures int
+	// Total; Failures the failed ones; Started the flows whose start was
+	// acknowledged (or failed).
+	Done, Total, Failures, Started int
 	// Elapsed is the time since the phase began.
 	Elapsed time.Duration
 }
@@ -81,9 +104,17 @@ type Progress struct {
 // Result is what a run measured. When the run was interrupted it covers
 // the flows that finished before.
 type Result struct {
-	// The run's parameters, defaults applied.
+	// The run's parameters, defaults applied. Steps is set for chain,
+	// Branches for fanout, Timer for timer (zero otherwise).
+	Workload                                                       Workload
 	FlowType                                                       string
 	Flows, Steps, Callers, WorkerConcurrency, Warmup, PayloadBytes int
+	Branches                                                       int
+	Timer                                                          time.Duration
+	Burst                                                          bool
+	// StepsPerFlow is the number of step executions of one flow: K for
+	// chain, 1+F for fanout, 1 for timer and signal.
+	StepsPerFlow int
 	// FlowIDPrefix starts every flow ID of the run ("<FlowType>-<tag>-").
 	FlowIDPrefix string
 
@@ -97,27 +128,43 @@ type Result struct {
 	// Interrupted is true when the run stopped before all its flows ran
 	// (the context ended, the worker was refused, the server went away).
 	Interrupted bool
-	// Elapsed is the duration of the measured phase.
-	Elapsed time.Duration
+	// Elapsed is the duration of the measured phase. StartElapsed, with
+	// Burst, is the part of it until the last start was acknowledged.
+	Elapsed, StartElapsed time.Duration
 	// Latency summarises the completed measured flows' latencies.
 	Latency Latency
 	// CPU is this process's CPU time over the measured phase.
 	CPU CPUTime
-	// ServerPID is ChainConfig.ServerPID; ServerCPU its CPU time over the
+	// ServerPID is Config.ServerPID; ServerCPU its CPU time over the
 	// measured phase, nil when not measured.
 	ServerPID int
 	ServerCPU *CPUTime
+	// PeakRSS and ServerPeakRSS are the peak resident set sizes (VmHWM, in
+	// bytes, over each process's life) of this process and of the server,
+	// read after the run; 0 when not measured.
+	PeakRSS, ServerPeakRSS int64
+	// Store is what the server's store counters grew by over the measured
+	// phase; nil without MetricsURL or when they could not be read
+	// (MetricsError says why).
+	Store        *StoreCounts
+	MetricsError string
 }
 
 // FlowsPerSecond is Completed over Elapsed.
 func (r Result) FlowsPerSecond() float64 { return rate(r.Completed, r.Elapsed) }
 
-// StepsPerSecond is Completed × Steps over Elapsed.
-func (r Result) StepsPerSecond() float64 { return rate(r.Completed*r.Steps, r.Elapsed) }
+// StepsPerSecond is Completed × StepsPerFlow over Elapsed.
+func (r Result) StepsPerSecond() float64 { return rate(r.Completed*r.StepsPerFlow, r.Elapsed) }
 
-func (c *ChainConfig) applyDefaults() error {
+func (c *Config) applyDefaults() error {
+	if c.Workload == "" {
+		c.Workload = WorkloadChain
+	}
 	if c.FlowType == "" {
-		c.FlowType = DefaultChainFlowType
+		c.FlowType = DefaultFlowType(c.Workload)
+	}
+	if c.Workload == WorkloadTimer && c.Timer == 0 {
+		c.Timer = DefaultTimer
 	}
 	if c.ProgressInterval <= 0 {
 		c.ProgressInterval = 250 * time.Millisecond
@@ -128,15 +175,35 @@ func (c *ChainConfig) applyDefaults() error {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	var errs []error
-	for _, f := range []struct {
+	checks := []struct {
 		name     string
 		v, least int
 	}{
-		{"Flows", c.Flows, 1}, {"Steps", c.Steps, 1}, {"Callers", c.Callers, 1},
+		{"Flows", c.Flows, 1}, {"Callers", c.Callers, 1},
 		{"WorkerConcurrency", c.WorkerConcurrency, 1}, {"Warmup", c.Warmup, 0},
 		{"PayloadBytes", c.PayloadBytes, 0}, {"ServerPID", c.ServerPID, 0},
-	} {
+	}
+	var errs []error
+	switch c.Workload {
+	case WorkloadChain:
+		checks = append(checks, struct {
+			name     string
+			v, least int
+		}{"Steps", c.Steps, 1})
+	case WorkloadFanout:
+		checks = append(checks, struct {
+			name     string
+			v, least int
+		}{"Branches", c.Branches, 1})
+	case WorkloadTimer:
+		if c.Timer < time.Millisecond {
+			errs = append(errs, fmt.Errorf("%s is %v, want at least 1ms", "Timer", c.Timer))
+		}
+	case WorkloadSignal:
+	default:
+		errs = append(errs, fmt.Errorf("unknown workload %q", c.Workload))
+	}
+	for _, f := range checks {
 		if f.v < f.least {
 			errs = append(errs, fmt.Errorf("%s is %d, want at least %d", f.name, f.v, f.least))
 		}
@@ -150,21 +217,40 @@ func (c *ChainConfig) applyDefaults() error {
 	return nil
 }
 
-// RunChain runs the chain workload (see the package documentation) and
-// returns what it measured. The error is nil when every flow completed with
-// the right output. Otherwise the Result still holds what was measured, and
-// the error says why: ErrFlowsFailed when flows failed, the context's error
-// when ctx ended first, or the failure that stopped the run (no server
-// serving, the worker refused, the server unavailable).
+// RunChain runs Run with cfg's Workload set to chain.
 func RunChain(ctx context.Context, cfg ChainConfig) (Result, error) {
+	cfg.Workload = WorkloadChain
+	return Run(ctx, cfg)
+}
+
+// Run runs cfg's workload (see the package documentation) and returns what
+// it measured. The error is nil when every flow completed with the right
+// output. Otherwise the Result still holds what was measured, and the error
+// says why: ErrFlowsFailed when flows failed, the context's error when ctx
+// ended first, or the failure that stopped the run (no server serving, the
+// worker refused, the server unavailable).
+func Run(ctx context.Context, cfg Config) (Result, error) {
 	if err := cfg.applyDefaults(); err != nil {
+		return Result{}, err
+	}
+	wl, err := newWorkload(&cfg)
+	if err != nil {
 		return Result{}, err
 	}
 	tag := dex.NewRequestID()[:8]
 	res := Result{
-		FlowType: cfg.FlowType, Flows: cfg.Flows, Steps: cfg.Steps, Callers: cfg.Callers,
+		Workload: cfg.Workload, FlowType: cfg.FlowType, Flows: cfg.Flows, Callers: cfg.Callers,
 		WorkerConcurrency: cfg.WorkerConcurrency, Warmup: cfg.Warmup, PayloadBytes: cfg.PayloadBytes,
+		Burst: cfg.Burst, StepsPerFlow: wl.stepsPerFlow(),
 		FlowIDPrefix: cfg.FlowType + "-" + tag + "-", ServerPID: cfg.ServerPID,
+	}
+	switch cfg.Workload {
+	case WorkloadChain:
+		res.Steps = cfg.Steps
+	case WorkloadFanout:
+		res.Branches = cfg.Branches
+	case WorkloadTimer:
+		res.Timer = cfg.Timer
 	}
 	if cfg.ServerPID > 0 {
 		if _, err := ProcessCPU(cfg.ServerPID); err != nil {
@@ -179,7 +265,7 @@ func RunChain(ctx context.Context, cfg ChainConfig) (Result, error) {
 		return res, fmt.Errorf("bench: client: %w", err)
 	}
 	defer client.Close()
-	flow := ChainFlow(cfg.FlowType)
+	flow := wl.flow()
 	worker, err := dex.NewWorker(dex.WorkerOptions{
 		Addresses: cfg.Addresses, DialOptions: cfg.DialOptions, Logger: cfg.Logger,
 		WorkerID: "bench-" + tag, MaxConcurrentTasks: cfg.WorkerConcurrency, DrainTimeout: time.Second,
@@ -191,9 +277,9 @@ func RunChain(ctx context.Context, cfg ChainConfig) (Result, error) {
 	// runCtx ends with ctx, or with the cause that stops the run early.
 	runCtx, stopRun := context.WithCancelCause(ctx)
 	defer stopRun(nil)
-	// The worker stops when RunChain returns, after the callers. Its drain
-	// is short: the chain's tasks take microseconds, and the tasks of
-	// flows that an interruption abandoned need not finish.
+	// The worker stops when Run returns, after the callers. Its drain is
+	// short: the workloads' tasks take microseconds, and the tasks of flows
+	// that an interruption abandoned need not finish.
 	workerCtx, stopWorker := context.WithCancel(context.WithoutCancel(ctx))
 	workerDone := make(chan struct{})
 	go func() {
@@ -207,7 +293,7 @@ func RunChain(ctx context.Context, cfg ChainConfig) (Result, error) {
 		<-workerDone
 	}()
 
-	r := &runner{cfg: cfg, client: client, flow: flow, idPrefix: res.FlowIDPrefix,
+	r := &runner{cfg: cfg, wl: wl, client: client, flow: flow, idPrefix: res.FlowIDPrefix,
 		pad: strings.Repeat("x", cfg.PayloadBytes), stop: stopRun}
 	stopProgress := r.reportProgress()
 	defer stopProgress()
@@ -217,15 +303,20 @@ func RunChain(ctx context.Context, cfg ChainConfig) (Result, error) {
 
 	var measured *phase
 	if runCtx.Err() == nil {
+		var store0 *StoreCounts
+		if cfg.MetricsURL != "" {
+			if store0, err = ReadStoreCounts(runCtx, cfg.MetricsURL); err != nil {
+				res.MetricsError = err.Error()
+			}
+		}
 		cpu0, cpuErr := SelfCPU()
 		var srv0 CPUTime
 		srvErr := errors.New("not measured")
 		if cfg.ServerPID > 0 {
 			srv0, srvErr = ProcessCPU(cfg.ServerPID)
 		}
-		t0 := time.Now()
 		measured = r.phase(runCtx, cfg.Warmup, cfg.Flows, false)
-		res.Elapsed = time.Since(t0)
+		res.Elapsed, res.StartElapsed = measured.elapsed, measured.startElapsed
 		if cpu1, err := SelfCPU(); err == nil && cpuErr == nil {
 			res.CPU = cpu1.Sub(cpu0)
 		}
@@ -235,9 +326,30 @@ func RunChain(ctx context.Context, cfg ChainConfig) (Result, error) {
 				res.ServerCPU = &c
 			}
 		}
+		if store0 != nil {
+			// The counters are read even when the run was interrupted, with
+			// a context of their own.
+			mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			store1, err := ReadStoreCounts(mctx, cfg.MetricsURL)
+			cancel()
+			if err != nil {
+				res.MetricsError = err.Error()
+			} else {
+				d := store1.Sub(*store0)
+				res.Store = &d
+			}
+		}
 		res.Completed = len(measured.latencies)
 		res.Failures = int(measured.failures.Load())
 		res.Latency = Summarize(measured.latencies)
+	}
+	if rss, err := PeakRSS(os.Getpid()); err == nil {
+		res.PeakRSS = rss
+	}
+	if cfg.ServerPID > 0 {
+		if rss, err := PeakRSS(cfg.ServerPID); err == nil {
+			res.ServerPeakRSS = rss
+		}
 	}
 	res.FailureSamples = slices.Concat(warm.samples, measured.failureSamples())
 	res.FailureSamples = res.FailureSamples[:min(len(res.FailureSamples), maxFailureSamples)]
@@ -257,9 +369,10 @@ func RunChain(ctx context.Context, cfg ChainConfig) (Result, error) {
 	return res, nil
 }
 
-// runner runs the flows of one RunChain.
+// runner runs the flows of one Run.
 type runner struct {
-	cfg      ChainConfig
+	cfg      Config
+	wl       workload
 	client   *dex.Client
 	flow     *dex.Flow
 	idPrefix string
@@ -275,12 +388,16 @@ type phase struct {
 	total   int
 	started time.Time
 	next    atomic.Int64 // the next flow to start, from 0
+	starts  atomic.Int64 // flows whose start returned
 	done    atomic.Int64
 	// failures counts the failed flows; samples describes the first ones.
 	failures  atomic.Int64
 	mu        sync.Mutex
 	latencies []time.Duration // of the completed flows
 	samples   []string
+	// elapsed is the phase's duration; startElapsed, in a burst, the time
+	// until the last start returned.
+	elapsed, startElapsed time.Duration
 }
 
 func (p *phase) failureSamples() []string {
@@ -290,38 +407,68 @@ func (p *phase) failureSamples() []string {
 	return p.samples
 }
 
-// phase runs n flows, numbered from first, with the configured callers,
-// and returns when they have all finished or ctx ended.
+// phase runs n flows, numbered from first, closed loop or in a burst, and
+// returns when they have all finished or ctx ended.
 func (r *runner) phase(ctx context.Context, first, n int, warmup bool) *phase {
 	p := &phase{warmup: warmup, total: n, started: time.Now(), latencies: make([]time.Duration, 0, n)}
 	if n == 0 {
 		return p
 	}
 	r.current.Store(p)
-	var wg sync.WaitGroup
+	var callers, waiters sync.WaitGroup
 	for range min(r.cfg.Callers, n) {
-		wg.Go(func() {
+		callers.Go(func() {
 			for ctx.Err() == nil {
 				i := int(p.next.Add(1)) - 1
 				if i >= n {
 					return
 				}
-				r.runFlow(ctx, p, first+i)
+				id := r.idPrefix + fmt.Sprint(first+i)
+				t0 := time.Now()
+				runID, err := r.wl.start(ctx, r.client, r.flow, id, first+i, r.pad)
+				p.starts.Add(1)
+				if err != nil {
+					r.record(ctx, p, id, 0, fmt.Errorf("start: %w", err))
+					continue
+				}
+				if !r.cfg.Burst {
+					r.finish(ctx, p, id, runID, first+i, t0)
+					continue
+				}
+				waiters.Go(func() { r.finish(ctx, p, id, runID, first+i, t0) })
 			}
 		})
 	}
-	wg.Wait()
+	callers.Wait()
+	p.startElapsed = time.Since(p.started)
+	waiters.Wait()
+	p.elapsed = time.Since(p.started)
+	if !r.cfg.Burst {
+		p.startElapsed = 0
+	}
 	return p
 }
 
-// runFlow runs flow number i and records its outcome in p. A flow that ctx
-// interrupted counts as neither completed nor failed.
-func (r *runner) runFlow(ctx context.Context, p *phase, i int) {
-	id := r.idPrefix + fmt.Sprint(i)
-	start := int64(i) * 1000
-	t0 := time.Now()
-	err := r.chain(ctx, id, start)
-	lat := time.Since(t0)
+// finish does what flow number i waits for from the driver, waits for its
+// result, checks it and records its outcome in p; t0 is when its start
+// call began.
+func (r *runner) finish(ctx context.Context, p *phase, id, runID string, i int, t0 time.Time) {
+	err := r.wl.release(ctx, r.client, id, i)
+	if err == nil {
+		var res *dex.FlowResult
+		if res, err = r.client.WaitForFlow(ctx, id, dex.WithRunID(runID)); err == nil {
+			if err = checkStatus(res); err == nil {
+				err = r.wl.check(res, i, r.pad)
+			}
+		}
+	}
+	r.record(ctx, p, id, time.Since(t0), err)
+}
+
+// record records a flow's outcome in p: its latency when err is nil, a
+// failure otherwise. A flow that ctx interrupted counts as neither
+// completed nor failed.
+func (r *runner) record(ctx context.Context, p *phase, id string, lat time.Duration, err error) {
 	if err != nil && ctx.Err() != nil {
 		return
 	}
@@ -343,35 +490,6 @@ func (r *runner) runFlow(ctx context.Context, p *phase, i int) {
 	}
 }
 
-// chain starts one flow, waits for its result and checks it.
-func (r *runner) chain(ctx context.Context, id string, start int64) error {
-	run, err := r.client.StartFlow(ctx, r.flow, id, ChainInput{Value: start, Left: r.cfg.Steps, Pad: r.pad})
-	if err != nil {
-		return err
-	}
-	res, err := r.client.WaitForFlow(ctx, id, dex.WithRunID(run.RunID))
-	if err != nil {
-		return err
-	}
-	if res.Status != dex.StatusCompleted {
-		if ferr := res.Err(); ferr != nil {
-			return fmt.Errorf("flow ended %s: %w", strings.TrimPrefix(res.Status.String(), "FLOW_STATUS_"), ferr)
-		}
-		return fmt.Errorf("flow ended %s", strings.TrimPrefix(res.Status.String(), "FLOW_STATUS_"))
-	}
-	out, err := dex.Output[ChainOutput](res)
-	if err != nil {
-		return fmt.Errorf("decode the output: %w", err)
-	}
-	if want := start + int64(r.cfg.Steps); out.Value != want {
-		return fmt.Errorf("wrong output: value %d, want %d (started at %d with %d steps)", out.Value, want, start, r.cfg.Steps)
-	}
-	if out.Pad != r.pad {
-		return fmt.Errorf("wrong output: the payload came back with %d bytes, want the %d sent", len(out.Pad), len(r.pad))
-	}
-	return nil
-}
-
 // reportProgress calls cfg.Progress periodically until the returned
 // function is called.
 func (r *runner) reportProgress() (stop func()) {
@@ -391,7 +509,7 @@ func (r *runner) reportProgress() (stop func()) {
 			}
 			if p := r.current.Load(); p != nil {
 				r.cfg.Progress(Progress{
-					Warmup: p.warmup, Done: int(p.done.Load()), Total: p.total,
+					Warmup: p.warmup, Done: int(p.done.Load()), Total: p.total, Started: int(p.starts.Load()),
 					Failures: int(p.failures.Load()), Elapsed: time.Since(p.started),
 				})
 			}

@@ -83,7 +83,7 @@ func TestSummarize_Empty(t *testing.T) {
 
 func TestResult_Rates(t *testing.T) {
 	t.Parallel()
-	r := Result{Completed: 2000, Steps: 3, Elapsed: 4 * time.Second,
+	r := Result{Completed: 2000, Steps: 3, StepsPerFlow: 3, Elapsed: 4 * time.Second,
 		CPU: CPUTime{User: 3 * time.Second, System: time.Second}}
 	if got := r.FlowsPerSecond(); got != 500 {
 		t.Errorf("FlowsPerSecond = %v, want 500", got)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -23,83 +24,185 @@ import (
 // measure the server. The workloads and the measuring live in
 // internal/bench; this file is the command line around them.
 func benchGroup() *group {
+	cmds := make([]*command, 0, len(bench.Workloads))
+	for _, w := range bench.Workloads {
+		cmds = append(cmds, benchCmd(w))
+	}
 	return &group{
 		name:     "bench",
-		summary:  "Load a server with built-in workloads and measure throughput, latency and CPU.",
-		commands: []*command{benchChainCmd()},
+		summary:  "Load a server with built-in workloads and measure throughput, latency, CPU, memory and store requests.",
+		commands: cmds,
 	}
 }
 
-// chainOptions are the flags of "bench chain".
-type chainOptions struct {
-	flows, steps, callers, workerConcurrency int
-	warmup                                   optUint
-	payloadBytes                             int
-	flowType                                 string
-	serverPID                                int
+// benchOptions are the flags of the bench commands.
+type benchOptions struct {
+	workload                          bench.Workload
+	flows, callers, workerConcurrency int
+	steps, branches                   int
+	timer                             time.Duration
+	burst                             bool
+	warmup                            optUint
+	payloadBytes                      int
+	flowType                          string
+	serverPID                         int
+	metricsURL                        string
 }
 
-func benchChainCmd() *command {
-	return &command{
-		name: "chain", minArgs: 0, maxArgs: 0,
-		summary: "Run flows of K steps from closed-loop callers; report flows/s, latency and CPU",
-		details: `The command runs, in its own process, a worker serving the "chain" flow: each
-step adds 1 to its input and moves to the next step, and the last one
-completes the flow with the value. C callers each start a flow, wait for its
-result, check that it is the start value + K, and start the next. Warmup flows
-run first and are not measured.
+// benchWorkloadHelp is, per workload, the summary, what the flows do, the
+// examples.
+var benchWorkloadHelp = map[bench.Workload]struct {
+	summary, flows string
+	examples       []string
+}{
+	bench.WorkloadChain: {
+		"Run flows of K sequential steps",
+		`Each flow runs K steps one after the other: each adds 1 to its input and
+moves to the next, and the last one completes the flow with the value; the
+driver checks that it is the start value + K.`,
+		[]string{
+			"dexcli bench chain --flows 2000 --steps 3 --callers 32",
+			"dexcli bench chain --flows 200 --callers 1 --output json",
+			"dexcli bench chain --server 127.0.0.1:8801 --server-pid $(pgrep -n dex-server-zd) --metrics-url http://127.0.0.1:9090/metrics",
+		},
+	},
+	bench.WorkloadFanout: {
+		"Run flows whose first step moves to F parallel steps",
+		`Each flow's first step moves to F steps at once, which run in parallel; each
+completes its branch with the start value + its branch number + 1, and the
+flow completes when all have (F outputs, which the driver checks). Steps
+per flow: 1 + F.`,
+		[]string{
+			"dexcli bench fanout --flows 1000 --branches 8 --callers 32",
+			"dexcli bench fanout --flows 2000 --branches 4 --burst",
+		},
+	},
+	bench.WorkloadTimer: {
+		"Run flows that each wait for a durable timer",
+		`Each flow has one step whose WaitFor returns a durable timer of --timer
+(default 1s); its Execute then completes the flow with the start value + 1.
+A closed loop of C callers runs at most C/timer flows per second: use
+--burst to load the timers.`,
+		[]string{
+			"dexcli bench timer --flows 2000 --burst",
+			"dexcli bench timer --flows 200 --callers 50 --timer 500ms",
+		},
+	},
+	bench.WorkloadSignal: {
+		"Run flows that each wait for a channel message the driver publishes",
+		`Each flow has one step whose WaitFor waits for one message on the channel
+"signal"; the driver publishes it right after the start, and the step
+completes the flow with the start value + the message's value. With --burst
+every flow is started first, and the messages are published while the
+results are awaited.`,
+		[]string{
+			"dexcli bench signal --flows 2000 --callers 32",
+			"dexcli bench signal --flows 2000 --burst -o json",
+		},
+	},
+}
+
+// benchCommonDetails is the part of --help that every workload shares.
+const benchCommonDetails = `
+
+The command runs, in its own process, a worker serving the workload's flow.
+Closed loop (the default): C callers each start a flow, wait for its result,
+check it, and start the next. --burst: C goroutines start every flow without
+waiting, and each started flow is awaited separately; elapsed time runs from
+the first start to the last result. Warmup flows run first, the same way,
+and are not measured.
 
 Latency is from the start call to the result; percentiles are exact (nearest
 rank over every measured flow). CPU is this process's user+system time (the
 driver and the worker together) over the measured flows; with --server-pid,
-also the server's, read from /proc/PID/stat (Linux, 10 ms resolution).
+also the server's, read from /proc/PID/stat (Linux, 10 ms resolution). Peak
+RSS is VmHWM from /proc/PID/status (over each process's life). With
+--metrics-url, the server's store counters (dexzd_store_requests_total by op,
+dexzd_store_fsyncs_total, dexzd_log_batches_total) are read before and after
+the measured flows, and their growth is shown per flow and per step; a
+counter the server does not export shows as n/a.
 
-A progress line is shown on stderr when it is a terminal. Ctrl-C stops the run
+A progress bar is shown on stderr when it is a terminal. Ctrl-C stops the run
 and prints what was measured so far (exit 130). A failed flow (an error,
 another end than COMPLETED, a wrong output) is counted, the first ones are
-listed, and the command exits 1.`,
-		examples: []string{
-			"dexcli bench chain --flows 2000 --steps 3 --callers 32",
-			"dexcli bench chain --flows 200 --callers 1 --output json",
-			"dexcli bench chain --server 127.0.0.1:8801 --server-pid $(pgrep -n dex-server-zd) --payload-bytes 1024",
-		},
+listed, and the command exits 1.`
+
+func benchCmd(w bench.Workload) *command {
+	h := benchWorkloadHelp[w]
+	return &command{
+		name: string(w), minArgs: 0, maxArgs: 0,
+		summary:  h.summary + "; report flows/s, latency, CPU, RSS, store requests",
+		details:  h.flows + benchCommonDetails,
+		examples: h.examples,
 		setup: func(fs *flag.FlagSet) runFunc {
-			o := &chainOptions{warmup: optUint{bits: 31}}
+			o := &benchOptions{workload: w, warmup: optUint{bits: 31}}
 			fs.IntVar(&o.flows, "flows", 1000, "run `N` measured flows")
-			fs.IntVar(&o.steps, "steps", 3, "run `K` steps in every flow")
-			fs.IntVar(&o.callers, "callers", 32, "run `C` closed-loop callers, each waiting for its flow's result before starting the next")
+			switch w {
+			case bench.WorkloadChain:
+				fs.IntVar(&o.steps, "steps", 3, "run `K` steps in every flow")
+			case bench.WorkloadFanout:
+				fs.IntVar(&o.branches, "branches", 4, "move to `F` parallel steps in every flow")
+			case bench.WorkloadTimer:
+				fs.DurationVar(&o.timer, "timer", bench.DefaultTimer, "wait for a durable timer of `DURATION` in every flow (at least 1ms)")
+			}
+			fs.IntVar(&o.callers, "callers", 32, "run `C` closed-loop callers, each waiting for its flow's result before starting the next (with --burst: C goroutines start the flows)")
+			fs.BoolVar(&o.burst, "burst", false, "start every flow without waiting, then await each separately")
 			fs.IntVar(&o.workerConcurrency, "worker-concurrency", 64, "let the built-in worker run at most `N` tasks at once")
 			fs.Var(&o.warmup, "warmup", "run `N` flows first, not measured (default min(100, flows/10))")
 			fs.IntVar(&o.payloadBytes, "payload-bytes", 0, "carry `B` bytes of payload through every step")
-			fs.StringVar(&o.flowType, "flow-type", bench.DefaultChainFlowType, "the flow type's `NAME`, also the prefix of the flow IDs")
-			fs.IntVar(&o.serverPID, "server-pid", 0, "also measure the CPU time of the server process `PID` (Linux, same machine)")
+			fs.StringVar(&o.flowType, "flow-type", bench.DefaultFlowType(w), "the flow type's `NAME`, also the prefix of the flow IDs")
+			fs.IntVar(&o.serverPID, "server-pid", 0, "also measure the CPU time and peak RSS of the server process `PID` (Linux, same machine)")
+			fs.StringVar(&o.metricsURL, "metrics-url", "", "read the server's store counters from its Prometheus endpoint `URL` (http://HOST:PORT/metrics) before and after the run")
 			return func(ctx context.Context, s *session, _ []string) error {
-				return s.benchChain(ctx, o)
+				return s.bench(ctx, o)
 			}
 		},
 	}
 }
 
-// config checks the flags and turns them into a bench.ChainConfig.
-func (o *chainOptions) config(s *session) (bench.ChainConfig, error) {
-	for _, f := range []struct {
+// config checks the flags and turns them into a bench.Config.
+func (o *benchOptions) config(s *session) (bench.Config, error) {
+	checks := []struct {
 		name     string
 		v, least int
 	}{
-		{"--flows", o.flows, 1}, {"--steps", o.steps, 1}, {"--callers", o.callers, 1},
+		{"--flows", o.flows, 1}, {"--callers", o.callers, 1},
 		{"--worker-concurrency", o.workerConcurrency, 1}, {"--payload-bytes", o.payloadBytes, 0},
 		{"--server-pid", o.serverPID, 0},
-	} {
+	}
+	switch o.workload {
+	case bench.WorkloadChain:
+		checks = append(checks, struct {
+			name     string
+			v, least int
+		}{"--steps", o.steps, 1})
+	case bench.WorkloadFanout:
+		checks = append(checks, struct {
+			name     string
+			v, least int
+		}{"--branches", o.branches, 1})
+	case bench.WorkloadTimer:
+		if o.timer < time.Millisecond {
+			return bench.Config{}, usagef("--timer must be at least 1ms, not %s", o.timer)
+		}
+	}
+	for _, f := range checks {
 		if f.v < f.least {
-			return bench.ChainConfig{}, usagef("%s must be at least %d, not %d", f.name, f.least, f.v)
+			return bench.Config{}, usagef("%s must be at least %d, not %d", f.name, f.least, f.v)
 		}
 	}
 	if o.flowType == "" {
-		return bench.ChainConfig{}, usagef("--flow-type is empty")
+		return bench.Config{}, usagef("--flow-type is empty")
 	}
 	if o.serverPID > 0 {
 		if _, err := bench.ProcessCPU(o.serverPID); err != nil {
-			return bench.ChainConfig{}, usagef("--server-pid: %v", err)
+			return bench.Config{}, usagef("--server-pid: %v", err)
+		}
+	}
+	if o.metricsURL != "" {
+		u, err := url.Parse(o.metricsURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return bench.Config{}, usagef("--metrics-url %q is not an http:// or https:// URL", o.metricsURL)
 		}
 	}
 	warmup := bench.DefaultWarmup(o.flows)
@@ -110,56 +213,58 @@ func (o *chainOptions) config(s *session) (bench.ChainConfig, error) {
 	if s.conns.token != "" {
 		dial = append(dial, grpc.WithPerRPCCredentials(bearerToken(s.conns.token)))
 	}
-	return bench.ChainConfig{
-		Addresses: s.conns.addrs, DialOptions: dial, FlowType: o.flowType,
-		Flows: o.flows, Steps: o.steps, Callers: o.callers, WorkerConcurrency: o.workerConcurrency,
-		Warmup: warmup, PayloadBytes: o.payloadBytes, ServerPID: o.serverPID,
+	return bench.Config{
+		Workload: o.workload, Addresses: s.conns.addrs, DialOptions: dial, FlowType: o.flowType,
+		Flows: o.flows, Steps: o.steps, Branches: o.branches, Timer: o.timer,
+		Callers: o.callers, Burst: o.burst, WorkerConcurrency: o.workerConcurrency,
+		Warmup: warmup, PayloadBytes: o.payloadBytes, ServerPID: o.serverPID, MetricsURL: o.metricsURL,
 		Logger: slog.New(slog.NewTextHandler(s.stderr(), &slog.HandlerOptions{Level: slog.LevelWarn})),
 	}, nil
 }
 
-func (s *session) benchChain(ctx context.Context, o *chainOptions) error {
+func (s *session) bench(ctx context.Context, o *benchOptions) error {
 	cfg, err := o.config(s)
 	if err != nil {
 		return err
 	}
 	progress := isTerminal(s.stderr())
 	if progress {
-		cfg.Progress = progressLine(s.stderr(), cfg.Warmup)
+		cfg.Progress = progressBar(s.stderr(), cfg.Burst)
 	}
-	res, err := bench.RunChain(ctx, cfg)
+	res, err := bench.Run(ctx, cfg)
 	if progress {
-		// RunChain has stopped calling Progress; clear its line before the
+		// Run has stopped calling Progress; clear its line before the
 		// results go to the same terminal.
 		fmt.Fprint(s.stderr(), "\r\x1b[K")
 	}
-	return s.chainOutcome(ctx, res, err)
+	return s.benchOutcome(ctx, res, err)
 }
 
-// chainOutcome prints a chain run's result and returns the command's
-// error: nil when every flow completed right; otherwise a failure that, in
-// JSON, carries the result's fields beside the error, so that the output
-// stays one document.
-func (s *session) chainOutcome(ctx context.Context, res bench.Result, err error) error {
+// benchOutcome prints a run's result and returns the command's error: nil
+// when every flow completed right; otherwise a failure that, in JSON,
+// carries the result's fields beside the error, so that the output stays
+// one document.
+func (s *session) benchOutcome(ctx context.Context, res bench.Result, err error) error {
 	if err != nil && !res.Interrupted && !errors.Is(err, bench.ErrFlowsFailed) {
 		// Nothing ran: no server answered, or the worker was refused.
 		return s.fail(ctx, err, callInfo{})
 	}
 	if !s.out.json {
-		if perr := chainTable(s.out.w, res); perr != nil {
+		if perr := benchTable(s.out.w, res); perr != nil {
 			return perr
 		}
 	}
 	if err == nil {
 		if s.out.json {
-			return s.out.document(chainJSON(res))
+			return s.out.document(benchJSON(res))
 		}
 		return nil
 	}
-	f := &failure{fields: chainJSON(res)}
+	name := "bench " + string(res.Workload)
+	f := &failure{fields: benchJSON(res)}
 	switch {
 	case errors.Is(err, bench.ErrFlowsFailed):
-		f.msg = fmt.Sprintf("bench chain: %d of %d flows failed", res.Failures+res.WarmupFailures, res.Flows+res.Warmup)
+		f.msg = fmt.Sprintf("%s: %d of %d flows failed", name, res.Failures+res.WarmupFailures, res.Flows+res.Warmup)
 		f.hint = "the first failures are listed (failureSamples in JSON); see one with \"dexcli flow describe FLOW_ID\""
 	default:
 		st := status.Convert(err)
@@ -171,7 +276,7 @@ func (s *session) chainOutcome(ctx context.Context, res bench.Result, err error)
 		}
 		msg := strings.TrimPrefix(st.Message(), "bench: ")
 		f.code, f.serverMsg = st.Code(), msg
-		f.msg = fmt.Sprintf("bench chain: %s: %s", codeName(st.Code()), msg)
+		f.msg = fmt.Sprintf("%s: %s: %s", name, codeName(st.Code()), msg)
 		switch st.Code() {
 		case codes.Canceled:
 			f.hint = "interrupted; the figures cover the flows that finished before"
@@ -184,28 +289,45 @@ func (s *session) chainOutcome(ctx context.Context, res bench.Result, err error)
 	return f
 }
 
-// progressLine returns a bench.Progress callback that redraws one line on
-// w, a terminal.
-func progressLine(w io.Writer, warmup int) func(bench.Progress) {
-	return func(p bench.Progress) {
-		phase := "measured"
-		if p.Warmup {
-			phase = "warmup"
-		}
-		line := fmt.Sprintf("%s %d/%d flows, %d failed, %s", phase, p.Done, p.Total, p.Failures, p.Elapsed.Truncate(time.Second))
-		if !p.Warmup && p.Elapsed > 0 {
-			line += fmt.Sprintf(", %.0f flows/s", float64(p.Done)/p.Elapsed.Seconds())
-		} else if warmup > 0 {
-			line += " (not measured)"
-		}
-		fmt.Fprintf(w, "\r%s\x1b[K", line)
-	}
+// progressBarWidth is the number of cells of the progress bar.
+const progressBarWidth = 30
+
+// progressBar returns a bench.Progress callback that redraws a progress bar
+// on one line of w, a terminal.
+func progressBar(w io.Writer, burst bool) func(bench.Progress) {
+	return func(p bench.Progress) { fmt.Fprintf(w, "\r%s\x1b[K", progressText(p, burst)) }
 }
 
-// chainJSON is the JSON document of a chain run: stable camelCase fields,
-// durations in milliseconds or seconds as the field name says, rates per
-// second, rounded to three decimals.
-func chainJSON(r bench.Result) jsonObject {
+// progressText renders one state of the progress bar:
+//
+//	measured [#########.....................]  612/2000 31%  498 flows/s  0 failed  1s
+func progressText(p bench.Progress, burst bool) string {
+	frac := 0.0
+	if p.Total > 0 {
+		frac = min(float64(p.Done)/float64(p.Total), 1)
+	}
+	full := int(frac * progressBarWidth)
+	phase := "measured"
+	if p.Warmup {
+		phase = "warmup  "
+	}
+	line := fmt.Sprintf("%s [%s%s] %*d/%d %3.0f%%", phase, strings.Repeat("#", full), strings.Repeat(".", progressBarWidth-full),
+		len(strconv.Itoa(p.Total)), p.Done, p.Total, 100*frac)
+	if burst {
+		line += fmt.Sprintf("  started %d", p.Started)
+	}
+	if !p.Warmup && p.Elapsed > 0 {
+		line += fmt.Sprintf("  %.0f flows/s", float64(p.Done)/p.Elapsed.Seconds())
+	}
+	line += fmt.Sprintf("  %d failed  %s", p.Failures, p.Elapsed.Truncate(time.Second))
+	return line
+}
+
+// benchJSON is the JSON document of a run, one schema for every workload:
+// stable camelCase fields, every field present (null when it does not
+// apply or was not measured), durations in milliseconds or seconds as the
+// field name says, rates per second, rounded to three decimals.
+func benchJSON(r bench.Result) jsonObject {
 	samples := r.FailureSamples
 	if samples == nil {
 		samples = []string{}
@@ -219,12 +341,28 @@ func chainJSON(r bench.Result) jsonObject {
 			{"msPerFlow", millis(r.ServerCPU.Per(r.Completed))},
 		}
 	}
+	mode := "closed"
+	var startSeconds any
+	if r.Burst {
+		mode = "burst"
+		startSeconds = round3(r.StartElapsed.Seconds())
+	}
+	var branches, timerMs any
+	if r.Workload == bench.WorkloadFanout {
+		branches = r.Branches
+	}
+	if r.Workload == bench.WorkloadTimer {
+		timerMs = millis(r.Timer)
+	}
 	return jsonObject{
-		{"workload", "chain"},
+		{"workload", string(r.Workload)},
+		{"mode", mode},
 		{"flowType", r.FlowType},
 		{"flowIdPrefix", r.FlowIDPrefix},
 		{"flows", r.Flows},
-		{"steps", r.Steps},
+		{"stepsPerFlow", r.StepsPerFlow},
+		{"branches", branches},
+		{"timerMs", timerMs},
 		{"callers", r.Callers},
 		{"workerConcurrency", r.WorkerConcurrency},
 		{"warmup", r.Warmup},
@@ -234,6 +372,7 @@ func chainJSON(r bench.Result) jsonObject {
 		{"warmupFailures", r.WarmupFailures},
 		{"interrupted", r.Interrupted},
 		{"elapsedSeconds", round3(r.Elapsed.Seconds())},
+		{"startSeconds", startSeconds},
 		{"flowsPerSecond", round3(r.FlowsPerSecond())},
 		{"stepsPerSecond", round3(r.StepsPerSecond())},
 		{"latencyMs", jsonObject{
@@ -250,19 +389,80 @@ func chainJSON(r bench.Result) jsonObject {
 			{"msPerFlow", millis(r.CPU.Per(r.Completed))},
 		}},
 		{"serverCpu", serverCPU},
+		{"peakRssBytes", jsonObject{
+			{"driver", nullIfZero(r.PeakRSS)},
+			{"server", nullIfZero(r.ServerPeakRSS)},
+		}},
+		{"store", storeJSON(r)},
 		{"failureSamples", samples},
 	}
 }
 
-// chainTable prints a chain run for people.
-func chainTable(w io.Writer, r bench.Result) error {
+// storeJSON is the store counters' part of the JSON document: null without
+// --metrics-url; each figure null when the server does not export its
+// counter or the counters could not be read (error says why).
+func storeJSON(r bench.Result) any {
+	if r.Store == nil && r.MetricsError == "" {
+		return nil
+	}
+	st := r.Store
+	if st == nil {
+		st = &bench.StoreCounts{}
+	}
+	per := func(has bool, v float64, n int) any {
+		if !has || n <= 0 {
+			return nil
+		}
+		return round3(v / float64(n))
+	}
+	var errMsg any
+	if r.MetricsError != "" {
+		errMsg = r.MetricsError
+	}
+	steps := r.Completed * r.StepsPerFlow
+	return jsonObject{
+		{"putsPerFlow", per(st.HasRequests, st.Puts, r.Completed)},
+		{"putsPerStep", per(st.HasRequests, st.Puts, steps)},
+		{"getsPerFlow", per(st.HasRequests, st.Gets, r.Completed)},
+		{"getsPerStep", per(st.HasRequests, st.Gets, steps)},
+		{"requestsPerFlow", per(st.HasRequests, st.Requests, r.Completed)},
+		{"fsyncsPerFlow", per(st.HasFsyncs, st.Fsyncs, r.Completed)},
+		{"logBatchesPerFlow", per(st.HasLogBatches, st.LogBatches, r.Completed)},
+		{"error", errMsg},
+	}
+}
+
+func nullIfZero(v int64) any {
+	if v == 0 {
+		return nil
+	}
+	return v
+}
+
+// benchTable prints a run for people.
+func benchTable(w io.Writer, r bench.Result) error {
 	payload := ""
 	if r.PayloadBytes > 0 {
 		payload = fmt.Sprintf(", payload %d B", r.PayloadBytes)
 	}
+	var what string
+	switch r.Workload {
+	case bench.WorkloadChain:
+		what = fmt.Sprintf("%d flows of %d steps", r.Flows, r.Steps)
+	case bench.WorkloadFanout:
+		what = fmt.Sprintf("%d flows of 1 step moving to %d parallel steps", r.Flows, r.Branches)
+	case bench.WorkloadTimer:
+		what = fmt.Sprintf("%d flows waiting for a %s timer", r.Flows, r.Timer)
+	default:
+		what = fmt.Sprintf("%d flows waiting for a message", r.Flows)
+	}
+	mode := fmt.Sprintf("closed loop, %d callers", r.Callers)
+	if r.Burst {
+		mode = fmt.Sprintf("burst, %d starting goroutines", r.Callers)
+	}
 	kv := []string{
-		"Workload", fmt.Sprintf("chain: %d flows of %d steps, %d callers, worker concurrency %d, warmup %d%s",
-			r.Flows, r.Steps, r.Callers, r.WorkerConcurrency, r.Warmup, payload),
+		"Workload", fmt.Sprintf("%s: %s, %s, worker concurrency %d, warmup %d%s",
+			r.Workload, what, mode, r.WorkerConcurrency, r.Warmup, payload),
 		"Flow type", fmt.Sprintf("%s (flow IDs %sN)", r.FlowType, r.FlowIDPrefix),
 		"Completed", strconv.Itoa(r.Completed),
 		"Failures", fmt.Sprintf("%d (warmup: %d)", r.Failures, r.WarmupFailures),
@@ -270,10 +470,13 @@ func chainTable(w io.Writer, r bench.Result) error {
 	if r.Interrupted {
 		kv = append(kv, "Interrupted", fmt.Sprintf("yes, after %d of %d measured flows", r.Completed+r.Failures, r.Flows))
 	}
+	kv = append(kv, "Elapsed", r.Elapsed.Round(time.Millisecond).String())
+	if r.Burst {
+		kv = append(kv, "All started after", r.StartElapsed.Round(time.Millisecond).String())
+	}
 	kv = append(kv,
-		"Elapsed", r.Elapsed.Round(time.Millisecond).String(),
 		"Flows/s", strconv.FormatFloat(r.FlowsPerSecond(), 'f', 1, 64),
-		"Steps/s", strconv.FormatFloat(r.StepsPerSecond(), 'f', 1, 64),
+		"Steps/s", fmt.Sprintf("%.1f (%d per flow)", r.StepsPerSecond(), r.StepsPerFlow),
 		"Latency p50", textLatency(r.Latency.P50),
 		"Latency p95", textLatency(r.Latency.P95),
 		"Latency p99", textLatency(r.Latency.P99),
@@ -285,6 +488,11 @@ func chainTable(w io.Writer, r bench.Result) error {
 		kv = append(kv, "Server CPU per flow", fmt.Sprintf("%s (pid %d: user %s, system %s)", textLatency(r.ServerCPU.Per(r.Completed)),
 			r.ServerPID, r.ServerCPU.User.Round(time.Millisecond), r.ServerCPU.System.Round(time.Millisecond)))
 	}
+	rss := "driver and worker " + textBytes(r.PeakRSS)
+	if r.ServerPID > 0 {
+		rss += ", server " + textBytes(r.ServerPeakRSS)
+	}
+	kv = append(kv, "Peak RSS", rss, "Store per flow", storeText(r))
 	if err := keyValues(w, kv...); err != nil {
 		return err
 	}
@@ -295,6 +503,46 @@ func chainTable(w io.Writer, r bench.Result) error {
 		}
 	}
 	return nil
+}
+
+// storeText renders the store counters per flow (and PUTs and GETs per
+// step), "n/a" for a counter the server does not export.
+func storeText(r bench.Result) string {
+	switch {
+	case r.Store == nil && r.MetricsError != "":
+		return "n/a (" + r.MetricsError + ")"
+	case r.Store == nil:
+		return "n/a (no --metrics-url)"
+	case r.Completed == 0:
+		return "n/a (no flow completed)"
+	}
+	st, n, steps := r.Store, float64(r.Completed), float64(r.Completed*r.StepsPerFlow)
+	f := func(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
+	parts := []string{"PUTs n/a", "GETs n/a"}
+	if st.HasRequests {
+		parts = []string{
+			fmt.Sprintf("PUTs %s (%s per step)", f(st.Puts/n), f(st.Puts/steps)),
+			fmt.Sprintf("GETs %s (%s per step)", f(st.Gets/n), f(st.Gets/steps)),
+			"requests " + f(st.Requests/n),
+		}
+	}
+	if st.HasFsyncs {
+		parts = append(parts, "fsyncs "+f(st.Fsyncs/n))
+	} else {
+		parts = append(parts, "fsyncs n/a")
+	}
+	if st.HasLogBatches {
+		parts = append(parts, "log batches "+f(st.LogBatches/n))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// textBytes renders a size in MiB, "n/a" for 0.
+func textBytes(b int64) string {
+	if b <= 0 {
+		return "n/a"
+	}
+	return strconv.FormatFloat(float64(b)/(1<<20), 'f', 1, 64) + " MiB"
 }
 
 // textLatency renders a duration in milliseconds with three decimals.
