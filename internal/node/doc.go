@@ -125,7 +125,31 @@
 // dexzd_hot_standby_state{state} (not_standby, cold, or a hot standby's
 // following, behind, restarting, failed; bootstrapping is always 0),
 // dexzd_hot_standby_lag_seconds (S10), the lease renewal counters and the
-// log writer's counters.
+// log writer's counters, and:
+//
+//   - log batch histograms (dexzd_log_batch_write_seconds, _bytes,
+//     _records), fed by the writer's OnBatch hook (Metrics.WriterHook):
+//     the time from a batch's first write request until it is durable,
+//     retries included;
+//   - durable store requests (dexzd_store_requests_total{op,result},
+//     dexzd_store_request_seconds{op}) counted by the wrapper
+//     Metrics.MeterStore puts around the durable store right after it is
+//     opened, so the lease, the log, the hot standby and snapshots all
+//     count; result is blob.Classify's class, or canceled when the caller
+//     cancelled (a request cut off by a timeout is transient);
+//     dexzd_store_fsyncs_total for the fs backend (storemetrics.go);
+//   - flows and step attempts (flowmetrics.go):
+//     dexzd_flows_started_total, dexzd_flows_completed_total{status} and
+//     dexzd_step_attempts_total{outcome}, counted from the engine records
+//     of the batches the active core writes: applyBatch counts each record
+//     it decodes into the batch's flowCounts and Core.OnDurable adds them
+//     (CoreConfig.Metrics). Replay and the hot standby apply the same
+//     batches without counting, so the counters say what this process did
+//     and restart at 0 in the process that takes over.
+//
+// Histograms are written by hand like the rest: integer observations
+// (nanoseconds, bytes, records) into fixed atomic buckets, nothing
+// allocated per observation.
 //
 // # The serving core
 //
