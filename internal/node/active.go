@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -31,31 +32,45 @@ import (
 // apiSurface is the gRPC surface of a process: open (answering UNAVAILABLE
 // and NOT_SERVING) from before the lease is held until the process stops.
 //
-// Each phase of the process has a grpc.Server of its own, with the same
-// handlers (srv) and gate: while the process is a standby, the connections
-// it accepts are served by one created with server.StandbyGRPCOptions,
-// which closes each after server.StandbyConnectionAge (GOAWAY), so a
-// client that reached a standby reconnects and reaches the active process
-// (H5); from activate on, new connections go to one without that limit.
-// A connection stays with the grpc.Server that accepted it.
+// The process goes through phases: standby, serving instance, hold-off
+// after a step down, serving instance again after a take-back, and so on.
+// Each phase has an apiPhase of its own: a server.Server (the handlers and
+// their gate) and a grpc.Server. A phaseListener hands each connection the
+// process accepts to the current phase, and a connection stays with the
+// phase that accepted it. So every answer on a connection comes from one
+// gate: a connection opened to a serving instance that stepped down keeps
+// answering NOT_SERVING and "stepped down" after a take-back has started a
+// new instance (H6), and a step down that reaches a standby's connection
+// of a process that has just taken over finds no serving instance there
+// (A6). A standby phase's grpc.Server closes each connection after
+// server.StandbyConnectionAge (GOAWAY), so that a client that reached it
+// reconnects and reaches the active process (H5); a retired serving
+// instance's connections get the same GOAWAY after that age.
 type apiSurface struct {
-	srv *server.Server
-	// g is the grpc.Server of the current phase.
-	g *grpc.Server
+	opts server.Options
 	// lis is the process's API listener.
 	lis    net.Listener
 	phases *phaseListener
-	// standby is the standby phase's grpc.Server (nil when the process
-	// started without one); after activate it only serves the
-	// connections it accepted, until they age out.
-	standby      *grpc.Server
-	standbyConns *phaseConns
+
+	mu  sync.Mutex
+	cur *apiPhase
+	all []*apiPhase
+	// stopping is closed when stop begins.
+	stopping chan struct{}
 }
 
-// startAPI reads the admin credential, creates the server and serves it on
-// lis (nil: listen on api.listen). With standby, the process starts as a
-// standby (activate ends that phase); else it starts active, as dev and
-// local do.
+// apiPhase is the API of one phase of the process.
+type apiPhase struct {
+	srv     *server.Server
+	g       *grpc.Server
+	standby bool
+	// claimed is set once a lease period serves in the phase.
+	claimed bool
+}
+
+// startAPI reads the admin credential and serves the first phase on lis
+// (nil: listen on api.listen): a standby phase with standby, else a
+// serving instance, as dev and local start.
 func startAPI(cfg *config.Config, log *slog.Logger, lis net.Listener, standby bool) (*apiSurface, error) {
 	var cred string
 	if cfg.Admin.CredentialFile != "" {
@@ -65,54 +80,108 @@ func startAPI(cfg *config.Config, log *slog.Logger, lis net.Listener, standby bo
 		}
 		cred = strings.TrimSpace(string(raw))
 	}
-	srv := server.New(server.Options{NodeID: cfg.NodeID, MaxPayloadBytes: cfg.Limits.MaxPayloadBytes,
-		WaitForFlowMax: cfg.Limits.WaitForFlowMax, Logger: log, AdminCredential: cred})
+	opts := server.Options{NodeID: cfg.NodeID, MaxPayloadBytes: cfg.Limits.MaxPayloadBytes,
+		WaitForFlowMax: cfg.Limits.WaitForFlowMax, Logger: log, AdminCredential: cred}
 	if lis == nil {
 		var err error
 		if lis, err = net.Listen("tcp", cfg.API.Listen); err != nil {
 			return nil, fmt.Errorf("api.listen: %w", err)
 		}
 	}
-	phases, first := newPhaseListener(lis, !standby)
-	a := &apiSurface{srv: srv, lis: lis, phases: phases}
+	phases, first := newPhaseListener(lis, false)
+	a := &apiSurface{opts: opts, lis: lis, phases: phases, stopping: make(chan struct{})}
+	a.cur = a.serve(first, standby)
+	return a, nil
+}
+
+// serve starts a phase's server.Server and grpc.Server on conns.
+func (a *apiSurface) serve(conns *phaseConns, standby bool) *apiPhase {
+	srv := server.New(a.opts)
 	opts := srv.GRPCOptions()
 	if standby {
 		opts = srv.StandbyGRPCOptions()
 	}
-	a.g = grpc.NewServer(opts...)
-	srv.Register(a.g)
-	if standby {
-		a.standby, a.standbyConns = a.g, first
-	}
-	go func(g *grpc.Server) { _ = g.Serve(first) }(a.g)
-	return a, nil
+	ph := &apiPhase{srv: srv, g: grpc.NewServer(opts...), standby: standby}
+	srv.Register(ph.g)
+	go func() { _ = ph.g.Serve(conns) }()
+	a.mu.Lock()
+	a.all = append(a.all, ph)
+	a.mu.Unlock()
+	return ph
 }
 
-// activate ends the standby phase: new connections go to a grpc.Server
-// without the standby's connection age limit, which becomes g. The
-// standby's grpc.Server keeps the connections it accepted until they age
-// out. Without a standby phase it does nothing.
-func (a *apiSurface) activate() {
-	if a.standby == nil || a.g != a.standby {
-		return
-	}
-	conns := a.phases.newPhase(true)
-	g := grpc.NewServer(a.srv.GRPCOptions()...)
-	a.srv.Register(g)
-	go func() { _ = g.Serve(conns) }()
-	a.g = g
-	a.phases.switchTo(conns)
-	_ = a.standbyConns.Close() // ends the standby's accept loop only
+// current returns the current phase.
+func (a *apiSurface) current() *apiPhase {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.cur
 }
 
-// stop ends the streams and closes every connection at once.
+// enter starts a new phase (a standby one, or a serving instance) and
+// sends new connections to it. The previous phase's grpc.Server keeps the
+// connections it accepted.
+func (a *apiSurface) enter(standby bool) *apiPhase {
+	conns := a.phases.newPhase(false)
+	ph := a.serve(conns, standby)
+	prev := a.phases.switchTo(conns)
+	_ = prev.Close() // ends the previous phase's accept loop only
+	a.mu.Lock()
+	a.cur = ph
+	a.mu.Unlock()
+	return ph
+}
+
+// serving returns the phase a lease period serves in: the current one if
+// it is a serving instance not yet used (dev and local start in one),
+// else a new serving instance.
+func (a *apiSurface) serving() *apiPhase {
+	a.mu.Lock()
+	ph := a.cur
+	fresh := !ph.standby && !ph.claimed
+	ph.claimed = true
+	a.mu.Unlock()
+	if fresh {
+		return ph
+	}
+	ph = a.enter(false)
+	a.mu.Lock()
+	ph.claimed = true
+	a.mu.Unlock()
+	return ph
+}
+
+// retire ends a serving instance that stopped serving without stopping
+// the process (a step down): its long-lived streams end now; its
+// connections get GOAWAY after server.StandbyConnectionAge, and calls in
+// flight on them (the step down itself) run to their end. Until then its
+// gate answers as a stepped-down instance does (H6).
+func (ph *apiPhase) retire(stopping <-chan struct{}) {
+	ph.srv.Close()
+	go func() {
+		t := time.NewTimer(server.StandbyConnectionAge)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			ph.g.GracefulStop()
+		case <-stopping:
+		}
+	}()
+}
+
+// stop ends the streams, lets the calls in flight finish for up to a
+// second (a step down's answer on its way out, for example) and closes
+// every connection.
 func (a *apiSurface) stop() {
-	a.srv.Close()
-	a.g.Stop()
-	if a.standby != nil && a.standby != a.g {
-		a.standby.Stop()
+	a.mu.Lock()
+	all := a.all
+	a.mu.Unlock()
+	close(a.stopping)
+	var wg sync.WaitGroup
+	for _, ph := range all {
+		ph.srv.Close()
+		wg.Go(func() { stopGRPC(ph.g, time.Second) })
 	}
-	// A standby phase's listener leaves the process's listener open.
+	wg.Wait()
 	_ = a.lis.Close()
 }
 
@@ -139,27 +208,36 @@ type leasePeriod struct {
 	log    *slog.Logger
 	blobs  blob.Store
 	layout wal.Layout
-	api    *apiSurface
+	// inst is the serving instance the period serves in; addr is the
+	// process's API address.
+	inst   *apiPhase
+	addr   net.Addr
 	holder *lease.Holder
 	// stateDir is the local store's directory; open opens it.
 	stateDir string
 	open     func(dir string) (Store, error)
 	ready    func(net.Addr)
-	abandon  <-chan struct{}
-	metrics  *Metrics
+	// onServing, when set, is called once the period serves.
+	onServing func()
+	abandon   <-chan struct{}
+	metrics   *Metrics
+	// stopping is closed when the process's API stops.
+	stopping <-chan struct{}
 }
 
 // run serves the period: open the local store, replay the log from its
 // applied position and write the fence (T1, G2), start the writer under
 // Supervise, Recover (T2-T5), open the gate, then serve until ctx ends (the
-// graceful stop: drain, flush, release; K2, L12), a fatal stop (lease lost,
-// log write limit, fenced: that error; L7, L9, L10, G4) or abandon
-// (ErrAbandoned: nothing drained, flushed or released, like a crash).
+// graceful stop: drain, flush, release; K2, L12), a step down (drain,
+// flush, release; A3, A4: it returns the steppedDown the hold-off
+// continues from), a fatal stop (lease lost, log write limit, fenced:
+// that error; L7, L9, L10, G4) or abandon (ErrAbandoned: nothing drained,
+// flushed or released, like a crash).
 //
 // A failure before the gate opens releases the lease, so that another
 // process can take over at once, and returns the error (S9; the process
 // exits 1).
-func (p *leasePeriod) run(ctx context.Context) (err error) {
+func (p *leasePeriod) run(ctx context.Context) (sd *steppedDown, err error) {
 	log := p.log.With("epoch", p.holder.Epoch())
 	p.metrics.setEpoch(p.holder.Epoch())
 	p.metrics.setStandbyState(StandbyNotStandby)
@@ -172,20 +250,31 @@ func (p *leasePeriod) run(ctx context.Context) (err error) {
 
 	store, err := p.open(p.stateDir)
 	if err != nil {
-		return fmt.Errorf("open local store %s: %w", p.stateDir, err)
+		return nil, fmt.Errorf("open local store %s: %w", p.stateDir, err)
 	}
-	defer func() { _ = store.Close() }()
+	// After a step down the store closes in the background: a task stuck
+	// on it must not stop the process from answering the step down (A7).
+	storeClosed := make(chan struct{})
+	closeStore := func() {
+		_ = store.Close()
+		close(storeClosed)
+	}
+	defer func() {
+		if sd == nil {
+			closeStore()
+		}
+	}()
 	var from uint64
 	if seq, ok := store.Applied(); ok {
 		from = seq + 1
 	}
 	next, err := wal.Fence(ctx, p.blobs, p.layout, p.holder.Epoch(), from, ReplayApply(store))
 	if err != nil {
-		return fmt.Errorf("replay and fence the log: %w", err)
+		return nil, fmt.Errorf("replay and fence the log: %w", err)
 	}
 	log.Info("log replayed and fenced", "from", from, "fence", next-1)
 
-	srv := p.api.srv
+	srv := p.inst.srv
 	maxBatch := 2*srv.MaxMessageBytes() + (1 << 20)
 	core := NewCore(CoreConfig{
 		NodeID: p.cfg.NodeID, ProcessID: p.holder.ProcessID(), Epoch: p.holder.Epoch(), Store: store,
@@ -195,7 +284,7 @@ func (p *leasePeriod) run(ctx context.Context) (err error) {
 	w, err := wal.NewWriter(wal.WriterConfig{Store: p.blobs, Layout: p.layout, Epoch: p.holder.Epoch(), NextSeq: next,
 		OnDurable: core.OnDurable, MaxBatchBytes: maxBatch, Logger: log})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	core.SetWriter(w)
 	p.metrics.setWriter(w)
@@ -211,21 +300,32 @@ func (p *leasePeriod) run(ctx context.Context) (err error) {
 		if serr := <-supDone; serr != nil {
 			log.Error("supervise", "err", serr)
 		}
-		return err
+		return nil, err
 	}
 	serving = true
+	requests := make(chan *stepDownRequest, 1)
+	srv.SetStepDown(stepDownFunc(requests))
 	srv.SetBackend(core)
 	p.metrics.setActive(core)
 	defer p.metrics.setActive(nil)
-	addr := p.api.lis.Addr()
-	log.Info("serving", "addr", addr.String())
+	log.Info("serving", "addr", p.addr.String())
 	if p.ready != nil {
-		p.ready(addr)
+		p.ready(p.addr)
+	}
+	if p.onServing != nil {
+		p.onServing()
 	}
 
 	select {
 	case <-ctx.Done():
-		return shutdown(log, p.cfg, srv, p.api.g, core, w, p.holder, supDone)
+		return nil, shutdown(log, p.cfg, srv, p.inst.g, core, w, p.holder, supDone)
+	case req := <-requests:
+		sd, err := p.stepDown(log, req, core, w, supDone)
+		if sd != nil {
+			go closeStore()
+			sd.storeClosed = storeClosed
+		}
+		return sd, err
 	case err := <-supDone:
 		// Refuse at once (the gate is closed: UNAVAILABLE, NOT_SERVING;
 		// L15), end the streams, and let the calls already read get that
@@ -233,17 +333,17 @@ func (p *leasePeriod) run(ctx context.Context) (err error) {
 		core.Fail(err)
 		srv.Close()
 		core.Stop()
-		stopGRPC(p.api.g, time.Second)
-		return err
+		stopGRPC(p.inst.g, time.Second)
+		return nil, err
 	case <-p.abandon:
 		srv.Close()
-		p.api.g.Stop()
+		p.inst.g.Stop()
 		core.Stop()
 		cancelSup() // aborts the writer and stops renewing: like a crash
 		if err := <-supDone; err != nil {
 			log.Info("abandoned", "err", err)
 		}
-		return ErrAbandoned
+		return nil, ErrAbandoned
 	}
 }
 

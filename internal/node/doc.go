@@ -72,6 +72,29 @@
 //	            failure here releases the lease and exits 1 (S9).
 //	serving     as dev; SIGTERM drains, releases and exits 0 (K2, L12);
 //	            a lost lease, the log write limit or a fence exits 1 (L11).
+//	stepping    AdminService.StepDown (stepdown.go; A3, A4): public calls
+//	down        answer UNAVAILABLE "stepped down", Describe and StepDown
+//	            FAILED_PRECONDITION (A8); workers get Drain(STEP_DOWN), no
+//	            new task is handed out, and running attempts have up to
+//	            lifecycle.attemptDrainTimeout to send their results (the
+//	            lease is renewed and results commit meanwhile); then the
+//	            instance's streams end, the writer flushes and the lease is
+//	            released. The local store closes in the background.
+//	hold-off    (lifecycle.go holdOff; A5-A7) a new standby phase, still
+//	            answering "stepped down" and FAILED_PRECONDITION; a hot
+//	            process reopens its local store and follows the log. The
+//	            lease is read every heldLeasePollInterval: once another
+//	            process holds it the step down answers
+//	            takenOverByAnotherProcess and the process is a standby
+//	            again; after standby.stepDownHoldOff, with the lease still
+//	            free, it takes the lease back (new epoch) and the step down
+//	            answers takenBackByThisProcess once the new period serves.
+//	            If the old period's local store is still open
+//	            DefaultStuckStoreBound (64 s) after the release (a stuck
+//	            task), the step down answers INTERNAL unless another
+//	            process took over, and the process exits 1 without taking
+//	            the lease (A7). dev and local step down the same way (a
+//	            take-back: dev.lock keeps other processes out).
 //
 // What callers see while the process does not serve: public FlowService
 // calls and WorkerTaskService streams answer UNAVAILABLE, on a standby with
@@ -82,31 +105,30 @@
 // only on a hot standby that is following (H2, H3). AdminService.
 // Describe answers UNAVAILABLE on a standby: it is not the active process,
 // and A8 keeps FAILED_PRECONDITION for a step down or its hold-off in
-// progress, which a cold standby never is. The gate consults the lease on
+// progress. The gate consults the lease on
 // every call (Core.Serving: Holder.Valid), so a process whose lease ran out
 // (a freeze longer than the lease) answers UNAVAILABLE and NOT_SERVING at
 // once, before its renewal loop notices and it exits 1 (L15, L11).
 //
-// Connections (H5): every phase has a grpc.Server of its own with the same
-// handlers and gate (apiSurface in active.go); a phaseListener
-// (phaselisten.go) accepts on the API listener and hands each connection
-// to the grpc.Server of the current phase, and a connection stays with the
-// one that accepted it. A standby's grpc.Server is created with
-// server.StandbyGRPCOptions: it sends GOAWAY to each connection after
-// server.StandbyConnectionAge (3 s, +/-10% jitter) and closes it 1 s later
-// at the latest, so a client that reached a standby (a load balancer or
-// Service endpoint not yet updated) reconnects and reaches the active
-// process. Once the process holds the lease (apiSurface.activate, before
-// recovery), new connections go to a grpc.Server without that limit; the
-// connections of the standby phase age out as before. dev and local have
-// no standby phase: their one grpc.Server serves every connection.
-//
-// Design note, not built yet: each serving period is to become a
-// "serving instance" with a gate of its own (H6), so that a connection
-// opened to a stepped-down instance never sees readiness SERVING from the
-// instance that replaced it. The per-phase grpc.Server is a step towards
-// that: an instance would own its grpc.Server (and phaseConns) together
-// with its gate, instead of all phases sharing one server.Server.
+// Serving instances and connections (H5, H6, A6): every phase of the
+// process (standby, serving instance, hold-off, serving instance after a
+// take-back, ...) has an apiPhase of its own: a server.Server, whose gate
+// its handlers, worker streams and health answers all consult, and a
+// grpc.Server. A phaseListener (phaselisten.go) accepts on the API listener
+// and hands each connection to the current phase; a connection stays with
+// the phase that accepted it. So a connection opened to a serving instance
+// that stepped down answers NOT_SERVING and "stepped down" for as long as
+// it lives, even after a take-back re-armed the lease (H6): the new
+// instance has a gate of its own. A StepDown that reaches a standby's
+// connection finds no serving instance there and answers
+// FAILED_PRECONDITION, even if the process has just taken over (A6).
+// Standby phases' grpc.Servers are created with
+// server.StandbyGRPCOptions: GOAWAY to each connection after
+// server.StandbyConnectionAge (3 s, +/-10% jitter), closed 1 s later at the
+// latest, so that a client that reached a standby reconnects and reaches
+// the active process; a retired serving instance gets GOAWAY on its
+// connections the same 3 s after its step down. dev and local start in a
+// serving instance.
 //
 // Failover times follow: after SIGTERM of the active, one poll interval
 // plus the standby's recovery; after a crash, up to lease.duration + 1 s

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -40,6 +41,9 @@ type RunOptions struct {
 	// Metrics, when set, record the process's metrics, served on
 	// metrics.listen if that is set.
 	Metrics *Metrics
+	// StuckStoreBound replaces DefaultStuckStoreBound (A7) when set;
+	// tests shorten it.
+	StuckStoreBound time.Duration
 }
 
 // ErrAbandoned is Run's result after RunOptions.Abandon.
@@ -139,26 +143,28 @@ func Run(ctx context.Context, o RunOptions) (err error) {
 	}
 	cleanup = append(cleanup, stopMetrics)
 
-	processID := lease.NewProcessID()
-	holder, err := lease.Acquire(ctx, lease.Config{
-		Store: leaseBlobs(blobs, layout.LeaseKey(), o.Metrics), Key: layout.LeaseKey(), NodeID: cfg.NodeID, ProcessID: processID,
-		Duration: cfg.Lease.Duration, FailIfHeld: cfg.Lease.FailIfHeld, TakeOverHeld: lock.locked, Logger: log,
-	})
+	leaseCfg := lease.Config{
+		Store: leaseBlobs(blobs, layout.LeaseKey(), o.Metrics), Key: layout.LeaseKey(), NodeID: cfg.NodeID,
+		ProcessID: lease.NewProcessID(), Duration: cfg.Lease.Duration, FailIfHeld: cfg.Lease.FailIfHeld,
+		TakeOverHeld: lock.locked, PollInterval: cfg.Standby.HeldLeasePollInterval, Logger: log,
+	}
+	holder, err := lease.Acquire(ctx, leaseCfg)
 	if err != nil {
 		return fmt.Errorf("acquire lease: %w", err)
 	}
 
 	open := o.OpenStore
 	if open == nil {
-		open = func(dir string) (Store, error) { return OpenLocalStore(dir, log.With("epoch", holder.Epoch())) }
+		open = func(dir string) (Store, error) { return OpenLocalStore(dir, log) }
 	}
 	stateDir := cfg.LocalStore.Dir
 	if stateDir == "" {
 		stateDir = filepath.Join(dir, StateDir)
 	}
-	p := &leasePeriod{cfg: cfg, log: log, blobs: blobs, layout: layout, api: api, holder: holder,
-		stateDir: stateDir, open: open, ready: o.Ready, abandon: o.Abandon, metrics: o.Metrics}
-	err = p.run(ctx)
+	l := &lifecycle{cfg: cfg, log: log, blobs: blobs, layout: layout, api: api, metrics: o.Metrics,
+		leaseCfg: leaseCfg, stateDir: stateDir, open: open, ready: o.Ready, abandon: o.Abandon,
+		stuckBound: cmp.Or(o.StuckStoreBound, DefaultStuckStoreBound)}
+	err = l.run(ctx, holder, nil)
 	abrupt = errors.Is(err, ErrAbandoned)
 	return err
 }

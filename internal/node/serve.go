@@ -1,12 +1,14 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -40,6 +42,9 @@ type ServeOptions struct {
 	// Metrics record the process's metrics, served on metrics.listen if
 	// that is set; nil means NewMetrics().
 	Metrics *Metrics
+	// StuckStoreBound replaces DefaultStuckStoreBound (A7) when set;
+	// tests shorten it.
+	StuckStoreBound time.Duration
 }
 
 // ErrLocalStoreInUse: another process uses the local store directory.
@@ -50,38 +55,6 @@ var ErrLocalStoreInUse = errors.New("local store directory is in use by another 
 // served). The caller treats an error as a configuration error.
 func CheckServeConfig(*config.Config) error {
 	return nil
-}
-
-// serveHotStandby runs a hot standby (S3) until it holds the lease: it
-// opens the local store, follows the log into it, reports its state in the
-// metrics (S10) and on dex.HotStandby (H3), and takes the lease over when
-// it is released or expires (S7, S8, S9). It returns the holder and the
-// open local store, with the follower stopped; on an error it closes the
-// store.
-func serveHotStandby(ctx context.Context, cfg *config.Config, log *slog.Logger, blobs blob.Store, layout wal.Layout,
-	api *apiSurface, m *Metrics, leaseCfg lease.Config, open func(string) (Store, error)) (*lease.Holder, Store, error) {
-	store, err := open(cfg.LocalStore.Dir)
-	if err != nil {
-		return nil, nil, fmt.Errorf("open local store %s: %w", cfg.LocalStore.Dir, err)
-	}
-	hs := newHotStandby(store, blobs, layout, cfg.Standby.HeldLeasePollInterval, cfg.Standby.BehindLagThreshold,
-		log.With("standbyMode", config.StandbyHot))
-	m.setHot(hs)
-	api.srv.SetHotStandby(hs.Hot)
-	fctx, stopFollowing := context.WithCancel(ctx)
-	followed := make(chan struct{})
-	go func() { defer close(followed); hs.follow(fctx) }()
-	holder, err := hs.acquire(ctx, leaseCfg, cfg.Standby.LaggingTakeoverDelay)
-	stopFollowing()
-	<-followed
-	api.srv.SetHotStandby(nil)
-	m.setHot(nil)
-	if err != nil {
-		_ = store.Close()
-		return nil, nil, err
-	}
-	log.Info("hot standby takes over", "followedBatches", hs.Applied())
-	return holder, store, nil
 }
 
 // Serve runs `dex-server-zd serve`: one process of a node on its durable
@@ -145,57 +118,32 @@ func Serve(ctx context.Context, o ServeOptions) error {
 	}
 	defer stopMetrics()
 
-	// Standby: cold waits idle, hot follows the log, until the lease is ours.
-	m.setStandbyState(StandbyStateCold)
-	api.srv.SetNotServingReason(fmt.Sprintf("this process is a %s standby of node %q; retry on the active process",
-		cfg.Standby.Mode, cfg.NodeID))
 	addr := api.lis.Addr()
 	log.Info("standby", "addr", addr.String(), "standbyMode", cfg.Standby.Mode, "backend", cfg.Storage.Backend,
 		"leaseKey", layout.LeaseKey(), "leaseDuration", cfg.Lease.Duration, "localStore", cfg.LocalStore.Dir)
 	if o.Standby != nil {
 		o.Standby(addr)
 	}
-	leaseCfg := lease.Config{
-		Store: leaseBlobs(blobs, layout.LeaseKey(), m), Key: layout.LeaseKey(), NodeID: cfg.NodeID,
-		ProcessID: lease.NewProcessID(), Duration: cfg.Lease.Duration, FailIfHeld: cfg.Lease.FailIfHeld,
-		PollInterval: cfg.Standby.HeldLeasePollInterval, Logger: log,
-	}
 	open := o.OpenStore
 	if open == nil {
 		open = func(dir string) (Store, error) { return OpenLocalStore(dir, log) }
 	}
-	var holder *lease.Holder
-	if cfg.Standby.Mode == config.StandbyHot {
-		var store Store
-		holder, store, err = serveHotStandby(ctx, cfg, log, blobs, layout, api, m, leaseCfg, open)
-		if err != nil {
-			m.setStandbyState(StandbyNotStandby)
-			return fmt.Errorf("acquire lease: %w", err)
-		}
-		// The lease period takes over the local store the standby kept
-		// current: its replay starts where the follower stopped.
-		open = func(string) (Store, error) { return store, nil }
-	} else {
-		holder, err = lease.Acquire(ctx, leaseCfg)
-		if err != nil {
-			m.setStandbyState(StandbyNotStandby)
-			if errors.Is(err, lease.ErrHeld) {
-				return fmt.Errorf("lease.failIfHeld is set and another process is active: %w", err)
-			}
-			return fmt.Errorf("acquire lease: %w", err)
-		}
-		if o.OpenStore == nil {
-			open = func(dir string) (Store, error) { return OpenLocalStore(dir, log.With("epoch", holder.Epoch())) }
-		}
+	l := &lifecycle{cfg: cfg, log: log, blobs: blobs, layout: layout, api: api, metrics: m,
+		leaseCfg: lease.Config{
+			Store: leaseBlobs(blobs, layout.LeaseKey(), m), Key: layout.LeaseKey(), NodeID: cfg.NodeID,
+			ProcessID: lease.NewProcessID(), Duration: cfg.Lease.Duration, FailIfHeld: cfg.Lease.FailIfHeld,
+			PollInterval: cfg.Standby.HeldLeasePollInterval, Logger: log,
+		},
+		stateDir: cfg.LocalStore.Dir, open: open, ready: o.Ready, stuckBound: cmp.Or(o.StuckStoreBound, DefaultStuckStoreBound)}
+	// Standby: cold waits idle, hot follows the log, until the lease is
+	// ours; the lease period then takes over the local store a hot
+	// standby kept current, and its replay starts where the follower
+	// stopped.
+	holder, store, err := l.standby(ctx, nil)
+	if err != nil {
+		return err
 	}
-	// No longer a standby: new connections go to the active grpc.Server,
-	// which does not close them after StandbyConnectionAge (H5).
-	api.activate()
-	api.srv.SetNotServingReason("")
-
-	p := &leasePeriod{cfg: cfg, log: log, blobs: blobs, layout: layout, api: api, holder: holder,
-		stateDir: cfg.LocalStore.Dir, open: open, ready: o.Ready, metrics: m}
-	return p.run(ctx)
+	return l.run(ctx, holder, store)
 }
 
 // OpenDurableStore opens the durable store storage.backend names and

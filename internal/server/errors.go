@@ -93,6 +93,9 @@ func withWorkerError(c codes.Code, msg string, detail *dexpb.WorkerError) error 
 
 // unavailable is the answer of a process that cannot serve.
 func (s *Server) unavailable() error {
+	if msg, ok := s.steppingDown(); ok {
+		return status.Error(codes.Unavailable, msg)
+	}
 	if r := s.reason.Load(); r != nil && s.backend.Load() == nil {
 		return status.Error(codes.Unavailable, *r)
 	}

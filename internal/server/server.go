@@ -53,6 +53,8 @@ type Server struct {
 	// hot, when set, reports whether this process is a hot standby that
 	// follows the log within behindLagThreshold (dex.HotStandby, H3).
 	hot atomic.Pointer[func() bool]
+	// stepDown is the serving instance's step down and its progress.
+	stepDown stepDownState
 
 	closeOnce sync.Once
 	closed    chan struct{}

@@ -1,0 +1,305 @@
+package node
+
+// The lifecycle a process runs once its durable store and API are open:
+// lease periods, and between them the hold-off after a step down and the
+// standby phase (A3-A8, S1-S9). Run (dev, local) and Serve share it.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/dexzd/dexzd/internal/blob"
+	"github.com/dexzd/dexzd/internal/config"
+	"github.com/dexzd/dexzd/internal/lease"
+	"github.com/dexzd/dexzd/internal/server"
+	"github.com/dexzd/dexzd/internal/wal"
+)
+
+// lifecycle is what a process keeps across its lease periods.
+type lifecycle struct {
+	cfg     *config.Config
+	log     *slog.Logger
+	blobs   blob.Store
+	layout  wal.Layout
+	api     *apiSurface
+	metrics *Metrics
+	// leaseCfg acquires the lease; its ProcessID is the process's for its
+	// whole life, so a take-back is by the same holder.
+	leaseCfg lease.Config
+	stateDir string
+	open     func(dir string) (Store, error)
+	ready    func(net.Addr)
+	abandon  <-chan struct{}
+	// stuckBound is A7's bound (DefaultStuckStoreBound unless a test
+	// shortens it).
+	stuckBound time.Duration
+}
+
+func (l *lifecycle) hot() bool { return l.cfg.Standby.Mode == config.StandbyHot }
+
+// run serves lease periods from holder on until the process stops, and
+// returns what the last period returned. store, when set, is the local
+// store the standby kept open (hot). After a step down it holds off and
+// then either serves again (a take-back, or a later takeover as a
+// standby) or stops.
+func (l *lifecycle) run(ctx context.Context, holder *lease.Holder, store Store) error {
+	var pending *stepDownRequest // a step down answered once the take-back serves
+	var outcome server.StepDownOutcome
+	for {
+		open := l.open
+		if store != nil {
+			st := store
+			open = func(string) (Store, error) { return st, nil }
+		}
+		p := &leasePeriod{cfg: l.cfg, log: l.log, blobs: l.blobs, layout: l.layout, inst: l.api.serving(),
+			addr: l.api.lis.Addr(), holder: holder, stateDir: l.stateDir, open: open, ready: l.ready,
+			abandon: l.abandon, metrics: l.metrics, stopping: l.api.stopping}
+		if pending != nil {
+			req, out := pending, outcome
+			out.Holder = server.TakenBackByThisProcess
+			out.ActiveEpoch, out.ActiveProcessID = holder.Epoch(), holder.ProcessID()
+			p.onServing = func() { req.reply(out, nil) }
+		}
+		sd, err := p.run(ctx)
+		if pending != nil {
+			// Only if the take-back never served.
+			pending.reply(server.StepDownOutcome{}, fmt.Errorf("took the lease back (epoch %d) but could not serve: %w",
+				holder.Epoch(), err))
+		}
+		if sd == nil {
+			return err
+		}
+		holder, store, pending, outcome, err = l.holdOff(ctx, sd)
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// standby waits for the lease as a standby (S1-S3, S7-S9): cold waits idle
+// (store must be nil), hot follows the log into store (opened here when
+// nil). It returns the holder and, when hot, the open local store.
+func (l *lifecycle) standby(ctx context.Context, store Store) (*lease.Holder, Store, error) {
+	ph := l.api.current()
+	if !ph.standby {
+		ph = l.api.enter(true)
+	}
+	ph.srv.SetSteppingDown("")
+	ph.srv.SetNotServingReason(fmt.Sprintf("this process is a %s standby of node %q; retry on the active process",
+		l.cfg.Standby.Mode, l.cfg.NodeID))
+	l.metrics.setEpoch(0)
+	l.metrics.setStandbyState(StandbyStateCold)
+	if l.hot() {
+		if store == nil {
+			var err error
+			if store, err = l.open(l.stateDir); err != nil {
+				l.metrics.setStandbyState(StandbyNotStandby)
+				return nil, nil, fmt.Errorf("open local store %s: %w", l.stateDir, err)
+			}
+		}
+		holder, err := l.followUntilAcquired(ctx, ph, store)
+		if err != nil {
+			_ = store.Close()
+			l.metrics.setStandbyState(StandbyNotStandby)
+			return nil, nil, fmt.Errorf("acquire lease: %w", err)
+		}
+		return holder, store, nil
+	}
+	if store != nil {
+		_ = store.Close()
+	}
+	holder, err := lease.Acquire(ctx, l.leaseCfg)
+	if err != nil {
+		l.metrics.setStandbyState(StandbyNotStandby)
+		if errors.Is(err, lease.ErrHeld) {
+			return nil, nil, fmt.Errorf("lease.failIfHeld is set and another process is active: %w", err)
+		}
+		return nil, nil, fmt.Errorf("acquire lease: %w", err)
+	}
+	return holder, nil, nil
+}
+
+// follower is a hot standby following the log into its local store.
+type follower struct {
+	hs   *hotStandby
+	stop func()
+}
+
+// follow starts following the log into store, reported on ph's
+// dex.HotStandby and in the metrics (S3, S10, H3).
+func (l *lifecycle) follow(ctx context.Context, ph *apiPhase, store Store) *follower {
+	hs := newHotStandby(store, l.blobs, l.layout, l.cfg.Standby.HeldLeasePollInterval, l.cfg.Standby.BehindLagThreshold,
+		l.log.With("standbyMode", config.StandbyHot))
+	l.metrics.setHot(hs)
+	ph.srv.SetHotStandby(hs.Hot)
+	fctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); hs.follow(fctx) }()
+	return &follower{hs: hs, stop: func() {
+		cancel()
+		<-done
+		ph.srv.SetHotStandby(nil)
+		l.metrics.setHot(nil)
+	}}
+}
+
+// followUntilAcquired runs a hot standby (S3) until it holds the lease:
+// it follows the log into store and takes the lease over when it is
+// released or expires (S7, S8, S9). The follower is stopped when it
+// returns.
+func (l *lifecycle) followUntilAcquired(ctx context.Context, ph *apiPhase, store Store) (*lease.Holder, error) {
+	f := l.follow(ctx, ph, store)
+	holder, err := f.hs.acquire(ctx, l.leaseCfg, l.cfg.Standby.LaggingTakeoverDelay)
+	f.stop()
+	if err != nil {
+		return nil, err
+	}
+	l.log.Info("hot standby takes over", "followedBatches", f.hs.Applied())
+	return holder, nil
+}
+
+// holdOff is the process's part of a step down after the release (A5-A8).
+// It enters a standby phase whose Describe and StepDown answer
+// FAILED_PRECONDITION (A8) and whose public calls answer "stepped down",
+// and reads the lease every standby.heldLeasePollInterval:
+//
+//   - once another process holds it, the step down answers
+//     takenOverByAnotherProcess and the process goes on as a standby (A7);
+//   - after standby.stepDownHoldOff, with the old period's local store
+//     closed and the lease still free, it takes the lease back with a new
+//     epoch; the step down answers takenBackByThisProcess once the new
+//     period serves (the caller does that: the request is returned);
+//   - when it cannot tell (the lease unreadable, the take-back write
+//     failing), the step down answers unknown with the reason and the
+//     process goes on as a standby;
+//   - if the old period's local store is still open stuckBound after the
+//     release (a stuck task, A7), the step down answers INTERNAL unless
+//     another process took over, and the process exits 1 without taking
+//     the lease either way.
+//
+// A hot process follows the log during the hold-off (A5).
+func (l *lifecycle) holdOff(ctx context.Context, sd *steppedDown) (*lease.Holder, Store, *stepDownRequest,
+	server.StepDownOutcome, error) {
+	holdOff := l.cfg.Standby.StepDownHoldOff
+	out := server.StepDownOutcome{NodeID: l.cfg.NodeID, ReleasedEpoch: sd.epoch, HoldOff: holdOff}
+	log := l.log.With("releasedEpoch", sd.epoch)
+	ph := l.api.enter(true)
+	ph.srv.SetSteppingDown(sd.message)
+	l.metrics.setEpoch(0)
+	l.metrics.setStandbyState(StandbyStateCold)
+	log.Info("stepped down; holding off before competing for the lease again", "holdOff", holdOff)
+
+	var store Store
+	var f *follower
+	stopFollowing := func() {
+		if f != nil {
+			f.stop()
+			f = nil
+		}
+	}
+	defer stopFollowing()
+	// asStandby answers the step down and goes on as a standby.
+	asStandby := func() (*lease.Holder, Store, *stepDownRequest, server.StepDownOutcome, error) {
+		sd.req.reply(out, nil)
+		stopFollowing()
+		h, st, err := l.standby(ctx, store)
+		return h, st, nil, out, err
+	}
+	closed := false
+	end := sd.releasedAt.Add(holdOff)
+	stuckEnd := sd.releasedAt.Add(l.stuckBound)
+	limit := lease.AttemptTimeout(l.leaseCfg.Duration)
+	for {
+		if !closed {
+			select {
+			case <-sd.storeClosed:
+				closed = true
+				if l.hot() {
+					st, err := l.open(l.stateDir)
+					if err != nil {
+						log.Warn("step down: reopening the local store to follow the log failed; holding off without following",
+							"err", err)
+					} else {
+						store = st
+						f = l.follow(ctx, ph, store)
+					}
+				}
+			default:
+			}
+		}
+		rctx, cancel := context.WithTimeout(ctx, limit)
+		rec, v, err := lease.Read(rctx, l.leaseCfg.Store, l.leaseCfg.Key)
+		cancel()
+		if errors.Is(err, blob.ErrNotFound) {
+			rec, v, err = lease.Record{}, "", nil
+		}
+		if ctx.Err() != nil {
+			out.Holder, out.UnknownDetail = server.HolderUnknown, "the process is shutting down"
+			sd.req.reply(out, nil)
+			stopFollowing()
+			if store != nil {
+				_ = store.Close()
+			}
+			return nil, nil, nil, out, ctx.Err()
+		}
+		now := time.Now()
+		if err == nil && v != "" && rec.Holder != l.leaseCfg.ProcessID && !rec.AvailableAt(now) {
+			out.Holder, out.ActiveEpoch, out.ActiveProcessID = server.TakenOverByAnotherProcess, rec.Epoch, rec.Holder
+			log.Info("step down: another process took over", "holder", rec.Holder, "epoch", rec.Epoch)
+			if !closed {
+				sd.req.reply(out, nil)
+				return nil, nil, nil, out, fmt.Errorf("step down: %w (a task is stuck on it); exiting without taking the lease",
+					ErrStuckStore)
+			}
+			return asStandby()
+		}
+		if closed && !now.Before(end) {
+			if err != nil {
+				out.Holder = server.HolderUnknown
+				out.UnknownDetail = fmt.Sprintf("reading the lease after the hold-off failed: %v", err)
+				log.Warn("step down: " + out.UnknownDetail)
+				return asStandby()
+			}
+			h, terr := lease.TryAcquire(ctx, l.leaseCfg, rec, v)
+			switch {
+			case terr == nil:
+				stopFollowing()
+				log.Info("step down: nobody took over during the hold-off; took the lease back", "epoch", h.Epoch())
+				return h, store, sd.req, out, nil
+			case errors.Is(terr, blob.ErrPrecondition) && ctx.Err() == nil:
+				continue // someone else wrote it first: read who
+			case ctx.Err() != nil:
+				continue // answered above
+			}
+			out.Holder = server.HolderUnknown
+			out.UnknownDetail = fmt.Sprintf("taking the lease back after the hold-off failed: %v", terr)
+			log.Warn("step down: " + out.UnknownDetail)
+			return asStandby()
+		}
+		if !closed && !now.Before(stuckEnd) {
+			sd.req.reply(server.StepDownOutcome{}, fmt.Errorf(
+				"%w %s after the release (a task is stuck on it) and no other process took over; this process exits without taking the lease",
+				ErrStuckStore, l.stuckBound))
+			return nil, nil, nil, out, fmt.Errorf("step down: %w after %s; exiting without taking the lease", ErrStuckStore, l.stuckBound)
+		}
+		wait := l.cfg.Standby.HeldLeasePollInterval
+		if closed && end.After(now) {
+			wait = min(wait, end.Sub(now))
+		}
+		var storeClosed <-chan struct{}
+		if !closed {
+			storeClosed = sd.storeClosed
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-storeClosed:
+		case <-ctx.Done():
+		}
+		t.Stop()
+	}
+}
