@@ -22,7 +22,7 @@ func (*dexzdEngine) name() string { return "dexzd" }
 
 func (*dexzdEngine) round(ctx context.Context, r roundConfig) (Measurement, error) {
 	srv, err := bench.StartDevServer(ctx, bench.DevOptions{
-		Binary: r.DexBinary, DataDir: filepath.Join(r.Dir, "data"), Durability: "strict",
+		Binary: r.DexBinary, DataDir: filepath.Join(r.Dir, "data"), Durability: "strict", Metrics: true,
 	})
 	if err != nil {
 		return Measurement{}, err
@@ -32,7 +32,7 @@ func (*dexzdEngine) round(ctx context.Context, r roundConfig) (Measurement, erro
 		FlowType:  fmt.Sprintf("compare-r%d", r.Round),
 		Flows:     r.Flows, Steps: r.Steps, Callers: r.Callers,
 		WorkerConcurrency: r.Callers, Warmup: r.Warmup,
-		ServerPID: srv.PID(),
+		ServerPID: srv.PID(), MetricsURL: srv.MetricsURL,
 	})
 	stopErr := srv.Stop(30 * time.Second)
 	var server bench.CPUTime
@@ -40,6 +40,7 @@ func (*dexzdEngine) round(ctx context.Context, r roundConfig) (Measurement, erro
 		server = *res.ServerCPU
 	}
 	m := measurement(res.Completed, res.Failures, res.Elapsed, res.Latency, res.CPU, server)
+	m.storeFigures(res)
 	if runErr == nil && res.ServerCPU == nil {
 		runErr = errors.New("the server's CPU time was not measured")
 	}

@@ -48,7 +48,32 @@ type Measurement struct {
 	DriverCPUMS  float64 `json:"driver_cpu_ms"`
 	ServerCPUMS  float64 `json:"server_cpu_ms"`
 	CPUMSPerFlow float64 `json:"cpu_ms_per_flow"`
-	Error        string  `json:"error,omitempty"`
+	// Store figures of Dex-ZD, from its /metrics (nil when not exported):
+	// conditional PUTs and GETs per step, fsyncs and log batches per flow.
+	PutsPerStep       *float64 `json:"puts_per_step,omitempty"`
+	GetsPerStep       *float64 `json:"gets_per_step,omitempty"`
+	FsyncsPerFlow     *float64 `json:"fsyncs_per_flow,omitempty"`
+	LogBatchesPerFlow *float64 `json:"log_batches_per_flow,omitempty"`
+	Error             string   `json:"error,omitempty"`
+}
+
+// storeFigures sets m's store figures from a Dex-ZD run's counters.
+func (m *Measurement) storeFigures(res bench.Result) {
+	st, flows := res.Store, float64(res.Completed)
+	if st == nil || res.Completed == 0 {
+		return
+	}
+	steps := flows * float64(res.StepsPerFlow)
+	per := func(v, n float64) *float64 { x := v / n; return &x }
+	if st.HasRequests {
+		m.PutsPerStep, m.GetsPerStep = per(st.Puts, steps), per(st.Gets, steps)
+	}
+	if st.HasFsyncs {
+		m.FsyncsPerFlow = per(st.Fsyncs, flows)
+	}
+	if st.HasLogBatches {
+		m.LogBatchesPerFlow = per(st.LogBatches, flows)
+	}
 }
 
 func measurement(completed, failures int, elapsed time.Duration, lat bench.Latency, driver, server bench.CPUTime) Measurement {
@@ -88,12 +113,21 @@ type roundConfig struct {
 	Log io.Writer
 }
 
-var engineNames = []string{"dexzd", "dbos", "restate", "temporal"}
+// engineNames are the engines, Dex-ZD's first (dexzdEngines).
+var engineNames = []string{"dexzd", "dexzd-s3", "dexzd-pg", "dbos", "restate", "temporal"}
+
+// dexzdEngines are Dex-ZD's engines: dev strict, serve on MinIO, serve on
+// PostgreSQL. The others are the peers the ratios compare with.
+var dexzdEngines = []string{"dexzd", "dexzd-s3", "dexzd-pg"}
 
 func newEngine(name string, cfg Config) (engine, error) {
 	switch name {
 	case "dexzd":
 		return &dexzdEngine{}, nil
+	case "dexzd-s3":
+		return &dexzdServeEngine{backend: "s3"}, nil
+	case "dexzd-pg":
+		return &dexzdServeEngine{backend: "postgres"}, nil
 	case "dbos":
 		return &dbosEngine{}, nil
 	case "restate":
@@ -148,7 +182,8 @@ func Run(ctx context.Context, cfg Config, out, log io.Writer) error {
 		return fmt.Errorf("make a work directory: %w", err)
 	}
 	defer os.RemoveAll(work)
-	if slices.Contains(cfg.Engines, "dexzd") && cfg.DexBinary == "" {
+	usesDex := slices.ContainsFunc(cfg.Engines, func(e string) bool { return slices.Contains(dexzdEngines, e) })
+	if usesDex && cfg.DexBinary == "" {
 		fmt.Fprintln(log, "building dex-server-zd")
 		if cfg.DexBinary, err = buildDexServer(ctx, filepath.Join(work, "dex-server-zd")); err != nil {
 			return err
@@ -189,8 +224,8 @@ func Run(ctx context.Context, cfg Config, out, log io.Writer) error {
 				m.Error = err.Error()
 				fmt.Fprintf(log, "  %s failed: %v\n", e.name(), err)
 			} else {
-				fmt.Fprintf(log, "  %.0f flows/s, p50 %.2f ms, p99 %.2f ms, CPU %.3f ms/flow (driver %.0f ms, server %.0f ms)\n",
-					m.FlowsPerSec, m.P50MS, m.P99MS, m.CPUMSPerFlow, m.DriverCPUMS, m.ServerCPUMS)
+				fmt.Fprintf(log, "  %.0f flows/s, p50 %.2f ms, p99 %.2f ms, CPU %.3f ms/flow (driver %.0f ms, server %.0f ms)%s\n",
+					m.FlowsPerSec, m.P50MS, m.P99MS, m.CPUMSPerFlow, m.DriverCPUMS, m.ServerCPUMS, storeLine(m))
 			}
 			rep.Runs = append(rep.Runs, m)
 			_ = os.RemoveAll(dir)
@@ -268,18 +303,41 @@ func medians(runs []Measurement, engines []string) map[string]Measurement {
 			ServerCPUMS:  med(func(m Measurement) float64 { return m.ServerCPUMS }),
 			CPUMSPerFlow: med(func(m Measurement) float64 { return m.CPUMSPerFlow }),
 		}
+		medOpt := func(get func(Measurement) *float64) *float64 {
+			var v []float64
+			for _, m := range ok {
+				if p := get(m); p != nil {
+					v = append(v, *p)
+				}
+			}
+			if len(v) == 0 {
+				return nil
+			}
+			slices.Sort(v)
+			x := v[len(v)/2]
+			if len(v)%2 == 0 {
+				x = (v[len(v)/2-1] + v[len(v)/2]) / 2
+			}
+			return &x
+		}
+		m := out[e]
+		m.PutsPerStep = medOpt(func(m Measurement) *float64 { return m.PutsPerStep })
+		m.GetsPerStep = medOpt(func(m Measurement) *float64 { return m.GetsPerStep })
+		m.FsyncsPerFlow = medOpt(func(m Measurement) *float64 { return m.FsyncsPerFlow })
+		m.LogBatchesPerFlow = medOpt(func(m Measurement) *float64 { return m.LogBatchesPerFlow })
+		out[e] = m
 	}
 	return out
 }
 
 // ratios divides every engine's median by the best peer's, per metric.
-// The peers are the engines other than dexzd.
+// The peers are the engines other than Dex-ZD's.
 func ratios(med map[string]Measurement) map[string]map[string]float64 {
 	out := map[string]map[string]float64{}
 	for _, mt := range metrics {
 		best, found := 0.0, false
 		for e, m := range med {
-			if e == "dexzd" {
+			if slices.Contains(dexzdEngines, e) {
 				continue
 			}
 			v := mt.get(m)
@@ -308,13 +366,13 @@ func printTable(w io.Writer, rep Report, engines []string) {
 			fmt.Fprintf(w, "(%s: %d flows per round)\n", e, n)
 		}
 	}
-	fmt.Fprintln(w, "(×N = ratio to the best peer: DBOS, Restate, Temporal, whichever is best per column)")
+	fmt.Fprintln(w, "(×N = ratio to the best peer: DBOS, Restate, Temporal, whichever is best per column; PUTs/step and fsyncs/flow: Dex-ZD's store counters, - where not exported)")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprint(tw, "engine\t")
 	for _, mt := range metrics {
 		fmt.Fprintf(tw, "%s\t", mt.name)
 	}
-	fmt.Fprintln(tw, "rounds ok\t")
+	fmt.Fprintln(tw, "PUTs/step\tfsyncs/flow\trounds ok\t")
 	for _, e := range engines {
 		m, ok := rep.Medians[e]
 		fmt.Fprintf(tw, "%s\t", e)
@@ -322,7 +380,7 @@ func printTable(w io.Writer, rep Report, engines []string) {
 			for range metrics {
 				fmt.Fprint(tw, "-\t")
 			}
-			fmt.Fprintln(tw, "0\t")
+			fmt.Fprintln(tw, "-\t-\t0\t")
 			continue
 		}
 		for _, mt := range metrics {
@@ -334,9 +392,26 @@ func printTable(w io.Writer, rep Report, engines []string) {
 				fmt.Fprintf(tw, "%s\t", num(v))
 			}
 		}
-		fmt.Fprintf(tw, "%d\t\n", m.Round)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t\n", optNum(m.PutsPerStep), optNum(m.FsyncsPerFlow), m.Round)
 	}
 	tw.Flush()
+}
+
+// optNum renders an optional figure, "-" when absent.
+func optNum(v *float64) string {
+	if v == nil {
+		return "-"
+	}
+	return num(*v)
+}
+
+// storeLine is the store figures of a round for the progress log.
+func storeLine(m Measurement) string {
+	if m.PutsPerStep == nil && m.FsyncsPerFlow == nil && m.LogBatchesPerFlow == nil {
+		return ""
+	}
+	return fmt.Sprintf(", PUTs/step %s, GETs/step %s, fsyncs/flow %s, log batches/flow %s",
+		optNum(m.PutsPerStep), optNum(m.GetsPerStep), optNum(m.FsyncsPerFlow), optNum(m.LogBatchesPerFlow))
 }
 
 func num(v float64) string {

@@ -72,3 +72,47 @@ func TestParseFlags(t *testing.T) {
 		t.Error("--engine-flows temporal: no error")
 	}
 }
+
+// Dex-ZD's serve engines are not peers: the ratios compare with DBOS,
+// Restate and Temporal only. Their store figures get medians of the rounds
+// that have them.
+func TestMedians_DexZDEnginesAndStoreFigures(t *testing.T) {
+	t.Parallel()
+	f := func(v float64) *float64 { return &v }
+	runs := []Measurement{
+		{Engine: "dexzd-s3", FlowsPerSec: 900, PutsPerStep: f(0.4)},
+		{Engine: "dexzd-s3", FlowsPerSec: 700, PutsPerStep: f(0.6)},
+		{Engine: "dexzd-s3", FlowsPerSec: 800, PutsPerStep: nil},
+		{Engine: "dexzd-pg", FlowsPerSec: 50},
+		{Engine: "dbos", FlowsPerSec: 100},
+	}
+	med := medians(runs, []string{"dexzd-s3", "dexzd-pg", "dbos"})
+	if got := med["dexzd-s3"]; got.FlowsPerSec != 800 || got.PutsPerStep == nil || *got.PutsPerStep != 0.5 {
+		t.Errorf("dexzd-s3 median = %+v (PUTs/step %v), want 800 flows/s, 0.5 PUTs/step", got, optNum(got.PutsPerStep))
+	}
+	if got := med["dexzd-pg"]; got.PutsPerStep != nil {
+		t.Errorf("dexzd-pg has PUTs/step %v without a round that measured them", *got.PutsPerStep)
+	}
+	r := ratios(med)
+	if got := r["dexzd-pg"]["flows/s"]; got != 0.5 {
+		t.Errorf("dexzd-pg flows/s ratio = %v, want 0.5 (to DBOS, not to dexzd-s3)", got)
+	}
+}
+
+func TestIsMinIO(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		argv []string
+		want bool
+	}{
+		{[]string{"/repo/.tools/bin/minio", "server", "--quiet", "--address", "127.0.0.1:41234", "--console-address", "127.0.0.1:5", "/tmp/d"}, true},
+		{[]string{"minio", "server", "--address=127.0.0.1:41234", "/tmp/d"}, true},
+		{[]string{"minio", "server", "--address", "127.0.0.1:41235", "--console-address", "127.0.0.1:41234"}, false},
+		{[]string{"/usr/bin/notminio", "server", "--address", "127.0.0.1:41234"}, false},
+		{[]string{"minio", "client", "--address", "127.0.0.1:41234"}, false},
+	} {
+		if got := isMinIO(tt.argv, "41234"); got != tt.want {
+			t.Errorf("isMinIO(%q) = %v, want %v", tt.argv, got, tt.want)
+		}
+	}
+}

@@ -26,10 +26,10 @@ func main() {
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := Run(ctx, cfg, os.Stdout, os.Stderr); err != nil {
+	err = Run(ctx, cfg, os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "compare:", err)
-		stop()
 		os.Exit(1)
 	}
 }
@@ -43,7 +43,7 @@ func parseFlags(args []string) (Config, error) {
 	fs.IntVar(&cfg.Callers, "callers", 32, "closed-loop callers (C)")
 	fs.IntVar(&cfg.Rounds, "rounds", 3, "rounds; every round runs every engine once, in alternating order")
 	fs.IntVar(&cfg.Warmup, "warmup", -1, "unmeasured warmup flows per round (-1: a tenth of --flows, at most 100)")
-	fs.StringVar(&engines, "engines", "dexzd,dbos,restate,temporal", "engines to run, comma-separated: "+strings.Join(engineNames, ","))
+	fs.StringVar(&engines, "engines", strings.Join(engineNames, ","), "engines to run, comma-separated: "+strings.Join(engineNames, ","))
 	fs.StringVar(&engineFlows, "engine-flows", "", "measured flows for some engines instead of --flows, e.g. temporal=300 (for an engine too slow to run --flows in a round)")
 	fs.StringVar(&cfg.JSONPath, "json", "", "write every round's measurements and the medians as JSON to this file")
 	fs.StringVar(&cfg.ToolsDir, "tools", ".tools", "directory of the installed peers (bin/temporal, node_modules/@restatedev/restate-server)")

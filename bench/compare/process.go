@@ -50,7 +50,10 @@ func (p *process) pid() int { return p.cmd.Process.Pid }
 func (p *process) alive() error {
 	select {
 	case <-p.exited:
-		return fmt.Errorf("%s exited: %v", p.name, p.err)
+		if p.err == nil {
+			return fmt.Errorf("%s exited with status 0", p.name)
+		}
+		return fmt.Errorf("%s exited: %w", p.name, p.err)
 	default:
 		return nil
 	}

@@ -66,6 +66,10 @@ type Config struct {
 	// ServerPID, when positive, names the server process whose CPU time and
 	// peak RSS are measured too (Linux: it must run on this machine).
 	ServerPID int
+	// StoreCPU, when set, reads the CPU time the durable store's processes
+	// (a PostgreSQL or MinIO on this machine) have used so far; Run reads it
+	// at the start and at the end of the measured phase (Result.StoreCPU).
+	StoreCPU func() (CPUTime, error)
 	// MetricsURL, when set, is the server's Prometheus endpoint
 	// (http://HOST:PORT/metrics): its store counters are read before and
 	// after the measured phase (see StoreCounts).
@@ -139,6 +143,9 @@ type Result struct {
 	// measured phase, nil when not measured.
 	ServerPID int
 	ServerCPU *CPUTime
+	// StoreCPU is the CPU time Config.StoreCPU measured over the measured
+	// phase; nil when not measured.
+	StoreCPU *CPUTime
 	// PeakRSS and ServerPeakRSS are the peak resident set sizes (VmHWM, in
 	// bytes, over each process's life) of this process and of the server,
 	// read after the run; 0 when not measured.
@@ -315,7 +322,18 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		if cfg.ServerPID > 0 {
 			srv0, srvErr = ProcessCPU(cfg.ServerPID)
 		}
+		var st0 CPUTime
+		stErr := errors.New("not measured")
+		if cfg.StoreCPU != nil {
+			st0, stErr = cfg.StoreCPU()
+		}
 		measured = r.phase(runCtx, cfg.Warmup, cfg.Flows, false)
+		if stErr == nil {
+			if st1, err := cfg.StoreCPU(); err == nil {
+				c := st1.Sub(st0)
+				res.StoreCPU = &c
+			}
+		}
 		res.Elapsed, res.StartElapsed = measured.elapsed, measured.startElapsed
 		if cpu1, err := SelfCPU(); err == nil && cpuErr == nil {
 			res.CPU = cpu1.Sub(cpu0)
