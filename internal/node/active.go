@@ -279,10 +279,10 @@ func (p *leasePeriod) run(ctx context.Context) (sd *steppedDown, err error) {
 	core := NewCore(CoreConfig{
 		NodeID: p.cfg.NodeID, ProcessID: p.holder.ProcessID(), Epoch: p.holder.Epoch(), Store: store,
 		Engine: engine.New(engine.Config{MaxPayloadBytes: p.cfg.Limits.MaxPayloadBytes}),
-		Lease:  p.holder, Logger: log, MaxRecordBytes: maxBatch - 8,
+		Lease:  p.holder, Logger: log, MaxRecordBytes: maxBatch - 8, Metrics: p.metrics,
 	})
 	w, err := wal.NewWriter(wal.WriterConfig{Store: p.blobs, Layout: p.layout, Epoch: p.holder.Epoch(), NextSeq: next,
-		OnDurable: core.OnDurable, MaxBatchBytes: maxBatch, Logger: log})
+		OnDurable: core.OnDurable, OnBatch: p.metrics.WriterHook(), MaxBatchBytes: maxBatch, Logger: log})
 	if err != nil {
 		return nil, err
 	}

@@ -118,11 +118,12 @@ func Run(ctx context.Context, o RunOptions) (err error) {
 	if durability != config.DurabilityStrict {
 		fsMode = fs.ProcessCrashSafe
 	}
-	blobs, err := fs.Open(filepath.Join(dir, LogDir), fsMode)
+	logStore, err := fs.Open(filepath.Join(dir, LogDir), fsMode)
 	if err != nil {
 		return err
 	}
-	cleanup = append(cleanup, func() { _ = blobs.Close() })
+	cleanup = append(cleanup, func() { _ = logStore.Close() })
+	blobs := o.Metrics.MeterStore(logStore)
 	layout, err := wal.NewLayout("", cfg.NodeID)
 	if err != nil {
 		return fmt.Errorf("nodeId: %w", err)

@@ -99,6 +99,7 @@ func Serve(ctx context.Context, o ServeOptions) error {
 		return err
 	}
 	defer func() { _ = blobs.Close() }()
+	blobs = m.MeterStore(blobs)
 	layout, err := wal.NewLayout(prefix, cfg.NodeID)
 	if err != nil {
 		return fmt.Errorf("nodeId and storage prefix: %w", err)
