@@ -5,6 +5,8 @@
 //	dex-server-zd serve  --config FILE   [--listen HOST:PORT]
 //	dex-server-zd config defaults
 //
+// DEXZD_PPROF=HOST:PORT serves net/http/pprof there (off by default).
+//
 // Exit status: 0 after a graceful shutdown (SIGTERM, SIGINT), also of a
 // standby; 1 after a fatal stop (lease lost, log write limit, fenced; L11),
 // a failed takeover (S9) or a failed start (a held lease with
@@ -19,6 +21,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"syscall"
@@ -36,7 +41,29 @@ const usage = `usage:
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
+// startPprof serves net/http/pprof on the address in DEXZD_PPROF, if set
+// (for profiling; off by default, never on the API or metrics listener).
+func startPprof(stderr io.Writer) {
+	addr := os.Getenv("DEXZD_PPROF")
+	if addr == "" {
+		return
+	}
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		fmt.Fprintf(stderr, "DEXZD_PPROF: %v\n", err)
+		return
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	go func() { _ = http.Serve(lis, mux) }() //nolint:gosec // opt-in debugging endpoint
+}
+
 func run(args []string, stdout, stderr io.Writer) int {
+	startPprof(stderr)
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return 2
