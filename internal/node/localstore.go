@@ -10,13 +10,14 @@ import (
 )
 
 // OpenLocalStore opens the Pebble local store in dir (package localstore)
-// as a Store.
+// as a Store, with the decoded states of recently written flows cached in
+// memory (cachedStore).
 func OpenLocalStore(dir string, log *slog.Logger) (Store, error) {
 	s, err := localstore.Open(dir, localstore.Options{Logger: log})
 	if err != nil {
 		return nil, err
 	}
-	return pebbleStore{s}, nil
+	return newCachedStore(pebbleStore{s}, defaultStateCacheEntries), nil
 }
 
 // pebbleStore adapts *localstore.Store: not found is (nil, nil) here.
