@@ -67,6 +67,13 @@ const Unlimited = -1
 const NoBound time.Duration = -1
 
 // Durability says when an attempt's start is made durable (W4).
+//
+// The server default is ASYNC (the task is sent at once and its start is
+// logged with its result; after a crash the attempt may run again with the
+// same number, consuming no retry, T3), except for a method with a
+// recovery path, which is SYNC: an Execute with a recovery step and a
+// WaitFor whose failure policy is PROCEED. Set DurabilitySync for a
+// handler whose every run must count against its retry policy.
 type Durability = dexpb.AttemptDurability
 
 // The durabilities; the zero value inherits.

@@ -302,6 +302,9 @@ func TestRestart_FlowsCompleteAfterACrash(t *testing.T) {
 }
 
 // Hold's first attempt blocks until released; later attempts complete.
+// Its Execute is SYNC, so a crash fails a running attempt (T2); an ASYNC
+// start may not be durable yet when the server crashes, and then the
+// attempt runs again with the same number (T3).
 type Hold struct {
 	dex.Step[string]
 	started chan<- int
@@ -309,7 +312,8 @@ type Hold struct {
 }
 
 func (Hold) Options() dex.StepOptions {
-	return dex.StepOptions{Execute: dex.MethodOptions{Retry: &dex.RetryPolicy{InitialInterval: 20 * time.Millisecond}}}
+	return dex.StepOptions{Execute: dex.MethodOptions{Retry: &dex.RetryPolicy{InitialInterval: 20 * time.Millisecond},
+		Durability: dex.DurabilitySync}}
 }
 
 func (h Hold) Execute(ctx dex.Context, in string) (dex.Decision, error) {

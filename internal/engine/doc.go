@@ -88,9 +88,11 @@
 //	                                         RecoverAttempts (NOT_COMPLETED)
 //
 // SYNC: the node submits TaskStarted, logs it, and sends the task on
-// SendTask. ASYNC: the node sends the task at once (FlowState.Task works on a
-// pending attempt) and submits TaskStarted with the next batch, before any
-// result of that task. A result is accepted only when its token equals the
+// SendTask. ASYNC (the default, except for a method with a recovery path:
+// see resolveOptions): the node decides TaskStarted, sends the task at once
+// (FlowState.Task works on a pending attempt) and logs the start later, in
+// front of the task's result or of any other record of the flow, never
+// after one. A result is accepted only when its token equals the
 // running attempt's (epoch, run, step execution, method, attempt); anything
 // else, including results for cancelled executions or closed runs, is
 // refused with ErrStaleToken and commits nothing. After a takeover,

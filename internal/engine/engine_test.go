@@ -358,6 +358,6 @@ func ExampleEngine_Decide() {
 	}
 	fmt.Println(st.RunID, st.Status)
 	// Output:
-	// dispatch Reserve-1 execute 1 SYNC
+	// dispatch Reserve-1 execute 1 ASYNC
 	// run-1 RUNNING
 }

@@ -21,12 +21,13 @@ type Config struct {
 // DefaultOptions returns the server defaults (E9, E11): attempts time out
 // after 30 s; retries start at 1 s, double, are capped at 100 s, without
 // attempt or duration limits; WaitFor exhaustion fails the flow; starts are
-// logged SYNC (W4).
+// logged ASYNC (W4), except for a method with a recovery path (see
+// resolveOptions).
 func DefaultOptions() ResolvedOptions {
 	p := MethodPolicy{
 		Timeout:    30 * time.Second,
 		Retry:      RetryPolicy{InitialInterval: time.Second, Coefficient: 2, MaxInterval: 100 * time.Second},
-		Durability: SYNC,
+		Durability: ASYNC,
 	}
 	return ResolvedOptions{WaitFor: p, Execute: p, WaitForFailure: FailFlow}
 }
@@ -48,13 +49,24 @@ func (c Config) defaults() ResolvedOptions {
 // resolveOptions resolves options field by field (E13); layers go from the
 // highest precedence (per-movement override) to the lowest above the server
 // defaults (the flow's config). Nil layers are skipped.
+//
+// Durability (W4): a method whose durability no layer sets takes the
+// server default (ASYNC unless configured otherwise), except that a method
+// with a recovery path is SYNC: an Execute with a recovery step (E12) and
+// a WaitFor under PROCEED (E11). After a crash an ASYNC attempt whose start
+// was not durable runs again without consuming a retry (T3), so its
+// handler may run more often than the retry policy says before the
+// recovery path is taken; a SYNC start is counted before it runs.
 func resolveOptions(defaults ResolvedOptions, layers ...*StepOptions) ResolvedOptions {
 	r := defaults
+	var waitForSet, executeSet bool
 	for i := len(layers) - 1; i >= 0; i-- {
 		o := layers[i]
 		if o == nil {
 			continue
 		}
+		waitForSet = waitForSet || (o.WaitFor != nil && o.WaitFor.Durability != "")
+		executeSet = executeSet || (o.Execute != nil && o.Execute.Durability != "")
 		overlayMethod(&r.WaitFor, o.WaitFor)
 		overlayMethod(&r.Execute, o.Execute)
 		if o.WaitForFailure != "" {
@@ -63,6 +75,12 @@ func resolveOptions(defaults ResolvedOptions, layers ...*StepOptions) ResolvedOp
 		if o.RecoveryStep != "" {
 			r.RecoveryStep = o.RecoveryStep
 		}
+	}
+	if !waitForSet && r.WaitForFailure == Proceed {
+		r.WaitFor.Durability = SYNC
+	}
+	if !executeSet && r.RecoveryStep != "" {
+		r.Execute.Durability = SYNC
 	}
 	return r
 }

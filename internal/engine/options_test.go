@@ -36,7 +36,7 @@ func TestResolveOptions_Precedence(t *testing.T) {
 		{"recoveryStep (flow)", got.RecoveryStep, "R"},
 		{"execute.retry.maxInterval (default)", got.Execute.Retry.MaxInterval, 100 * time.Second},
 		{"waitFor.retry (default)", got.WaitFor.Retry, defaults.WaitFor.Retry},
-		{"waitFor.durability (default)", got.WaitFor.Durability, SYNC},
+		{"waitFor.durability (PROCEED is a recovery path)", got.WaitFor.Durability, SYNC},
 	}
 	for _, tt := range tests {
 		if tt.got != tt.want {
@@ -53,6 +53,34 @@ func TestResolveOptions_Precedence(t *testing.T) {
 	custom.Execute.Timeout = time.Minute
 	if got := (Config{Defaults: custom}).defaults(); got.Execute.Timeout != time.Minute {
 		t.Errorf("configured server default ignored: %v", got.Execute.Timeout)
+	}
+}
+
+// Covers: W4
+func TestResolveOptions_Durability(t *testing.T) {
+	syncDefaults := DefaultOptions()
+	syncDefaults.WaitFor.Durability, syncDefaults.Execute.Durability = SYNC, SYNC
+	tests := []struct {
+		name             string
+		defaults         ResolvedOptions
+		layers           []*StepOptions
+		waitFor, execute Durability
+	}{
+		{"defaults: ASYNC", DefaultOptions(), nil, ASYNC, ASYNC},
+		{"recovery step: Execute SYNC", DefaultOptions(), []*StepOptions{{RecoveryStep: "R"}}, ASYNC, SYNC},
+		{"PROCEED: WaitFor SYNC", DefaultOptions(), []*StepOptions{{WaitForFailure: Proceed}}, SYNC, ASYNC},
+		{"explicit ASYNC beats the recovery path", DefaultOptions(),
+			[]*StepOptions{{Execute: &MethodOptions{Durability: ASYNC}}, {RecoveryStep: "R"}}, ASYNC, ASYNC},
+		{"explicit SYNC", DefaultOptions(), []*StepOptions{{WaitFor: &MethodOptions{Durability: SYNC}}}, SYNC, ASYNC},
+		{"configured SYNC server default", syncDefaults, nil, SYNC, SYNC},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := resolveOptions(tt.defaults, tt.layers...)
+			if got.WaitFor.Durability != tt.waitFor || got.Execute.Durability != tt.execute {
+				t.Errorf("durability waitFor=%s execute=%s, want %s %s", got.WaitFor.Durability, got.Execute.Durability, tt.waitFor, tt.execute)
+			}
+		})
 	}
 }
 

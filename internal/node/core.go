@@ -179,7 +179,7 @@ func (c *Core) WaitIdle(ctx context.Context) error { return c.disp.waitIdle(ctx)
 // OnDurable is the writer's hook: apply the batch to the local store, then
 // let the sequencer drop committed heads and perform the effects.
 func (c *Core) OnDurable(b wal.Batch) error {
-	a, err := applyBatch(c.cfg.Store, b)
+	a, err := applyBatchWith(c.cfg.Store, b, c.seq.known)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -72,6 +73,7 @@ func (h *harness) crash() {
 var flowDef = &engine.FlowDefinition{Type: "a", Steps: map[string]engine.StepDef{
 	"S": {}, "W": {HasWaitFor: true},
 	"Async": {Options: &engine.StepOptions{Execute: &engine.MethodOptions{Durability: engine.ASYNC}}},
+	"Sync":  {Options: &engine.StepOptions{Execute: &engine.MethodOptions{Durability: engine.SYNC}}},
 }, Channels: []string{"c"}}
 
 func (h *harness) session(id string, maxTasks int, types ...string) server.Session {
@@ -285,8 +287,11 @@ func TestTimers_FireWhenDueAndStaleOnesAreDropped(t *testing.T) {
 		if len(got) != 1 || got[0].FlowID != "f1" || got[0].Method != engine.MethodExecute || !got[0].Results.Conditions[0].Satisfied {
 			t.Fatalf("after an hour: %v", got)
 		}
-		// The wait timer's fire and the Execute's start were logged; the
-		// stale attempt timeout was not.
+		// The wait timer's fire and the Execute's start (ASYNC: held, and
+		// logged on its own after holdLimit without a result) were logged;
+		// the stale attempt timeout was not.
+		time.Sleep(holdLimit)
+		synctest.Wait()
 		if n := h.w.NextSeq() - seq; n != 2 {
 			t.Fatalf("%d batches after the hour, want 2", n)
 		}
@@ -373,7 +378,8 @@ func TestDispatch_AsyncSendsFirstAndRerunsAfterCrash(t *testing.T) {
 			}()
 		}
 		// 0 s: f1's start is written until 1 s; then its task is sent at
-		// once while its start is written until 2 s.
+		// once and its start, held for holdLimit without a result, is
+		// written until about 2 s.
 		startAsync("f1", "Async")
 		time.Sleep(1500 * time.Millisecond)
 		synctest.Wait()
@@ -382,7 +388,7 @@ func TestDispatch_AsyncSendsFirstAndRerunsAfterCrash(t *testing.T) {
 		}
 		// 1.5 s: f2's start is written 2-3 s, its TaskStarted 3-4 s; the task
 		// is sent at 4 s.
-		startAsync("f2", "S")
+		startAsync("f2", "Sync")
 		time.Sleep(2 * time.Second)
 		synctest.Wait()
 		if got := tasks(s); len(got) != 0 {
@@ -394,7 +400,8 @@ func TestDispatch_AsyncSendsFirstAndRerunsAfterCrash(t *testing.T) {
 			t.Fatalf("at 4.5 s: %v, want f2's SYNC task", got)
 		}
 		// 4.5 s: f3's start is written until 5.5 s, its task sent then, its
-		// TaskStarted written until 6.5 s. Crash at 6 s.
+		// TaskStarted written from 5.5 s + holdLimit until 6.5 s + holdLimit.
+		// Crash at 6 s.
 		startAsync("f3", "Async")
 		time.Sleep(1500 * time.Millisecond)
 		synctest.Wait()
@@ -461,6 +468,85 @@ func TestDispatch_UndeclaredWaitForIsAnsweredByTheServer(t *testing.T) {
 		st, _ = h.core.cfg.Store.Flow("f1")
 		if st.Definition == nil || len(st.History) != 2 || st.History[1].Type != engine.EventWaitForCompleted {
 			t.Fatalf("f1 after registration: definition %v, history %+v", st.Definition, st.History)
+		}
+	})
+}
+
+// An ASYNC start is held and logged in front of the task's result: one log
+// batch per step. A crash while it is held loses it; the next process
+// hands the attempt out again with the same number, consuming no retry,
+// and refuses the old attempt's late result.
+//
+// Covers: W4, T3, W2
+func TestDispatch_AsyncStartRidesWithTheResult(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		blobs := mem.New()
+		h := newHarness(t, blobs, 1)
+		s := h.session("w1", 5, "a")
+		h.start("f1", "a", "S") // no durability given: ASYNC
+		synctest.Wait()
+		got := tasks(s)
+		if len(got) != 1 {
+			t.Fatalf("tasks = %v, want f1's", got)
+		}
+		seq := h.w.NextSeq()
+		if a := h.complete(s, got[0]); a.Status != server.AckAccepted {
+			t.Fatalf("ack = %+v", a)
+		}
+		if n := h.w.NextSeq() - seq; n != 1 {
+			t.Fatalf("%d batches for the step, want 1", n)
+		}
+		data, _, err := blobs.Get(context.Background(), testLayout.LogKey(seq))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := wal.DecodeAt(testLayout.LogKey(seq), seq, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var types []string
+		for _, raw := range b.Records {
+			recs, err := decodeEnvelope(raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range recs {
+				types = append(types, r.Type())
+			}
+		}
+		if want := "[attempt_started execute_completed flow_closed]"; fmt.Sprint(types) != want {
+			t.Fatalf("records of the step's batch = %v, want %s", types, want)
+		}
+
+		// f2's start is held when the process crashes.
+		h.start("f2", "a", "S")
+		synctest.Wait()
+		old := tasks(s)
+		if len(old) != 1 || old[0].Attempt != 1 {
+			t.Fatalf("tasks = %v, want f2's attempt 1", old)
+		}
+		h.crash()
+
+		h2 := newHarness(t, blobs, 2)
+		defer h2.stop()
+		s2 := h2.session("w2", 5, "a")
+		synctest.Wait()
+		again := tasks(s2)
+		if len(again) != 1 || again[0].FlowID != "f2" || again[0].Attempt != 1 {
+			t.Fatalf("after the crash: %v, want f2's attempt 1 again (T3)", again)
+		}
+		if st, _ := h2.core.cfg.Store.Flow("f2"); st.Steps[0].LastFailure != nil {
+			t.Fatalf("f2 consumed a retry: %+v", st.Steps[0].LastFailure)
+		}
+		if a, err := s2.Result(context.Background(), old[0].Token, engine.ExecuteResult{Token: old[0].Token,
+			Decision: engine.Decision{Kind: engine.DecideGracefulComplete}}); err != nil || a.Status != server.AckStaleEpoch {
+			t.Fatalf("late result of epoch 1 = %+v, %v; want STALE_EPOCH", a, err)
+		}
+		if a := h2.complete(s2, again[0]); a.Status != server.AckAccepted {
+			t.Fatalf("ack = %+v", a)
+		}
+		if st, _ := h2.core.cfg.Store.Flow("f2"); st.Status != engine.StatusCompleted {
+			t.Fatalf("f2 = %s, want COMPLETED", st.Status)
 		}
 	})
 }

@@ -20,11 +20,12 @@ import (
 //     because the attempt is PENDING in the flow's state.
 //   - A task is reserved for exactly one session (W3): the slot is taken
 //     before the start is decided, so no second session can get it.
-//   - SYNC (the default): the sequencer decides TaskStarted and submits it;
-//     the task is sent when its start is durable (SendTask effect). ASYNC:
-//     the sequencer decides TaskStarted, the task is built from the head
-//     state and sent at once, and the start is logged with the next batch
-//     (W4, T3).
+//   - SYNC: the sequencer decides TaskStarted and submits it; the task is
+//     sent when its start is durable (SendTask effect). ASYNC (the default
+//     for methods without a recovery path): the sequencer decides
+//     TaskStarted and holds its records, the task is built from the head
+//     state and sent at once, and the start is logged in front of the
+//     flow's next envelope, normally the task's result (W4, T3).
 //   - A slot is freed when the worker sends the task's result or failure,
 //     when the session ends, or when the reservation's deadline (the
 //     attempt timeout plus a grace) passes.
@@ -247,7 +248,15 @@ func (d *dispatcher) start(p *pendingTask, s *session, now time.Time) {
 		if d.noWaitFor(tok, r.StepType) {
 			return
 		}
-		dec, st := seq.decide(tok.FlowID, engine.TaskStarted{Token: tok, Async: async})
+		var dec decision
+		var st *engine.FlowState
+		if async {
+			// Logged in front of the flow's next envelope, normally the
+			// task's result (sequencer.hold).
+			dec, st = seq.hold(tok.FlowID, engine.TaskStarted{Token: tok, Async: true})
+		} else {
+			dec, st = seq.decide(tok.FlowID, engine.TaskStarted{Token: tok})
+		}
 		if dec.err != nil {
 			d.startFailed(p, dec.err)
 			return
@@ -281,9 +290,9 @@ func (d *dispatcher) noWaitFor(tok engine.Token, stepType string) bool {
 		return false
 	}
 	defer d.release(tokKey(tok))
-	// Logged as an ASYNC start, which has no SendTask effect: nothing is
-	// sent to a worker.
-	if dec, _ := d.c.seq.decide(tok.FlowID, engine.TaskStarted{Token: tok, Async: true}); dec.err != nil {
+	// Held as an ASYNC start, which has no SendTask effect (nothing is sent
+	// to a worker); it is logged with the answer, in one envelope.
+	if dec, _ := d.c.seq.hold(tok.FlowID, engine.TaskStarted{Token: tok, Async: true}); dec.err != nil {
 		return true // stale or not due: a later DispatchTask brings it back
 	}
 	if dec, _ := d.c.seq.decide(tok.FlowID, engine.WaitForResult{Token: tok}); dec.err != nil {

@@ -91,10 +91,17 @@ type applied struct {
 // batch only advances the position. It returns the effects and the touched
 // states; replay ignores them.
 func applyBatch(store Store, b wal.Batch) (applied, error) {
+	return applyBatchWith(store, b, nil)
+}
+
+// applyBatchWith is applyBatch with known: the records of envelopes this
+// process encoded itself (the sequencer's), which need no decoding; nil, or
+// a nil answer, decodes.
+func applyBatchWith(store Store, b wal.Batch, known func(raw []byte) []engine.Record) (applied, error) {
 	out := applied{states: map[string]*engine.FlowState{}, envelopes: map[string]int{}}
 	err := store.Apply(b.Seq, func(tx StoreTx) error {
 		for i, raw := range b.Records {
-			recs, err := decodeEnvelope(raw)
+			recs, err := decodeKnown(raw, known)
 			if err != nil {
 				return fmt.Errorf("batch %d record %d: %w", b.Seq, i, err)
 			}
@@ -135,4 +142,15 @@ func applyBatch(store Store, b wal.Batch) (applied, error) {
 		return applied{}, fmt.Errorf("apply batch %d: %w", b.Seq, err)
 	}
 	return out, nil
+}
+
+// decodeKnown returns the records of the envelope raw: known's, else
+// decoded.
+func decodeKnown(raw []byte, known func([]byte) []engine.Record) ([]engine.Record, error) {
+	if known != nil {
+		if recs := known(raw); recs != nil {
+			return recs, nil
+		}
+	}
+	return decodeEnvelope(raw)
 }

@@ -41,7 +41,14 @@ func TestDev_RestartAfterCrashKeepsAcknowledgedState(t *testing.T) {
 	task := w1.next()
 	expectAck(t, w1.result(task, decide(complete(jsonValue(1)), nil)), dexpb.TaskAckStatus_TASK_ACK_STATUS_ACCEPTED)
 
-	start(n1, "r-2", "order", "Start")
+	// r-2's Execute is SYNC: its start is durable before it is handed out,
+	// so the crash fails it (T2). (An ASYNC start may not be durable yet;
+	// T3, core_test.go.)
+	if _, err := n1.flows.StartFlow(ctx, &dexpb.StartFlowRequest{FlowType: "order", FlowId: "r-2",
+		StartStep: &dexpb.Movement{StepType: "Start", Options: &dexpb.StepOptions{Execute: &dexpb.StepMethodOptions{
+			Durability: dexpb.AttemptDurability_ATTEMPT_DURABILITY_SYNC}}}}); err != nil {
+		t.Fatal(err)
+	}
 	running := w1.next() // handed out and never answered
 	expectTask(t, running, dexpb.TaskKind_TASK_KIND_EXECUTE, "Start-1")
 

@@ -3,7 +3,10 @@ package node
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
+	"time"
+	"unsafe"
 
 	"github.com/dexzd/dexzd/internal/engine"
 	"github.com/dexzd/dexzd/internal/wal"
@@ -22,6 +25,14 @@ import (
 // local store. When the writer has applied a batch (OnDurable) it posts the
 // envelope counts back here, and a head whose envelopes are all committed is
 // dropped: the store then holds exactly that state.
+//
+// Held records (ASYNC starts, W4): hold decides a command like decide and
+// applies its records to the head, but does not submit them. They go to
+// the log in front of the next envelope of the same flow (in practice the
+// task's result, so an ASYNC step costs one log record, not two), or on
+// their own once they were held for holdLimit. A crash loses them, which
+// T3 allows: the attempt is still PENDING in the log, and the next process
+// dispatches it again with the same number.
 type sequencer struct {
 	eng       *engine.Engine
 	store     Store
@@ -34,22 +45,55 @@ type sequencer struct {
 	wake    chan struct{}
 	stopped chan struct{} // closed when run returns
 
+	// submitted maps the envelopes in flight (by the address of their
+	// first byte: the writer hands OnDurable the same slices) to their
+	// records, so that applying them needs no decoding (known).
+	smu       sync.Mutex
+	submitted map[*byte][]engine.Record
+
 	// Owned by the run goroutine.
 	heads  map[string]*head
 	broken error
+	held   map[string]*head // heads with held records
 }
 
 type head struct {
 	st       *engine.FlowState
 	inflight int        // envelopes submitted and not yet applied to the store
-	last     wal.Future // the latest of them
+	last     wal.Future // the latest of them, when inflight was ever > 0
+	hasLast  bool
+
+	held      []engine.Record // decided, applied to st, not submitted yet
+	heldSince time.Time
 }
+
+// holdLimit bounds how long held records wait for the flow's next envelope.
+const holdLimit = 20 * time.Millisecond
 
 func newSequencer(eng *engine.Engine, store Store, clock Clock, submit func([]byte) wal.Future, maxRecord int) *sequencer {
 	return &sequencer{
 		eng: eng, store: store, clock: clock, submit: submit, maxRecord: maxRecord,
 		wake: make(chan struct{}, 1), stopped: make(chan struct{}), heads: map[string]*head{},
+		submitted: map[*byte][]engine.Record{}, held: map[string]*head{},
 	}
+}
+
+// known returns, and forgets, the records of an envelope the sequencer
+// submitted; nil for any other. The records are shared with the head
+// states, which is safe: engine.Apply never modifies a record's contents.
+func (s *sequencer) known(raw []byte) []engine.Record {
+	if len(raw) == 0 {
+		return nil
+	}
+	k := unsafe.SliceData(raw)
+	s.smu.Lock()
+	defer s.smu.Unlock()
+	recs, ok := s.submitted[k]
+	if !ok {
+		return nil
+	}
+	delete(s.submitted, k)
+	return recs
 }
 
 // post queues fn to run on the sequencer goroutine. It never blocks.
@@ -63,7 +107,8 @@ func (s *sequencer) post(fn func()) {
 	}
 }
 
-// run executes posted functions in order until ctx ends.
+// run executes posted functions in order until ctx ends, and submits held
+// records that waited holdLimit.
 func (s *sequencer) run(ctx context.Context) {
 	defer close(s.stopped)
 	for {
@@ -74,12 +119,59 @@ func (s *sequencer) run(ctx context.Context) {
 		for _, fn := range q {
 			fn()
 		}
+		var t Timer
+		var due <-chan time.Time
+		if next, ok := s.flushHeld(); ok {
+			t = s.clock.NewTimer(max(next.Sub(s.clock.Now()), 0))
+			due = t.C()
+		}
 		select {
 		case <-s.wake:
+		case <-due:
 		case <-ctx.Done():
+		}
+		if t != nil {
+			t.Stop()
+		}
+		if ctx.Err() != nil {
 			return
 		}
 	}
+}
+
+// flushHeld submits the held records that waited holdLimit, each flow's as
+// one envelope, and returns when the next ones are due (ok: some are held).
+func (s *sequencer) flushHeld() (next time.Time, ok bool) {
+	now := s.clock.Now()
+	for id, h := range s.held {
+		due := h.heldSince.Add(holdLimit)
+		if due.After(now) {
+			if !ok || due.Before(next) {
+				next, ok = due, true
+			}
+			continue
+		}
+		recs := h.held
+		h.held = nil
+		delete(s.held, id)
+		if s.broken != nil {
+			continue
+		}
+		data, err := encodeEnvelope(recs)
+		if err == nil && len(data) > s.maxRecord {
+			err = fmt.Errorf("held records of flow %q are %d bytes encoded, above the log record limit", id, len(data))
+		}
+		if err != nil {
+			// Not logged: like a crash before the start was durable (T3).
+			if h.inflight <= 0 {
+				delete(s.heads, id)
+			}
+			continue
+		}
+		// An error breaks the sequencer (s.broken): nothing more to do.
+		_, _ = s.submitEnvelope(id, h, recs, data)
+	}
+	return next, ok
 }
 
 // call runs fn on the sequencer and returns its result, or an error when
@@ -162,12 +254,16 @@ func (s *sequencer) decide(flowID string, cmd engine.Command) (decision, *engine
 		if st != nil {
 			d.runID, d.status = st.RunID, st.Status
 		}
-		if h != nil {
+		if h != nil && h.hasLast {
 			d.fut, d.wait = h.last, true
 		}
 		return d, st
 	}
-	data, err := encodeEnvelope(recs)
+	all := recs
+	if h != nil && len(h.held) > 0 {
+		all = append(slices.Clip(h.held), recs...)
+	}
+	data, err := encodeEnvelope(all)
 	if err != nil {
 		return decision{err: err}, st
 	}
@@ -178,24 +274,84 @@ func (s *sequencer) decide(flowID string, cmd engine.Command) (decision, *engine
 	for _, r := range recs {
 		st, _ = engine.Apply(st, r)
 	}
+	if h == nil {
+		h = &head{}
+		s.heads[flowID] = h
+	}
+	h.st = st
+	if len(h.held) > 0 {
+		h.held = nil
+		delete(s.held, flowID)
+	}
+	fut, err := s.submitEnvelope(flowID, h, all, data)
+	if err != nil {
+		return decision{err: err}, nil
+	}
+	return decision{recs: recs, fut: fut, wait: true, runID: st.RunID, status: st.Status}, st
+}
+
+// submitEnvelope submits the encoded records all of flowID's head h.
+func (s *sequencer) submitEnvelope(flowID string, h *head, all []engine.Record, data []byte) (wal.Future, error) {
+	k := unsafe.SliceData(data)
+	s.smu.Lock()
+	s.submitted[k] = all
+	s.smu.Unlock()
 	fut := s.submit(data)
 	select {
 	case <-fut.Done():
 		if _, err := fut.Result(); err != nil {
+			s.smu.Lock()
+			delete(s.submitted, k)
+			s.smu.Unlock()
 			// Refused at once: the writer stopped. The heads may now be
 			// ahead of the log; decide nothing more.
 			s.broken = fmt.Errorf("%w: %w", ErrNotServing, err)
-			return decision{err: s.broken}, nil
+			return fut, s.broken
 		}
 	default:
+	}
+	h.last, h.hasLast = fut, true
+	h.inflight++
+	return fut, nil
+}
+
+// hold decides cmd against the flow's head state and applies the records
+// to the head like decide, but holds them back: they are submitted in
+// front of the flow's next envelope, or on their own after holdLimit. The
+// decision has no future. It returns the head state after the command.
+func (s *sequencer) hold(flowID string, cmd engine.Command) (decision, *engine.FlowState) {
+	if s.broken != nil {
+		return decision{err: s.broken}, nil
+	}
+	st, h, err := s.load(flowID)
+	if err != nil {
+		return decision{err: err}, nil
+	}
+	recs, err := s.eng.Decide(st, cmd, s.clock.Now())
+	if err != nil {
+		return decision{err: err}, st
+	}
+	if len(recs) == 0 {
+		d := decision{}
+		if st != nil {
+			d.runID, d.status = st.RunID, st.Status
+		}
+		return d, st
+	}
+	for _, r := range recs {
+		st, _ = engine.Apply(st, r)
 	}
 	if h == nil {
 		h = &head{}
 		s.heads[flowID] = h
 	}
-	h.st, h.last = st, fut
-	h.inflight++
-	return decision{recs: recs, fut: fut, wait: true, runID: st.RunID, status: st.Status}, st
+	h.st = st
+	if len(h.held) == 0 {
+		h.heldSince = s.clock.Now()
+		s.held[flowID] = h
+	}
+	h.held = append(h.held, recs...)
+	return decision{recs: recs, runID: st.RunID, status: st.Status}, st
 }
 
 // committed is posted by OnDurable after a batch was applied to the store:
@@ -206,7 +362,7 @@ func (s *sequencer) committed(flowID string, n int) {
 		return
 	}
 	h.inflight -= n
-	if h.inflight <= 0 {
+	if h.inflight <= 0 && len(h.held) == 0 {
 		delete(s.heads, flowID)
 	}
 }
