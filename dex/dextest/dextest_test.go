@@ -339,7 +339,10 @@ func TestRestart_RunningAttemptRunsAgain(t *testing.T) {
 	env := dextest.Start(t, hold)
 	ctx, c := ctxT(t), env.Client()
 
-	if _, err := c.StartFlow(ctx, hold, "hold-1", "x"); err != nil {
+	// SYNC also when the flow starts before the worker has declared Hold's
+	// options: the run then takes the server defaults (ASYNC).
+	sync := dex.WithStartStepOptions(dex.StepOptions{Execute: dex.MethodOptions{Durability: dex.DurabilitySync}})
+	if _, err := c.StartFlow(ctx, hold, "hold-1", "x", sync); err != nil {
 		t.Fatal(err)
 	}
 	if a := <-started; a != 1 {
