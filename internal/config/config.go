@@ -76,6 +76,7 @@ type Config struct {
 	Storage    Storage    `yaml:"storage"`
 	Admin      Admin      `yaml:"admin"`
 	Limits     Limits     `yaml:"limits"`
+	Snapshots  Snapshots  `yaml:"snapshots"`
 
 	// set holds the dotted paths of the keys the file set.
 	set map[string]bool
@@ -171,6 +172,19 @@ type Limits struct {
 	WaitForFlowMax time.Duration `yaml:"waitForFlowMax"`
 }
 
+// Snapshots configures the snapshots the active process writes of its
+// local store, after which it deletes the log below them: restore = newest
+// snapshot + log tail, so replay and standby bootstrap stay bounded.
+type Snapshots struct {
+	// EveryBatches is how many log batches the active writes between
+	// snapshots; 0 disables snapshots (and truncation: the log grows
+	// without bound).
+	EveryBatches int `yaml:"everyBatches"`
+	// Keep is how many snapshots the node keeps (at least 1); the log is
+	// kept from the newest one on.
+	Keep int `yaml:"keep"`
+}
+
 // Defaults that depend on the mode.
 const (
 	// DefaultLeaseDuration is lease.duration for serve (L2).
@@ -198,6 +212,7 @@ func Defaults() Config {
 		API:       API{Listen: "127.0.0.1:8801"},
 		Storage:   Storage{Backend: BackendFS},
 		Limits:    Limits{MaxPayloadBytes: 4 << 20, WaitForFlowMax: 60 * time.Second},
+		Snapshots: Snapshots{EveryBatches: 10000, Keep: 2},
 	}
 }
 

@@ -68,6 +68,8 @@ func TestDefaults_AllInOnePlaceAndPrinted(t *testing.T) {
 		"limits.maxPayloadBytes":        d.Limits.MaxPayloadBytes == 4<<20,
 		"limits.waitForFlowMax":         d.Limits.WaitForFlowMax == 60*time.Second,
 		"lease.failIfHeld":              !d.Lease.FailIfHeld,
+		"snapshots.everyBatches":        d.Snapshots.EveryBatches == 10000,
+		"snapshots.keep":                d.Snapshots.Keep == 2,
 	}
 	for k, ok := range want {
 		if ok != true {
@@ -182,6 +184,7 @@ func TestValidate_NamesTheOffendingKeys(t *testing.T) {
 		{config.ModeDev, "nodeId: a/b\n", []string{"nodeId"}},
 		{config.ModeDev, "nodeId: ''\n", []string{"nodeId: must not be empty"}},
 		{config.ModeDev, "limits:\n  maxPayloadBytes: 0\n", []string{"limits.maxPayloadBytes"}},
+		{config.ModeServe, "snapshots:\n  everyBatches: -1\n  keep: 0\n", []string{"snapshots.everyBatches", "snapshots.keep"}},
 		{config.ModeDev, "limits:\n  waitForFlowMax: 0s\n", []string{"limits.waitForFlowMax"}},
 		{config.ModeDev, "lifecycle:\n  attemptDrainTimeout: -1s\n", []string{"lifecycle.attemptDrainTimeout"}},
 		{config.ModeDev, "standby:\n  heldLeasePollInterval: 0s\n", []string{"standby.heldLeasePollInterval"}},

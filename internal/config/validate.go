@@ -110,6 +110,12 @@ func (c *Config) Validate(mode Mode) error {
 		bad("limits.maxPayloadBytes: at most %d (64 MiB), got %d", 64<<20, c.Limits.MaxPayloadBytes)
 	}
 	positive("limits.waitForFlowMax", c.Limits.WaitForFlowMax)
+	if c.Snapshots.EveryBatches < 0 {
+		bad("snapshots.everyBatches: must be 0 (no snapshots) or positive, got %d", c.Snapshots.EveryBatches)
+	}
+	if c.Snapshots.Keep < 1 {
+		bad("snapshots.keep: must be at least 1, got %d", c.Snapshots.Keep)
+	}
 	return errors.Join(errs...)
 }
 

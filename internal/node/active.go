@@ -223,6 +223,9 @@ type leasePeriod struct {
 	metrics   *Metrics
 	// stopping is closed when the process's API stops.
 	stopping <-chan struct{}
+	// boot restores the local store from the newest snapshot when it is
+	// empty or behind a truncated log; nil never restores.
+	boot *bootstrapper
 }
 
 // run serves the period: open the local store, replay the log from its
@@ -254,9 +257,14 @@ func (p *leasePeriod) run(ctx context.Context) (sd *steppedDown, err error) {
 	}
 	// After a step down the store closes in the background: a task stuck
 	// on it must not stop the process from answering the step down (A7).
+	// The snapshots stop first.
+	stopSnapshots := func() {}
 	storeClosed := make(chan struct{})
 	closeStore := func() {
-		_ = store.Close()
+		stopSnapshots()
+		if store != nil {
+			_ = store.Close()
+		}
 		close(storeClosed)
 	}
 	defer func() {
@@ -264,11 +272,28 @@ func (p *leasePeriod) run(ctx context.Context) (sd *steppedDown, err error) {
 			closeStore()
 		}
 	}()
+	// An empty local store starts from the newest snapshot, if any.
+	if _, ok := store.Applied(); !ok && p.boot != nil {
+		if store, err = p.boot.bootstrap(ctx, store, false); err != nil {
+			return nil, err
+		}
+	}
 	var from uint64
 	if seq, ok := store.Applied(); ok {
 		from = seq + 1
 	}
 	next, err := wal.Fence(ctx, p.blobs, p.layout, p.holder.Epoch(), from, ReplayApply(store))
+	if errors.Is(err, wal.ErrTruncated) && p.boot != nil {
+		// The log was truncated past the store (a process that was away
+		// for long): restore the newest snapshot and replay its tail.
+		log.Warn("the log was truncated past the local store; restoring the newest snapshot", "from", from)
+		if store, err = p.boot.bootstrap(ctx, store, true); err != nil {
+			return nil, err
+		}
+		seq, _ := store.Applied()
+		from = seq + 1
+		next, err = wal.Fence(ctx, p.blobs, p.layout, p.holder.Epoch(), from, ReplayApply(store))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("replay and fence the log: %w", err)
 	}
@@ -303,6 +328,15 @@ func (p *leasePeriod) run(ctx context.Context) (sd *steppedDown, err error) {
 		return nil, err
 	}
 	serving = true
+	snapCtx, cancelSnapshots := context.WithCancel(supCtx)
+	snapDone := make(chan struct{})
+	go func() {
+		defer close(snapDone)
+		sn := &snapshotter{blobs: p.blobs, layout: p.layout, store: store, holder: p.holder, every: p.cfg.Snapshots.EveryBatches,
+			keep: p.cfg.Snapshots.Keep, log: log, next: w.NextSeq}
+		sn.run(snapCtx, next)
+	}()
+	stopSnapshots = func() { cancelSnapshots(); <-snapDone }
 	requests := make(chan *stepDownRequest, 1)
 	srv.SetStepDown(stepDownFunc(requests))
 	srv.SetBackend(core)

@@ -39,7 +39,9 @@
 //	            standby.heldLeasePollInterval (250 ms) and at its expiry.
 //	            With lease.failIfHeld a held lease fails startup instead,
 //	            naming the holder (L14, exit 1).
-//	            hot (S3, hot.go): opens its local store at once and
+//	            hot (S3, hot.go): opens its local store at once (an empty
+//	            one is first restored from the node's newest snapshot:
+//	            bootstrapping, snapshot.go) and
 //	            follows the log with a wal.Follower from Applied()+1,
 //	            applying each batch with the replay's apply (no effects);
 //	            without a next batch it waits heldLeasePollInterval (one
@@ -47,9 +49,10 @@
 //	            the lag (time since the follower last reached the end of
 //	            the log) exceeds behindLagThreshold; restarting after an
 //	            error (backoff 1 s doubling to 30 s, then a new follower
-//	            from Applied()+1); failed when its next batch was truncated
-//	            away (a restore from a snapshot is not implemented: it
-//	            stops following and logs why; bootstrapping never occurs).
+//	            from Applied()+1); bootstrapping again when its next batch
+//	            was truncated away (the local store is rebuilt from the
+//	            newest snapshot, then following goes on from there);
+//	            failed when a restore lost the local store.
 //	            dex.HotStandby is SERVING only while following (H3).
 //	            It reads the lease every heldLeasePollInterval itself
 //	            (lease.Read) and, once it is released or expired
@@ -67,9 +70,11 @@
 //	            earliest moment a crashed holder's lease counts as expired
 //	            (L13). The conditional write decides races (L3).
 //	recovering  open the local store, replay the log from its applied
-//	            position (a fresh cold standby replays everything), write the
-//	            fence (T1, G2); writer under Supervise; Recover (T2-T5). A
-//	            failure here releases the lease and exits 1 (S9).
+//	            position, write the fence (T1, G2); an empty local store, or
+//	            one behind the start of a truncated log, is first restored
+//	            from the newest snapshot (snapshot.go); writer under
+//	            Supervise; Recover (T2-T5). A failure here releases the
+//	            lease and exits 1 (S9).
 //	serving     as dev; SIGTERM drains, releases and exits 0 (K2, L12);
 //	            a lost lease, the log write limit or a fence exits 1 (L11).
 //	stepping    AdminService.StepDown (stepdown.go; A3, A4): public calls
@@ -138,6 +143,18 @@
 // batch), so it grows with the log; a hot standby (S3) keeps up instead
 // and replays only the fence and the batches of its last poll (S7).
 //
+// # Snapshots (snapshot.go)
+//
+// The active writes a snapshot of its local store (localstore.Checkpoint,
+// one consistent Pebble snapshot, held in memory while it is written) every
+// snapshots.everyBatches log batches (default 10000; 0 disables), records
+// it in the manifest, which keeps the newest snapshots.keep (default 2),
+// and deletes the log batches below the newest kept snapshot and the
+// snapshots no longer kept, each request after a lease check (G7). A
+// failure is logged and the log is kept until the next attempt. In serve
+// the Pebble store lives in localStore.dir/state, so that a restore can
+// replace it under the locked localStore.dir.
+//
 // # Metrics (metrics.go)
 //
 // Metrics are passed in (RunOptions.Metrics, ServeOptions.Metrics), never
@@ -145,7 +162,7 @@
 // /metrics: dexzd_leader (P4: 1 only while this process serves; alert when
 // no process or more than one reports 1), dexzd_node_epoch,
 // dexzd_hot_standby_state{state} (not_standby, cold, or a hot standby's
-// following, behind, restarting, failed; bootstrapping is always 0),
+// following, bootstrapping, behind, restarting, failed),
 // dexzd_hot_standby_lag_seconds (S10), the lease renewal counters and the
 // log writer's counters, and:
 //

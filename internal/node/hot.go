@@ -30,11 +30,12 @@ const (
 
 // hotStandby follows the log into its local store while another process
 // holds the lease. Its state (S10) is one of following, behind,
-// restarting and failed; bootstrapping (restoring a snapshot) does not
-// occur yet, as the follower has no snapshot restore: a follower whose
-// next batch was truncated away goes to failed (see follow).
+// bootstrapping (restoring the newest snapshot), restarting and failed.
 type hotStandby struct {
+	// store is the local store; a bootstrap replaces it (Store returns
+	// the current one).
 	store  Store
+	boot   *bootstrapper
 	blobs  blob.Store
 	layout wal.Layout
 	// poll is standby.heldLeasePollInterval: the wait after a miss (G8)
@@ -55,6 +56,14 @@ type hotStandby struct {
 func newHotStandby(store Store, blobs blob.Store, layout wal.Layout, poll, behind time.Duration, log *slog.Logger) *hotStandby {
 	return &hotStandby{store: store, blobs: blobs, layout: layout, poll: poll, behind: behind, log: log,
 		base: StandbyFollowing, caughtUp: time.Now()}
+}
+
+// Store returns the local store the standby follows into: the one it was
+// given, or the one a bootstrap restored. Call it once follow returned.
+func (h *hotStandby) Store() Store {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.store
 }
 
 // State returns the standby state and the lag: the time since the follower
@@ -91,35 +100,53 @@ func (h *hotStandby) setBase(s StandbyState) {
 	h.base = s
 }
 
-// follow follows the log until ctx ends. Each round starts a wal.Follower
-// at the local store's Applied()+1 and applies every batch it reads with
-// the replay's apply (no effects, T1). When the next batch is not there
-// it waits one poll interval before the next GET (one GET per poll, G8).
-// After any error it is restarting: it waits a backoff (1 s doubling to
-// 30 s, reset by an applied batch) and starts a new round from the local
-// store's position. A next batch deleted by truncation (wal.ErrTruncated)
-// needs a restore from a snapshot, which this release does not do: the
-// standby logs it and stays failed (not hot) until it takes over, when
-// the activation's replay reports the same truncation.
+// follow follows the log until ctx ends. An empty local store is first
+// restored from the newest snapshot, if the node has one (bootstrapping).
+// Each round starts a wal.Follower at the local store's Applied()+1 and
+// applies every batch it reads with the replay's apply (no effects, T1).
+// When the next batch is not there it waits one poll interval before the
+// next GET (one GET per poll, G8). After any error it is restarting: it
+// waits a backoff (1 s doubling to 30 s, reset by an applied batch) and
+// starts a new round from the local store's position. A next batch deleted
+// by truncation (wal.ErrTruncated) is bootstrapping again: the local store
+// is rebuilt from the newest snapshot and following goes on from there. A
+// standby that cannot restore (no bootstrapper, or the restore lost its
+// store) is failed until it takes over or stops.
 func (h *hotStandby) follow(ctx context.Context) {
-	apply := ReplayApply(h.store)
+	if _, ok := h.store.Applied(); !ok && h.boot != nil {
+		h.bootstrap(ctx, false)
+	}
 	bo := time.Duration(0)
 	for {
+		if h.Store() == nil {
+			<-ctx.Done()
+			return
+		}
 		var next uint64
 		if seq, ok := h.store.Applied(); ok {
 			next = seq + 1
 		}
 		f := wal.NewFollower(h.blobs, h.layout, next)
-		err := h.round(ctx, f, apply, &bo)
+		err := h.round(ctx, f, ReplayApply(h.store), &bo)
 		if ctx.Err() != nil {
 			return
 		}
 		if errors.Is(err, wal.ErrTruncated) {
-			h.setBase(StandbyFailed)
-			h.log.Error("hot standby failed: the log was truncated past the local store's position and restoring from a snapshot is not supported yet; not following (delete localStore.dir and restart the process to follow again)",
-				"next", f.NextSeq(), "err", err)
-			<-ctx.Done()
-			return
+			if h.boot == nil {
+				h.setBase(StandbyFailed)
+				h.log.Error("hot standby failed: the log was truncated past the local store's position and this local store cannot be restored from a snapshot; not following",
+					"next", f.NextSeq(), "err", err)
+				<-ctx.Done()
+				return
+			}
+			h.log.Warn("hot standby: the log was truncated past the local store; restoring the newest snapshot", "next", f.NextSeq())
+			if h.bootstrap(ctx, true) {
+				bo = 0
+				continue
+			}
+		}
+		if h.Store() == nil {
+			continue // failed: wait for the end
 		}
 		bo = min(hotBackoffMax, max(hotBackoffStart, 2*bo))
 		h.setBase(StandbyRestarting)
@@ -128,6 +155,32 @@ func (h *hotStandby) follow(ctx context.Context) {
 			return
 		}
 		h.setBase(StandbyFollowing)
+	}
+}
+
+// bootstrap restores the local store from the newest snapshot (with must,
+// having none is an error) while the state says bootstrapping. It reports
+// whether following can go on from the store: false after an error, when
+// the store is failed (lost) or kept as it was.
+func (h *hotStandby) bootstrap(ctx context.Context, must bool) bool {
+	h.setBase(StandbyBootstrapping)
+	st, err := h.boot.bootstrap(ctx, h.Store(), must)
+	h.mu.Lock()
+	h.store = st
+	h.mu.Unlock()
+	switch {
+	case err == nil:
+		h.setBase(StandbyFollowing)
+		return true
+	case st == nil:
+		h.setBase(StandbyFailed)
+		h.log.Error("hot standby failed: restoring the newest snapshot failed and the local store is gone; not following (restart the process to try again)",
+			"err", err)
+		return false
+	default:
+		h.setBase(StandbyRestarting)
+		h.log.Warn("hot standby: restoring the newest snapshot failed", "err", err)
+		return false
 	}
 }
 

@@ -37,6 +37,8 @@ type lifecycle struct {
 	// stuckBound is A7's bound (DefaultStuckStoreBound unless a test
 	// shortens it).
 	stuckBound time.Duration
+	// boot restores the local store from the newest snapshot.
+	boot *bootstrapper
 }
 
 func (l *lifecycle) hot() bool { return l.cfg.Standby.Mode == config.StandbyHot }
@@ -57,7 +59,7 @@ func (l *lifecycle) run(ctx context.Context, holder *lease.Holder, store Store) 
 		}
 		p := &leasePeriod{cfg: l.cfg, log: l.log, blobs: l.blobs, layout: l.layout, inst: l.api.serving(),
 			addr: l.api.lis.Addr(), holder: holder, stateDir: l.stateDir, open: open, ready: l.ready,
-			abandon: l.abandon, metrics: l.metrics, stopping: l.api.stopping}
+			abandon: l.abandon, metrics: l.metrics, stopping: l.api.stopping, boot: l.boot}
 		if pending != nil {
 			req, out := pending, outcome
 			out.Holder = server.TakenBackByThisProcess
@@ -84,15 +86,7 @@ func (l *lifecycle) run(ctx context.Context, holder *lease.Holder, store Store) 
 // (store must be nil), hot follows the log into store (opened here when
 // nil). It returns the holder and, when hot, the open local store.
 func (l *lifecycle) standby(ctx context.Context, store Store) (*lease.Holder, Store, error) {
-	ph := l.api.current()
-	if !ph.standby {
-		ph = l.api.enter(true)
-	}
-	ph.srv.SetSteppingDown("")
-	ph.srv.SetNotServingReason(fmt.Sprintf("this process is a %s standby of node %q; retry on the active process",
-		l.cfg.Standby.Mode, l.cfg.NodeID))
-	l.metrics.setEpoch(0)
-	l.metrics.setStandbyState(StandbyStateCold)
+	ph := l.enterStandby()
 	if l.hot() {
 		if store == nil {
 			var err error
@@ -101,9 +95,11 @@ func (l *lifecycle) standby(ctx context.Context, store Store) (*lease.Holder, St
 				return nil, nil, fmt.Errorf("open local store %s: %w", l.stateDir, err)
 			}
 		}
-		holder, err := l.followUntilAcquired(ctx, ph, store)
+		holder, store, err := l.followUntilAcquired(ctx, ph, store)
 		if err != nil {
-			_ = store.Close()
+			if store != nil {
+				_ = store.Close()
+			}
 			l.metrics.setStandbyState(StandbyNotStandby)
 			return nil, nil, fmt.Errorf("acquire lease: %w", err)
 		}
@@ -123,10 +119,27 @@ func (l *lifecycle) standby(ctx context.Context, store Store) (*lease.Holder, St
 	return holder, nil, nil
 }
 
-// follower is a hot standby following the log into its local store.
+// enterStandby makes the process a standby: its API phase answers that
+// it is one (S6, P3) and the metrics say so.
+func (l *lifecycle) enterStandby() *apiPhase {
+	ph := l.api.current()
+	if !ph.standby {
+		ph = l.api.enter(true)
+	}
+	ph.srv.SetSteppingDown("")
+	ph.srv.SetNotServingReason(fmt.Sprintf("this process is a %s standby of node %q; retry on the active process",
+		l.cfg.Standby.Mode, l.cfg.NodeID))
+	l.metrics.setEpoch(0)
+	l.metrics.setStandbyState(StandbyStateCold)
+	return ph
+}
+
+// follower is a hot standby following the log into its local store;
+// stop stops it and returns the local store (restored from a snapshot, or
+// nil when a failed restore lost it).
 type follower struct {
 	hs   *hotStandby
-	stop func()
+	stop func() Store
 }
 
 // follow starts following the log into store, reported on ph's
@@ -134,32 +147,35 @@ type follower struct {
 func (l *lifecycle) follow(ctx context.Context, ph *apiPhase, store Store) *follower {
 	hs := newHotStandby(store, l.blobs, l.layout, l.cfg.Standby.HeldLeasePollInterval, l.cfg.Standby.BehindLagThreshold,
 		l.log.With("standbyMode", config.StandbyHot))
+	hs.boot = l.boot
 	l.metrics.setHot(hs)
 	ph.srv.SetHotStandby(hs.Hot)
 	fctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); hs.follow(fctx) }()
-	return &follower{hs: hs, stop: func() {
+	return &follower{hs: hs, stop: func() Store {
 		cancel()
 		<-done
 		ph.srv.SetHotStandby(nil)
 		l.metrics.setHot(nil)
+		return hs.Store()
 	}}
 }
 
 // followUntilAcquired runs a hot standby (S3) until it holds the lease:
 // it follows the log into store and takes the lease over when it is
 // released or expires (S7, S8, S9). The follower is stopped when it
-// returns.
-func (l *lifecycle) followUntilAcquired(ctx context.Context, ph *apiPhase, store Store) (*lease.Holder, error) {
+// returns, with the local store it followed into (nil if a failed restore
+// lost it: the lease period then opens it anew).
+func (l *lifecycle) followUntilAcquired(ctx context.Context, ph *apiPhase, store Store) (*lease.Holder, Store, error) {
 	f := l.follow(ctx, ph, store)
 	holder, err := f.hs.acquire(ctx, l.leaseCfg, l.cfg.Standby.LaggingTakeoverDelay)
-	f.stop()
+	store = f.stop()
 	if err != nil {
-		return nil, err
+		return nil, store, err
 	}
 	l.log.Info("hot standby takes over", "followedBatches", f.hs.Applied())
-	return holder, nil
+	return holder, store, nil
 }
 
 // holdOff is the process's part of a step down after the release (A5-A8).
@@ -197,7 +213,7 @@ func (l *lifecycle) holdOff(ctx context.Context, sd *steppedDown) (*lease.Holder
 	var f *follower
 	stopFollowing := func() {
 		if f != nil {
-			f.stop()
+			store = f.stop()
 			f = nil
 		}
 	}

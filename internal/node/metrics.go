@@ -25,8 +25,8 @@ type StandbyState string
 // not a standby; a cold standby waits idle. The others belong to hot
 // standbys (hot.go): following (hot), behind (lag above
 // behindLagThreshold), restarting (after an error, during the backoff),
-// failed (the log was truncated past the local store), bootstrapping
-// (restoring a snapshot: not done yet, always 0). Every state is exported,
+// failed (a restore from a snapshot lost the local store), bootstrapping
+// (restoring the newest snapshot). Every state is exported,
 // 0 when not current, so that alert rules on them find the series.
 const (
 	StandbyNotStandby    StandbyState = "not_standby"

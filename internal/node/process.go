@@ -154,9 +154,9 @@ func Run(ctx context.Context, o RunOptions) (err error) {
 		return fmt.Errorf("acquire lease: %w", err)
 	}
 
-	open := o.OpenStore
+	open, restore := o.OpenStore, restorer(nil)
 	if open == nil {
-		open = func(dir string) (Store, error) { return OpenLocalStore(dir, log) }
+		open, restore = func(dir string) (Store, error) { return OpenLocalStore(dir, log) }, restorePebble(log)
 	}
 	stateDir := cfg.LocalStore.Dir
 	if stateDir == "" {
@@ -164,7 +164,8 @@ func Run(ctx context.Context, o RunOptions) (err error) {
 	}
 	l := &lifecycle{cfg: cfg, log: log, blobs: blobs, layout: layout, api: api, metrics: o.Metrics,
 		leaseCfg: leaseCfg, stateDir: stateDir, open: open, ready: o.Ready, abandon: o.Abandon,
-		stuckBound: cmp.Or(o.StuckStoreBound, DefaultStuckStoreBound)}
+		stuckBound: cmp.Or(o.StuckStoreBound, DefaultStuckStoreBound),
+		boot:       &bootstrapper{blobs: blobs, layout: layout, dir: stateDir, restore: restore, log: log}}
 	err = l.run(ctx, holder, nil)
 	abrupt = errors.Is(err, ErrAbandoned)
 	return err

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -119,15 +120,12 @@ func Serve(ctx context.Context, o ServeOptions) error {
 	}
 	defer stopMetrics()
 
-	addr := api.lis.Addr()
-	log.Info("standby", "addr", addr.String(), "standbyMode", cfg.Standby.Mode, "backend", cfg.Storage.Backend,
-		"leaseKey", layout.LeaseKey(), "leaseDuration", cfg.Lease.Duration, "localStore", cfg.LocalStore.Dir)
-	if o.Standby != nil {
-		o.Standby(addr)
-	}
-	open := o.OpenStore
+	// The Pebble store lives in a directory of its own under the locked
+	// localStore.dir, so that a restore from a snapshot can replace it.
+	stateDir := filepath.Join(cfg.LocalStore.Dir, StateDir)
+	open, restore := o.OpenStore, restorer(nil)
 	if open == nil {
-		open = func(dir string) (Store, error) { return OpenLocalStore(dir, log) }
+		open, restore = func(dir string) (Store, error) { return OpenLocalStore(dir, log) }, restorePebble(log)
 	}
 	l := &lifecycle{cfg: cfg, log: log, blobs: blobs, layout: layout, api: api, metrics: m,
 		leaseCfg: lease.Config{
@@ -135,7 +133,15 @@ func Serve(ctx context.Context, o ServeOptions) error {
 			ProcessID: lease.NewProcessID(), Duration: cfg.Lease.Duration, FailIfHeld: cfg.Lease.FailIfHeld,
 			PollInterval: cfg.Standby.HeldLeasePollInterval, Logger: log,
 		},
-		stateDir: cfg.LocalStore.Dir, open: open, ready: o.Ready, stuckBound: cmp.Or(o.StuckStoreBound, DefaultStuckStoreBound)}
+		stateDir: stateDir, open: open, ready: o.Ready, stuckBound: cmp.Or(o.StuckStoreBound, DefaultStuckStoreBound),
+		boot: &bootstrapper{blobs: blobs, layout: layout, dir: stateDir, restore: restore, log: log}}
+	l.enterStandby()
+	addr := api.lis.Addr()
+	log.Info("standby", "addr", addr.String(), "standbyMode", cfg.Standby.Mode, "backend", cfg.Storage.Backend,
+		"leaseKey", layout.LeaseKey(), "leaseDuration", cfg.Lease.Duration, "localStore", cfg.LocalStore.Dir)
+	if o.Standby != nil {
+		o.Standby(addr)
+	}
 	// Standby: cold waits idle, hot follows the log, until the lease is
 	// ours; the lease period then takes over the local store a hot
 	// standby kept current, and its replay starts where the follower

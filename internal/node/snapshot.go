@@ -1,0 +1,188 @@
+package node
+
+// Snapshots (design: "restore = newest snapshot + log tail"): the active
+// process writes a snapshot of its local store every snapshots.everyBatches
+// log batches and then truncates the log below the newest snapshot it keeps
+// (G7: every manifest write and every deletion only after a lease check).
+// A local store that is empty, or behind the start of a truncated log, is
+// rebuilt from the newest snapshot (bootstrap) before the replay or the
+// follower goes on from the snapshot's position.
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/dexzd/dexzd/internal/blob"
+	"github.com/dexzd/dexzd/internal/lease"
+	"github.com/dexzd/dexzd/internal/localstore"
+	"github.com/dexzd/dexzd/internal/wal"
+)
+
+// errNoSnapshot: the log was truncated past the local store and the node
+// has no snapshot to restore.
+var errNoSnapshot = errors.New("the log was truncated past the local store's position and the node has no snapshot")
+
+// snapshotCheckInterval is how often the active looks whether a snapshot
+// is due.
+const snapshotCheckInterval = time.Second
+
+// checkpoint writes a snapshot of store to a buffer and returns it with
+// the applied sequence number it reflects; ok is false for a store that
+// cannot write snapshots (the in-memory store of tests).
+func checkpoint(store Store) (data []byte, seq uint64, ok bool, err error) {
+	var ps pebbleStore
+	switch s := store.(type) {
+	case *cachedStore:
+		return checkpoint(s.Store)
+	case pebbleStore:
+		ps = s
+	default:
+		return nil, 0, false, nil
+	}
+	var buf bytes.Buffer
+	seq, err = ps.s.Checkpoint(&buf)
+	if err != nil {
+		return nil, 0, true, err
+	}
+	return buf.Bytes(), seq, true, nil
+}
+
+// restorer rebuilds a local store in dir from snapshot data.
+type restorer func(dir string, data []byte) (Store, error)
+
+// restorePebble is the restorer of the Pebble local store: it removes
+// what is in dir and restores the snapshot there.
+func restorePebble(log *slog.Logger) restorer {
+	return func(dir string, data []byte) (Store, error) {
+		if err := os.RemoveAll(dir); err != nil {
+			return nil, fmt.Errorf("remove the local store %s before a restore: %w", dir, err)
+		}
+		s, err := localstore.Restore(dir, bytes.NewReader(data), localstore.Options{Logger: log})
+		if err != nil {
+			return nil, err
+		}
+		return newCachedStore(pebbleStore{s}, defaultStateCacheEntries), nil
+	}
+}
+
+// bootstrapper restores a process's local store from the node's newest
+// snapshot.
+type bootstrapper struct {
+	blobs   blob.Store
+	layout  wal.Layout
+	dir     string
+	restore restorer // nil: the local store cannot be restored
+	log     *slog.Logger
+}
+
+// bootstrap replaces store with the newest snapshot when there is one.
+// With must (the log was truncated past store), having none is
+// errNoSnapshot. It returns the store to use: store itself when nothing
+// was restored, else the restored one (store is then closed). On an error
+// after store was closed it returns nil.
+func (b *bootstrapper) bootstrap(ctx context.Context, store Store, must bool) (Store, error) {
+	next, data, ok, err := wal.LoadLatest(ctx, b.blobs, b.layout)
+	switch {
+	case err != nil:
+		return store, fmt.Errorf("bootstrap from a snapshot: %w", err)
+	case !ok && must:
+		return store, errNoSnapshot
+	case !ok:
+		return store, nil
+	case !must:
+		if seq, applied := store.Applied(); applied && seq+1 >= next {
+			return store, nil // the store is at least as new as the snapshot
+		}
+	}
+	if b.restore == nil {
+		return store, fmt.Errorf("bootstrap from snapshot %d: this local store cannot be restored from a snapshot", next)
+	}
+	began := time.Now()
+	if err := store.Close(); err != nil {
+		return nil, fmt.Errorf("bootstrap from snapshot %d: close the local store: %w", next, err)
+	}
+	restored, err := b.restore(b.dir, data)
+	if err != nil {
+		return nil, fmt.Errorf("bootstrap from snapshot %d: %w", next, err)
+	}
+	if seq, ok := restored.Applied(); !ok || seq+1 != next {
+		_ = restored.Close()
+		return nil, fmt.Errorf("bootstrap from snapshot %d: the restored store's position is %d (ok %v)", next, seq, ok)
+	}
+	b.log.Info("local store restored from the newest snapshot", "nextSeq", next, "bytes", len(data),
+		"took", time.Since(began).Round(time.Millisecond))
+	return restored, nil
+}
+
+// snapshotter is the active's periodic snapshot and truncation.
+type snapshotter struct {
+	blobs  blob.Store
+	layout wal.Layout
+	store  Store
+	holder *lease.Holder
+	// every is snapshots.everyBatches, keep snapshots.keep.
+	every, keep int
+	log         *slog.Logger
+	// next returns the writer's next sequence number.
+	next func() uint64
+}
+
+// run writes a snapshot whenever every batches were written since the
+// last one (or since from, the period's first position), until ctx ends.
+// A failed snapshot or truncation is logged and tried again at the next
+// check: the log is only kept longer.
+func (s *snapshotter) run(ctx context.Context, from uint64) {
+	if s.every <= 0 {
+		return
+	}
+	last := from
+	t := time.NewTicker(snapshotCheckInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if s.next() < last+uint64(s.every) {
+			continue
+		}
+		seq, err := s.once(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("snapshot failed; the log is kept until the next one", "err", err)
+			}
+			continue
+		}
+		last = seq
+	}
+}
+
+// once writes one snapshot and truncates the log below the newest kept
+// snapshot; it returns the snapshot's sequence number.
+func (s *snapshotter) once(ctx context.Context) (uint64, error) {
+	began := time.Now()
+	data, seq, ok, err := checkpoint(s.store)
+	if err != nil {
+		return 0, fmt.Errorf("checkpoint the local store: %w", err)
+	}
+	if !ok {
+		return 0, errors.New("this local store cannot write snapshots")
+	}
+	next := seq + 1
+	if err := wal.WriteSnapshot(ctx, s.blobs, s.layout, next, data, s.holder.Check, s.keep); err != nil {
+		return 0, err
+	}
+	deleted, err := wal.Truncate(ctx, s.blobs, s.layout, s.holder.Check)
+	if err != nil {
+		return next, fmt.Errorf("snapshot %d written; truncate the log: %w", next, err)
+	}
+	s.log.Info("snapshot written and log truncated", "nextSeq", next, "bytes", len(data), "deleted", deleted,
+		"took", time.Since(began).Round(time.Millisecond))
+	return next, nil
+}
