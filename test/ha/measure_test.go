@@ -7,11 +7,13 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/dexzd/dexzd/dex"
+	"github.com/dexzd/dexzd/internal/testproc"
 )
 
 // TestMeasure_FailoverTimes measures the failover times the README quotes:
@@ -24,7 +26,9 @@ import (
 // recovery alone (from "lease acquired" to "serving" in its log). Skipped
 // unless DEX_HA_MEASURE is set. DEX_HA_MEASURE_MODE=hot measures a hot
 // standby instead (it then also reports the batches the standby replayed
-// at its takeover):
+// at its takeover), DEX_HA_MEASURE_MODE=stepdown measures step downs with
+// dexcli instead: hand-over to a hot standby, and take-back by a single
+// process after the default 5 s hold-off:
 //
 //	DEX_HA_MEASURE=10s scripts/testenv.sh run -- go test -run TestMeasure -v -timeout 30m ./test/ha/
 func TestMeasure_FailoverTimes(t *testing.T) {
@@ -42,7 +46,12 @@ func TestMeasure_FailoverTimes(t *testing.T) {
 			t.Fatalf("DEX_HA_MEASURE_RUNS: %q", r)
 		}
 	}
-	hot := os.Getenv("DEX_HA_MEASURE_MODE") == "hot"
+	mode := os.Getenv("DEX_HA_MEASURE_MODE")
+	if mode == "stepdown" {
+		measureStepDowns(t, lease, runs)
+		return
+	}
+	hot := mode == "hot"
 	var report []string
 	for _, backend := range backends {
 		for _, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGTERM} {
@@ -70,6 +79,38 @@ func TestMeasure_FailoverTimes(t *testing.T) {
 	}
 }
 
+// measureStepDowns measures step downs with hand-over to a hot standby and
+// with take-back on a single process (DEX_HA_MEASURE_MODE=stepdown).
+func measureStepDowns(t *testing.T, lease time.Duration, runs int) {
+	var report []string
+	for _, backend := range backends {
+		for _, handOver := range []bool{true, false} {
+			kind := "take-back"
+			if handOver {
+				kind = "hand-over"
+			}
+			var serving, calls []time.Duration
+			for i := range runs {
+				t.Run(fmt.Sprintf("%s/%s/%d", backend, kind, i), func(t *testing.T) {
+					s, c := stepDownOnce(t, backend, lease, handOver)
+					serving, calls = append(serving, s), append(calls, c)
+				})
+			}
+			if len(serving) == 0 {
+				continue
+			}
+			line := fmt.Sprintf("step down %-9s %-8s lease %v, %d runs: to serving median %v (min %v, max %v); call median %v (min %v, max %v)",
+				kind, backend, lease, len(serving), ms(median(serving)), ms(slices.Min(serving)), ms(slices.Max(serving)),
+				ms(median(calls)), ms(slices.Min(calls)), ms(slices.Max(calls)))
+			t.Log(line)
+			report = append(report, line)
+		}
+	}
+	for _, l := range report {
+		t.Log(l)
+	}
+}
+
 func ms(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
 
 func median(ds []time.Duration) time.Duration {
@@ -83,29 +124,24 @@ func median(ds []time.Duration) time.Duration {
 
 var logTime = regexp.MustCompile(`time=(\S+) level=INFO msg=(?:"lease acquired"|serving) `)
 
-// failoverOnce runs one failover: it returns the time from the signal to
-// the standby serving, the standby's recovery (lease acquired to serving,
-// from its log), the active's log batch count before the signal and the
-// number of batches the standby replayed at its takeover (fence included).
-func failoverOnce(t *testing.T, backend string, sig syscall.Signal, lease time.Duration, hot bool) (total, recovery time.Duration, batches, replay string) {
-	a, b, pa, pb := startPairMode(t, storage(t, backend), lease, hot)
-	addrs := []string{a.addr, b.addr}
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
+// measureLoad starts a worker and a client on addrs and runs 100 chain
+// flows to completion, so that a takeover replays a log of a few hundred
+// batches. The returned function stops the worker.
+func measureLoad(t *testing.T, ctx context.Context, addrs []string) (*dex.Client, func()) {
+	t.Helper()
 	w, err := dex.NewWorker(dex.WorkerOptions{Addresses: addrs, MaxConcurrentTasks: 32, Logger: quietLogger(),
 		ReconnectBackoff: fastBackoff, DrainTimeout: time.Second}, chainFlow)
 	if err != nil {
 		t.Fatal(err)
 	}
-	wctx, stopWorker := context.WithCancel(ctx)
+	wctx, stop := context.WithCancel(ctx)
 	workerDone := make(chan error, 1)
 	go func() { workerDone <- w.Run(wctx) }()
-	defer func() { stopWorker(); <-workerDone }()
 	c, err := dex.Dial(ctx, dex.ClientOptions{Addresses: addrs, Logger: quietLogger(), RetryBackoff: fastBackoff})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(func() { _ = c.Close() })
 	const n = 100
 	for i := range n {
 		if _, err := c.StartFlow(ctx, chainFlow, fmt.Sprintf("m-%d", i), i); err != nil {
@@ -117,6 +153,66 @@ func failoverOnce(t *testing.T, backend string, sig syscall.Signal, lease time.D
 			t.Fatalf("m-%d: %v, %v", i, res, err)
 		}
 	}
+	var once sync.Once
+	return c, func() { once.Do(func() { stop(); <-workerDone }) }
+}
+
+// stepDownOnce runs one step down with dexcli: with handOver, of the
+// active of a hot pair (the standby takes over), else of a single process
+// (it takes the lease back after the default 5 s hold-off). It returns the
+// time from the command's start to a process serving again, and how long
+// the command took.
+func stepDownOnce(t *testing.T, backend string, lease time.Duration, handOver bool) (toServing, call time.Duration) {
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	var next *testproc.Proc
+	var addr string
+	if handOver {
+		a, b, _, pb := startPairMode(t, storage(t, backend), lease, true)
+		_, stop := measureLoad(t, ctx, []string{a.addr, b.addr})
+		defer stop()
+		time.Sleep(750 * time.Millisecond) // the follower reads what the flows wrote
+		next, addr = pb, a.addr
+	} else {
+		s := newServerWith(t, storage(t, backend), "", "", lease)
+		p := s.start(t)
+		p.Serving(t, 30*time.Second)
+		_, stop := measureLoad(t, ctx, []string{s.addr})
+		defer stop()
+		next, addr = p, s.addr
+	}
+	began := time.Now()
+	done := make(chan time.Duration, 1)
+	var out stepDownOut
+	go func() {
+		o, took := cliStepDown(t, addr)
+		out = o
+		done <- took
+	}()
+	next.Serving(t, 30*time.Second)
+	toServing = time.Since(began)
+	call = <-done
+	want := "takenBackByThisProcess"
+	if handOver {
+		want = "takenOverByAnotherProcess"
+	}
+	if out.LeaseHolderAfterStepDown != want {
+		t.Fatalf("step down = %+v, want %s", out, want)
+	}
+	t.Logf("step down to serving %v, the call took %v", ms(toServing), ms(call))
+	return toServing, call
+}
+
+// failoverOnce runs one failover: it returns the time from the signal to
+// the standby serving, the standby's recovery (lease acquired to serving,
+// from its log), the active's log batch count before the signal and the
+// number of batches the standby replayed at its takeover (fence included).
+func failoverOnce(t *testing.T, backend string, sig syscall.Signal, lease time.Duration, hot bool) (total, recovery time.Duration, batches, replay string) {
+	a, b, pa, pb := startPairMode(t, storage(t, backend), lease, hot)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	c, stopWorker := measureLoad(t, ctx, []string{a.addr, b.addr})
+	defer stopWorker()
 	batches = scrape(t, a.metrics)["dexzd_log_batches_total"]
 
 	at := time.Now()
