@@ -340,6 +340,7 @@ func (p *leasePeriod) run(ctx context.Context) (sd *steppedDown, err error) {
 	requests := make(chan *stepDownRequest, 1)
 	srv.SetStepDown(stepDownFunc(requests))
 	srv.SetBackend(core)
+	p.metrics.setNotServingReason("")
 	p.metrics.setActive(core)
 	defer p.metrics.setActive(nil)
 	log.Info("serving", "addr", p.addr.String())

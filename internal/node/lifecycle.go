@@ -126,9 +126,11 @@ func (l *lifecycle) enterStandby() *apiPhase {
 	if !ph.standby {
 		ph = l.api.enter(true)
 	}
+	reason := fmt.Sprintf("this process is a %s standby of node %q; retry on the active process",
+		l.cfg.Standby.Mode, l.cfg.NodeID)
 	ph.srv.SetSteppingDown("")
-	ph.srv.SetNotServingReason(fmt.Sprintf("this process is a %s standby of node %q; retry on the active process",
-		l.cfg.Standby.Mode, l.cfg.NodeID))
+	ph.srv.SetNotServingReason(reason)
+	l.metrics.setNotServingReason(reason)
 	l.metrics.setEpoch(0)
 	l.metrics.setStandbyState(StandbyStateCold)
 	return ph
@@ -205,6 +207,7 @@ func (l *lifecycle) holdOff(ctx context.Context, sd *steppedDown) (*lease.Holder
 	log := l.log.With("releasedEpoch", sd.epoch)
 	ph := l.api.enter(true)
 	ph.srv.SetSteppingDown(sd.message)
+	l.metrics.setNotServingReason(sd.message)
 	l.metrics.setEpoch(0)
 	l.metrics.setStandbyState(StandbyStateCold)
 	log.Info("stepped down; holding off before competing for the lease again", "holdOff", holdOff)

@@ -86,6 +86,7 @@ type Metrics struct {
 
 	mu      sync.Mutex
 	active  interface{ Serving() bool } // the serving instance, nil while none
+	reason  string                      // why the process does not serve (/readyz)
 	writer  *wal.Writer                 // the current lease period's writer
 	logBase wal.Stats                   // the sums of the writers before it
 	fsyncs  []fsyncCounter              // the metered stores that count fsyncs
@@ -348,13 +349,58 @@ func b2u(b bool) uint64 {
 }
 
 // Handler serves GET /metrics.
+//
+// The same listener is the process's HTTP surface for load balancers and
+// probes that do not speak gRPC: GET /readyz answers 200 while the
+// process is the active one and serves, else 503 with the reason (on a
+// standby: that it is one, and to retry on the active process; P3, H2);
+// GET /livez answers 200 while the process runs.
 func (m *Metrics) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 		_ = m.WriteText(w)
 	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if m.serving() {
+			_, _ = io.WriteString(w, "serving\n")
+			return
+		}
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = io.WriteString(w, m.notServingReason()+"\n")
+	})
+	mux.HandleFunc("GET /livez", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "alive\n")
+	})
 	return mux
+}
+
+// serving reports whether the serving instance serves now.
+func (m *Metrics) serving() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.active != nil && m.active.Serving()
+}
+
+// setNotServingReason sets what /readyz says while the process does not
+// serve; empty means a generic reason.
+func (m *Metrics) setNotServingReason(reason string) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.reason = reason
+}
+
+func (m *Metrics) notServingReason() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.reason != "" {
+		return m.reason
+	}
+	return "this process is not serving; retry on the active process"
 }
 
 // leaseStore counts the lease holder's renewal writes for the metrics:

@@ -3,6 +3,8 @@ package ha
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"strings"
 	"syscall"
@@ -24,7 +26,8 @@ var readinessNames = []string{"", "dex.FlowService", "dex.WorkerTaskService"}
 // NOT_SERVING to the readiness names while the active answers SERVING (H1,
 // H2). Describe on the standby is UNAVAILABLE too: it is not the active
 // process. dexzd_leader is 1 on the active and 0 on the standby, whose
-// dexzd_hot_standby_state is "cold" (P4).
+// dexzd_hot_standby_state is "cold" (P4). On the HTTP surface (the metrics
+// listener) /readyz answers 503 on the standby with the same reason (P3).
 //
 // Covers: S6, P3, H1, H2, P4
 func TestColdStandby_RefusesPublicCallsAndIsNotReady(t *testing.T) {
@@ -97,6 +100,45 @@ func TestColdStandby_RefusesPublicCallsAndIsNotReady(t *testing.T) {
 			t.Errorf("%s on the %s = %q, want %q", c.name, c.who, c.got, c.want)
 		}
 	}
+
+	// The HTTP surface: /readyz is 200 on the active, 503 naming the
+	// standby on the standby; /livez is 200 on both.
+	for _, c := range []struct {
+		who, addr, path string
+		code            int
+		body            string
+	}{
+		{"active", a.metrics, "/readyz", http.StatusOK, "serving"},
+		{"standby", b.metrics, "/readyz", http.StatusServiceUnavailable, "cold standby of node"},
+		{"active", a.metrics, "/livez", http.StatusOK, "alive"},
+		{"standby", b.metrics, "/livez", http.StatusOK, "alive"},
+	} {
+		code, body := httpGet(t, "http://"+c.addr+c.path)
+		if code != c.code || !strings.Contains(body, c.body) {
+			t.Errorf("GET %s on the %s = %d %q, want %d containing %q", c.path, c.who, code, body, c.code, c.body)
+		}
+	}
+}
+
+// httpGet returns the status code and body of a GET of url.
+func httpGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(body)
 }
 
 // With lease.failIfHeld a process that finds the lease held fails startup
