@@ -125,3 +125,25 @@ func TestKeyBelowAnObjectIsPermanent(t *testing.T) {
 		t.Fatalf("write below an object: %v, want permanent", err)
 	}
 }
+
+// A create leaves no temporary file behind, whether it wins or finds the
+// key taken, and the object it made is the one read back.
+func TestPutIfAbsent_LeavesNoTemporaryFiles(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir, fs.Strict)
+	v, err := s.PutIfAbsent(t.Context(), "nodes/n/log/1", []byte("first"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.PutIfAbsent(t.Context(), "nodes/n/log/1", []byte("second")); !errors.Is(err, blob.ErrPrecondition) {
+		t.Fatalf("second create: %v, want ErrPrecondition", err)
+	}
+	data, got, err := s.Get(t.Context(), "nodes/n/log/1")
+	if err != nil || string(data) != "first" || got != v {
+		t.Fatalf("Get = %q, %s, %v; want the first write, version %s", data, got, err, v)
+	}
+	left, err := os.ReadDir(filepath.Join(dir, ".tmp"))
+	if err != nil || len(left) != 0 {
+		t.Fatalf("temporary files left: %v, %v", left, err)
+	}
+}
