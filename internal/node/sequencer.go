@@ -54,7 +54,15 @@ type sequencer struct {
 	// Owned by the run goroutine.
 	heads  map[string]*head
 	broken error
-	held   map[string]*head // heads with held records
+	heldQ  []heldRef // heads that held records, oldest first
+}
+
+// heldRef queues a head that started holding records at since; it is stale
+// once the head's held records went out (or it holds newer ones).
+type heldRef struct {
+	flowID string
+	h      *head
+	since  time.Time
 }
 
 type head struct {
@@ -74,7 +82,7 @@ func newSequencer(eng *engine.Engine, store Store, clock Clock, submit func([]by
 	return &sequencer{
 		eng: eng, store: store, clock: clock, submit: submit, maxRecord: maxRecord,
 		wake: make(chan struct{}, 1), stopped: make(chan struct{}), heads: map[string]*head{},
-		submitted: map[*byte][]engine.Record{}, held: map[string]*head{},
+		submitted: map[*byte][]engine.Record{},
 	}
 }
 
@@ -143,17 +151,21 @@ func (s *sequencer) run(ctx context.Context) {
 // one envelope, and returns when the next ones are due (ok: some are held).
 func (s *sequencer) flushHeld() (next time.Time, ok bool) {
 	now := s.clock.Now()
-	for id, h := range s.held {
-		due := h.heldSince.Add(holdLimit)
-		if due.After(now) {
-			if !ok || due.Before(next) {
-				next, ok = due, true
+	for len(s.heldQ) > 0 {
+		r := s.heldQ[0]
+		h, id := r.h, r.flowID
+		if len(h.held) > 0 && h.heldSince.Equal(r.since) {
+			if due := r.since.Add(holdLimit); due.After(now) {
+				return due, true
 			}
-			continue
+		}
+		s.heldQ[0] = heldRef{}
+		s.heldQ = s.heldQ[1:]
+		if len(h.held) == 0 || !h.heldSince.Equal(r.since) {
+			continue // went out with a later envelope
 		}
 		recs := h.held
 		h.held = nil
-		delete(s.held, id)
 		if s.broken != nil {
 			continue
 		}
@@ -163,7 +175,7 @@ func (s *sequencer) flushHeld() (next time.Time, ok bool) {
 		}
 		if err != nil {
 			// Not logged: like a crash before the start was durable (T3).
-			if h.inflight <= 0 {
+			if h.inflight <= 0 && s.heads[id] == h {
 				delete(s.heads, id)
 			}
 			continue
@@ -279,10 +291,7 @@ func (s *sequencer) decide(flowID string, cmd engine.Command) (decision, *engine
 		s.heads[flowID] = h
 	}
 	h.st = st
-	if len(h.held) > 0 {
-		h.held = nil
-		delete(s.held, flowID)
-	}
+	h.held = nil // they go out in front of recs
 	fut, err := s.submitEnvelope(flowID, h, all, data)
 	if err != nil {
 		return decision{err: err}, nil
@@ -348,7 +357,7 @@ func (s *sequencer) hold(flowID string, cmd engine.Command) (decision, *engine.F
 	h.st = st
 	if len(h.held) == 0 {
 		h.heldSince = s.clock.Now()
-		s.held[flowID] = h
+		s.heldQ = append(s.heldQ, heldRef{flowID: flowID, h: h, since: h.heldSince})
 	}
 	h.held = append(h.held, recs...)
 	return decision{recs: recs, runID: st.RunID, status: st.Status}, st
