@@ -38,14 +38,16 @@ const (
 type AttemptDurability int32
 
 const (
-	// ATTEMPT_DURABILITY_UNSPECIFIED inherits; the server default is SYNC.
+	// ATTEMPT_DURABILITY_UNSPECIFIED inherits; the server default is ASYNC,
+	// except SYNC for an Execute with a recovery step and a WaitFor under
+	// WAIT_FOR_FAILURE_POLICY_PROCEED.
 	AttemptDurability_ATTEMPT_DURABILITY_UNSPECIFIED AttemptDurability = 0
 	// ATTEMPT_DURABILITY_SYNC: the start is logged before the task is sent.
 	// After a failover the attempt fails with NOT_COMPLETED and consumes a
 	// retry (T2).
 	AttemptDurability_ATTEMPT_DURABILITY_SYNC AttemptDurability = 1
 	// ATTEMPT_DURABILITY_ASYNC: the task is sent at once and its start is
-	// logged with the next batch. If the process dies before that, the attempt
+	// logged later, with the task's result or another record of the flow. If the process dies before that, the attempt
 	// runs again with the same number and consumes no retry (T3); a handler
 	// may therefore run twice for one attempt number.
 	AttemptDurability_ATTEMPT_DURABILITY_ASYNC AttemptDurability = 2
