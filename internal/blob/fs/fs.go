@@ -272,11 +272,8 @@ func (s *Store) PutIfAbsent(ctx context.Context, key string, data []byte) (blob.
 // matches fs.ErrExist when p exists; tmp is gone afterwards either way. It
 // renames with RENAME_NOREPLACE (atomic, like a hard link), so the
 // temporary inode becomes the object and no unlink follows: one syscall
-// and one directory change fewer per write (about 10% of a strict write in
-// a microbenchmark on ext4; under the server's load the temporary file's
-// creation went from about 1 ms to 0.3 ms once writes stopped deleting
-// inodes). A filesystem without RENAME_NOREPLACE gets a hard link and the
-// removal of tmp instead.
+// and one directory change fewer per write. A filesystem without
+// RENAME_NOREPLACE gets a hard link and the removal of tmp instead.
 func placeNew(tmp, p string) error {
 	err := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, p, unix.RENAME_NOREPLACE)
 	switch {
