@@ -61,20 +61,8 @@ func killActive(t *testing.T, backend string, hot bool) {
 
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	w, err := dex.NewWorker(dex.WorkerOptions{Addresses: addrs, MaxConcurrentTasks: 32, Logger: quietLogger(),
-		ReconnectBackoff: fastBackoff, DrainTimeout: time.Second}, chainFlow, napFlow, holdFlow)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wctx, stopWorker := context.WithCancel(ctx)
-	workerDone := make(chan error, 1)
-	go func() { workerDone <- w.Run(wctx) }()
-	defer func() { stopWorker(); <-workerDone }()
-	c, err := dex.Dial(ctx, dex.ClientOptions{Addresses: addrs, Logger: quietLogger(), RetryBackoff: fastBackoff})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	stopWorker := runWorker(t, ctx, addrs, 32, chainFlow, napFlow, holdFlow)
+	c := dialClient(t, ctx, addrs)
 
 	// Before the kill: attempts that a worker runs (hold), timers armed
 	// (nap), attempts that no worker can take yet (later).
@@ -164,15 +152,7 @@ func killActive(t *testing.T, backend string, hot bool) {
 
 	// The attempts of the later flow were never handed out: a worker of
 	// its type connects only now.
-	w2, err := dex.NewWorker(dex.WorkerOptions{Addresses: addrs, Logger: quietLogger(), ReconnectBackoff: fastBackoff,
-		DrainTimeout: time.Second}, laterFlow)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w2ctx, stopWorker2 := context.WithCancel(ctx)
-	worker2Done := make(chan error, 1)
-	go func() { worker2Done <- w2.Run(w2ctx) }()
-	defer func() { stopWorker2(); <-worker2Done }()
+	stopWorker2 := runWorker(t, ctx, addrs, 0, laterFlow)
 
 	wg.Wait()
 	wantOutput := func(id string, want int) {
@@ -257,20 +237,8 @@ func terminateActive(t *testing.T, backend string, hot bool) {
 	addrs := []string{a.addr, b.addr}
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	w, err := dex.NewWorker(dex.WorkerOptions{Addresses: addrs, Logger: quietLogger(), ReconnectBackoff: fastBackoff,
-		DrainTimeout: time.Second}, chainFlow)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wctx, stopWorker := context.WithCancel(ctx)
-	workerDone := make(chan error, 1)
-	go func() { workerDone <- w.Run(wctx) }()
-	defer func() { stopWorker(); <-workerDone }()
-	c, err := dex.Dial(ctx, dex.ClientOptions{Addresses: addrs, Logger: quietLogger(), RetryBackoff: fastBackoff})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	stopWorker := runWorker(t, ctx, addrs, 0, chainFlow)
+	c := dialClient(t, ctx, addrs)
 
 	const n = 20
 	for i := range n {

@@ -54,20 +54,8 @@ func TestHotStandby_HealthAndMetrics(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	addrs := []string{a.addr, b.addr}
-	w, err := dex.NewWorker(dex.WorkerOptions{Addresses: addrs, Logger: quietLogger(), ReconnectBackoff: fastBackoff,
-		DrainTimeout: time.Second}, chainFlow)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wctx, stopWorker := context.WithCancel(ctx)
-	workerDone := make(chan error, 1)
-	go func() { workerDone <- w.Run(wctx) }()
-	defer func() { stopWorker(); <-workerDone }()
-	c, err := dex.Dial(ctx, dex.ClientOptions{Addresses: addrs, Logger: quietLogger(), RetryBackoff: fastBackoff})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	stopWorker := runWorker(t, ctx, addrs, 0, chainFlow)
+	c := dialClient(t, ctx, addrs)
 	for i := range 10 {
 		if _, err := c.StartFlow(ctx, chainFlow, fmt.Sprintf("h-%d", i), i); err != nil {
 			t.Fatal(err)
@@ -95,7 +83,7 @@ func TestHotStandby_HealthAndMetrics(t *testing.T) {
 		check("standby", hb, n, grpc_health_v1.HealthCheckResponse_NOT_SERVING)
 		check("active", ha, n, grpc_health_v1.HealthCheckResponse_SERVING)
 	}
-	_, err = dexpb.NewFlowServiceClient(cb).GetFlowSummary(ctx, &dexpb.GetFlowSummaryRequest{FlowId: "h-0"})
+	_, err := dexpb.NewFlowServiceClient(cb).GetFlowSummary(ctx, &dexpb.GetFlowSummaryRequest{FlowId: "h-0"})
 	if st, _ := status.FromError(err); st.Code() != codes.Unavailable || !strings.Contains(st.Message(), "hot standby") {
 		t.Errorf("GetFlowSummary on the hot standby = %v, want UNAVAILABLE naming a hot standby", err)
 	}
@@ -121,8 +109,6 @@ func TestHotStandby_HealthAndMetrics(t *testing.T) {
 	}
 
 	stopWorker()
-	<-workerDone
-	workerDone <- nil
 	pa.Signal(t, syscall.SIGTERM)
 	if code := pa.Wait(t, 30*time.Second); code != 0 {
 		t.Fatalf("the active's graceful stop exited %d", code)

@@ -367,3 +367,33 @@ func waitStored(t *testing.T, m *sync.Map, ids []string, timeout time.Duration) 
 		}
 	}
 }
+
+// runWorker runs a worker of flows on addrs (maxTasks concurrent tasks,
+// 0 for the SDK's default) until the returned function is called (it may
+// be called more than once) or the test ends.
+func runWorker(t *testing.T, ctx context.Context, addrs []string, maxTasks int, flows ...*dex.Flow) func() {
+	t.Helper()
+	w, err := dex.NewWorker(dex.WorkerOptions{Addresses: addrs, MaxConcurrentTasks: maxTasks, Logger: quietLogger(),
+		ReconnectBackoff: fastBackoff, DrainTimeout: time.Second}, flows...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(wctx) }()
+	var once sync.Once
+	stopAndWait := func() { once.Do(func() { stop(); <-done }) }
+	t.Cleanup(stopAndWait)
+	return stopAndWait
+}
+
+// dialClient dials a client on addrs, closed when the test ends.
+func dialClient(t *testing.T, ctx context.Context, addrs []string) *dex.Client {
+	t.Helper()
+	c, err := dex.Dial(ctx, dex.ClientOptions{Addresses: addrs, Logger: quietLogger(), RetryBackoff: fastBackoff})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}

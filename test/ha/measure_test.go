@@ -7,7 +7,6 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -129,19 +128,8 @@ var logTime = regexp.MustCompile(`time=(\S+) level=INFO msg=(?:"lease acquired"|
 // batches. The returned function stops the worker.
 func measureLoad(t *testing.T, ctx context.Context, addrs []string) (*dex.Client, func()) {
 	t.Helper()
-	w, err := dex.NewWorker(dex.WorkerOptions{Addresses: addrs, MaxConcurrentTasks: 32, Logger: quietLogger(),
-		ReconnectBackoff: fastBackoff, DrainTimeout: time.Second}, chainFlow)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wctx, stop := context.WithCancel(ctx)
-	workerDone := make(chan error, 1)
-	go func() { workerDone <- w.Run(wctx) }()
-	c, err := dex.Dial(ctx, dex.ClientOptions{Addresses: addrs, Logger: quietLogger(), RetryBackoff: fastBackoff})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
+	stop := runWorker(t, ctx, addrs, 32, chainFlow)
+	c := dialClient(t, ctx, addrs)
 	const n = 100
 	for i := range n {
 		if _, err := c.StartFlow(ctx, chainFlow, fmt.Sprintf("m-%d", i), i); err != nil {
@@ -153,8 +141,7 @@ func measureLoad(t *testing.T, ctx context.Context, addrs []string) (*dex.Client
 			t.Fatalf("m-%d: %v, %v", i, res, err)
 		}
 	}
-	var once sync.Once
-	return c, func() { once.Do(func() { stop(); <-workerDone }) }
+	return c, stop
 }
 
 // stepDownOnce runs one step down with dexcli: with handOver, of the
@@ -212,7 +199,6 @@ func failoverOnce(t *testing.T, backend string, sig syscall.Signal, lease time.D
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	c, stopWorker := measureLoad(t, ctx, []string{a.addr, b.addr})
-	defer stopWorker()
 	batches = scrape(t, a.metrics)["dexzd_log_batches_total"]
 
 	at := time.Now()

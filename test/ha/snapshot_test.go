@@ -38,20 +38,8 @@ func bootstrapFromSnapshot(t *testing.T, backend string, hot bool) {
 	defer cancel()
 	b := newServer(t, st, extra)
 	addrs := []string{a.addr, b.addr}
-	w, err := dex.NewWorker(dex.WorkerOptions{Addresses: addrs, MaxConcurrentTasks: 16, Logger: quietLogger(),
-		ReconnectBackoff: fastBackoff, DrainTimeout: time.Second}, chainFlow)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wctx, stopWorker := context.WithCancel(ctx)
-	workerDone := make(chan error, 1)
-	go func() { workerDone <- w.Run(wctx) }()
-	defer func() { stopWorker(); <-workerDone }()
-	c, err := dex.Dial(ctx, dex.ClientOptions{Addresses: addrs, Logger: quietLogger(), RetryBackoff: fastBackoff})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	runWorker(t, ctx, addrs, 16, chainFlow)
+	c := dialClient(t, ctx, addrs)
 	const n = 30
 	for i := range n {
 		runChain(t, ctx, c, fmt.Sprintf("snap-%d", i), i)

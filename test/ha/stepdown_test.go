@@ -163,20 +163,8 @@ func stepDownHandOver(t *testing.T, backend string) {
 	addrs := []string{a.addr, b.addr}
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	w, err := dex.NewWorker(dex.WorkerOptions{Addresses: addrs, MaxConcurrentTasks: 16, Logger: quietLogger(),
-		ReconnectBackoff: fastBackoff, DrainTimeout: time.Second}, chainFlow)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wctx, stopWorker := context.WithCancel(ctx)
-	workerDone := make(chan error, 1)
-	go func() { workerDone <- w.Run(wctx) }()
-	defer func() { stopWorker(); <-workerDone }()
-	c, err := dex.Dial(ctx, dex.ClientOptions{Addresses: addrs, Logger: quietLogger(), RetryBackoff: fastBackoff})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	runWorker(t, ctx, addrs, 16, chainFlow)
+	c := dialClient(t, ctx, addrs)
 
 	load := startChainLoad(ctx, c, "sd")
 	time.Sleep(500 * time.Millisecond)
@@ -193,7 +181,7 @@ func stepDownHandOver(t *testing.T, backend string) {
 	pb.Serving(t, 10*time.Second)
 	// A step down reaching the standby's connection of the process that
 	// has just taken over changes nothing (A6).
-	_, err = dexpb.NewAdminServiceClient(standbyConn).StepDown(ctx,
+	_, err := dexpb.NewAdminServiceClient(standbyConn).StepDown(ctx,
 		&dexpb.StepDownRequest{ExpectedNodeId: nodeID, ExpectedNodeEpoch: 2})
 	if status.Code(err) != codes.FailedPrecondition {
 		t.Fatalf("StepDown on the standby connection of the new active = %v, want FAILED_PRECONDITION", err)
@@ -248,20 +236,8 @@ func stepDownTakeBack(t *testing.T, backend string) {
 	p.Serving(t, 30*time.Second)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	w, err := dex.NewWorker(dex.WorkerOptions{Addresses: []string{s.addr}, Logger: quietLogger(),
-		ReconnectBackoff: fastBackoff, DrainTimeout: time.Second}, chainFlow)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wctx, stopWorker := context.WithCancel(ctx)
-	workerDone := make(chan error, 1)
-	go func() { workerDone <- w.Run(wctx) }()
-	defer func() { stopWorker(); <-workerDone }()
-	c, err := dex.Dial(ctx, dex.ClientOptions{Addresses: []string{s.addr}, Logger: quietLogger(), RetryBackoff: fastBackoff})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	runWorker(t, ctx, []string{s.addr}, 0, chainFlow)
+	c := dialClient(t, ctx, []string{s.addr})
 	runChain(t, ctx, c, "before", 1)
 
 	pinned := testproc.PinnedConn(t, s.addr)
