@@ -1,0 +1,124 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/dexzd/dexzd/internal/blob/mem"
+	"github.com/dexzd/dexzd/internal/engine"
+	"github.com/dexzd/dexzd/internal/server"
+	"github.com/dexzd/dexzd/internal/wal"
+)
+
+// The serving core's hot path in one process, without gRPC and without
+// fsync (the log is in memory, the local store is Pebble in a temporary
+// directory): flows of three sequential steps, each a worker result that
+// moves to the next step, like `dexcli bench chain`. One op is one flow.
+// Profile with
+//
+//	go test -run '^$' -bench HotPath -cpuprofile cpu.out ./internal/node/
+func BenchmarkHotPath_Chain(b *testing.B) {
+	for _, callers := range []int{1, 32} {
+		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) { benchChain(b, callers) })
+	}
+}
+
+var chainDef = &engine.FlowDefinition{Type: "chain", Steps: map[string]engine.StepDef{"S1": {}, "S2": {}, "S3": {}}}
+
+func benchChain(b *testing.B, callers int) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	store, err := OpenLocalStore(b.TempDir(), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer store.Close()
+	blobs := mem.New()
+	next, err := wal.Fence(ctx, blobs, testLayout, 1, 0, ReplayApply(store))
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := NewCore(CoreConfig{NodeID: "n1", ProcessID: "p", Epoch: 1, Store: store})
+	w, err := wal.NewWriter(wal.WriterConfig{Store: blobs, Layout: testLayout, Epoch: 1, NextSeq: next, OnDurable: c.OnDurable})
+	if err != nil {
+		b.Fatal(err)
+	}
+	c.SetWriter(w)
+	w.Start(ctx)
+	c.Start(ctx)
+	defer func() {
+		c.Stop()
+		_ = w.Stop()
+	}()
+	if err := c.Recover(ctx); err != nil {
+		b.Fatal(err)
+	}
+	s, err := c.OpenSession(ctx, server.WorkerHello{WorkerID: "w", MaxConcurrent: 2 * callers,
+		FlowTypes: []server.FlowTypeDecl{{Definition: chainDef}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	var workers sync.WaitGroup
+	workers.Add(1)
+	go func() { // the worker: S1 -> S2 -> S3 -> complete
+		defer workers.Done()
+		for {
+			select {
+			case <-s.Notify():
+			case <-ctx.Done():
+				return
+			}
+			for _, m := range s.Take() {
+				if m.Task == nil {
+					continue
+				}
+				workers.Add(1)
+				go func(t *engine.Task) {
+					defer workers.Done()
+					d := engine.Decision{Kind: engine.DecideGracefulComplete, Output: t.Input}
+					if nextStep := map[string]string{"S1": "S2", "S2": "S3"}[t.StepType]; nextStep != "" {
+						d = engine.Decision{Kind: engine.DecideMovements, Movements: []engine.Movement{{StepType: nextStep, Input: t.Input}}}
+					}
+					if _, err := s.Result(ctx, t.Token, engine.ExecuteResult{Token: t.Token, Decision: d}); err != nil && ctx.Err() == nil {
+						b.Errorf("result: %v", err)
+					}
+				}(m.Task)
+			}
+		}
+	}()
+	var n atomic.Int64
+	input := engine.Value{Type: "json:number", Data: []byte("1")}
+	b.ReportAllocs()
+	b.ResetTimer()
+	var callersWG sync.WaitGroup
+	for range callers {
+		callersWG.Add(1)
+		go func() {
+			defer callersWG.Done()
+			for {
+				i := n.Add(1)
+				if i > int64(b.N) {
+					return
+				}
+				id := fmt.Sprintf("f-%d", i)
+				if _, err := c.StartFlow(ctx, engine.StartFlow{FlowID: id, FlowType: "chain", StartStep: "S1", Input: input}); err != nil {
+					b.Errorf("start: %v", err)
+					return
+				}
+				st, err := c.WaitForFlow(ctx, id, "")
+				if err != nil || st.Status != engine.StatusCompleted {
+					b.Errorf("flow %s: %v, %v", id, st.Status, err)
+					return
+				}
+			}
+		}()
+	}
+	callersWG.Wait()
+	b.StopTimer()
+	cancel()
+	workers.Wait()
+}
