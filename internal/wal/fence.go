@@ -12,7 +12,8 @@ import (
 // lease with this epoch and has applied every batch below fromSeq to its
 // local store.
 //
-// Fence reads the batches from fromSeq on, one GET per sequence number, and
+// Fence reads the batches from fromSeq on, one GET per sequence number
+// (ReplayReadAhead of them in flight), and
 // hands each to apply in order: batches that older epochs wrote before the
 // fence are kept and applied, so no acknowledged write is lost. At the first
 // sequence number that is not found it writes a fence batch (KindFence,
@@ -38,9 +39,11 @@ import (
 func Fence(ctx context.Context, store blob.Store, layout Layout, epoch, fromSeq uint64, apply func(Batch) error) (uint64, error) {
 	var lastEpoch uint64
 	ownFence := false
+	reads := newPrefetcher(ctx, store, layout, ReplayReadAhead)
+	defer reads.close()
 	for seq := fromSeq; ; {
 		key := layout.LogKey(seq)
-		b, err := readBatchRetry(ctx, store, layout, seq)
+		b, err := reads.get(seq)
 		switch {
 		case err == nil:
 			switch {

@@ -36,15 +36,16 @@ type recorder struct {
 // record installs r on s.
 func record(s *mem.Store) *recorder {
 	r := &recorder{}
+	// The fault function runs under the recorder's lock: requests may be
+	// concurrent (a replay reads ahead), fault functions need not be.
 	s.SetFaults(func(op, key string) mem.Fault {
 		r.mu.Lock()
+		defer r.mu.Unlock()
 		r.reqs = append(r.reqs, request{op, key})
-		f := r.fault
-		r.mu.Unlock()
-		if f == nil {
+		if r.fault == nil {
 			return mem.Fault{}
 		}
-		return f(op, key)
+		return r.fault(op, key)
 	})
 	return r
 }
