@@ -57,6 +57,9 @@ var standbyStates = []StandbyState{StandbyNotStandby, StandbyStateCold, StandbyF
 //	dexzd_log_bytes_total                encoded bytes of those batches
 //	dexzd_log_write_retries_total        log requests repeated after a transient error
 //	dexzd_log_adopted_batches_total      batches whose lost reply was resolved by reading them back (G5)
+//	dexzd_snapshots_total                snapshots written (each followed by a log truncation)
+//	dexzd_snapshot_failures_total        snapshots or truncations that failed
+//	dexzd_snapshot_bytes                 size of the last snapshot written
 //	dexzd_log_batch_write_seconds        histogram: time to make one batch durable, retries included
 //	dexzd_log_batch_bytes                histogram: encoded size of one batch
 //	dexzd_log_batch_records              histogram: records (envelopes) in one batch
@@ -74,6 +77,8 @@ var standbyStates = []StandbyState{StandbyNotStandby, StandbyStateCold, StandbyF
 type Metrics struct {
 	renewals        atomic.Uint64
 	renewalFailures atomic.Uint64
+	// Snapshots written and failed, and the size of the last one.
+	snapshots, snapshotFailures, snapshotBytes atomic.Uint64
 	epoch           atomic.Uint64
 	state           atomic.Pointer[StandbyState]
 	// hot, while set, is the hot standby whose state and lag are reported
@@ -256,6 +261,9 @@ func (m *Metrics) WriteText(w io.Writer) error {
 		"Time from the first write request of a log batch until it was durable, retries included.")
 	histogramFamily(bw, &m.batchBytes, "dexzd_log_batch_bytes", "Encoded size of the log batches this process wrote.")
 	histogramFamily(bw, &m.batchRecords, "dexzd_log_batch_records", "Records (one per engine decision) in the log batches this process wrote.")
+	metric("dexzd_snapshots_total", "counter", "Snapshots of the local store this process wrote (and truncated the log after).", m.snapshots.Load())
+	metric("dexzd_snapshot_failures_total", "counter", "Snapshots or truncations that failed; the log is kept until the next one.", m.snapshotFailures.Load())
+	metric("dexzd_snapshot_bytes", "gauge", "Size of the last snapshot this process wrote; 0 before the first.", m.snapshotBytes.Load())
 	m.store.writeText(bw, s.fsyncs)
 	m.flows.writeText(bw)
 	return bw.Flush()
@@ -401,6 +409,20 @@ func (m *Metrics) notServingReason() string {
 		return m.reason
 	}
 	return "this process is not serving; retry on the active process"
+}
+
+// snapshot records one snapshot attempt: its size when it was written,
+// err when it or the truncation after it failed.
+func (m *Metrics) snapshotWritten(bytes int, err error) {
+	if m == nil {
+		return
+	}
+	if err != nil {
+		m.snapshotFailures.Add(1)
+		return
+	}
+	m.snapshots.Add(1)
+	m.snapshotBytes.Store(uint64(bytes))
 }
 
 // leaseStore counts the lease holder's renewal writes for the metrics:

@@ -129,7 +129,8 @@ type snapshotter struct {
 	every, keep int
 	log         *slog.Logger
 	// next returns the writer's next sequence number.
-	next func() uint64
+	next    func() uint64
+	metrics *Metrics
 }
 
 // run writes a snapshot whenever every batches were written since the
@@ -152,7 +153,10 @@ func (s *snapshotter) run(ctx context.Context, from uint64) {
 		if s.next() < last+uint64(s.every) {
 			continue
 		}
-		seq, err := s.once(ctx)
+		seq, size, err := s.once(ctx)
+		if ctx.Err() == nil {
+			s.metrics.snapshotWritten(size, err)
+		}
 		if err != nil {
 			if ctx.Err() == nil {
 				s.log.Warn("snapshot failed; the log is kept until the next one", "err", err)
@@ -164,25 +168,25 @@ func (s *snapshotter) run(ctx context.Context, from uint64) {
 }
 
 // once writes one snapshot and truncates the log below the newest kept
-// snapshot; it returns the snapshot's sequence number.
-func (s *snapshotter) once(ctx context.Context) (uint64, error) {
+// snapshot; it returns the snapshot's sequence number and size.
+func (s *snapshotter) once(ctx context.Context) (uint64, int, error) {
 	began := time.Now()
 	data, seq, ok, err := checkpoint(s.store)
 	if err != nil {
-		return 0, fmt.Errorf("checkpoint the local store: %w", err)
+		return 0, 0, fmt.Errorf("checkpoint the local store: %w", err)
 	}
 	if !ok {
-		return 0, errors.New("this local store cannot write snapshots")
+		return 0, 0, errors.New("this local store cannot write snapshots")
 	}
 	next := seq + 1
 	if err := wal.WriteSnapshot(ctx, s.blobs, s.layout, next, data, s.holder.Check, s.keep); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	deleted, err := wal.Truncate(ctx, s.blobs, s.layout, s.holder.Check)
 	if err != nil {
-		return next, fmt.Errorf("snapshot %d written; truncate the log: %w", next, err)
+		return next, 0, fmt.Errorf("snapshot %d written; truncate the log: %w", next, err)
 	}
 	s.log.Info("snapshot written and log truncated", "nextSeq", next, "bytes", len(data), "deleted", deleted,
 		"took", time.Since(began).Round(time.Millisecond))
-	return next, nil
+	return next, len(data), nil
 }
