@@ -79,8 +79,8 @@ type Metrics struct {
 	renewalFailures atomic.Uint64
 	// Snapshots written and failed, and the size of the last one.
 	snapshots, snapshotFailures, snapshotBytes atomic.Uint64
-	epoch           atomic.Uint64
-	state           atomic.Pointer[StandbyState]
+	epoch                                      atomic.Uint64
+	state                                      atomic.Pointer[StandbyState]
 	// hot, while set, is the hot standby whose state and lag are reported
 	// instead of state.
 	hot atomic.Pointer[hotStandby]
