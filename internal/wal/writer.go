@@ -74,7 +74,9 @@ type Stats struct {
 // Writer appends records to the log with group commit: while one batch is
 // in flight, submitted records gather into the next one. Exactly one batch
 // write is in flight at a time; each is written create-if-absent at the next
-// sequence number and carries the writer's epoch (G1, L4).
+// sequence number and carries the writer's epoch (G1, L4). A durable batch
+// is applied (OnDurable, in sequence order, on a goroutine of its own) and
+// acknowledged while the next one is written.
 //
 // Its life: NewWriter, Start, any number of Submit/SubmitAsync calls from any
 // goroutine, Stop. A fatal error (fenced, the store not accepting a batch
@@ -311,8 +313,8 @@ func (w *Writer) signal() {
 }
 
 // take waits for the next group to write. It returns nil when the writer
-// drained after Stop or ctx ended.
-func (w *Writer) take(ctx context.Context) *group {
+// drained after Stop, ctx ended or the applier broke.
+func (w *Writer) take(ctx context.Context, broken <-chan struct{}) *group {
 	for {
 		w.mu.Lock()
 		if len(w.queue) > 0 {
@@ -331,33 +333,66 @@ func (w *Writer) take(ctx context.Context) *group {
 		case <-w.wake:
 		case <-ctx.Done():
 			return nil
+		case <-broken:
+			return nil
 		}
 	}
 }
 
 func (w *Writer) run(ctx context.Context) {
 	defer close(w.done)
+	// The batch written last is applied (OnDurable) and acknowledged by
+	// the applier while the next one is written: a write does not wait
+	// for the apply before it, only for the write before it. At most one
+	// durable batch waits for the applier.
+	ap := &applier{w: w, in: make(chan durable, 1), broken: make(chan struct{}), done: make(chan struct{})}
+	go ap.run(ctx)
+	var inflight *group
+	var err error
 	for {
 		var g *group
 		if ctx.Err() == nil {
-			g = w.take(ctx)
+			g = w.take(ctx, ap.broken)
 		}
 		if g == nil {
-			if ctx.Err() != nil {
-				w.stop(nil, abortErr(ctx))
-			} else {
-				w.stop(nil, ErrStopped)
-			}
-			return
+			break
 		}
-		if err := w.commit(ctx, g); err != nil {
-			if ctx.Err() != nil {
-				w.stop(g, abortErr(ctx))
-			} else {
-				w.fail(g, err)
-			}
-			return
+		select {
+		case <-ap.broken:
+			inflight = g
+		default:
 		}
+		if inflight != nil {
+			break
+		}
+		var d durable
+		if d, err = w.writeGroup(ctx, g); err != nil {
+			inflight = g
+			break
+		}
+		sent := false
+		select {
+		case ap.in <- d:
+			sent = true
+		case <-ap.broken:
+			inflight = g // durable, but an earlier batch could not be applied
+		}
+		if !sent {
+			break
+		}
+	}
+	close(ap.in)
+	<-ap.done
+	if err == nil && ap.err != nil {
+		err = ap.err
+	}
+	switch {
+	case ctx.Err() != nil:
+		w.stop(inflight, abortErr(ctx))
+	case err != nil:
+		w.fail(inflight, err)
+	default:
+		w.stop(nil, ErrStopped)
 	}
 }
 
@@ -365,28 +400,66 @@ func abortErr(ctx context.Context) error {
 	return fmt.Errorf("%w: %w", ErrStopped, context.Cause(ctx))
 }
 
-// commit writes g as the next batch, applies it and acknowledges it.
-func (w *Writer) commit(ctx context.Context, g *group) error {
+// durable is a batch that is in the store, waiting to be applied.
+type durable struct {
+	g    *group
+	b    Batch
+	took time.Duration
+	size int
+}
+
+// writeGroup writes g as the next batch and advances the position.
+func (w *Writer) writeGroup(ctx context.Context, g *group) (durable, error) {
 	seq := w.nextSeq.Load()
 	b := Batch{Seq: seq, Epoch: w.cfg.Epoch, Kind: KindRecords, Records: g.records}
 	data := Encode(b)
 	start := time.Now()
 	if err := w.write(ctx, seq, data); err != nil {
-		return err
-	}
-	took := time.Since(start)
-	if err := w.cfg.OnDurable(b); err != nil {
-		return fmt.Errorf("apply batch %d: %w", seq, err)
+		return durable{}, err
 	}
 	w.nextSeq.Store(seq + 1)
-	w.batches.Add(1)
-	w.records.Add(uint64(len(g.records)))
-	w.bytes.Add(uint64(len(data)))
-	if w.cfg.OnBatch != nil {
-		w.cfg.OnBatch(BatchStats{Seq: seq, Duration: took, Bytes: len(data), Records: len(g.records)})
+	return durable{g: g, b: b, took: time.Since(start), size: len(data)}, nil
+}
+
+// applier applies durable batches in order and acknowledges them. After a
+// failed OnDurable (err is set and broken closed, which stops the writer)
+// and after the writer was aborted, it acknowledges nothing more: the
+// batches it still receives fail with the error.
+type applier struct {
+	w      *Writer
+	in     chan durable
+	broken chan struct{}
+	done   chan struct{}
+	err    error // read by the writer only after done is closed
+}
+
+func (a *applier) run(ctx context.Context) {
+	defer close(a.done)
+	var stopped error
+	for d := range a.in {
+		if stopped == nil && ctx.Err() != nil {
+			stopped = abortErr(ctx)
+		}
+		if stopped != nil {
+			d.g.complete(0, stopped)
+			continue
+		}
+		if err := a.w.cfg.OnDurable(d.b); err != nil {
+			stopped = fmt.Errorf("apply batch %d: %w", d.b.Seq, err)
+			a.err = stopped
+			close(a.broken)
+			d.g.complete(0, stopped)
+			continue
+		}
+		w := a.w
+		w.batches.Add(1)
+		w.records.Add(uint64(len(d.b.Records)))
+		w.bytes.Add(uint64(d.size))
+		if w.cfg.OnBatch != nil {
+			w.cfg.OnBatch(BatchStats{Seq: d.b.Seq, Duration: d.took, Bytes: d.size, Records: len(d.b.Records)})
+		}
+		d.g.complete(d.b.Seq, nil)
 	}
-	g.complete(seq, nil)
-	return nil
 }
 
 // write stores data at seq create-if-absent (G1, L4), retrying transient

@@ -154,28 +154,16 @@ func TestWriter_GroupCommitConcurrent(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		s := mem.New()
-		var inflight, maxInflight int
-		var mu sync.Mutex
 		rec := record(s)
 		rec.setFault(func(op, key string) mem.Fault {
 			if op == blob.OpPutIfAbsent {
-				mu.Lock()
-				inflight++
-				maxInflight = max(maxInflight, inflight)
-				mu.Unlock()
 				return mem.Fault{Latency: 10 * time.Millisecond}
 			}
 			return mem.Fault{}
 		})
-		w, a := newWriter(t, s, func(c *wal.WriterConfig) {
-			inner := c.OnDurable
-			c.OnDurable = func(b wal.Batch) error {
-				mu.Lock()
-				inflight--
-				mu.Unlock()
-				return inner(b)
-			}
-		})
+		// Writes in flight, counted around the store's PutIfAbsent.
+		counting := &inflightStore{Store: s}
+		w, a := newWriter(t, s, func(c *wal.WriterConfig) { c.Store = counting })
 		const submitters, each = 64, 10
 		var wg sync.WaitGroup
 		for i := range submitters {
@@ -209,10 +197,36 @@ func TestWriter_GroupCommitConcurrent(t *testing.T) {
 		if st.Records != submitters*each || st.Batches >= st.Records || st.Batches > 2*each+1 {
 			t.Fatalf("stats %+v: group commit did not batch", st)
 		}
-		if maxInflight != 1 {
-			t.Fatalf("%d writes in flight at once", maxInflight)
+		if m := counting.maxInflight(); m != 1 {
+			t.Fatalf("%d writes in flight at once", m)
 		}
 	})
+}
+
+// inflightStore counts the PutIfAbsent calls in progress.
+type inflightStore struct {
+	blob.Store
+	mu            sync.Mutex
+	inflight, max int
+}
+
+func (s *inflightStore) PutIfAbsent(ctx context.Context, key string, data []byte) (blob.Version, error) {
+	s.mu.Lock()
+	s.inflight++
+	s.max = max(s.max, s.inflight)
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.inflight--
+		s.mu.Unlock()
+	}()
+	return s.Store.PutIfAbsent(ctx, key, data)
+}
+
+func (s *inflightStore) maxInflight() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.max
 }
 
 // Covers: G1
@@ -748,5 +762,47 @@ func TestWriter_OnBatchReportsDurableBatches(t *testing.T) {
 		if len(got) != 2 {
 			t.Fatalf("OnBatch saw a failed batch: %+v", got[2:])
 		}
+	})
+}
+
+// A durable batch is applied while the next one is written: OnDurable of
+// batch 0 can wait for the write of batch 1 to begin.
+func TestWriter_AppliesWhileTheNextBatchIsWritten(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		s := mem.New()
+		writing1 := make(chan struct{})
+		var once sync.Once
+		rec := record(s)
+		rec.setFault(func(op, key string) mem.Fault {
+			if op == blob.OpPutIfAbsent && key == layout.LogKey(1) {
+				once.Do(func() { close(writing1) })
+			}
+			return mem.Fault{Latency: 10 * time.Millisecond}
+		})
+		applied0 := make(chan struct{})
+		w, _ := newWriter(t, s, func(c *wal.WriterConfig) {
+			inner := c.OnDurable
+			c.OnDurable = func(b wal.Batch) error {
+				if b.Seq == 0 {
+					select {
+					case <-writing1:
+					case <-time.After(time.Second):
+						return errors.New("batch 1 was not written while batch 0 was applied")
+					}
+					close(applied0)
+				}
+				return inner(b)
+			}
+		})
+		f0 := w.SubmitAsync([]byte("a"))
+		synctest.Wait() // batch 0 is being written
+		f1 := w.SubmitAsync([]byte("b"))
+		for i, f := range []wal.Future{f0, f1} {
+			if seq, err := f.Result(); err != nil || seq != uint64(i) {
+				t.Fatalf("record %d: %d, %v", i, seq, err)
+			}
+		}
+		<-applied0
 	})
 }
