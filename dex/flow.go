@@ -269,6 +269,7 @@ func (d *flowDef) declaration() *dexpb.FlowTypeDeclaration {
 		AttributeNames:     d.attrNames,
 		ChannelNames:       d.chanNames,
 		DefaultStepOptions: d.defaults.proto(),
+		StartStepType:      d.start,
 	}
 	for _, s := range d.order {
 		p.Steps = append(p.Steps, &dexpb.StepDeclaration{

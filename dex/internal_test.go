@@ -122,3 +122,27 @@ func TestStepOptions_Proto(t *testing.T) {
 		t.Errorf("policies = %v", p)
 	}
 }
+
+// The worker's Hello declares each flow type's start step, so that a
+// StartFlow naming none (dexcli without --step) starts there (E2).
+//
+// Covers: E2
+func TestHello_DeclaresTheStartStep(t *testing.T) {
+	t.Parallel()
+	reg, err := newRegistry([]*Flow{NewFlow("f").Start(declFirst{}), NewFlow("rpc-only").RPCs(DefineRPC("r", func(Context, int) (int, error) { return 0, nil }))}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, f := range reg.order {
+		d := f.declaration()
+		got[d.GetFlowType()] = d.GetStartStepType()
+	}
+	if got["f"] != "declFirst" || got["rpc-only"] != "" {
+		t.Fatalf("declared start steps = %v, want f: declFirst, rpc-only: none", got)
+	}
+}
+
+type declFirst struct{ Step[int] }
+
+func (declFirst) Execute(Context, int) (Decision, error) { return GracefulComplete(0), nil }

@@ -92,8 +92,11 @@ type StartFlowRequest struct {
 	FlowType string `protobuf:"bytes,1,opt,name=flow_type,json=flowType,proto3" json:"flow_type,omitempty"`
 	// FlowId is the client's ID for the flow execution. Not empty.
 	FlowId string `protobuf:"bytes,2,opt,name=flow_id,json=flowId,proto3" json:"flow_id,omitempty"`
-	// StartStep is the first step, with its input and options. Unset when the
-	// flow has no start step; RPCs then drive it.
+	// StartStep is the first step, with its input and options. Unset, or
+	// with an empty step_type, it is the start step the flow type's workers
+	// declare (FlowTypeDeclaration.start_step_type); a flow type without one
+	// starts without a step and RPCs drive it (an input then is
+	// INVALID_ARGUMENT).
 	StartStep *Movement `protobuf:"bytes,3,opt,name=start_step,json=startStep,proto3" json:"start_step,omitempty"`
 	// FlowTimeout bounds the flow execution from its start. Unset or zero
 	// means no timeout. The timeout is a durable timer (E24).

@@ -537,8 +537,13 @@ type FlowTypeDeclaration struct {
 	// DefaultStepOptions are the flow type's options for all its steps (the
 	// third level of E13).
 	DefaultStepOptions *StepOptions `protobuf:"bytes,6,opt,name=default_step_options,json=defaultStepOptions,proto3" json:"default_step_options,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// StartStepType is the flow type's start step, one of steps; empty when
+	// RPCs drive the flow (E2). A StartFlow without a start step then starts
+	// here, so that clients that do not know the flow type (dexcli) need not
+	// name it.
+	StartStepType string `protobuf:"bytes,7,opt,name=start_step_type,json=startStepType,proto3" json:"start_step_type,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *FlowTypeDeclaration) Reset() {
@@ -611,6 +616,13 @@ func (x *FlowTypeDeclaration) GetDefaultStepOptions() *StepOptions {
 		return x.DefaultStepOptions
 	}
 	return nil
+}
+
+func (x *FlowTypeDeclaration) GetStartStepType() string {
+	if x != nil {
+		return x.StartStepType
+	}
+	return ""
 }
 
 // StepDeclaration declares one step of a flow type.
@@ -1618,14 +1630,15 @@ const file_dex_worker_proto_rawDesc = "" +
 	"flow_types\x18\x02 \x03(\v2\x18.dex.FlowTypeDeclarationR\tflowTypes\x120\n" +
 	"\x14max_concurrent_tasks\x18\x03 \x01(\rR\x12maxConcurrentTasks\x12\x1f\n" +
 	"\vsdk_version\x18\x04 \x01(\tR\n" +
-	"sdkVersion\"\x8d\x02\n" +
+	"sdkVersion\"\xb5\x02\n" +
 	"\x13FlowTypeDeclaration\x12\x1b\n" +
 	"\tflow_type\x18\x01 \x01(\tR\bflowType\x12*\n" +
 	"\x05steps\x18\x02 \x03(\v2\x14.dex.StepDeclarationR\x05steps\x12\x1b\n" +
 	"\trpc_names\x18\x03 \x03(\tR\brpcNames\x12'\n" +
 	"\x0fattribute_names\x18\x04 \x03(\tR\x0eattributeNames\x12#\n" +
 	"\rchannel_names\x18\x05 \x03(\tR\fchannelNames\x12B\n" +
-	"\x14default_step_options\x18\x06 \x01(\v2\x10.dex.StepOptionsR\x12defaultStepOptions\"|\n" +
+	"\x14default_step_options\x18\x06 \x01(\v2\x10.dex.StepOptionsR\x12defaultStepOptions\x12&\n" +
+	"\x0fstart_step_type\x18\a \x01(\tR\rstartStepType\"|\n" +
 	"\x0fStepDeclaration\x12\x1b\n" +
 	"\tstep_type\x18\x01 \x01(\tR\bstepType\x12 \n" +
 	"\fhas_wait_for\x18\x02 \x01(\bR\n" +

@@ -75,6 +75,7 @@ request ID (a random one unless --request-id is given, printed either way);
 running the command again with the same --request-id is a retry of that start:
 it returns the same run ID ("already started") and starts nothing.`,
 		examples: []string{
+			`dexcli flow start order order-42 --input '{"id":"42","cents":1200}'`,
 			`dexcli flow start order order-42 --step Reserve --input '{"id":"42","cents":1200}'`,
 			`dexcli flow start order order-42 --step Reserve --input-file order.json --attr 'status="new"' --timeout-after 24h --timeout-policy cancel`,
 			`dexcli flow start order order-42 --id-reuse terminate-if-running --request-id 7f3c`,
@@ -82,7 +83,7 @@ it returns the same run ID ("already started") and starts nothing.`,
 		defaultTimeout: defaultCallTimeout,
 		setup: func(fs *flag.FlagSet) runFunc {
 			o := &startOptions{}
-			fs.StringVar(&o.step, "step", "", "the start step's `STEP_TYPE` (none: the flow starts without a step and RPCs drive it)")
+			fs.StringVar(&o.step, "step", "", "the start step's `STEP_TYPE` (default: the start step the flow type's workers declare; none if they declare none, and RPCs drive the flow)")
 			fs.StringVar(&o.input, "input", "", "the start step's input, as `JSON`")
 			fs.StringVar(&o.inputFile, "input-file", "", "read the start step's input (JSON) from `FILE`")
 			fs.Var(&o.attrs, "attr", "set an initial attribute, `name=JSON` (repeatable)")
@@ -118,10 +119,8 @@ func (s *session) flowStart(ctx context.Context, flowType, flowID string, o *sta
 			return usagef("--input-file %s: %v", o.inputFile, err)
 		}
 	}
-	if input != nil && o.step == "" {
-		return usagef("--input needs --step: the input belongs to the start step")
-	}
-	if o.step != "" {
+	if o.step != "" || input != nil {
+		// Without --step the server uses the declared start step.
 		req.StartStep = &dexpb.Movement{StepType: o.step}
 		if input != nil {
 			req.StartStep.Input = jsonEncoded(input)

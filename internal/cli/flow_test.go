@@ -61,12 +61,18 @@ func TestFlowStart_InputFileAndNoStartStep(t *testing.T) {
 	}
 	runCLI(t, "--server", addr, "flow", "start", "order", "o1", "--step", "S", "--input-file", file).wantCode(t, exitOK)
 	runCLI(t, "--server", addr, "flow", "start", "order", "o2").wantCode(t, exitOK)
+	// Without --step the input goes to the declared start step: a
+	// movement without a step type.
+	runCLI(t, "--server", addr, "flow", "start", "order", "o3", "--input", "7").wantCode(t, exitOK)
 	calls := f.callsTo("StartFlow")
 	if got := string(calls[0].req.(*dexpb.StartFlowRequest).GetStartStep().GetInput().GetData()); got != "[1,2]" {
 		t.Errorf("input %q, want [1,2]", got)
 	}
 	if s := calls[1].req.(*dexpb.StartFlowRequest).GetStartStep(); s != nil {
 		t.Errorf("start step %v, want none", s)
+	}
+	if s := calls[2].req.(*dexpb.StartFlowRequest).GetStartStep(); s.GetStepType() != "" || string(s.GetInput().GetData()) != "7" {
+		t.Errorf("start step %v, want no step type and the input 7", s)
 	}
 }
 
@@ -107,7 +113,6 @@ func TestFlowStart_UsageErrorsSendNothing(t *testing.T) {
 	for _, args := range [][]string{
 		{"--step", "S", "--input", `{"a":`},
 		{"--step", "S", "--input", "hello"},
-		{"--input", "1"},
 		{"--step", "S", "--input", "1", "--input-file", "x.json"},
 		{"--step", "S", "--input-file", filepath.Join(t.TempDir(), "missing.json")},
 		{"--attr", "noequals"},

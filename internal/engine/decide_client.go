@@ -5,8 +5,16 @@ import (
 	"time"
 )
 
-// start decides StartFlow (E2, E3).
+// start decides StartFlow (E2, E3). Without a start step the flow starts
+// at the one its definition declares, if any.
 func (d *decider) start(c StartFlow) error {
+	if c.StartStep == "" && c.Definition != nil {
+		c.StartStep = c.Definition.Start
+	}
+	if c.StartStep == "" && (!c.Input.IsZero() || c.StartOptions != nil) {
+		return invalidArg("startStep.stepType",
+			"flow type %q declares no start step (or no worker has declared the type yet): name the step the input is for", c.FlowType)
+	}
 	if err := d.validateStart(c); err != nil {
 		return err
 	}

@@ -135,7 +135,10 @@ type Failure struct {
 // is accepted and every step is assumed to have a WaitFor (a worker answers
 // "no wait" for a step that has none).
 type FlowDefinition struct {
-	Type       string             `json:"type"`
+	Type string `json:"type"`
+	// Start is the declared start step, empty when RPCs drive the flow.
+	// A StartFlow without a start step starts here.
+	Start      string             `json:"start,omitempty"`
 	Steps      map[string]StepDef `json:"steps,omitempty"`
 	RPCs       []string           `json:"rpcs,omitempty"`
 	Attributes []string           `json:"attributes,omitempty"`

@@ -129,6 +129,11 @@ func movementIn(field string, m *dexpb.Movement) (engine.Movement, error) {
 	if m.GetStepType() == "" {
 		return engine.Movement{}, argError(field+".stepType", "must not be empty")
 	}
+	return movementBodyIn(field, m)
+}
+
+// movementBodyIn converts a movement whose step type may be empty.
+func movementBodyIn(field string, m *dexpb.Movement) (engine.Movement, error) {
 	in, err := valueIn(field+".input", m.GetInput())
 	if err != nil {
 		return engine.Movement{}, err
@@ -213,6 +218,12 @@ func helloIn(h *dexpb.Hello) (WorkerHello, error) {
 				return WorkerHello{}, err
 			}
 			def.Steps[s.GetStepType()] = engine.StepDef{HasWaitFor: s.GetHasWaitFor(), Options: opts}
+		}
+		if st := ft.GetStartStepType(); st != "" {
+			if _, ok := def.Steps[st]; !ok {
+				return WorkerHello{}, argError(f+".startStepType", "step type %q is not among the declared steps", st)
+			}
+			def.Start = st
 		}
 		defaults, err := stepOptionsIn(f+".defaultStepOptions", ft.GetDefaultStepOptions())
 		if err != nil {

@@ -60,7 +60,8 @@ func (f *flowService) StartFlow(ctx context.Context, req *dexpb.StartFlowRequest
 func startIn(req *dexpb.StartFlowRequest) (engine.StartFlow, error) {
 	c := engine.StartFlow{FlowID: req.GetFlowId(), FlowType: req.GetFlowType(), RequestID: req.GetRequestId()}
 	if ss := req.GetStartStep(); ss != nil {
-		m, err := movementIn("startStep", ss)
+		// An empty step type means the flow type's declared start step.
+		m, err := movementBodyIn("startStep", ss)
 		if err != nil {
 			return c, err
 		}
