@@ -176,9 +176,10 @@ type Limits struct {
 // local store, after which it deletes the log below them: restore = newest
 // snapshot + log tail, so replay and standby bootstrap stay bounded.
 type Snapshots struct {
-	// EveryBatches is how many log batches the active writes between
-	// snapshots; 0 disables snapshots (and truncation: the log grows
-	// without bound).
+	// EveryBatches is the most log batches the active writes between
+	// snapshots (sooner, after 1000, when the log since the last snapshot
+	// holds half its size); 0 disables snapshots (and truncation: the log
+	// grows without bound).
 	EveryBatches int `yaml:"everyBatches"`
 	// Keep is how many snapshots the node keeps (at least 1); the log is
 	// kept from the newest one on.

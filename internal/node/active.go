@@ -333,7 +333,8 @@ func (p *leasePeriod) run(ctx context.Context) (sd *steppedDown, err error) {
 	go func() {
 		defer close(snapDone)
 		sn := &snapshotter{blobs: p.blobs, layout: p.layout, store: store, holder: p.holder, every: p.cfg.Snapshots.EveryBatches,
-			keep: p.cfg.Snapshots.Keep, log: log, next: w.NextSeq, metrics: p.metrics}
+			keep: p.cfg.Snapshots.Keep, log: log, next: w.NextSeq,
+			written: func() uint64 { return w.Stats().Bytes }, metrics: p.metrics}
 		sn.run(snapCtx, next)
 	}()
 	stopSnapshots = func() { cancelSnapshots(); <-snapDone }

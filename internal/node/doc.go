@@ -146,8 +146,10 @@
 // # Snapshots (snapshot.go)
 //
 // The active writes a snapshot of its local store (localstore.Checkpoint,
-// one consistent Pebble snapshot, held in memory while it is written) every
-// snapshots.everyBatches log batches (default 10000; 0 disables), records
+// one consistent Pebble snapshot, held in memory while it is written) when
+// one is due (snapshotDue): after snapshots.everyBatches log batches at the
+// latest (default 10000; 0 disables), and after 1000 once the log since
+// the last snapshot holds half as many bytes as that snapshot. It records
 // it in the manifest, which keeps the newest snapshots.keep (default 2),
 // and deletes the log batches below the newest kept snapshot and the
 // snapshots no longer kept, each request after a lease check (G7). A

@@ -31,6 +31,10 @@ var errNoSnapshot = errors.New("the log was truncated past the local store's pos
 // is due.
 const snapshotCheckInterval = time.Second
 
+// snapshotMinBatches is the fewest batches between two snapshots when the
+// log since the last one has grown to half its size (see snapshotDue).
+const snapshotMinBatches = 1000
+
 // checkpoint writes a snapshot of store to a buffer and returns it with
 // the applied sequence number it reflects; ok is false for a store that
 // cannot write snapshots (the in-memory store of tests).
@@ -128,20 +132,49 @@ type snapshotter struct {
 	// every is snapshots.everyBatches, keep snapshots.keep.
 	every, keep int
 	log         *slog.Logger
-	// next returns the writer's next sequence number.
+	// next returns the writer's next sequence number, written the bytes
+	// of the batches it wrote.
 	next    func() uint64
+	written func() uint64
 	metrics *Metrics
 }
 
-// run writes a snapshot whenever every batches were written since the
-// last one (or since from, the period's first position), until ctx ends.
-// A failed snapshot or truncation is logged and tried again at the next
-// check: the log is only kept longer.
+// snapshotDue decides whether a snapshot is due after batches log
+// batches of logBytes bytes since the last snapshot, which was lastSize
+// bytes (0: none in this period yet). A takeover replays the log since
+// the newest snapshot, and a snapshot rewrites the whole store, so: after
+// every batches at the latest (snapshots.everyBatches, bounding replay),
+// and, once at least min(every, snapshotMinBatches) batches were written,
+// as soon as the log since the last snapshot holds half as many bytes as
+// that snapshot (a small store is snapshotted often and replays little; a
+// large one is not rewritten for a short log tail). The first snapshot of
+// a period comes after min(every, snapshotMinBatches) batches.
+func snapshotDue(every int, batches, logBytes, lastSize uint64) bool {
+	if every <= 0 {
+		return false
+	}
+	minBatches := min(uint64(every), snapshotMinBatches)
+	switch {
+	case batches >= uint64(every):
+		return true
+	case batches < minBatches:
+		return false
+	case lastSize == 0:
+		return true
+	default:
+		return logBytes >= lastSize/2
+	}
+}
+
+// run writes a snapshot whenever one is due (snapshotDue; counting from
+// from, the period's first position), until ctx ends. A failed snapshot or
+// truncation is logged and tried again at the next check: the log is only
+// kept longer.
 func (s *snapshotter) run(ctx context.Context, from uint64) {
 	if s.every <= 0 {
 		return
 	}
-	last := from
+	last, lastBytes, lastSize := from, s.written(), uint64(0)
 	t := time.NewTicker(snapshotCheckInterval)
 	defer t.Stop()
 	for {
@@ -150,7 +183,8 @@ func (s *snapshotter) run(ctx context.Context, from uint64) {
 			return
 		case <-t.C:
 		}
-		if s.next() < last+uint64(s.every) {
+		next, written := s.next(), s.written()
+		if next <= last || !snapshotDue(s.every, next-last, written-lastBytes, lastSize) {
 			continue
 		}
 		seq, size, err := s.once(ctx)
@@ -163,7 +197,7 @@ func (s *snapshotter) run(ctx context.Context, from uint64) {
 			}
 			continue
 		}
-		last = seq
+		last, lastBytes, lastSize = seq, written, uint64(size)
 	}
 }
 
