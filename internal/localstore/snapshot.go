@@ -95,6 +95,19 @@ func (s *Store) Checkpoint(w io.Writer) (seq uint64, err error) {
 	return seq, nil
 }
 
+// CheckpointSeq returns the applied sequence number a Checkpoint stream
+// reflects, from its header, without consuming it.
+func CheckpointSeq(r *bufio.Reader) (uint64, error) {
+	hdr, err := r.Peek(17)
+	if err != nil {
+		return 0, fmt.Errorf("checkpoint header: %w", err)
+	}
+	if [4]byte(hdr[:4]) != snapshotMagic || hdr[4] != snapshotVersion {
+		return 0, fmt.Errorf("checkpoint header: %w: not a version %d checkpoint", ErrCorrupt, snapshotVersion)
+	}
+	return binary.BigEndian.Uint64(hdr[9:17]), nil
+}
+
 // sumWriter buffers writes to w, checksums and counts them, and keeps the
 // first error.
 type sumWriter struct {

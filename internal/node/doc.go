@@ -146,7 +146,8 @@
 // # Snapshots (snapshot.go)
 //
 // The active writes a snapshot of its local store (localstore.Checkpoint,
-// one consistent Pebble snapshot, held in memory while it is written) when
+// one consistent Pebble snapshot, streamed into the durable store in parts
+// of wal.SnapshotPartBytes, so never held in memory whole) when
 // one is due (snapshotDue): after snapshots.everyBatches log batches at the
 // latest (default 10000; 0 disables), and after 1000 once the log since
 // the last snapshot holds half as many bytes as that snapshot. It records

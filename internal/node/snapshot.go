@@ -9,10 +9,11 @@ package node
 // follower goes on from the snapshot's position.
 
 import (
-	"bytes"
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"time"
@@ -27,6 +28,10 @@ import (
 // has no snapshot to restore.
 var errNoSnapshot = errors.New("the log was truncated past the local store's position and the node has no snapshot")
 
+// errSnapshotWriteEnded ends a checkpoint whose snapshot write stopped
+// reading it.
+var errSnapshotWriteEnded = errors.New("the snapshot write ended")
+
 // snapshotCheckInterval is how often the active looks whether a snapshot
 // is due.
 const snapshotCheckInterval = time.Second
@@ -35,38 +40,31 @@ const snapshotCheckInterval = time.Second
 // log since the last one has grown to half its size (see snapshotDue).
 const snapshotMinBatches = 1000
 
-// checkpoint writes a snapshot of store to a buffer and returns it with
-// the applied sequence number it reflects; ok is false for a store that
-// cannot write snapshots (the in-memory store of tests).
-func checkpoint(store Store) (data []byte, seq uint64, ok bool, err error) {
-	var ps pebbleStore
+// checkpointTo writes a snapshot of store to w and returns the applied
+// sequence number it reflects; ok is false for a store that cannot write
+// snapshots (the in-memory store of tests), and nothing is written.
+func checkpointTo(store Store, w io.Writer) (seq uint64, ok bool, err error) {
 	switch s := store.(type) {
 	case *cachedStore:
-		return checkpoint(s.Store)
+		return checkpointTo(s.Store, w)
 	case pebbleStore:
-		ps = s
-	default:
-		return nil, 0, false, nil
+		seq, err := s.s.Checkpoint(w)
+		return seq, true, err
 	}
-	var buf bytes.Buffer
-	seq, err = ps.s.Checkpoint(&buf)
-	if err != nil {
-		return nil, 0, true, err
-	}
-	return buf.Bytes(), seq, true, nil
+	return 0, false, nil
 }
 
-// restorer rebuilds a local store in dir from snapshot data.
-type restorer func(dir string, data []byte) (Store, error)
+// restorer rebuilds a local store in dir from a snapshot stream.
+type restorer func(dir string, r io.Reader) (Store, error)
 
 // restorePebble is the restorer of the Pebble local store: it removes
 // what is in dir and restores the snapshot there.
 func restorePebble(log *slog.Logger) restorer {
-	return func(dir string, data []byte) (Store, error) {
+	return func(dir string, r io.Reader) (Store, error) {
 		if err := os.RemoveAll(dir); err != nil {
 			return nil, fmt.Errorf("remove the local store %s before a restore: %w", dir, err)
 		}
-		s, err := localstore.Restore(dir, bytes.NewReader(data), localstore.Options{Logger: log})
+		s, err := localstore.Restore(dir, r, localstore.Options{Logger: log})
 		if err != nil {
 			return nil, err
 		}
@@ -90,7 +88,7 @@ type bootstrapper struct {
 // was restored, else the restored one (store is then closed). On an error
 // after store was closed it returns nil.
 func (b *bootstrapper) bootstrap(ctx context.Context, store Store, must bool) (Store, error) {
-	next, data, ok, err := wal.LoadLatest(ctx, b.blobs, b.layout)
+	next, r, ok, err := wal.OpenLatest(ctx, b.blobs, b.layout)
 	switch {
 	case err != nil:
 		return store, fmt.Errorf("bootstrap from a snapshot: %w", err)
@@ -110,7 +108,8 @@ func (b *bootstrapper) bootstrap(ctx context.Context, store Store, must bool) (S
 	if err := store.Close(); err != nil {
 		return nil, fmt.Errorf("bootstrap from snapshot %d: close the local store: %w", next, err)
 	}
-	restored, err := b.restore(b.dir, data)
+	counted := &countingReader{r: r}
+	restored, err := b.restore(b.dir, counted)
 	if err != nil {
 		return nil, fmt.Errorf("bootstrap from snapshot %d: %w", next, err)
 	}
@@ -118,7 +117,7 @@ func (b *bootstrapper) bootstrap(ctx context.Context, store Store, must bool) (S
 		_ = restored.Close()
 		return nil, fmt.Errorf("bootstrap from snapshot %d: the restored store's position is %d (ok %v)", next, seq, ok)
 	}
-	b.log.Info("local store restored from the newest snapshot", "nextSeq", next, "bytes", len(data),
+	b.log.Info("local store restored from the newest snapshot", "nextSeq", next, "bytes", counted.n,
 		"took", time.Since(began).Round(time.Millisecond))
 	return restored, nil
 }
@@ -202,25 +201,57 @@ func (s *snapshotter) run(ctx context.Context, from uint64) {
 }
 
 // once writes one snapshot and truncates the log below the newest kept
-// snapshot; it returns the snapshot's sequence number and size.
+// snapshot; it returns the snapshot's sequence number and size. The
+// checkpoint streams into the durable store part by part (never whole in
+// memory).
 func (s *snapshotter) once(ctx context.Context) (uint64, int, error) {
 	began := time.Now()
-	data, seq, ok, err := checkpoint(s.store)
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		_, ok, err := checkpointTo(s.store, pw)
+		if err == nil && !ok {
+			err = errors.New("this local store cannot write snapshots")
+		}
+		_ = pw.CloseWithError(err)
+		done <- err
+	}()
+	br := bufio.NewReaderSize(pr, 64<<10)
+	var next uint64
+	size, err := func() (int64, error) {
+		seq, err := localstore.CheckpointSeq(br)
+		if err != nil {
+			return 0, err
+		}
+		next = seq + 1
+		return wal.WriteSnapshotFrom(ctx, s.blobs, s.layout, next, br, s.holder.Check, s.keep)
+	}()
+	// Unblock the checkpoint if the write stopped before its end (it
+	// found the snapshot already written, or failed).
+	_ = pr.CloseWithError(errSnapshotWriteEnded)
+	if cerr := <-done; err == nil && cerr != nil && !errors.Is(cerr, errSnapshotWriteEnded) {
+		err = fmt.Errorf("checkpoint the local store: %w", cerr)
+	}
 	if err != nil {
-		return 0, 0, fmt.Errorf("checkpoint the local store: %w", err)
-	}
-	if !ok {
-		return 0, 0, errors.New("this local store cannot write snapshots")
-	}
-	next := seq + 1
-	if err := wal.WriteSnapshot(ctx, s.blobs, s.layout, next, data, s.holder.Check, s.keep); err != nil {
 		return 0, 0, err
 	}
 	deleted, err := wal.Truncate(ctx, s.blobs, s.layout, s.holder.Check)
 	if err != nil {
 		return next, 0, fmt.Errorf("snapshot %d written; truncate the log: %w", next, err)
 	}
-	s.log.Info("snapshot written and log truncated", "nextSeq", next, "bytes", len(data), "deleted", deleted,
+	s.log.Info("snapshot written and log truncated", "nextSeq", next, "bytes", size, "deleted", deleted,
 		"took", time.Since(began).Round(time.Millisecond))
-	return next, len(data), nil
+	return next, int(size), nil
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(b []byte) (int, error) {
+	n, err := c.r.Read(b)
+	c.n += int64(n)
+	return n, err
 }

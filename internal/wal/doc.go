@@ -45,7 +45,15 @@
 // # Snapshot and manifest format
 //
 // A snapshot object is: magic "DXSN", version 1 (1 byte), nextSeq (u64),
-// data length (u64), the data, and a CRC-32C of everything before it. The
+// data length (u64), the data, and a CRC-32C of everything before it
+// (WriteSnapshot). Version 2 (WriteSnapshotFrom, what the node writes) keeps
+// the data out of it, in parts of SnapshotPartBytes at
+// snapshots/<nextSeq>.<attempt>.<part, 6 digits>: the object (the head) is
+// magic, version 2, nextSeq (u64), the attempt's 8 random bytes (hex in the
+// part keys), the part count (u32), the total size (u64), the CRC-32C of
+// the whole data (u32), and a CRC-32C of the head. The parts are written
+// first and the head last, create-if-absent, so a snapshot exists only
+// whole; a reader checks size and checksum when it reaches the end. The
 // manifest is JSON, {"version":1,"logStart":N,"snapshots":[…]}, listing the
 // kept snapshots by nextSeq in ascending order (the newest DefaultKeepSnapshots
 // by default). logStart is the newest kept snapshot's nextSeq; batches below
@@ -150,7 +158,9 @@
 // WriteSnapshot stores the snapshot create-if-absent and then records it in
 // the manifest with a conditional write; Truncate deletes log batches below
 // the manifest's logStart and snapshots the manifest no longer keeps.
-// Restore is LoadLatest (newest snapshot) plus the log from its nextSeq.
+// Truncate removes snapshot parts with their snapshot, and the parts of
+// attempts that never wrote a head once a newer snapshot is kept. Restore is
+// OpenLatest (newest snapshot, streamed) plus the log from its nextSeq.
 //
 // # Startup probe
 //

@@ -76,6 +76,23 @@ func (l Layout) SnapshotPrefix() string { return l.node + "snapshots/" }
 // nextSeq.
 func (l Layout) SnapshotKey(nextSeq uint64) string { return l.SnapshotPrefix() + padSeq(nextSeq) }
 
+// SnapshotPartKey is the key of part i of the snapshot for nextSeq that
+// the write attempt named attempt stores (the head, at SnapshotKey, names
+// the attempt and its parts).
+func (l Layout) SnapshotPartKey(nextSeq uint64, attempt string, i int) string {
+	return fmt.Sprintf("%s.%s.%06d", l.SnapshotKey(nextSeq), attempt, i)
+}
+
+// ParseSnapshotPartKey returns the sequence number of a snapshot part key,
+// or false if key is not one of this layout's snapshot part keys.
+func (l Layout) ParseSnapshotPartKey(key string) (uint64, bool) {
+	head, rest, ok := strings.Cut(strings.TrimPrefix(key, l.SnapshotPrefix()), ".")
+	if !ok || !strings.HasPrefix(key, l.SnapshotPrefix()) || strings.Count(rest, ".") != 1 {
+		return 0, false
+	}
+	return parseSeq(l.SnapshotPrefix()+head, l.SnapshotPrefix())
+}
+
 // ProbeKey is the key the startup probe writes and deletes.
 func (l Layout) ProbeKey(unique string) string { return l.node + "probe/" + unique }
 

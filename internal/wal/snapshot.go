@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"slices"
 	"time"
 
@@ -202,6 +203,16 @@ func WriteSnapshot(ctx context.Context, store blob.Store, layout Layout, nextSeq
 	if err != nil {
 		return fmt.Errorf("write snapshot %d: %w", nextSeq, err)
 	}
+	return recordSnapshot(ctx, store, layout, nextSeq, leaseCheck, keep)
+}
+
+// recordSnapshot records the snapshot for nextSeq in the manifest, which
+// keeps the newest keep and raises the log start to the newest kept one;
+// leaseCheck runs before each manifest write.
+func recordSnapshot(ctx context.Context, store blob.Store, layout Layout, nextSeq uint64, leaseCheck LeaseCheck, keep int) error {
+	if keep <= 0 {
+		keep = DefaultKeepSnapshots
+	}
 	for attempt := 0; ; attempt++ {
 		m, v, found, err := readManifestRetry(ctx, store, layout)
 		if err != nil {
@@ -263,7 +274,12 @@ func Truncate(ctx context.Context, store blob.Store, layout Layout, leaseCheck L
 		keep   func(uint64) bool // and not these
 	}{
 		{layout.LogPrefix(), layout.ParseLogKey, m.LogStart, func(uint64) bool { return false }},
-		{layout.SnapshotPrefix(), layout.ParseSnapshotKey, newest, func(seq uint64) bool {
+		{layout.SnapshotPrefix(), func(key string) (uint64, bool) {
+			if seq, ok := layout.ParseSnapshotKey(key); ok {
+				return seq, true
+			}
+			return layout.ParseSnapshotPartKey(key)
+		}, newest, func(seq uint64) bool {
 			return slices.Contains(m.Snapshots, seq)
 		}},
 	}
@@ -326,30 +342,11 @@ func sweep(ctx context.Context, store blob.Store, prefix string, parse func(stri
 // an error naming its key; there is no silent fallback to an older one,
 // because the log below the newest snapshot may already be gone.
 func LoadLatest(ctx context.Context, store blob.Store, layout Layout) (nextSeq uint64, data []byte, ok bool, err error) {
-	m, _, found, err := readManifestRetry(ctx, store, layout)
-	if err != nil {
-		return 0, nil, false, fmt.Errorf("load snapshot: %w", err)
+	nextSeq, r, ok, err := OpenLatest(ctx, store, layout)
+	if err != nil || !ok {
+		return 0, nil, false, err
 	}
-	if !found || len(m.Snapshots) == 0 {
-		return 0, nil, false, nil
-	}
-	nextSeq = m.Snapshots[len(m.Snapshots)-1]
-	key := layout.SnapshotKey(nextSeq)
-	var raw []byte
-	r := newRetrier(SnapshotWriteLimit, SnapshotWriteLimit, nil)
-	err = r.do(ctx, func(ctx context.Context) error {
-		var err error
-		raw, _, err = store.Get(ctx, key)
-		return err
-	})
-	if errors.Is(err, blob.ErrNotFound) {
-		return 0, nil, false, corrupt(key, "the manifest lists this snapshot but it is missing")
-	}
-	if err != nil {
-		return 0, nil, false, fmt.Errorf("load snapshot %d: %w", nextSeq, err)
-	}
-	data, err = DecodeSnapshot(key, nextSeq, raw)
-	if err != nil {
+	if data, err = io.ReadAll(r); err != nil {
 		return 0, nil, false, err
 	}
 	return nextSeq, data, true, nil
