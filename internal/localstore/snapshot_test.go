@@ -1,6 +1,7 @@
 package localstore
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"flag"
@@ -54,6 +55,12 @@ func TestCheckpoint_RestoreRoundTrip(t *testing.T) {
 	seq, err := s.Checkpoint(&buf)
 	if err != nil || seq != 29 {
 		t.Fatalf("checkpoint: %d %v", seq, err)
+	}
+	if got, err := CheckpointSeq(bufio.NewReader(bytes.NewReader(buf.Bytes()))); err != nil || got != 29 {
+		t.Fatalf("CheckpointSeq = %d, %v; want 29", got, err)
+	}
+	if _, err := CheckpointSeq(bufio.NewReader(strings.NewReader("DXXX and more than seventeen bytes"))); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("CheckpointSeq of a foreign stream = %v, want ErrCorrupt", err)
 	}
 	srcDump := dump(t, s)
 	// Later batches are not in the snapshot.
