@@ -223,7 +223,7 @@ func TestProcess_FencedProcessExits1(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	blobs, err := fs.Open(filepath.Join(dir, node.LogDir), fs.Strict)
+	blobs, err := node.OpenDataLog(dir, fs.Strict, true)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,12 +13,14 @@ import (
 // Data directory layout of dev and local:
 //
 //	DIR/dev.lock        exclusive flock while a process uses DIR (D2)
-//	DIR/log/            the durable store (blob fs): lease and log (D5, D6)
+//	DIR/log/            the durable store (blob fs): lease, manifest, snapshots (D5, D6)
+//	DIR/log-segments/   the log batches, appended to segment files (seglog)
 //	DIR/state/          the local store
 //	DIR/relaxed.unclean present while a relaxed-mode process runs (D7)
 const (
 	LockFile      = "dev.lock"
 	LogDir        = "log"
+	SegmentDir    = "log-segments"
 	StateDir      = "state"
 	RelaxedMarker = "relaxed.unclean"
 )

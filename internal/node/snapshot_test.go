@@ -36,7 +36,7 @@ func TestDev_SnapshotsTruncateTheLogAndRestore(t *testing.T) {
 		expectAck(t, w.result(w.next(), decide(complete(jsonValue(i)), nil)), dexpb.TaskAckStatus_TASK_ACK_STATUS_ACCEPTED)
 	}
 
-	blobs, err := fs.Open(filepath.Join(dir, node.LogDir), fs.Strict)
+	blobs, err := node.OpenDataLog(dir, fs.Strict, true)
 	if err != nil {
 		t.Fatal(err)
 	}
