@@ -128,7 +128,7 @@ func TestDev_MetricsCountAFlow(t *testing.T) {
 	if got := after[`dexzd_store_request_seconds_count{op="put_if_absent"}`] - before[`dexzd_store_request_seconds_count{op="put_if_absent"}`]; got < puts {
 		t.Errorf("put_if_absent latency count moved by %v, want at least %v", got, puts)
 	}
-	// Strict: each batch is appended to a log segment and fdatasynced.
+	// Strict: each batch is appended to a log segment and fsynced.
 	if got := after["dexzd_store_fsyncs_total"] - before["dexzd_store_fsyncs_total"]; got < batches {
 		t.Errorf("dexzd_store_fsyncs_total moved by %v for %v strict batch writes, want at least 1 each", got, batches)
 	}

@@ -121,9 +121,9 @@ func Run(ctx context.Context, o RunOptions) (err error) {
 		fsMode = fs.ProcessCrashSafe
 	}
 	// While this process holds dev.lock, flock works on this filesystem:
-	// log batches are appended to segment files (one fdatasync each in
-	// strict mode instead of a new file and two fsyncs). Without it every
-	// batch stays a file of its own.
+	// log batches are appended to segment files (one fsync each in strict
+	// mode instead of a new file and two fsyncs). Without it every batch
+	// stays a file of its own.
 	logStore, err := OpenDataLog(dir, fsMode, lock.locked)
 	if err != nil {
 		return err

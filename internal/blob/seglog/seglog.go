@@ -6,9 +6,10 @@
 // per log batch on an ordinary disk, which is most of a single caller's
 // latency in dev and local. Here the keys that name log batches
 // (<prefix>nodes/<node>/log/<20 digits>, wal.Layout.LogKey) are records
-// appended to the active segment file and made durable with one fdatasync
-// (strict), while every other key (the lease, the manifest, snapshots,
-// probes) goes to the fs store unchanged.
+// appended to the active segment file, made durable with one fsync of that
+// file in strict mode (its directory entry was made durable when the
+// segment was started, D5), while every other key (the lease, the
+// manifest, snapshots, probes) goes to the fs store unchanged.
 //
 // Batches written as files before a data directory used segments stay
 // readable (and deletable) through the fs store: a key is looked up in the
@@ -27,7 +28,7 @@
 // (u64) and, for a put, the data. Open reads every segment and rebuilds the
 // index; a record cut short or failing its checksum at the end of the
 // newest segment is a write that never completed (it was not
-// acknowledged: a put returns after its fdatasync) and is cut off; anywhere
+// acknowledged: a put returns after its fsync) and is cut off; anywhere
 // else it is corruption, reported with the file and offset. A delete appends
 // a tombstone (not synced: a delete lost in a crash only keeps a batch that
 // truncation removes again); a segment none of whose puts are live any more
@@ -107,7 +108,7 @@ type segment struct {
 
 // Open opens the segment log in dir (created if missing) in front of
 // inner, which holds every other key. With sync, every put of a log key
-// is fdatasynced before it returns (strict); without, it survives a
+// is fsynced before it returns (strict); without, it survives a
 // process kill but not a host crash (processCrashSafe).
 func Open(dir string, inner blob.Store, sync bool) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -414,7 +415,7 @@ func version(l loc) blob.Version {
 }
 
 // PutIfAbsent implements blob.Store: a log key is appended to the active
-// segment (and fdatasynced in strict mode) unless the index has it.
+// segment (and fsynced in strict mode) unless the index has it.
 func (s *Store) PutIfAbsent(ctx context.Context, key string, data []byte) (blob.Version, error) {
 	seq, ok := logSeq(key)
 	if !ok {
