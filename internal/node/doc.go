@@ -8,7 +8,9 @@
 //
 //	lock DIR/dev.lock (D2; a filesystem without locks: warn, D4)
 //	refuse DIR/relaxed.unclean (D7); write it in relaxed mode
-//	open DIR/log as the blob fs store: strict fsyncs, the others do not (D5, D6)
+//	open DIR/log as the blob fs store, and (when flock works) the log batches
+//	  as segment files in DIR/log-segments (seglog, OpenDataLog): strict
+//	  fsyncs, the others do not (D5, D6)
 //	probe conditional writes (G6), listen (UNAVAILABLE until serving)
 //	acquire the lease; while dev.lock is held, a held lease is taken over (D3)
 //	open DIR/state (the local store); Fence from Applied()+1: replay the
