@@ -250,23 +250,9 @@ func (s *sequencer) peek(flowID string) (*engine.FlowState, error) {
 // the flow's latest envelope in flight, so that its answer too is based on
 // durable state only.
 func (s *sequencer) decide(flowID string, cmd engine.Command) (decision, *engine.FlowState) {
-	if s.broken != nil {
-		return decision{err: s.broken}, nil
-	}
-	st, h, err := s.load(flowID)
-	if err != nil {
-		return decision{err: err}, nil
-	}
-	recs, err := s.eng.Decide(st, cmd, s.clock.Now())
-	if err != nil {
-		return decision{err: err}, st
-	}
-	if len(recs) == 0 {
-		d := decision{}
-		if st != nil {
-			d.runID, d.status = st.RunID, st.Status
-		}
-		if h != nil && h.hasLast {
+	st, h, recs, d, done := s.against(flowID, cmd)
+	if done {
+		if d.err == nil && h != nil && h.hasLast {
 			d.fut, d.wait = h.last, true
 		}
 		return d, st
@@ -283,14 +269,7 @@ func (s *sequencer) decide(flowID string, cmd engine.Command) (decision, *engine
 		return decision{err: &engine.Error{Code: engine.CodeResourceExhausted, Field: "request",
 			Message: fmt.Sprintf("the change is %d bytes encoded, above the log record limit of %d bytes", len(data), s.maxRecord)}}, st
 	}
-	for _, r := range recs {
-		st, _ = engine.Apply(st, r)
-	}
-	if h == nil {
-		h = &head{}
-		s.heads[flowID] = h
-	}
-	h.st = st
+	st, h = s.advance(flowID, st, h, recs)
 	h.held = nil // they go out in front of recs
 	fut, err := s.submitEnvelope(flowID, h, all, data)
 	if err != nil {
@@ -329,24 +308,47 @@ func (s *sequencer) submitEnvelope(flowID string, h *head, all []engine.Record, 
 // front of the flow's next envelope, or on their own after holdLimit. The
 // decision has no future. It returns the head state after the command.
 func (s *sequencer) hold(flowID string, cmd engine.Command) (decision, *engine.FlowState) {
+	st, h, recs, d, done := s.against(flowID, cmd)
+	if done {
+		return d, st
+	}
+	st, h = s.advance(flowID, st, h, recs)
+	if len(h.held) == 0 {
+		h.heldSince = s.clock.Now()
+		s.heldQ = append(s.heldQ, heldRef{flowID: flowID, h: h, since: h.heldSince})
+	}
+	h.held = append(h.held, recs...)
+	return decision{recs: recs, runID: st.RunID, status: st.Status}, st
+}
+
+// against loads the flow's head state and decides cmd on it. done is true
+// when the decision is final without records (the sequencer is broken, the
+// load or the decision failed, or nothing changes): d is then the answer,
+// with the run ID and status when the flow exists.
+func (s *sequencer) against(flowID string, cmd engine.Command) (st *engine.FlowState, h *head, recs []engine.Record,
+	d decision, done bool) {
 	if s.broken != nil {
-		return decision{err: s.broken}, nil
+		return nil, nil, nil, decision{err: s.broken}, true
 	}
 	st, h, err := s.load(flowID)
 	if err != nil {
-		return decision{err: err}, nil
+		return nil, nil, nil, decision{err: err}, true
 	}
-	recs, err := s.eng.Decide(st, cmd, s.clock.Now())
-	if err != nil {
-		return decision{err: err}, st
+	if recs, err = s.eng.Decide(st, cmd, s.clock.Now()); err != nil {
+		return st, h, nil, decision{err: err}, true
 	}
 	if len(recs) == 0 {
-		d := decision{}
 		if st != nil {
 			d.runID, d.status = st.RunID, st.Status
 		}
-		return d, st
+		return st, h, nil, d, true
 	}
+	return st, h, recs, decision{}, false
+}
+
+// advance applies recs to st, the head state of flowID, and stores the
+// result in the flow's head, creating it when there is none.
+func (s *sequencer) advance(flowID string, st *engine.FlowState, h *head, recs []engine.Record) (*engine.FlowState, *head) {
 	for _, r := range recs {
 		st, _ = engine.Apply(st, r)
 	}
@@ -355,12 +357,7 @@ func (s *sequencer) hold(flowID string, cmd engine.Command) (decision, *engine.F
 		s.heads[flowID] = h
 	}
 	h.st = st
-	if len(h.held) == 0 {
-		h.heldSince = s.clock.Now()
-		s.heldQ = append(s.heldQ, heldRef{flowID: flowID, h: h, since: h.heldSince})
-	}
-	h.held = append(h.held, recs...)
-	return decision{recs: recs, runID: st.RunID, status: st.Status}, st
+	return st, h
 }
 
 // committed is posted by OnDurable after a batch was applied to the store:
