@@ -46,7 +46,8 @@
 //
 // A snapshot object is: magic "DXSN", version 1 (1 byte), nextSeq (u64),
 // data length (u64), the data, and a CRC-32C of everything before it
-// (WriteSnapshot). Version 2 (WriteSnapshotFrom, what the node writes) keeps
+// (EncodeSnapshot; still read, no longer written). Version 2
+// (WriteSnapshotFrom and WriteSnapshot) keeps
 // the data out of it, in parts of SnapshotPartBytes at
 // snapshots/<nextSeq>.<attempt>.<part, 6 digits>: the object (the head) is
 // magic, version 2, nextSeq (u64), the attempt's 8 random bytes (hex in the
@@ -155,7 +156,7 @@
 // Only the active process writes snapshots and truncates, and every delete
 // is preceded by a LeaseCheck that re-reads the lease and confirms the same
 // epoch still holds it (G7): a standby or a fenced process never deletes.
-// WriteSnapshot stores the snapshot create-if-absent and then records it in
+// WriteSnapshotFrom stores the snapshot create-if-absent and then records it in
 // the manifest with a conditional write; Truncate deletes log batches below
 // the manifest's logStart and snapshots the manifest no longer keeps.
 // Truncate removes snapshot parts with their snapshot, and the parts of

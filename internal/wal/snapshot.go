@@ -165,45 +165,21 @@ func readManifestRetry(ctx context.Context, store blob.Store, layout Layout) (m 
 	return m, v, found, nil
 }
 
-// WriteSnapshot stores a snapshot of the local store that reflects every
-// batch below nextSeq, then records it in the manifest, which keeps the
-// newest keep snapshots (DefaultKeepSnapshots if keep <= 0) and raises the
-// log start to the newest kept snapshot. The snapshot is written
-// create-if-absent; the manifest create-if-absent the first time and
-// replace-if-unchanged after. leaseCheck runs before the snapshot write and
-// before each manifest write; if it fails nothing more is written.
+// WriteSnapshot stores data, a snapshot of the local store that reflects
+// every batch below nextSeq, as WriteSnapshotFrom does, then records it in
+// the manifest, which keeps the newest keep snapshots
+// (DefaultKeepSnapshots if keep <= 0) and raises the log start to the
+// newest kept snapshot. The snapshot is written create-if-absent; the
+// manifest create-if-absent the first time and replace-if-unchanged after.
+// leaseCheck runs before the snapshot write and before each manifest
+// write; if it fails nothing more is written.
 //
 // WriteSnapshot deletes nothing; call Truncate after it. A snapshot that
 // already exists for nextSeq (a retry after a lost reply, or one the previous
 // holder took at the same position) is accepted if it decodes.
 func WriteSnapshot(ctx context.Context, store blob.Store, layout Layout, nextSeq uint64, data []byte, leaseCheck LeaseCheck, keep int) error {
-	if leaseCheck == nil {
-		return errors.New("write snapshot: no lease check")
-	}
-	if keep <= 0 {
-		keep = DefaultKeepSnapshots
-	}
-	if err := leaseCheck(ctx); err != nil {
-		return fmt.Errorf("write snapshot %d: lease check: %w", nextSeq, err)
-	}
-	key := layout.SnapshotKey(nextSeq)
-	enc := EncodeSnapshot(nextSeq, data)
-	r := newRetrier(SnapshotWriteLimit, SnapshotWriteLimit, nil)
-	err := r.do(ctx, func(ctx context.Context) error {
-		_, err := store.PutIfAbsent(ctx, key, enc)
-		if errors.Is(err, blob.ErrPrecondition) {
-			raw, _, gerr := store.Get(ctx, key)
-			if gerr != nil {
-				return gerr
-			}
-			_, err = DecodeSnapshot(key, nextSeq, raw)
-		}
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("write snapshot %d: %w", nextSeq, err)
-	}
-	return recordSnapshot(ctx, store, layout, nextSeq, leaseCheck, keep)
+	_, err := WriteSnapshotFrom(ctx, store, layout, nextSeq, bytes.NewReader(data), leaseCheck, keep)
+	return err
 }
 
 // recordSnapshot records the snapshot for nextSeq in the manifest, which

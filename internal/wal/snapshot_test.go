@@ -145,8 +145,8 @@ func TestTruncate_LeaseCheckBeforeEveryDelete(t *testing.T) {
 		s.SetRaw(layout.SnapshotKey(40), wal.EncodeSnapshot(40, nil)) // being written, not in the manifest yet
 		lease.calls, lease.deletesAtCall = 0, nil
 		n, err := wal.Truncate(t.Context(), s, layout, lease.check)
-		if err != nil || n != 26 {
-			t.Fatalf("Truncate = %d, %v; want 26 (batches 0-24 and snapshot 10)", n, err)
+		if err != nil || n != 27 {
+			t.Fatalf("Truncate = %d, %v; want 27 (batches 0-24, snapshot 10's head and part)", n, err)
 		}
 		if lease.calls != n || s.Count(blob.OpDelete) != n {
 			t.Fatalf("%d lease checks for %d deletes", lease.calls, s.Count(blob.OpDelete))
@@ -164,9 +164,20 @@ func TestTruncate_LeaseCheckBeforeEveryDelete(t *testing.T) {
 		if got := keysUnder(s, layout.LogPrefix()); !slices.Equal(got, want) {
 			t.Fatalf("log left %v, want %v", got, want)
 		}
+		// Left: the heads of 20, 25 and 40 (40 has no parts), and one part
+		// each of 20 and 25.
+		var heads []string
+		parts := map[uint64]int{}
+		for _, k := range keysUnder(s, layout.SnapshotPrefix()) {
+			if seq, ok := layout.ParseSnapshotPartKey(k); ok {
+				parts[seq]++
+			} else {
+				heads = append(heads, k)
+			}
+		}
 		want = []string{layout.SnapshotKey(20), layout.SnapshotKey(25), layout.SnapshotKey(40)}
-		if got := keysUnder(s, layout.SnapshotPrefix()); !slices.Equal(got, want) {
-			t.Fatalf("snapshots left %v, want %v", got, want)
+		if !slices.Equal(heads, want) || len(parts) != 2 || parts[20] != 1 || parts[25] != 1 {
+			t.Fatalf("snapshots left %v with parts %v, want %v with one part each of 20 and 25", heads, parts, want)
 		}
 		// Restore still works: newest snapshot plus the tail.
 		seq, _, ok, err := wal.LoadLatest(t.Context(), s, layout)

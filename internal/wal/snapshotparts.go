@@ -105,12 +105,19 @@ func WriteSnapshotFrom(ctx context.Context, store blob.Store, layout Layout, nex
 		return 0, fmt.Errorf("write snapshot %d: lease check: %w", nextSeq, err)
 	}
 	key := layout.SnapshotKey(nextSeq)
-	if raw, _, err := store.Get(ctx, key); err == nil {
+	var raw []byte
+	rt := newRetrier(SnapshotWriteLimit, DefaultAttemptTimeout, nil)
+	switch err := rt.do(ctx, func(ctx context.Context) error {
+		var err error
+		raw, _, err = store.Get(ctx, key)
+		return err
+	}); {
+	case err == nil:
 		if _, err := openSnapshot(ctx, store, layout, key, nextSeq, raw); err != nil {
 			return 0, err
 		}
 		return 0, recordSnapshot(ctx, store, layout, nextSeq, leaseCheck, keep)
-	} else if !errors.Is(err, blob.ErrNotFound) {
+	case !errors.Is(err, blob.ErrNotFound):
 		return 0, fmt.Errorf("write snapshot %d: %w", nextSeq, err)
 	}
 	h := snapshotHead{nextSeq: nextSeq}
@@ -125,8 +132,8 @@ func WriteSnapshotFrom(ctx context.Context, store blob.Store, layout Layout, nex
 			part := buf[:n]
 			_, _ = sum.Write(part)
 			pkey := layout.SnapshotPartKey(nextSeq, h.attemptID(), int(h.parts))
-			rt := newRetrier(SnapshotWriteLimit, SnapshotWriteLimit, nil)
-			if err := rt.do(ctx, func(ctx context.Context) error {
+			prt := newRetrier(SnapshotWriteLimit, SnapshotWriteLimit, nil)
+			if err := prt.do(ctx, func(ctx context.Context) error {
 				_, err := store.PutIfAbsent(ctx, pkey, part)
 				return err
 			}); err != nil {
@@ -143,7 +150,7 @@ func WriteSnapshotFrom(ctx context.Context, store blob.Store, layout Layout, nex
 		}
 	}
 	h.crc = sum.Sum32()
-	rt := newRetrier(SnapshotWriteLimit, DefaultAttemptTimeout, nil)
+	rt = newRetrier(SnapshotWriteLimit, DefaultAttemptTimeout, nil)
 	err := rt.do(ctx, func(ctx context.Context) error {
 		_, err := store.PutIfAbsent(ctx, key, h.encode())
 		if errors.Is(err, blob.ErrPrecondition) {
