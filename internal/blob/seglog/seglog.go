@@ -84,6 +84,7 @@ type Store struct {
 	mu     sync.Mutex
 	closed bool
 	lockF  *os.File // DIR/.lock, flocked around every operation
+	prefix string   // the log keys' prefix, once known (keyPrefix)
 	// index maps a log key to its record.
 	index map[string]loc
 	// keys are the live log keys, sorted.
@@ -286,12 +287,22 @@ func (s *Store) load() error {
 // prefixFile is where the store records the key prefix of its log keys.
 const prefixFile = "prefix"
 
+// keyPrefix returns the prefix of the log keys, "" before the first put.
+// It never changes once written, so it is read from the file only until
+// it is known.
 func (s *Store) keyPrefix() (string, error) {
+	if s.prefix != "" {
+		return s.prefix, nil
+	}
 	b, err := os.ReadFile(filepath.Join(s.dir, prefixFile))
 	if errors.Is(err, os.ErrNotExist) {
 		return "", nil
 	}
-	return string(b), err
+	if err != nil {
+		return "", err
+	}
+	s.prefix = string(b)
+	return s.prefix, nil
 }
 
 func (s *Store) loadSegment(id uint64, newest bool) error {
@@ -481,7 +492,11 @@ func (s *Store) checkPrefix(key string, seq uint64) error {
 	if err := os.Rename(tmp, path); err != nil {
 		return err
 	}
-	return syncDir(s.dir)
+	if err := syncDir(s.dir); err != nil {
+		return err
+	}
+	s.prefix = prefix
+	return nil
 }
 
 // append writes one record to the active segment, starting a new one when

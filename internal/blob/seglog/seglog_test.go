@@ -257,3 +257,27 @@ func TestTwoProcessesShareTheSegments(t *testing.T) {
 		t.Fatalf("b reads a's batch 8 = %q, %v", data, err)
 	}
 }
+
+// One store holds one node's log: a log key under another prefix is
+// refused, before and after reopening.
+func TestLogKeysOfAnotherNodeAreRefused(t *testing.T) {
+	dir := t.TempDir()
+	ctx := t.Context()
+	s := open(t, dir)
+	if _, err := s.PutIfAbsent(ctx, logKey(0), []byte("n1")); err != nil {
+		t.Fatal(err)
+	}
+	other := fmt.Sprintf("nodes/n2/log/%020d", 1)
+	if _, err := s.PutIfAbsent(ctx, other, []byte("n2")); !errors.Is(err, blob.ErrPermanent) {
+		t.Fatalf("put of another node's log key = %v, want ErrPermanent", err)
+	}
+	_ = s.Close()
+	s = open(t, dir)
+	defer s.Close()
+	if _, err := s.PutIfAbsent(ctx, other, []byte("n2")); !errors.Is(err, blob.ErrPermanent) {
+		t.Fatalf("after reopening, put of another node's log key = %v, want ErrPermanent", err)
+	}
+	if data, _, err := s.Get(ctx, logKey(0)); err != nil || string(data) != "n1" {
+		t.Fatalf("Get = %q, %v", data, err)
+	}
+}
