@@ -156,8 +156,10 @@ func TestHotStandby_RestartsAfterAnError(t *testing.T) {
 	})
 }
 
-// A standby whose next batch was truncated away (it would need a snapshot,
-// which it cannot restore yet) is failed and stops following.
+// A standby whose next batch was truncated away and whose local store
+// cannot be restored from a snapshot (no bootstrapper: the in-memory store
+// of tests) is failed and stops following. Restoring is tested with real
+// stores in test/ha (TestStandby_BootstrapsFromTheNewestSnapshot).
 //
 // Covers: S10
 func TestHotStandby_FailsWhenTheLogWasTruncated(t *testing.T) {
