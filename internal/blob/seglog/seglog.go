@@ -1,52 +1,15 @@
-// Package seglog is a blob.Store for one process on local disk whose log
-// batches are appended to segment files instead of being a file each.
-//
-// The fs store makes every object a file of its own: in strict mode a new
-// file, fsynced, moved into place, and its directory fsynced, about 1.5 ms
-// per log batch on an ordinary disk, which is most of a single caller's
-// latency in dev and local. Here the keys that name log batches
-// (<prefix>nodes/<node>/log/<20 digits>, wal.Layout.LogKey) are records
-// appended to the active segment file, made durable with one fsync of that
-// file in strict mode (its directory entry was made durable when the
-// segment was started, D5), while every other key (the lease, the
-// manifest, snapshots, probes) goes to the fs store unchanged.
-//
-// Batches written as files before a data directory used segments stay
-// readable (and deletable) through the fs store: a key is looked up in the
-// segments first, then as a file, and a put finds either taken.
-//
-// Several processes may share the directory, as with the fs store: every
-// operation on a log key runs under an exclusive flock on DIR/.lock and
-// first catches up with what other processes appended (new records at the
-// end of the newest segment; a changed set of segments reloads all), so a
-// create-if-absent of a log key fails for every process but the first, and
-// fencing (G1, G4) holds. dev and local use it only on a filesystem whose
-// flock works (they hold dev.lock); elsewhere they keep the fs store.
-//
-// A segment is a sequence of records: length (u32) and CRC-32C (u32) of the
-// body, then the body: kind (1 byte: put or delete), the sequence number
-// (u64) and, for a put, the data. Open reads every segment and rebuilds the
-// index; a record cut short or failing its checksum at the end of the
-// newest segment is a write that never completed (it was not
-// acknowledged: a put returns after its fsync) and is cut off; anywhere
-// else it is corruption, reported with the file and offset. A delete appends
-// a tombstone (not synced: a delete lost in a crash only keeps a batch that
-// truncation removes again); a segment none of whose puts are live any more
-// is removed.
 package seglog
 
 import (
-	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -81,6 +44,8 @@ type Store struct {
 	sync   bool
 	fsyncs atomic.Uint64
 
+	log *slog.Logger // where repairs are reported (WithLogger)
+
 	mu     sync.Mutex
 	closed bool
 	lockF  *os.File // DIR/.lock, flocked around every operation
@@ -92,6 +57,9 @@ type Store struct {
 	segs   map[uint64]*segment // by number
 	cur    *segment            // the segment appended to
 	nextID uint64              // the number of the next new segment
+	// compactDue is set when a segment other than cur may have become
+	// removable or worth relocating (relocate.go).
+	compactDue bool
 }
 
 type loc struct {
@@ -101,17 +69,46 @@ type loc struct {
 }
 
 type segment struct {
-	id   uint64 // segments are numbered in the order they are started
-	f    *os.File
-	size int64
-	live int // puts not deleted
+	id        uint64 // segments are numbered in the order they are started
+	f         *os.File
+	size      int64
+	live      int   // puts not deleted
+	liveBytes int64 // the bytes of their records
+	dirty     bool  // written (or, for a loaded segment, maybe) since its last fsync
+}
+
+// recordBytes is the size of a put record holding n bytes of data.
+func recordBytes(n int) int64 { return recordHeader + bodyHeader + int64(n) }
+
+// addLive counts a live put at l in its segment; dropLive uncounts it.
+func addLive(l loc)  { l.seg.live++; l.seg.liveBytes += recordBytes(l.length) }
+func dropLive(l loc) { l.seg.live--; l.seg.liveBytes -= recordBytes(l.length) }
+
+// An Option configures Open.
+type Option func(*Store)
+
+// WithLogger reports to log what the store repairs or fails to tidy: a
+// torn tail cut off ("seglog: cut torn tail", with the file, the offset,
+// the reason and segmentsDropped) and a relocation that failed (retried
+// later). Without it nothing is logged.
+func WithLogger(log *slog.Logger) Option {
+	return func(s *Store) {
+		if log != nil {
+			s.log = log
+		}
+	}
 }
 
 // Open opens the segment log in dir (created if missing) in front of
 // inner, which holds every other key. With sync, every put of a log key
 // is fsynced before it returns (strict); without, it survives a
 // process kill but not a host crash (processCrashSafe).
-func Open(dir string, inner blob.Store, sync bool) (*Store, error) {
+//
+// Open cuts off torn tails (and without sync, after a torn tail in an
+// older segment, the segments after it) and returns an error naming the
+// file and offset of a corrupt record, having changed nothing; see the
+// package doc.
+func Open(dir string, inner blob.Store, sync bool, opts ...Option) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("seglog: %w", err)
 	}
@@ -119,12 +116,19 @@ func Open(dir string, inner blob.Store, sync bool) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("seglog: %w", err)
 	}
-	s := &Store{inner: inner, dir: dir, sync: sync, lockF: lf, index: map[string]loc{}, segs: map[uint64]*segment{}}
+	s := &Store{inner: inner, dir: dir, sync: sync, log: slog.New(slog.DiscardHandler), lockF: lf,
+		index: map[string]loc{}, segs: map[uint64]*segment{}}
+	for _, o := range opts {
+		o(s)
+	}
 	if err := s.flock(); err != nil {
 		_ = lf.Close()
 		return nil, err
 	}
 	err = s.load()
+	if err == nil {
+		s.tidy()
+	}
 	s.funlock()
 	if err != nil {
 		s.closeFiles()
@@ -202,13 +206,19 @@ func (s *Store) refresh() error {
 	if fi.Size() == s.cur.size {
 		return nil
 	}
-	added, err := s.scan(s.cur, s.cur.size, true)
+	added, bad, err := s.scan(s.cur, s.cur.size)
 	for _, k := range added {
 		if i, found := slices.BinarySearch(s.keys, k); !found {
 			s.keys = slices.Insert(s.keys, i, k)
 		}
 	}
 	s.dropDeletedKeys()
+	// Another process's puts may have superseded records elsewhere (a
+	// relocation it did not finish).
+	s.compactDue = true
+	if err == nil && bad != nil {
+		err = s.cutNewest(s.cur, bad)
+	}
 	return err
 }
 
@@ -259,31 +269,6 @@ func logSeq(key string) (uint64, bool) {
 	return seq, err == nil
 }
 
-// load reads every segment, oldest first, and rebuilds the index.
-func (s *Store) load() error {
-	ids, err := s.segmentIDs()
-	if err != nil {
-		return err
-	}
-	for i, id := range ids {
-		if err := s.loadSegment(id, i == len(ids)-1); err != nil {
-			return err
-		}
-		s.nextID = id + 1
-	}
-	s.keys = s.keys[:0]
-	for k := range s.index {
-		s.keys = append(s.keys, k)
-	}
-	sort.Strings(s.keys)
-	for _, seg := range s.segs {
-		if seg.live == 0 && seg != s.cur {
-			s.removeSegment(seg)
-		}
-	}
-	return nil
-}
-
 // prefixFile is where the store records the key prefix of its log keys.
 const prefixFile = "prefix"
 
@@ -303,89 +288,6 @@ func (s *Store) keyPrefix() (string, error) {
 	}
 	s.prefix = string(b)
 	return s.prefix, nil
-}
-
-func (s *Store) loadSegment(id uint64, newest bool) error {
-	f, err := os.OpenFile(s.segPath(id), os.O_RDWR, 0)
-	if err != nil {
-		return fmt.Errorf("seglog: %w", err)
-	}
-	seg := &segment{id: id, f: f}
-	s.segs[id] = seg
-	if newest {
-		s.cur = seg
-	}
-	_, err = s.scan(seg, 0, newest)
-	return err
-}
-
-// scan reads seg's records from off on into the index and returns the
-// keys it put.
-func (s *Store) scan(seg *segment, off int64, newest bool) ([]string, error) {
-	prefix, err := s.keyPrefix()
-	if err != nil {
-		return nil, fmt.Errorf("seglog: %w", err)
-	}
-	if _, err := seg.f.Seek(off, io.SeekStart); err != nil {
-		return nil, fmt.Errorf("seglog: %w", err)
-	}
-	r := bufio.NewReaderSize(seg.f, 1<<20)
-	var added []string
-	hdr := make([]byte, recordHeader)
-	for {
-		if _, err := io.ReadFull(r, hdr); err != nil {
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			return added, s.tail(seg, off, newest, "a record header is cut short")
-		}
-		n := binary.BigEndian.Uint32(hdr)
-		sum := binary.BigEndian.Uint32(hdr[4:])
-		if n < bodyHeader || n > maxRecord {
-			return added, s.tail(seg, off, newest, fmt.Sprintf("a record says %d bytes", n))
-		}
-		body := make([]byte, n)
-		if _, err := io.ReadFull(r, body); err != nil {
-			return added, s.tail(seg, off, newest, "a record is cut short")
-		}
-		if crc32.Checksum(body, castagnoli) != sum {
-			return added, s.tail(seg, off, newest, "a record fails its checksum")
-		}
-		seq := binary.BigEndian.Uint64(body[1:])
-		key := prefix + padSeq(seq)
-		switch body[0] {
-		case kindPut:
-			if old, ok := s.index[key]; ok {
-				old.seg.live--
-			}
-			s.index[key] = loc{seg: seg, off: off + recordHeader + bodyHeader, length: int(n) - bodyHeader}
-			seg.live++
-			added = append(added, key)
-		case kindDelete:
-			if old, ok := s.index[key]; ok {
-				old.seg.live--
-				delete(s.index, key)
-			}
-		default:
-			return added, s.tail(seg, off, newest, fmt.Sprintf("a record has the unknown kind %d", body[0]))
-		}
-		off += recordHeader + int64(n)
-	}
-	seg.size = off
-	return added, nil
-}
-
-// tail handles a bad record at off: at the end of the newest segment it is
-// an unfinished write and is cut off; elsewhere it is corruption.
-func (s *Store) tail(seg *segment, off int64, newest bool, what string) error {
-	if !newest {
-		return blob.Permanent(blob.OpGet, seg.f.Name(), fmt.Errorf("seglog: corrupt segment %s at offset %d: %s", seg.f.Name(), off, what))
-	}
-	if err := seg.f.Truncate(off); err != nil {
-		return fmt.Errorf("seglog: cut the unfinished record off %s at %d: %w", seg.f.Name(), off, err)
-	}
-	seg.size = off
-	return nil
 }
 
 func padSeq(seq uint64) string {
@@ -461,9 +363,10 @@ func (s *Store) PutIfAbsent(ctx context.Context, key string, data []byte) (blob.
 		return "", blob.Permanent(op, key, err)
 	}
 	s.index[key] = l
-	l.seg.live++
+	addLive(l)
 	i, _ := slices.BinarySearch(s.keys, key)
 	s.keys = slices.Insert(s.keys, i, key)
+	s.tidy() // the put may have started a segment
 	return version(l), nil
 }
 
@@ -522,10 +425,10 @@ func (s *Store) append(kind byte, seq uint64, data []byte, sync bool) (loc, erro
 		_ = seg.f.Truncate(seg.size)
 		return loc{}, fmt.Errorf("seglog: append to %s: %w", seg.f.Name(), err)
 	}
+	seg.dirty = true
 	if sync {
-		s.fsyncs.Add(1)
-		if err := seg.f.Sync(); err != nil {
-			return loc{}, fmt.Errorf("seglog: sync %s: %w", seg.f.Name(), err)
+		if err := s.syncSegment(seg); err != nil {
+			return loc{}, err
 		}
 	}
 	l := loc{seg: seg, off: seg.size + recordHeader + bodyHeader, length: len(data)}
@@ -533,9 +436,26 @@ func (s *Store) append(kind byte, seq uint64, data []byte, sync bool) (loc, erro
 	return l, nil
 }
 
+// syncSegment fsyncs seg.
+func (s *Store) syncSegment(seg *segment) error {
+	s.fsyncs.Add(1)
+	if err := seg.f.Sync(); err != nil {
+		return fmt.Errorf("seglog: sync %s: %w", seg.f.Name(), err)
+	}
+	seg.dirty = false
+	return nil
+}
+
 // newSegment starts the next segment, durable in its directory before it
-// is used.
+// is used. In strict mode the active segment's unsynced writes (its
+// tombstones) are fsynced first, so that only the newest segment can have
+// a torn tail.
 func (s *Store) newSegment() error {
+	if s.sync && s.cur != nil && s.cur.dirty {
+		if err := s.syncSegment(s.cur); err != nil {
+			return fmt.Errorf("seglog: new segment: %w", err)
+		}
+	}
 	id := s.nextID
 	s.nextID++
 	path := s.segPath(id)
@@ -552,11 +472,8 @@ func (s *Store) newSegment() error {
 	}
 	seg := &segment{id: id, f: f}
 	s.segs[id] = seg
-	old := s.cur
 	s.cur = seg
-	if old != nil && old.live == 0 {
-		s.removeSegment(old)
-	}
+	s.compactDue = true // the segment that was active
 	return nil
 }
 
@@ -575,7 +492,7 @@ func (s *Store) PutIfMatch(ctx context.Context, key string, data []byte, v blob.
 }
 
 // Delete implements blob.Store: a tombstone, and the segment goes once
-// none of its batches is left.
+// none of its batches is left, or its last few are relocated.
 func (s *Store) Delete(ctx context.Context, key string) error {
 	seq, ok := logSeq(key)
 	if !ok {
@@ -596,10 +513,11 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 	if i, found := slices.BinarySearch(s.keys, key); found {
 		s.keys = slices.Delete(s.keys, i, i+1)
 	}
-	l.seg.live--
-	if l.seg.live == 0 && l.seg != s.cur {
-		s.removeSegment(l.seg)
+	dropLive(l)
+	if l.seg != s.cur {
+		s.compactDue = true
 	}
+	s.tidy()
 	return nil
 }
 
