@@ -124,7 +124,7 @@ func Run(ctx context.Context, o RunOptions) (err error) {
 	// log batches are appended to segment files (one fsync each in strict
 	// mode instead of a new file and two fsyncs). Without it every batch
 	// stays a file of its own.
-	logStore, err := OpenDataLog(dir, fsMode, lock.locked)
+	logStore, err := OpenDataLog(dir, fsMode, lock.locked, seglog.WithLogger(log))
 	if err != nil {
 		return err
 	}
@@ -181,9 +181,10 @@ func Run(ctx context.Context, o RunOptions) (err error) {
 // the fs store in DIR/log (strict fsyncs, or none with fs.ProcessCrashSafe),
 // with the log batches appended to segment files in DIR/log-segments when
 // segments is set (it needs a filesystem whose flock works; package
-// seglog). Tools and tests that read a data directory's log open it the
-// same way.
-func OpenDataLog(dir string, mode fs.Mode, segments bool) (blob.Store, error) {
+// seglog; opts such as seglog.WithLogger, which reports a torn tail cut
+// off at open, D6). Tools and tests that read a data directory's log open
+// it the same way.
+func OpenDataLog(dir string, mode fs.Mode, segments bool, opts ...seglog.Option) (blob.Store, error) {
 	files, err := fs.Open(filepath.Join(dir, LogDir), mode)
 	if err != nil {
 		return nil, err
@@ -191,7 +192,7 @@ func OpenDataLog(dir string, mode fs.Mode, segments bool) (blob.Store, error) {
 	if !segments {
 		return files, nil
 	}
-	seg, err := seglog.Open(filepath.Join(dir, SegmentDir), files, mode == fs.Strict)
+	seg, err := seglog.Open(filepath.Join(dir, SegmentDir), files, mode == fs.Strict, opts...)
 	if err != nil {
 		_ = files.Close()
 		return nil, fmt.Errorf("open the log segments: %w", err)
