@@ -81,6 +81,14 @@
 //
 // # Renewal
 //
+// Renewal is Holder.Run. The holder starts it right after the acquisition
+// and keeps it running through everything it does before it serves
+// (restoring a snapshot, replaying the log, fencing it) and while it
+// serves: the first renewal is due d/3 after the acquisition write was
+// sent, whatever the holder is busy with, and a Run started after the
+// renewal cutoff returns ErrRenewalTimeout at once. Package node runs one
+// Run per lease period, from the acquisition to the release or the stop.
+//
 // With d the duration and S the send time of the last successful write:
 //
 //	renewal due          S + d/3
@@ -173,4 +181,34 @@
 // earliest takeover (11.000). That ordering is for availability and clean
 // hand-overs only: if a pause or a clock jump broke it, the new holder's
 // epoch would still fence every log write of the old one.
+//
+// # Worked timeline: 10 s lease, a takeover that recovers for 31 s
+//
+// A standby acquires epoch 2 at 0.000 after its predecessor crashed, and
+// its recovery (a cold replay of the whole log, or a snapshot restored
+// from object storage, then the fence) lasts 31 s. Another standby waits
+// for the lease meanwhile.
+//
+//	 0.000  acquisition write (write 1) sent and confirmed; Run starts, and
+//	        the recovery with it; valid until 10.000
+//	 3.333  renewal (write 2); valid until 13.333, cutoff 13.233
+//	 6.667  renewal (write 3); and so on every 3.333 s
+//	30.000  renewal (write 10); valid until 40.000
+//	31.000  recovery done, fence of epoch 2 written; Valid is true: the
+//	        node opens its gate and reports ready, still epoch 2
+//
+// The waiting standby reads renewedAt moving every 3.333 s and never finds
+// the lease expired: one acquisition, one epoch. Had Run started only at
+// 31.000, once the recovery was done, the period would have ended at
+// 10.000, the waiting standby would have acquired epoch 3 at 11.000
+// (renewedAt 0 + 10 s + 1 s) and started a recovery of its own, and at
+// 31.000 Run would have returned ErrRenewalTimeout at once (cutoff 9.900):
+// exit 1 after 31 s of work, and the same again for every takeover whose
+// recovery outlasts the lease.
+//
+// A lease lost during the recovery stops Run exactly as while serving:
+// another holder's write is found at the next renewal (ErrLost), a store
+// that accepts no renewal stops it at the cutoff (ErrRenewalTimeout). The
+// node then ends the recovery at once and exits 1 without serving and
+// without a release.
 package lease

@@ -159,8 +159,11 @@ func (h *Holder) stop(reason, err error, found *Record) error {
 // Run renews the lease until ctx ends or Release begins (it then returns
 // nil) or the lease is lost (it returns a *StopError and closes Lost). It
 // renews RenewalInterval after the last successful write was sent; see
-// doc.go for the attempts, cut-offs and retries of one renewal. Run may be
-// called once.
+// doc.go for the attempts, cut-offs and retries of one renewal. Start it
+// right after the acquisition, before any recovery: the first renewal is
+// due RenewalInterval after the acquisition write was sent, and a Run
+// started after the renewal cutoff returns ErrRenewalTimeout at once. Run
+// may be called once.
 func (h *Holder) Run(ctx context.Context) error {
 	h.mu.Lock()
 	if h.running {

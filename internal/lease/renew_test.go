@@ -69,6 +69,54 @@ func TestRun_RenewsAfterOneThirdOfTheDuration(t *testing.T) {
 	}
 }
 
+// The renewal schedule counts from the acquisition write, not from when
+// Run starts: a Run started within the period renews at once if the
+// renewal is overdue, and one started after the renewal cutoff (a holder
+// that recovered for longer than its lease before renewing) returns
+// ErrRenewalTimeout at once and writes nothing. So a holder starts Run
+// right after the acquisition.
+//
+// Covers: L2, L7
+func TestRun_SchedulesFromTheAcquisitionNotFromTheStartOfRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		for _, tc := range []struct {
+			name    string
+			startAt time.Duration // after the acquisition, d = 10 s
+			renewAt time.Duration // -1: no renewal, ErrRenewalTimeout at once
+		}{
+			{"within the first third", 2 * time.Second, 10 * time.Second / 3},
+			{"renewal overdue", 5 * time.Second, 5 * time.Second},
+			{"after the cutoff", 30 * time.Second, -1},
+		} {
+			s := newRecorder()
+			c := s.clock
+			h := mustAcquire(t, config(s, "a", 10*time.Second))
+			c.sleepUntil(tc.startAt)
+			ctx, cancel := context.WithCancel(t.Context())
+			done := run(ctx, h, c)
+			if tc.renewAt < 0 {
+				r := <-done
+				cancel()
+				if !errors.Is(r.err, lease.ErrRenewalTimeout) || r.at != tc.startAt {
+					t.Fatalf("%s: Run = %v at %v, want ErrRenewalTimeout at once (%v)", tc.name, r.err, r.at, tc.startAt)
+				}
+				if n := len(s.ops(blob.OpPutIfMatch)); n != 0 || h.Valid() {
+					t.Fatalf("%s: %d renewal writes, valid %v; want none, not valid", tc.name, n, h.Valid())
+				}
+				continue
+			}
+			c.sleepUntil(tc.startAt + 5*time.Second)
+			cancel()
+			if r := <-done; r.err != nil {
+				t.Fatalf("%s: Run = %v", tc.name, r.err)
+			}
+			if got := starts(s.ops(blob.OpPutIfMatch)); len(got) == 0 || got[0] != tc.renewAt {
+				t.Fatalf("%s: renewals sent at %v, want the first at %v", tc.name, got, tc.renewAt)
+			}
+		}
+	})
+}
+
 // Covers: L2, P2
 func TestRun_ValidityCountsFromWhenTheRenewalWasSent(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {

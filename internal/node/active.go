@@ -2,10 +2,10 @@ package node
 
 // What every mode shares: the API surface a process opens before it holds
 // the lease, the metrics listener, and one lease period from the acquired
-// lease to the end of serving (open the local store, replay and fence,
-// writer under Supervise, Recover, serve, stop). dev and local (Run) and
-// serve (Serve) differ only in how they get the durable store and the
-// lease.
+// lease to the end of serving (renew the lease from the start; open the
+// local store, replay and fence, writer under Supervise, Recover, serve,
+// stop). dev and local (Run) and serve (Serve) differ only in how they get
+// the durable store and the lease.
 
 import (
 	"context"
@@ -228,28 +228,52 @@ type leasePeriod struct {
 	boot *bootstrapper
 }
 
-// run serves the period: open the local store, replay the log from its
-// applied position and write the fence (T1, G2), start the writer under
-// Supervise, Recover (T2-T5), open the gate, then serve until ctx ends (the
-// graceful stop: drain, flush, release; K2, L12), a step down (drain,
-// flush, release; A3, A4: it returns the steppedDown the hold-off
-// continues from), a fatal stop (lease lost, log write limit, fenced:
-// that error; L7, L9, L10, G4) or abandon (ErrAbandoned: nothing drained,
-// flushed or released, like a crash).
+// run serves the period: renew the lease from the start (the period's one
+// renewal loop, L2), open the local store, restore it from a snapshot if
+// needed, replay the log from its applied position and write the fence (T1,
+// G2), start the writer under Supervise, Recover (T2-T5), open the gate
+// (only with a valid lease, H2), then serve until ctx ends (the graceful
+// stop: drain, flush, release; K2, L12), a step down (drain, flush,
+// release; A3, A4: it returns the steppedDown the hold-off continues from),
+// a fatal stop (lease lost, log write limit, fenced: that error; L7, L9,
+// L10, G4) or abandon (ErrAbandoned: nothing drained, flushed or released,
+// like a crash).
 //
-// A failure before the gate opens releases the lease, so that another
-// process can take over at once, and returns the error (S9; the process
-// exits 1).
+// The recovery may take longer than the lease (a snapshot restore, a cold
+// replay of thousands of batches); the renewal keeps the lease meanwhile. A
+// lease that stops during the recovery (lost, not renewed in time: L7, L9)
+// ends it at once: run returns the lease's error and releases nothing (the
+// process exits 1, L11). Any other failure before the gate opens releases
+// the lease, so that another process can take over at once, and returns
+// the error (S9; the process exits 1).
 func (p *leasePeriod) run(ctx context.Context) (sd *steppedDown, err error) {
+	renewing := renew(ctx, p.holder)
+	defer renewing.stop()
 	log := p.log.With("epoch", p.holder.Epoch())
 	p.metrics.setEpoch(p.holder.Epoch())
 	p.metrics.setStandbyState(StandbyNotStandby)
 	serving := false
 	defer func() {
-		if err != nil && !serving && !errors.Is(err, ErrAbandoned) {
-			p.releaseAfterFailure(log, err)
+		if err == nil || serving || errors.Is(err, ErrAbandoned) {
+			return
 		}
+		if lerr := p.holder.Err(); lerr != nil {
+			// The lease stopped (L7, L9): that ended the recovery, the
+			// error is the lease's, and there is nothing to release.
+			if err != lerr {
+				log.Info("recovery ended by the lease's stop", "err", err)
+				err = lerr
+			}
+			return
+		}
+		if errors.Is(err, lease.ErrNotValid) {
+			return // ran out before the renewal noticed (a freeze): nothing to release either
+		}
+		p.releaseAfterFailure(log, err)
 	}()
+	// The recovery runs under rctx, which ends when the lease stops.
+	rctx, endRecovery := renewing.guard(ctx)
+	defer endRecovery()
 
 	store, err := p.open(p.stateDir)
 	if err != nil {
@@ -274,7 +298,7 @@ func (p *leasePeriod) run(ctx context.Context) (sd *steppedDown, err error) {
 	}()
 	// An empty local store starts from the newest snapshot, if any.
 	if _, ok := store.Applied(); !ok && p.boot != nil {
-		if store, err = p.boot.bootstrap(ctx, store, false); err != nil {
+		if store, err = p.boot.bootstrap(rctx, store, false); err != nil {
 			return nil, err
 		}
 	}
@@ -282,17 +306,17 @@ func (p *leasePeriod) run(ctx context.Context) (sd *steppedDown, err error) {
 	if seq, ok := store.Applied(); ok {
 		from = seq + 1
 	}
-	next, err := wal.Fence(ctx, p.blobs, p.layout, p.holder.Epoch(), from, ReplayApply(store))
+	next, err := wal.Fence(rctx, p.blobs, p.layout, p.holder.Epoch(), from, replayWhile(rctx, store))
 	if errors.Is(err, wal.ErrTruncated) && p.boot != nil {
 		// The log was truncated past the store (a process that was away
 		// for long): restore the newest snapshot and replay its tail.
 		log.Warn("the log was truncated past the local store; restoring the newest snapshot", "from", from)
-		if store, err = p.boot.bootstrap(ctx, store, true); err != nil {
+		if store, err = p.boot.bootstrap(rctx, store, true); err != nil {
 			return nil, err
 		}
 		seq, _ := store.Applied()
 		from = seq + 1
-		next, err = wal.Fence(ctx, p.blobs, p.layout, p.holder.Epoch(), from, ReplayApply(store))
+		next, err = wal.Fence(rctx, p.blobs, p.layout, p.holder.Epoch(), from, replayWhile(rctx, store))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("replay and fence the log: %w", err)
@@ -319,7 +343,13 @@ func (p *leasePeriod) run(ctx context.Context) (sd *steppedDown, err error) {
 	supDone := make(chan error, 1)
 	go func() { supDone <- Supervise(supCtx, p.holder, w) }()
 	core.Start(supCtx)
-	if err := core.Recover(ctx); err != nil {
+	err = core.Recover(rctx)
+	if err == nil && !p.holder.Valid() {
+		// Never open the gate or report ready on a lease that is not
+		// valid (H2); a stop of the renewal is the error returned.
+		err = fmt.Errorf("recovered, then found the lease of epoch %d: %w", p.holder.Epoch(), lease.ErrNotValid)
+	}
+	if err != nil {
 		core.Stop()
 		_ = w.Stop()
 		if serr := <-supDone; serr != nil {
@@ -363,9 +393,11 @@ func (p *leasePeriod) run(ctx context.Context) (sd *steppedDown, err error) {
 		}
 		return sd, err
 	case err := <-supDone:
-		// Refuse at once (the gate is closed: UNAVAILABLE, NOT_SERVING;
-		// L15), end the streams, and let the calls already read get that
-		// answer before the connections close.
+		// Stop renewing (the process stops, L11), refuse at once (the
+		// gate is closed: UNAVAILABLE, NOT_SERVING; L15), end the
+		// streams, and let the calls already read get that answer before
+		// the connections close.
+		renewing.stop()
 		core.Fail(err)
 		srv.Close()
 		core.Stop()
@@ -375,7 +407,8 @@ func (p *leasePeriod) run(ctx context.Context) (sd *steppedDown, err error) {
 		srv.Close()
 		p.inst.g.Stop()
 		core.Stop()
-		cancelSup() // aborts the writer and stops renewing: like a crash
+		cancelSup()     // aborts the writer
+		renewing.stop() // and no more renewals: like a crash
 		if err := <-supDone; err != nil {
 			log.Info("abandoned", "err", err)
 		}

@@ -13,15 +13,29 @@
 //	  fsyncs, the others do not (D5, D6)
 //	probe conditional writes (G6), listen (UNAVAILABLE until serving)
 //	acquire the lease; while dev.lock is held, a held lease is taken over (D3)
+//	renew it from now on, every lease.duration/3 (L2), through the recovery
+//	  and serving: one renewal loop per lease period
 //	open DIR/state (the local store); Fence from Applied()+1: replay the
 //	  log into it, write the fence (T1, G2)
-//	start the writer under Supervise; Recover (T2-T5); open the gate
+//	start the writer under Supervise; Recover (T2-T5); open the gate (with
+//	  a valid lease only, H2)
 //	SIGTERM/SIGINT: drain (A3, K2), stop the streams, flush, release (L12), exit 0
 //	lease lost, log write limit, fenced: exit 1 (L7, L9, L10, G4, L11)
 //
-// Everything from "open the local store" on is one lease period
-// (leasePeriod.run in active.go), shared with serve; so is the API surface
-// (startAPI) and the metrics listener.
+// Everything from the renewal on is one lease period (leasePeriod.run in
+// active.go), shared with serve; so is the API surface (startAPI) and the
+// metrics listener.
+//
+// The renewal starts before the recovery, not after it: a recovery can
+// take longer than lease.duration (a snapshot restored from object
+// storage, a cold replay of thousands of batches), and a lease renewed only
+// once the process serves would have expired by then, letting another
+// standby take it while the recovery still ran, and ending the recovery in
+// "lease renewal timed out" (a crash loop of takeovers). The recovery runs
+// under a context that ends when the renewal stops, and the replay applies
+// no batch after that. Supervise then watches the same renewal beside the
+// writer; a release (a graceful stop, a step down, a failed takeover) or
+// the end of the period ends it.
 //
 // # Lifecycle of serve: active and standby (Serve)
 //
@@ -71,12 +85,19 @@
 //	            unreleased one at renewedAt + lease.duration + 1 s, the
 //	            earliest moment a crashed holder's lease counts as expired
 //	            (L13). The conditional write decides races (L3).
-//	recovering  open the local store, replay the log from its applied
-//	            position, write the fence (T1, G2); an empty local store, or
-//	            one behind the start of a truncated log, is first restored
-//	            from the newest snapshot (snapshot.go); writer under
-//	            Supervise; Recover (T2-T5). A failure here releases the
-//	            lease and exits 1 (S9).
+//	recovering  renew the lease from here on (every lease.duration/3,
+//	            L2; a hot standby first stops its follower, a cancelled
+//	            GET or the batch in hand); open the local store, replay
+//	            the log from its applied position, write the fence (T1,
+//	            G2); an empty local store, or one behind the start of a
+//	            truncated log, is first restored from the newest snapshot
+//	            (snapshot.go); writer under Supervise; Recover (T2-T5);
+//	            the gate opens and Ready is called only with a valid lease
+//	            (H2). The recovery may last longer than lease.duration. A
+//	            lease lost or not renewed in time meanwhile ends it at
+//	            once (at the next batch of a replay): exit 1, with nothing
+//	            released and nothing served (L7, L9, L11). Any other
+//	            failure here releases the lease and exits 1 (S9).
 //	serving     as dev; SIGTERM drains, releases and exits 0 (K2, L12);
 //	            a lost lease, the log write limit or a fence exits 1 (L11).
 //	stepping    AdminService.StepDown (stepdown.go; A3, A4): public calls
@@ -142,8 +163,9 @@
 // after the last renewal (between 2/3 of the duration + 1 s and the
 // duration + 1 s after the crash), plus the recovery. A cold standby's
 // recovery replays the whole log into an empty local store (one GET per
-// batch), so it grows with the log; a hot standby (S3) keeps up instead
-// and replays only the fence and the batches of its last poll (S7).
+// batch), so it grows with the log, and may outlast the lease, which is
+// renewed throughout; a hot standby (S3) keeps up instead and replays only
+// the fence and the batches of its last poll (S7).
 //
 // # Snapshots (snapshot.go)
 //

@@ -20,6 +20,19 @@ func ReplayApply(store Store) func(wal.Batch) error {
 	}
 }
 
+// replayWhile is ReplayApply that applies nothing more once ctx ended: a
+// takeover's replay runs while its lease holds, and stops at the next
+// batch (not after the batches already read ahead) when the lease stops.
+func replayWhile(ctx context.Context, store Store) func(wal.Batch) error {
+	apply := ReplayApply(store)
+	return func(b wal.Batch) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		return apply(b)
+	}
+}
+
 // Recover prepares the core to serve after the log was replayed and fenced:
 // it seeds the flow type registry from the running flows' definitions, and
 // for every running flow it arms the durable timers (those due during the

@@ -21,7 +21,9 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 var layout = wal.MustLayout("", "n1")
 
 // start acquires the lease and fences the log on s, the way a process
-// becomes active, and returns a writer that is not started yet.
+// becomes active, renews the lease from the acquisition on until the test
+// ends (as a lease period does), and returns a writer that is not started
+// yet.
 func start(t *testing.T, s *mem.Store) (*lease.Holder, *wal.Writer) {
 	t.Helper()
 	h, err := lease.Acquire(t.Context(), lease.Config{
@@ -30,6 +32,10 @@ func start(t *testing.T, s *mem.Store) (*lease.Holder, *wal.Writer) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	renewed := make(chan struct{})
+	go func() { defer close(renewed); _ = h.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-renewed })
 	next, err := wal.Fence(t.Context(), s, layout, h.Epoch(), 0, func(wal.Batch) error { return nil })
 	if err != nil {
 		t.Fatal(err)
