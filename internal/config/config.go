@@ -160,7 +160,9 @@ type Postgres struct {
 
 // Admin configures AdminService (A9).
 type Admin struct {
-	// CredentialFile holds the admin credential; empty means none.
+	// CredentialFile holds the admin credential; empty means none. A file
+	// that is empty, holds only whitespace or cannot be read fails
+	// validation: it never means "no credential".
 	CredentialFile string `yaml:"credentialFile"`
 }
 

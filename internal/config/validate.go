@@ -1,9 +1,12 @@
 package config
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
+	"os"
 	"strings"
 	"time"
 )
@@ -104,6 +107,12 @@ func (c *Config) Validate(mode Mode) error {
 		bad("localStore.dir: must be set in %s mode", mode)
 	}
 
+	if c.Admin.CredentialFile != "" {
+		if err := checkCredentialFile(c.Admin.CredentialFile); err != nil {
+			bad("admin.credentialFile: %v", err)
+		}
+	}
+
 	if c.Limits.MaxPayloadBytes <= 0 {
 		bad("limits.maxPayloadBytes: must be positive, got %d", c.Limits.MaxPayloadBytes)
 	} else if c.Limits.MaxPayloadBytes > 64<<20 {
@@ -117,6 +126,27 @@ func (c *Config) Validate(mode Mode) error {
 		bad("snapshots.keep: must be at least 1, got %d", c.Snapshots.Keep)
 	}
 	return errors.Join(errs...)
+}
+
+// checkCredentialFile checks that the admin credential file can be read and
+// holds a credential (A9). The server trims the file's content; an empty
+// credential would turn admin authentication off and leave StepDown open to
+// anyone who reaches api.listen, so an empty, whitespace-only or unreadable
+// file (a mis-mounted secret) is a configuration error, never "no
+// credential". Only an unset key means no credential.
+func checkCredentialFile(path string) error {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return fmt.Errorf("cannot read %s: %w", path, err)
+	}
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return fmt.Errorf("%s is empty or holds only whitespace; it must hold the admin credential (remove the key to run without one)", path)
+	}
+	return nil
 }
 
 func checkListen(addr string) error {
