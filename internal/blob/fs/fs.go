@@ -16,9 +16,14 @@
 //     temporary file over the key.
 //
 // In Strict mode every write fsyncs the file before it is linked or renamed
-// into place and then fsyncs the directory, so a returned write survives a
-// host crash or power loss. ProcessCrashSafe skips the fsyncs: the write
-// survives a process kill but a host crash may lose it.
+// into place and then fsyncs the directory, and every directory on the
+// key's path from the root down is durable (its parent fsynced after it
+// existed) before the write returns, so a returned write survives a host
+// crash or power loss. A directory is synced even when it already existed:
+// another writer or process may have created it and not synced it yet.
+// Each Store remembers the directories it has synced, so only the first
+// write under a directory pays for them. ProcessCrashSafe skips the fsyncs:
+// the write survives a process kill but a host crash may lose it.
 //
 // A key cannot be both an object and a directory (say "a" and "a/b"); the
 // layouts of the log and the lease never need that.
@@ -84,7 +89,21 @@ type Store struct {
 	mu   sync.Mutex // serialises PutIfMatch and Delete in this process
 	lock *os.File   // flock'ed across processes under mu
 
+	// durable holds, in Strict mode, the directories (the root and below)
+	// whose entry in their parent this store has made durable: it fsynced
+	// the parent after seeing the directory exist, and every ancestor is
+	// in the set too. It only saves fsyncs; it never stands for "the
+	// directory already existed" (another writer may have created it and
+	// not synced it yet). The store never removes directories, so an entry
+	// stays valid.
+	dirMu   sync.Mutex
+	durable map[string]bool
+
 	gets, puts, lists, deletes, fsyncs atomic.Uint64
+
+	// beforeSync, when set (by tests, before the store is used), is called
+	// with the path of every file or directory just before it is fsynced.
+	beforeSync func(path string)
 }
 
 var _ blob.Store = (*Store)(nil)
@@ -98,6 +117,10 @@ func Open(dir string, mode Mode) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open fs store %s: %w", dir, err)
 	}
+	s := &Store{root: root, mode: mode, durable: map[string]bool{}}
+	if err := s.openRoot(); err != nil {
+		return nil, fmt.Errorf("open fs store %s: %w", dir, err)
+	}
 	if err := os.MkdirAll(filepath.Join(root, tmpDir), 0o755); err != nil {
 		return nil, fmt.Errorf("open fs store %s: %w", dir, err)
 	}
@@ -105,7 +128,48 @@ func Open(dir string, mode Mode) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open fs store %s: %w", dir, err)
 	}
-	return &Store{root: root, mode: mode, lock: lock}, nil
+	s.lock = lock
+	return s, nil
+}
+
+// openRoot creates the root directory if needed. In Strict mode it then
+// makes the root's entry durable, whoever created it: it fsyncs the parent
+// of every directory it created on the way (top down) and the root's
+// parent, so the root starts out in the durable set.
+func (s *Store) openRoot() error {
+	var created []string // top down
+	for d := s.root; ; {
+		if _, err := os.Stat(d); !errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		created = append([]string{d}, created...)
+		up := filepath.Dir(d)
+		if up == d {
+			break
+		}
+		d = up
+	}
+	if err := os.MkdirAll(s.root, 0o755); err != nil {
+		return err
+	}
+	if s.mode != Strict {
+		return nil
+	}
+	for _, d := range created {
+		if d == s.root {
+			break // synced below
+		}
+		if err := s.syncDir(filepath.Dir(d)); err != nil {
+			return err
+		}
+	}
+	if up := filepath.Dir(s.root); up != s.root {
+		if err := s.syncDir(up); err != nil {
+			return err
+		}
+	}
+	s.durable[s.root] = true
+	return nil
 }
 
 // Dir returns the store's root directory.
@@ -194,6 +258,9 @@ func (s *Store) writeTemp(data []byte) (string, blob.Version, error) {
 	buf = append(append(append(buf, magic...), id[:]...), data...)
 	if _, err = f.Write(buf); err == nil && s.mode == Strict {
 		s.fsyncs.Add(1)
+		if s.beforeSync != nil {
+			s.beforeSync(name)
+		}
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
@@ -212,6 +279,9 @@ func (s *Store) syncDir(dir string) error {
 		return nil
 	}
 	s.fsyncs.Add(1)
+	if s.beforeSync != nil {
+		s.beforeSync(dir)
+	}
 	d, err := os.Open(dir)
 	if err != nil {
 		return err
@@ -223,22 +293,48 @@ func (s *Store) syncDir(dir string) error {
 	return err
 }
 
-// mkdirs creates dir and its missing parents below the root, fsyncing each
-// parent whose entries changed.
-func (s *Store) mkdirs(dir string) error {
-	if _, err := os.Stat(dir); err == nil {
-		return nil
+// ensureDirs creates dir (the root or a directory below it) and its missing
+// parents. In Strict mode it also makes every directory on the way durable
+// before it returns, from the root down, whether this store, another store
+// or another process created them: for each directory not yet in the
+// durable set it fsyncs the parent once the directory exists. A directory
+// that already existed is synced all the same, since its creator may not
+// have synced its parent yet; only the durable set, of directories this
+// store itself synced, lets a later write skip those fsyncs.
+func (s *Store) ensureDirs(dir string) error {
+	if s.mode != Strict {
+		return os.MkdirAll(dir, 0o755)
 	}
-	parent := filepath.Dir(dir)
-	if parent != dir && strings.HasPrefix(parent, s.root) {
-		if err := s.mkdirs(parent); err != nil {
-			return err
+	rel, err := filepath.Rel(s.root, dir)
+	if err != nil || !filepath.IsLocal(rel) {
+		return fmt.Errorf("directory %s is not below the store root %s", dir, s.root)
+	}
+	if rel == "." {
+		return nil // the root: durable since Open
+	}
+	parent := s.root
+	for _, part := range strings.Split(rel, string(filepath.Separator)) {
+		d := filepath.Join(parent, part)
+		if !s.isDurable(d) {
+			if err := os.Mkdir(d, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+				return err
+			}
+			if err := s.syncDir(parent); err != nil {
+				return err
+			}
+			s.dirMu.Lock()
+			s.durable[d] = true
+			s.dirMu.Unlock()
 		}
+		parent = d
 	}
-	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-		return err
-	}
-	return s.syncDir(parent)
+	return nil
+}
+
+func (s *Store) isDurable(dir string) bool {
+	s.dirMu.Lock()
+	defer s.dirMu.Unlock()
+	return s.durable[dir]
 }
 
 // PutIfAbsent implements blob.Store.
@@ -249,7 +345,7 @@ func (s *Store) PutIfAbsent(ctx context.Context, key string, data []byte) (blob.
 	}
 	s.puts.Add(1)
 	p := s.path(key)
-	if err := s.mkdirs(filepath.Dir(p)); err != nil {
+	if err := s.ensureDirs(filepath.Dir(p)); err != nil {
 		return "", classify(op, key, err)
 	}
 	tmp, v, err := s.writeTemp(data)
@@ -326,6 +422,10 @@ func (s *Store) PutIfMatch(ctx context.Context, key string, data []byte, v blob.
 		}
 		if err := os.Rename(tmp, p); err != nil {
 			_ = os.Remove(tmp)
+			return classify(op, key, err)
+		}
+		// The key's directories may be another writer's, not yet synced.
+		if err := s.ensureDirs(filepath.Dir(p)); err != nil {
 			return classify(op, key, err)
 		}
 		if err := s.syncDir(filepath.Dir(p)); err != nil {

@@ -1,0 +1,140 @@
+package fs
+
+import (
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// syncLog records the paths a store fsyncs, through beforeSync.
+type syncLog struct {
+	mu    sync.Mutex
+	paths []string
+}
+
+func (l *syncLog) record(path string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.paths = append(l.paths, path)
+}
+
+// take returns the recorded paths and forgets them.
+func (l *syncLog) take() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	p := l.paths
+	l.paths = nil
+	return p
+}
+
+func openStrict(t *testing.T, root string) *Store {
+	t.Helper()
+	s, err := Open(root, Strict)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// checkDurablePath fails unless synced holds every directory from root down
+// to the key's directory and one data file (the temporary file renamed
+// into place).
+func checkDurablePath(t *testing.T, root, key string, synced []string) {
+	t.Helper()
+	dir := root
+	want := []string{root}
+	for _, part := range strings.Split(key, "/") {
+		dir = filepath.Join(dir, part)
+		want = append(want, dir)
+	}
+	want = want[:len(want)-1] // the key itself is a file
+	for _, d := range want {
+		if !slices.Contains(synced, d) {
+			t.Errorf("directory %s on the path of %s was not fsynced before the write returned; fsynced: %q", d, key, synced)
+		}
+	}
+	if !slices.ContainsFunc(synced, func(p string) bool { return strings.HasPrefix(p, filepath.Join(root, tmpDir)+"/") }) {
+		t.Errorf("the data file of %s was not fsynced; fsynced: %q", key, synced)
+	}
+}
+
+// Issue 9, the exact timeline: writer A creates directory d (nodes/n/log)
+// and, before it fsyncs d's parent, writer B (another Store on the same
+// root, as another process) finds d existing, writes d/2, fsyncs the file
+// and d and acknowledges. A power loss now would lose d and with it B's
+// acknowledged write. In strict mode B itself must fsync every directory
+// on the path, whoever created them; and once it has, a further write into
+// d costs only the file and d.
+//
+// Covers: D5
+func TestPutIfAbsent_FsyncsDirectoriesAnotherStoreIsCreating(t *testing.T) {
+	root := t.TempDir()
+	a, b := openStrict(t, root), openStrict(t, root)
+	d := filepath.Join(root, "nodes", "n", "log")
+
+	created, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	a.beforeSync = func(path string) {
+		if path == filepath.Dir(d) {
+			// d exists; A is about to fsync its parent. Hold it there.
+			once.Do(func() { close(created) })
+			<-release
+		}
+	}
+	aDone := make(chan error, 1)
+	go func() {
+		_, err := a.PutIfAbsent(t.Context(), "nodes/n/log/1", []byte("a"))
+		aDone <- err
+	}()
+	defer func() {
+		close(release)
+		if err := <-aDone; err != nil {
+			t.Errorf("A's write: %v", err)
+		}
+	}()
+	<-created
+
+	var bLog syncLog
+	b.beforeSync = bLog.record
+	if _, err := b.PutIfAbsent(t.Context(), "nodes/n/log/2", []byte("b")); err != nil {
+		t.Fatal(err)
+	}
+	checkDurablePath(t, root, "nodes/n/log/2", bLog.take())
+
+	// Cheap: B remembers the directories it fsynced.
+	if _, err := b.PutIfAbsent(t.Context(), "nodes/n/log/3", []byte("b")); err != nil {
+		t.Fatal(err)
+	}
+	if got := bLog.take(); len(got) != 2 || got[1] != d {
+		t.Errorf("a second write into %s fsynced %q, want the data file and %s only", d, got, d)
+	}
+}
+
+// A key whose directories were created but never fsynced (its writer ran
+// in processCrashSafe mode, or crashed before its fsyncs): a strict
+// PutIfMatch over it acknowledges only after fsyncing every directory on
+// the path, not just the key's own.
+//
+// Covers: D5
+func TestPutIfMatch_FsyncsDirectoriesItDidNotCreate(t *testing.T) {
+	root := t.TempDir()
+	fast, err := Open(root, ProcessCrashSafe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fast.Close()
+	v, err := fast.PutIfAbsent(t.Context(), "nodes/n/lease", []byte("0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := openStrict(t, root)
+	var log syncLog
+	s.beforeSync = log.record
+	if _, err := s.PutIfMatch(t.Context(), "nodes/n/lease", []byte("1"), v); err != nil {
+		t.Fatal(err)
+	}
+	checkDurablePath(t, root, "nodes/n/lease", log.take())
+}
