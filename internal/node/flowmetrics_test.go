@@ -174,9 +174,10 @@ func TestFlowMetrics_CountWhatTheCoreCommits(t *testing.T) {
 				t.Errorf("metrics lack %q:\n%s", line, text)
 			}
 		}
-		// + the two fence batches.
-		if n := m.store.requests[storePutIfAbsent][storeOK].Load(); n != batches+2 {
-			t.Errorf("put_if_absent ok = %d, want %d batches and 2 fences", n, batches)
+		// + the two fence batches, and the manifest the first fence
+		// created to record its position (the second one replaced it).
+		if n := m.store.requests[storePutIfAbsent][storeOK].Load(); n != batches+3 {
+			t.Errorf("put_if_absent ok = %d, want %d batches, 2 fences and the manifest", n, batches)
 		}
 	})
 }

@@ -55,12 +55,15 @@
 // the whole data (u32), and a CRC-32C of the head. The parts are written
 // first and the head last, create-if-absent, so a snapshot exists only
 // whole; a reader checks size and checksum when it reaches the end. The
-// manifest is JSON, {"version":1,"logStart":N,"snapshots":[…]}, listing the
-// kept snapshots by nextSeq in ascending order (the newest DefaultKeepSnapshots
-// by default). logStart is the newest kept snapshot's nextSeq; batches below
-// it may be deleted. It never decreases, and it is written before any
-// deletion, so a reader that misses a batch and then reads the manifest can
-// tell "truncated" (logStart above the batch) from "not written yet".
+// manifest is JSON, {"version":2,"logStart":N,"snapshots":[…],"fences":[…]},
+// listing the kept snapshots by nextSeq in ascending order (the newest
+// DefaultKeepSnapshots by default). logStart is the newest kept snapshot's
+// nextSeq; batches below it may be deleted, except those at the positions
+// in fences (see Fencing, timeline (d)). logStart never decreases, and it
+// is written before any deletion, so a reader that misses a batch and then
+// reads the manifest can tell "truncated" (logStart above the batch) from
+// "not written yet". Version 1, without fences, is still read; a binary
+// that predates version 2 refuses a version 2 manifest by name.
 //
 // # Writing: group commit
 //
@@ -142,6 +145,32 @@
 // may be in the log (the new holder applies it): an unacknowledged write
 // may survive, an acknowledged one is never lost.
 //
+// (d) The fence outlives truncation. A writer's next sequence number is
+// always the position of the fence that ended its epoch (the new holder
+// fences at the first free position, which is exactly where the old writer
+// goes next), so that fence must exist for as long as the old writer may
+// wake up, which is forever: a frozen process or a suspended host resumes
+// with its lease still valid by its own monotonic clock. Before it writes
+// its fence, the new holder records the position in the manifest, and
+// truncation never deletes a position the manifest lists.
+//
+//	t1  old (7)  frozen with a batch on its way to log/…0042
+//	t2  new (8)  GET log/…0042 -> not found; GET manifest -> logStart <= 42
+//	t3  new (8)  PutIfMatch manifest fences += 42
+//	t4  new (8)  PutIfAbsent log/…0042 fence E=8 -> ok; writes 43 … 99
+//	t5  new (8)  snapshot 100; manifest logStart = 100; delete log/…0000 …
+//	             log/…0099 except the listed fences, so log/…0042 stays
+//	t6  old (7)  resumes: PutIfAbsent log/…0042 batch E=7 -> precondition
+//	             failed; GET -> fence, epoch 8 > 7: ErrFenced, nothing acked
+//
+// Had truncation deleted the fence at t5, the write at t6 would succeed
+// below logStart, be acknowledged, and be read by nobody, and so would
+// every later write of the old writer. Recording before writing means a
+// crash between t3 and t4 leaves a listed position whose batch, if an old
+// writer's batch lands there first, is simply kept. The list grows by one
+// position per takeover (a few bytes each in the manifest, one small batch
+// each in the log).
+//
 // # Following
 //
 // A hot standby's Follower GETs exactly the key of its next sequence number
@@ -158,7 +187,8 @@
 // epoch still holds it (G7): a standby or a fenced process never deletes.
 // WriteSnapshotFrom stores the snapshot create-if-absent and then records it in
 // the manifest with a conditional write; Truncate deletes log batches below
-// the manifest's logStart and snapshots the manifest no longer keeps.
+// the manifest's logStart, except the fence positions it lists, and
+// snapshots the manifest no longer keeps.
 // Truncate removes snapshot parts with their snapshot, and the parts of
 // attempts that never wrote a head once a newer snapshot is kept. Restore is
 // OpenLatest (newest snapshot, streamed) plus the log from its nextSeq.

@@ -71,8 +71,10 @@ func Fence(ctx context.Context, store blob.Store, layout Layout, epoch, fromSeq 
 		}
 		// seq was not found. Unless truncation deleted it, it is the head.
 		// Truncation raises the manifest's log start before it deletes, so
-		// reading the manifest after the miss tells the two apart.
-		if err := checkNotTruncated(ctx, store, layout, seq); err != nil {
+		// reading the manifest after the miss tells the two apart. The same
+		// read-modify-write records seq as a fence position that truncation
+		// keeps forever.
+		if err := keepFence(ctx, store, layout, seq); err != nil {
 			return 0, fmt.Errorf("fence at %d: %w", seq, err)
 		}
 		fence := Batch{Seq: seq, Epoch: epoch, Kind: KindFence}
@@ -113,22 +115,66 @@ func readBatchRetry(ctx context.Context, store blob.Store, layout Layout, seq ui
 	return b, err
 }
 
-// checkNotTruncated returns ErrTruncated if the manifest says batches below
-// a sequence number above seq may have been deleted.
-func checkNotTruncated(ctx context.Context, store blob.Store, layout Layout, seq uint64) error {
-	var m manifest
-	var found bool
-	r := newRetrier(LogWriteLimit, DefaultAttemptTimeout, nil)
-	err := r.do(ctx, func(ctx context.Context) error {
-		var err error
-		m, _, found, err = readManifest(ctx, store, layout)
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("read manifest: %w", err)
+// keepFence records seq in the manifest as a fence position that
+// truncation must never delete, before the fence batch is written there. It
+// returns ErrTruncated if the manifest says batches below a sequence
+// number above seq may have been deleted: seq was not found because
+// truncation removed it, not because it is the head.
+//
+// Why before: the fence at seq is the only thing that stops the writer of
+// the epoch before ours, whose next batch is exactly seq, and that writer
+// may have been frozen for any length of time. Were the fence deleted with
+// the batches below a later snapshot, its PutIfAbsent would succeed below
+// the log start and it would acknowledge a batch that no reader ever sees.
+// Recorded first, the fence is kept even if we crash right after writing
+// it; a position recorded for a write that then lost (an old writer's
+// batch landed there) only keeps that batch, which is harmless.
+//
+// The manifest is written conditionally, so this cannot undo a concurrent
+// snapshot's update; a conflict re-reads it and tries again.
+func keepFence(ctx context.Context, store blob.Store, layout Layout, seq uint64) error {
+	for attempt := 0; ; attempt++ {
+		var m manifest
+		var v blob.Version
+		var found bool
+		r := newRetrier(LogWriteLimit, DefaultAttemptTimeout, nil)
+		err := r.do(ctx, func(ctx context.Context) error {
+			var err error
+			m, v, found, err = readManifest(ctx, store, layout)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("read manifest: %w", err)
+		}
+		if found && m.LogStart > seq {
+			return fmt.Errorf("%w: batch %d is gone, the log starts at %d", ErrTruncated, seq, m.LogStart)
+		}
+		if found && m.isFence(seq) {
+			return nil
+		}
+		if attempt >= 10 {
+			return fmt.Errorf("record fence position %d: the manifest keeps changing under us", seq)
+		}
+		next := m.withFence(seq).encode()
+		r = newRetrier(LogWriteLimit, DefaultAttemptTimeout, nil)
+		err = r.do(ctx, func(ctx context.Context) error {
+			var err error
+			if found {
+				_, err = store.PutIfMatch(ctx, layout.ManifestKey(), next, v)
+			} else {
+				_, err = store.PutIfAbsent(ctx, layout.ManifestKey(), next)
+			}
+			return err
+		})
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, blob.ErrPrecondition):
+			continue // changed since we read it, or our lost reply landed: re-read
+		case isDeadline(err):
+			return fmt.Errorf("record fence position %d: %w: %w", seq, ErrLogWriteTimeout, err)
+		default:
+			return fmt.Errorf("record fence position %d: write manifest: %w", seq, err)
+		}
 	}
-	if found && m.LogStart > seq {
-		return fmt.Errorf("%w: batch %d is gone, the log starts at %d", ErrTruncated, seq, m.LogStart)
-	}
-	return nil
 }

@@ -235,11 +235,12 @@ func TestFence_TransientRetried(t *testing.T) {
 		if err != nil || next != 2 {
 			t.Fatalf("Fence = %d, %v", next, err)
 		}
-		// Three rounds (the reads of batches 0 and 1, read together; the
-		// manifest; the put of 1), each retried once after the first
-		// backoff of 50 ms.
-		if d := time.Since(start); d != 3*50*time.Millisecond {
-			t.Fatalf("took %v, want 150ms", d)
+		// Four rounds (the reads of batches 0 and 1, read together; the
+		// manifest's read and its write recording the fence position;
+		// the put of 1), each retried once after the first backoff of
+		// 50 ms.
+		if d := time.Since(start); d != 4*50*time.Millisecond {
+			t.Fatalf("took %v, want 200ms", d)
 		}
 	})
 }

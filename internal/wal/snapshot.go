@@ -38,7 +38,9 @@ const (
 	snapshotMagic      = "DXSN"
 	snapshotVersion    = 1
 	snapshotHeaderSize = 4 + 1 + 8 + 8 // magic, version, nextSeq, data length
-	manifestVersion    = 1
+	// manifestVersion is the version written. Version 1 (no fences) is
+	// still read.
+	manifestVersion = 2
 )
 
 // EncodeSnapshot returns the stored form of a snapshot of the local store
@@ -89,6 +91,13 @@ type manifest struct {
 	LogStart uint64 `json:"logStart"`
 	// Snapshots lists the kept snapshots by their nextSeq, ascending.
 	Snapshots []uint64 `json:"snapshots"`
+	// Fences lists, ascending, every sequence number at which a new lease
+	// holder was about to write its fence batch (recorded before the
+	// write, so it may also name a position an old writer's batch took
+	// first). Truncation never deletes these batches: each one is what
+	// stops the writer of an older epoch whose next sequence number it is,
+	// however long that writer was frozen (G4, L4).
+	Fences []uint64 `json:"fences,omitempty"`
 }
 
 func decodeManifest(key string, data []byte) (manifest, error) {
@@ -101,8 +110,16 @@ func decodeManifest(key string, data []byte) (manifest, error) {
 	if dec.More() {
 		return manifest{}, corrupt(key, "trailing data after the manifest")
 	}
-	if m.Version != manifestVersion {
+	if m.Version != 1 && m.Version != manifestVersion {
 		return manifest{}, corrupt(key, "unknown manifest version %d", m.Version)
+	}
+	if m.Version == 1 && len(m.Fences) > 0 {
+		return manifest{}, corrupt(key, "a version 1 manifest lists fences")
+	}
+	for i := 1; i < len(m.Fences); i++ {
+		if m.Fences[i] <= m.Fences[i-1] {
+			return manifest{}, corrupt(key, "fences are not in ascending order")
+		}
 	}
 	for i := 1; i < len(m.Snapshots); i++ {
 		if m.Snapshots[i] <= m.Snapshots[i-1] {
@@ -134,7 +151,26 @@ func (m manifest) with(nextSeq uint64, keep int) manifest {
 	if len(snaps) > keep {
 		snaps = snaps[len(snaps)-keep:]
 	}
-	return manifest{Version: manifestVersion, LogStart: max(m.LogStart, snaps[len(snaps)-1]), Snapshots: snaps}
+	return manifest{Version: manifestVersion, LogStart: max(m.LogStart, snaps[len(snaps)-1]), Snapshots: snaps, Fences: m.Fences}
+}
+
+// withFence returns the manifest that also keeps the batch at seq.
+func (m manifest) withFence(seq uint64) manifest {
+	fences := slices.Clone(m.Fences)
+	if i, found := slices.BinarySearch(fences, seq); !found {
+		fences = slices.Insert(fences, i, seq)
+	}
+	snaps := m.Snapshots
+	if snaps == nil {
+		snaps = []uint64{}
+	}
+	return manifest{Version: manifestVersion, LogStart: m.LogStart, Snapshots: snaps, Fences: fences}
+}
+
+// isFence reports whether the manifest keeps the batch at seq forever.
+func (m manifest) isFence(seq uint64) bool {
+	_, found := slices.BinarySearch(m.Fences, seq)
+	return found
 }
 
 // readManifest makes one attempt to read the manifest. found is false if
@@ -226,7 +262,8 @@ func recordSnapshot(ctx context.Context, store blob.Store, layout Layout, nextSe
 }
 
 // Truncate deletes the log batches below the manifest's log start (the
-// newest kept snapshot) and the snapshots that the manifest no longer keeps
+// newest kept snapshot), except the fence positions the manifest lists
+// (they stay forever, see Fence), and the snapshots that the manifest no longer keeps
 // and that are older than its newest one. Each single Delete happens only
 // after leaseCheck returned nil; when it fails Truncate stops at once and
 // returns its error with the number deleted so far (G7). Keys under the log
@@ -249,7 +286,7 @@ func Truncate(ctx context.Context, store blob.Store, layout Layout, leaseCheck L
 		below  uint64            // delete only sequence numbers below this
 		keep   func(uint64) bool // and not these
 	}{
-		{layout.LogPrefix(), layout.ParseLogKey, m.LogStart, func(uint64) bool { return false }},
+		{layout.LogPrefix(), layout.ParseLogKey, m.LogStart, m.isFence},
 		{layout.SnapshotPrefix(), func(key string) (uint64, bool) {
 			if seq, ok := layout.ParseSnapshotKey(key); ok {
 				return seq, true

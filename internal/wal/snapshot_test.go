@@ -83,7 +83,7 @@ func TestSnapshot_WriteAndLoadLatest(t *testing.T) {
 			t.Fatalf("LoadLatest = %d, %q, %v, %v", seq, data, ok, err)
 		}
 		m, _ := s.Raw(layout.ManifestKey())
-		if string(m) != `{"version":1,"logStart":25,"snapshots":[20,25]}` {
+		if string(m) != `{"version":2,"logStart":25,"snapshots":[20,25]}` {
 			t.Fatalf("manifest %s", m)
 		}
 		// An older snapshot written late does not move the log start back.
@@ -91,7 +91,7 @@ func TestSnapshot_WriteAndLoadLatest(t *testing.T) {
 			t.Fatal(err)
 		}
 		m, _ = s.Raw(layout.ManifestKey())
-		if string(m) != `{"version":1,"logStart":25,"snapshots":[20,22,25]}` {
+		if string(m) != `{"version":2,"logStart":25,"snapshots":[20,22,25]}` {
 			t.Fatalf("manifest %s", m)
 		}
 	})
@@ -124,7 +124,7 @@ func TestSnapshot_ManifestWritesAreConditional(t *testing.T) {
 			t.Errorf("%d manifest replaces", n)
 		}
 		m, _ := s.Raw(layout.ManifestKey())
-		if string(m) != `{"version":1,"logStart":20,"snapshots":[10,20]}` {
+		if string(m) != `{"version":2,"logStart":20,"snapshots":[10,20]}` {
 			t.Fatalf("manifest %s", m)
 		}
 	})
