@@ -153,6 +153,9 @@ func Apply(st *FlowState, rec Record) (*FlowState, []Effect) {
 		st.event(rec, HistoryEvent{Type: EventRPCCompleted, RPC: b.Name, Duration: b.Duration, Input: b.Input,
 			Output: b.Output, Movements: b.Movements, Scheduled: b.Scheduled, Staged: b.Staged})
 		st.commit(b.Staged)
+		if b.CallID != "" {
+			st.rememberRPC(b.CallID)
+		}
 		eff = append(eff, ReplyRPC{CallID: b.CallID, Output: b.Output})
 	case StepEnded:
 		st.removeStep(b.StepExecID)

@@ -200,6 +200,10 @@ func (e *Engine) RPCTask(st *FlowState, call InvokeRPC, epoch uint64) (Task, err
 	switch {
 	case call.CallID == "":
 		return Task{}, invalidArg("callId", "must not be empty")
+	case len(call.CallID) > MaxRequestIDBytes:
+		return Task{}, invalidArg("callId", "is %d bytes, at most %d are allowed", len(call.CallID), MaxRequestIDBytes)
+	case st.rpcCommitted(call.CallID):
+		return Task{}, invalidArg("callId", "call %q already committed in run %s", call.CallID, st.RunID)
 	case call.Name == "":
 		return Task{}, invalidArg("name", "must not be empty")
 	case st.Definition != nil && !slices.Contains(st.Definition.RPCs, call.Name):
@@ -217,14 +221,23 @@ func (e *Engine) RPCTask(st *FlowState, call InvokeRPC, epoch uint64) (Task, err
 
 // rpcResult decides an RPC's result (E22). An invalid result is the
 // caller's error (FAILED_PRECONDITION, INVALID_USER_FLOW_CODE) and commits
-// nothing; it never fails the flow.
+// nothing; it never fails the flow. A result for a call that already
+// committed in this run (a worker sends an unacknowledged result again
+// after its stream broke) decides nothing, also once the run has closed:
+// each call commits at most once.
 func (d *decider) rpcResult(c RPCResult) error {
 	tok := c.Token
 	if err := checkMethod(tok, MethodRPC); err != nil {
 		return err
 	}
-	if err := d.active(tok.FlowID, ""); err != nil {
+	if err := d.target(tok.FlowID, ""); err != nil {
 		return err
+	}
+	if tok.RunID == d.st.RunID && d.st.rpcCommitted(tok.CallID) {
+		return nil
+	}
+	if !d.st.Running() {
+		return closedErr(d.st)
 	}
 	if tok.RunID != d.st.RunID || tok.CallID == "" {
 		return staleErr("RPC call %q of run %s is not current", tok.CallID, tok.RunID)

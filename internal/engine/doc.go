@@ -40,7 +40,8 @@
 //
 // RPC calls are not logged until they commit: Engine.RPCTask checks the call
 // and builds its task; the node sends it and submits RPCResult, or answers a
-// worker error to the caller itself.
+// worker error to the caller itself. Each call commits at most once (see
+// RPC call IDs below).
 //
 // # Records (the log)
 //
@@ -141,6 +142,30 @@
 // which includes the publish it repeats. An empty ID is never
 // deduplicated; an ID longer than MaxRequestIDBytes (256) is
 // INVALID_ARGUMENT, so the set stays under 256 KiB.
+//
+// # RPC call IDs (E22)
+//
+// The node names each RPC call with an ID unique for the node (its epoch
+// and a counter); the ID is in the call's token. A worker whose stream
+// breaks before the TaskAck sends the result again on its next stream,
+// and by then the node may have answered the caller and forgotten the
+// call. So the run remembers the IDs of its last RPCCallIDWindow (1,000)
+// committed calls in FlowState.RPCCallIDs, in commit order: rpc_completed
+// carries the ID and Apply adds it (dropping the oldest beyond the window),
+// so a replay, a snapshot and a follower all have the same set. A result
+// for a remembered call of the run decides no records and no error, also
+// after the run closed (the node acknowledges it ACCEPTED once the run's
+// last batch in flight is durable, which includes the commit it repeats);
+// RPCTask refuses a new call with a remembered ID. A resend is recognised
+// as long as fewer than 1,000 other calls of the same run committed since;
+// with IDs of at most MaxRequestIDBytes the set stays under 256 KiB.
+//
+// A result for a call whose caller gave up (timed out, cancelled) is
+// committed exactly once when it reaches the process that issued the call
+// (same epoch): the worker acted on the flow's state, and its writes land
+// with its output, though no caller reads the output. After a takeover the
+// new epoch refuses it (W2, STALE_EPOCH) and it commits nothing. A result
+// for a run that a new run replaced is refused as stale.
 //
 // # History (E26)
 //

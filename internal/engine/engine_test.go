@@ -272,6 +272,62 @@ func TestPublish_RequestIDWindow(t *testing.T) {
 	}
 }
 
+// A run remembers the call IDs of its last RPCCallIDWindow committed RPCs,
+// oldest forgotten first: a result sent again for a remembered call
+// commits nothing (no second message, no second event); the set is rebuilt
+// by a replay and survives the state's encoding.
+// Covers: E22, E6
+func TestRPC_CallIDWindow(t *testing.T) {
+	t.Parallel()
+	n := startedNode(t)
+	result := func(id string) int {
+		t.Helper()
+		recs, err := n.e.Decide(n.st, RPCResult{Token: Token{Epoch: 1, FlowID: "o-1", RunID: "r1", Method: MethodRPC, CallID: id},
+			Name: "status", Staged: Staged{Publishes: []Publish{{Channel: "approve", Value: Value{Data: []byte(id)}}}}}, base)
+		if err != nil {
+			t.Fatalf("RPC result %q: %v", id, err)
+		}
+		for _, r := range recs {
+			b, err := MarshalRecord(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n.log = append(n.log, b)
+			n.st, _ = Apply(n.st, r)
+		}
+		return len(recs)
+	}
+	for i := range RPCCallIDWindow + 1 {
+		if got := result(fmt.Sprint("c", i)); got != 1 {
+			t.Fatalf("call c%d: %d records, want 1", i, got)
+		}
+	}
+	if ids := n.st.RPCCallIDs; len(ids) != RPCCallIDWindow || ids[0] != "c1" || ids[len(ids)-1] != fmt.Sprint("c", RPCCallIDWindow) {
+		t.Fatalf("remembered %d call IDs, from %q to %q", len(ids), ids[0], ids[len(ids)-1])
+	}
+	events := len(n.st.History)
+	if got := result(fmt.Sprint("c", RPCCallIDWindow)); got != 0 {
+		t.Errorf("resent result of the newest call: %d records, want none", got)
+	}
+	if got := result("c1"); got != 0 {
+		t.Errorf("resent result of the oldest remembered call: %d records, want none", got)
+	}
+	if len(n.st.History) != events || len(n.st.Channels["approve"]) != RPCCallIDWindow+1 {
+		t.Errorf("resends changed the run: %d events (want %d), %d queued (want %d)",
+			len(n.st.History), events, len(n.st.Channels["approve"]), RPCCallIDWindow+1)
+	}
+	if _, err := n.e.RPCTask(n.st, InvokeRPC{FlowID: "o-1", CallID: "c7", Name: "status"}, 1); CodeOf(err) != CodeInvalidArgument {
+		t.Errorf("RPCTask with a committed call ID: %v, want INVALID_ARGUMENT", err)
+	}
+	live := mustMarshalState(n.st)
+	if replayed := mustMarshalState(n.replay()); !bytes.Equal(live, replayed) {
+		t.Error("replay does not rebuild the committed call IDs")
+	}
+	if round, err := UnmarshalState(live); err != nil || !reflect.DeepEqual(round.RPCCallIDs, n.st.RPCCallIDs) {
+		t.Errorf("the committed call IDs do not survive the state encoding: %v", err)
+	}
+}
+
 // The summary carries what ListFlows filters on; the result is available
 // once the run is closed, and the close wakes WaitForFlow callers.
 // Covers: E25, E26, E27, E7

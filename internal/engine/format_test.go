@@ -181,6 +181,9 @@ func summarize(st *FlowState) []string {
 	if ids := st.PublishRequestIDs; len(ids) > 0 {
 		out = append(out, fmt.Sprintf("publish request IDs %v", ids))
 	}
+	if ids := st.RPCCallIDs; len(ids) > 0 {
+		out = append(out, fmt.Sprintf("committed RPC calls %v", ids))
+	}
 	if c := st.Close; c != nil {
 		out = append(out, fmt.Sprintf("closed at %s %s %s %q", rel(st.ClosedAt), c.Status, c.ErrorType, c.Message))
 	}

@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"strings"
+	"time"
 )
 
 // command turns one script line into a command, or runs a harness-only
@@ -88,6 +89,38 @@ func (h *harness) command(name string, kv map[string]string, pos []arg) (Command
 		return StopFlow{FlowID: h.flowID, RunID: kv["run"], Kind: StopKind(strings.ToUpper(first)), Reason: kv["reason"]}, nil, nil
 	case "rpc":
 		return h.rpc(first, kv, pos)
+	case "rpcresend":
+		// The worker sends the last RPC result again (its stream broke
+		// before the TaskAck); "noname" is what the node submits once it
+		// forgot the call (no name, no input), "epoch=N" overrides the
+		// token's epoch.
+		if h.lastRPC == nil {
+			return nil, nil, fmt.Errorf("rpcresend: no RPC result yet")
+		}
+		c := *h.lastRPC
+		if first == "noname" {
+			c.Name, c.Input, c.StartedAt = "", Value{}, time.Time{}
+		}
+		if v, ok := kv["epoch"]; ok {
+			c.Token.Epoch = uint64(atoi(v))
+		}
+		return c, nil, nil
+	case "reload":
+		// A restart: the state is rebuilt from the logged records ("log")
+		// or read back from its encoding ("snapshot").
+		switch first {
+		case "log":
+			h.st = h.replayed()
+		case "snapshot":
+			st, err := UnmarshalState(mustMarshalState(h.st))
+			if err != nil {
+				return nil, nil, err
+			}
+			h.st = st
+		default:
+			return nil, nil, fmt.Errorf("reload log|snapshot")
+		}
+		return nil, nil, nil
 	case "recover":
 		return RecoverAttempts{FlowID: h.flowID, Epoch: uint64(atoi(kv["epoch"]))}, nil, nil
 	case "state":
@@ -237,6 +270,9 @@ func (h *harness) timer(first string, pos []arg, kv map[string]string) Command {
 func (h *harness) rpc(name string, kv map[string]string, pos []arg) (Command, []string, error) {
 	h.calls++
 	call := InvokeRPC{FlowID: h.flowID, RunID: kv["run"], CallID: fmt.Sprintf("c%d", h.calls), Name: name, Input: val(kv["input"])}
+	if v, ok := kv["call"]; ok {
+		call.CallID = v
+	}
 	task, err := h.e.RPCTask(h.st, call, h.epoch)
 	if err != nil {
 		return nil, []string{"error: " + err.Error()}, nil
@@ -256,6 +292,7 @@ func (h *harness) rpc(name string, kv map[string]string, pos []arg) (Command, []
 			c.Movements = append(c.Movements, Movement{StepType: st, Input: val(in)})
 		}
 	}
+	h.lastRPC = &c
 	return c, out, nil
 }
 

@@ -91,6 +91,8 @@ type harness struct {
 	recs   []Record
 	tokens map[string]Token // the last token handed out per step execution
 	calls  int
+	// lastRPC is the last RPC result a worker returned, for rpcresend.
+	lastRPC *RPCResult
 }
 
 func newHarness(t *testing.T) *harness {
@@ -153,6 +155,22 @@ func (h *harness) checkReplay() {
 	if h.st == nil {
 		return
 	}
+	live, replayed := mustMarshalState(h.st), mustMarshalState(h.replayed())
+	if !bytes.Equal(live, replayed) {
+		h.t.Fatalf("replayed state differs from live state:\nlive:     %s\nreplayed: %s", live, replayed)
+	}
+	round, err := UnmarshalState(live)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if !bytes.Equal(mustMarshalState(round), live) {
+		h.t.Fatalf("state does not survive MarshalState/UnmarshalState")
+	}
+}
+
+// replayed rebuilds the state from nil by applying every logged record
+// after a MarshalRecord/UnmarshalRecord round trip, as a recovery does.
+func (h *harness) replayed() *FlowState {
 	var st *FlowState
 	for _, r := range h.recs {
 		b, err := MarshalRecord(r)
@@ -165,17 +183,7 @@ func (h *harness) checkReplay() {
 		}
 		st, _ = Apply(st, back)
 	}
-	live, replayed := mustMarshalState(h.st), mustMarshalState(st)
-	if !bytes.Equal(live, replayed) {
-		h.t.Fatalf("replayed state differs from live state:\nlive:     %s\nreplayed: %s", live, replayed)
-	}
-	round, err := UnmarshalState(live)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	if !bytes.Equal(mustMarshalState(round), live) {
-		h.t.Fatalf("state does not survive MarshalState/UnmarshalState")
-	}
+	return st
 }
 
 func marshalAll(t *testing.T, recs []Record) []byte {

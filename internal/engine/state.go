@@ -109,6 +109,10 @@ type FlowState struct {
 	// PublishRequestIDs are the request IDs of the last accepted client
 	// publishes, oldest first, at most PublishRequestIDWindow (E16).
 	PublishRequestIDs []string `json:"publishRequestIds,omitempty"`
+	// RPCCallIDs are the call IDs of the run's last committed RPCs, oldest
+	// first, at most RPCCallIDWindow (E22): a result sent again for one of
+	// them commits nothing.
+	RPCCallIDs []string `json:"rpcCallIds,omitempty"`
 	// History is the run's semantic history (E26). Events are never
 	// changed once appended, so clones share them.
 	History []*HistoryEvent `json:"history,omitempty"`
@@ -124,6 +128,28 @@ const PublishRequestIDWindow = 1000
 
 // MaxRequestIDBytes is the longest publish request ID accepted (E28).
 const MaxRequestIDBytes = 256
+
+// RPCCallIDWindow is how many committed RPC call IDs a run remembers
+// (E22): a result sent again for a call is recognised as long as fewer
+// than this many other calls of the run committed since. Like
+// PublishRequestIDWindow it bounds the state (with MaxRequestIDBytes:
+// 256 KiB at most) and is part of the record semantics.
+const RPCCallIDWindow = 1000
+
+// rpcCommitted reports whether the RPC call with ID id committed in this
+// run (and is still remembered).
+func (st *FlowState) rpcCommitted(id string) bool {
+	return id != "" && slices.Contains(st.RPCCallIDs, id)
+}
+
+// rememberRPC adds a committed RPC call ID, forgetting the oldest beyond
+// the window.
+func (st *FlowState) rememberRPC(id string) {
+	st.RPCCallIDs = append(st.RPCCallIDs, id)
+	if n := len(st.RPCCallIDs) - RPCCallIDWindow; n > 0 {
+		st.RPCCallIDs = st.RPCCallIDs[n:]
+	}
+}
 
 // publishAccepted reports whether a client publish with request ID id was
 // accepted (and is still remembered).
@@ -179,6 +205,7 @@ func (st *FlowState) Clone() *FlowState {
 	c.Attributes = maps.Clone(st.Attributes)
 	c.Outputs = clip(st.Outputs)
 	c.PublishRequestIDs = clip(st.PublishRequestIDs)
+	c.RPCCallIDs = clip(st.RPCCallIDs)
 	c.History = clip(st.History)
 	if st.Close != nil {
 		ci := *st.Close
