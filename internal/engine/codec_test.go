@@ -26,7 +26,8 @@ func sampleRecords() []Record {
 	bodies := []RecordBody{
 		FlowStarted{FlowType: "order", RequestID: "q", PreviousRunID: "r0", TerminatedRunID: "r0",
 			IDReusePolicy: ReuseTerminateIfRunning, StartStep: &moves[0], Definition: def, Config: opts,
-			TimeoutAt: t0.Add(time.Hour), TimeoutPolicy: TimeoutCancel, Attributes: staged.Attributes},
+			TimeoutAt: t0.Add(time.Hour), TimeoutPolicy: TimeoutCancel, Attributes: staged.Attributes,
+			PublishRequestIDs: []string{"p0", "p1"}},
 		DefinitionSet{Definition: def},
 		StepCreated{StepExecID: "A-1", StepType: "A", N: 1, Input: v, ParentID: "rpc:r",
 			Options: resolveOptions(DefaultOptions(), opts), HasWaitFor: true},

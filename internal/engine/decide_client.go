@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -52,6 +53,10 @@ func (d *decider) start(c StartFlow) error {
 		IDReusePolicy: c.IDReusePolicy, TerminatedRunID: terminated}
 	if prev != nil {
 		started.PreviousRunID = prev.RunID
+		// Publish request IDs are deduplicated per flow ID, not per run:
+		// the client names no run, so a retry of a publish the replaced
+		// run accepted may arrive after this start (E16).
+		started.PublishRequestIDs = slices.Clone(d.st.PublishRequestIDs)
 	}
 	if c.StartStep != "" {
 		started.StartStep = &Movement{StepType: c.StartStep, Input: c.Input, Options: c.StartOptions}
@@ -179,10 +184,12 @@ func (d *decider) stop(c StopFlow) error {
 }
 
 // publish decides PublishToChannel (E16). A retry of an accepted publish
-// (same request ID) changes nothing, even once the run has closed: the
+// (same request ID) changes nothing, even once the run has closed, and
+// also once a new run replaced the one that accepted it (a new run starts
+// with the IDs of the run it replaces), whichever run the retry names: the
 // publish it repeats was accepted.
 func (d *decider) publish(c PublishToChannel) error {
-	if err := d.target(c.FlowID, c.RunID); err != nil {
+	if err := d.target(c.FlowID, ""); err != nil {
 		return err
 	}
 	if len(c.RequestID) > MaxRequestIDBytes {
@@ -190,6 +197,9 @@ func (d *decider) publish(c PublishToChannel) error {
 	}
 	if d.st.publishAccepted(c.RequestID) {
 		return nil
+	}
+	if err := d.target(c.FlowID, c.RunID); err != nil {
+		return err
 	}
 	if !d.st.Running() {
 		return closedErr(d.st)

@@ -143,6 +143,17 @@
 // deduplicated; an ID longer than MaxRequestIDBytes (256) is
 // INVALID_ARGUMENT, so the set stays under 256 KiB.
 //
+// The window belongs to the flow ID, not to one run: a client publish
+// names no run, so a publish accepted into run 1 whose response was lost
+// may be retried after run 1 closed and run 2 started. flow_started
+// carries the replaced run's window (FlowStarted.PublishRequestIDs) and
+// the new run starts with it, so the retry decides nothing in run 2 (a
+// retry that names run 1 is recognised the same way). The IDs travel in
+// the record rather than being read from the replaced run in Apply, so a
+// run's state follows from its own records and logs written before the
+// field existed replay as they did. Pinning the run ID in the SDK could
+// not do this: the run ID comes back in the response that was lost.
+//
 // # RPC call IDs (E22)
 //
 // The node names each RPC call with an ID unique for the node (its epoch

@@ -26,18 +26,25 @@ type RecordBody interface{ recordType() string }
 // start step as given, for history; its StepCreated record follows),
 // IDReusePolicy and TerminatedRunID (the running run the start
 // terminated) are kept for the FLOW_STARTED event (E26).
+// PublishRequestIDs are the publish request IDs the replaced run
+// remembered: the new run starts with them, so that a publish retried after
+// the flow ID moved to a new run lands at most once (E16). They are in the
+// record, not read from the replaced run, so that the run's state follows
+// from its own records (a log written before the field existed replays as
+// it did).
 type FlowStarted struct {
-	FlowType        string           `json:"flowType"`
-	RequestID       string           `json:"requestId,omitempty"`
-	PreviousRunID   string           `json:"previousRunId,omitempty"`
-	TerminatedRunID string           `json:"terminatedRunId,omitempty"`
-	IDReusePolicy   IDReusePolicy    `json:"idReusePolicy,omitempty"`
-	StartStep       *Movement        `json:"startStep,omitempty"`
-	Definition      *FlowDefinition  `json:"definition,omitempty"`
-	Config          *StepOptions     `json:"config,omitempty"`
-	TimeoutAt       time.Time        `json:"timeoutAt,omitzero"`
-	TimeoutPolicy   TimeoutPolicy    `json:"timeoutPolicy,omitempty"`
-	Attributes      []AttributeWrite `json:"attributes,omitempty"`
+	FlowType          string           `json:"flowType"`
+	RequestID         string           `json:"requestId,omitempty"`
+	PreviousRunID     string           `json:"previousRunId,omitempty"`
+	TerminatedRunID   string           `json:"terminatedRunId,omitempty"`
+	IDReusePolicy     IDReusePolicy    `json:"idReusePolicy,omitempty"`
+	StartStep         *Movement        `json:"startStep,omitempty"`
+	Definition        *FlowDefinition  `json:"definition,omitempty"`
+	Config            *StepOptions     `json:"config,omitempty"`
+	TimeoutAt         time.Time        `json:"timeoutAt,omitzero"`
+	TimeoutPolicy     TimeoutPolicy    `json:"timeoutPolicy,omitempty"`
+	Attributes        []AttributeWrite `json:"attributes,omitempty"`
+	PublishRequestIDs []string         `json:"publishRequestIds,omitempty"`
 }
 
 // DefinitionSet replaces the run's definition.
