@@ -47,7 +47,9 @@ type MethodOptions struct {
 // delay before attempt k+1 is InitialInterval * BackoffCoefficient^(k-1),
 // capped at MaximumInterval; a worker error made with RetryAfter replaces it
 // (E10). Zero fields inherit (server defaults: 1 s, 2, 100 s, unlimited, no
-// bound).
+// bound). The server refuses an InitialInterval or MaximumInterval above
+// 365 days (INVALID_ARGUMENT naming the field) and caps every delay,
+// RetryAfter's included, at 365 days.
 type RetryPolicy struct {
 	InitialInterval    time.Duration
 	BackoffCoefficient float64

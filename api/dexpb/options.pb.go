@@ -211,15 +211,20 @@ func (ExecuteFailurePolicy) EnumDescriptor() ([]byte, []int) {
 // RetryPolicy says when a failed or timed-out attempt is retried (E9). The
 // delay before attempt k+1 is initial_interval * backoff_coefficient^(k-1),
 // capped at maximum_interval, unless the worker's TaskFailure carried a
-// retry_after, which replaces the computed delay for that retry (E10).
+// retry_after, which replaces the computed delay for that retry (E10). No
+// delay exceeds 365 days: an initial_interval or maximum_interval above
+// 365 days is INVALID_ARGUMENT naming the field, and a larger retry_after
+// is cut to 365 days.
 type RetryPolicy struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// InitialInterval is the delay before the second attempt. Default 1 s.
+	// InitialInterval is the delay before the second attempt. Default 1 s;
+	// at most 365 days.
 	InitialInterval *durationpb.Duration `protobuf:"bytes,1,opt,name=initial_interval,json=initialInterval,proto3" json:"initial_interval,omitempty"`
 	// BackoffCoefficient multiplies the delay after each attempt. At least 1.
 	// Default 2.
 	BackoffCoefficient *float64 `protobuf:"fixed64,2,opt,name=backoff_coefficient,json=backoffCoefficient,proto3,oneof" json:"backoff_coefficient,omitempty"`
-	// MaximumInterval caps the delay between attempts. Default 100 s.
+	// MaximumInterval caps the delay between attempts. Default 100 s; at
+	// most 365 days.
 	MaximumInterval *durationpb.Duration `protobuf:"bytes,3,opt,name=maximum_interval,json=maximumInterval,proto3" json:"maximum_interval,omitempty"`
 	// MaximumAttempts is the most attempts in total, counting the first; 0
 	// means unlimited. Default 0.

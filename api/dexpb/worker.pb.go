@@ -1263,7 +1263,8 @@ type TaskFailure struct {
 	// Stack is the stack trace the worker captured. May be empty.
 	Stack string `protobuf:"bytes,4,opt,name=stack,proto3" json:"stack,omitempty"`
 	// RetryAfter, when set, replaces the retry policy's backoff before the
-	// next attempt; the policy's limits still apply (E10). Ignored for RPCs.
+	// next attempt; the policy's limits still apply (E10), and a delay above
+	// 365 days counts as 365 days. Ignored for RPCs.
 	RetryAfter    *durationpb.Duration `protobuf:"bytes,5,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

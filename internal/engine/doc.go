@@ -116,8 +116,11 @@
 // first satisfied condition, so the others consume nothing.
 //
 // Retries (E9-E12): the backoff after failed attempt n is
-// initial*coefficient^(n-1), capped at the max interval; a worker's
-// retry-after replaces it. The policy is exhausted when n reached max
+// initial*coefficient^(n-1), capped at the max interval and at
+// MaxRetryInterval (365 days), computed in float64 and converted once
+// capped, so no policy overflows time.Duration; a worker's retry-after
+// replaces it (also capped at 365 days). Validation refuses an initial or
+// max interval above 365 days (INVALID_ARGUMENT naming the field). The policy is exhausted when n reached max
 // attempts, or when the retry would start later than first attempt + max
 // total duration. Then WaitFor fails the flow (FAIL_FLOW) or proceeds to
 // Execute with the error (PROCEED); Execute fails the flow or moves to the

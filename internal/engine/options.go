@@ -8,6 +8,12 @@ import (
 // DefaultMaxPayloadBytes is the default limit per value (E28).
 const DefaultMaxPayloadBytes = 4 << 20
 
+// MaxRetryInterval (365 days) is the largest initial or maximum retry
+// interval a client or worker may set (E9): a larger one is
+// INVALID_ARGUMENT naming the field. It also caps every backoff and a
+// worker's retry-after (E10), whatever a stored policy says.
+const MaxRetryInterval = 365 * 24 * time.Hour
+
 // Config is the engine's configuration. The zero value means the defaults.
 type Config struct {
 	// MaxPayloadBytes limits every value (input, output, attribute,
@@ -155,10 +161,14 @@ func validateMethod(field string, o *MethodOptions) error {
 	switch {
 	case r.InitialInterval != nil && *r.InitialInterval <= 0:
 		return invalidArg(field+".initialInterval", "must be positive")
+	case r.InitialInterval != nil && *r.InitialInterval > MaxRetryInterval:
+		return invalidArg(field+".initialInterval", "must be at most %v (365 days), got %v", MaxRetryInterval, *r.InitialInterval)
 	case r.Coefficient != nil && (*r.Coefficient < 1 || math.IsNaN(*r.Coefficient) || math.IsInf(*r.Coefficient, 0)):
 		return invalidArg(field+".coefficient", "must be a finite number >= 1")
 	case r.MaxInterval != nil && *r.MaxInterval <= 0:
 		return invalidArg(field+".maxInterval", "must be positive")
+	case r.MaxInterval != nil && *r.MaxInterval > MaxRetryInterval:
+		return invalidArg(field+".maxInterval", "must be at most %v (365 days), got %v", MaxRetryInterval, *r.MaxInterval)
 	case r.MaxAttempts != nil && *r.MaxAttempts < 0:
 		return invalidArg(field+".maxAttempts", "must be >= 0")
 	case r.MaxTotal != nil && *r.MaxTotal < 0:
@@ -168,17 +178,24 @@ func validateMethod(field string, o *MethodOptions) error {
 }
 
 // Backoff returns the delay before the retry that follows failed attempt n
-// (n >= 1): InitialInterval * Coefficient^(n-1), capped at MaxInterval (E9).
+// (n >= 1): InitialInterval * Coefficient^(n-1), capped at MaxInterval and
+// at MaxRetryInterval (E9). It is computed in float64 and converted only
+// once capped, so neither a huge coefficient nor intervals at the end of
+// the time.Duration range overflow: the result is always in
+// [min(InitialInterval, cap), cap] and never falls as n grows.
 func (p RetryPolicy) Backoff(n int) time.Duration {
-	d := float64(p.InitialInterval)
-	limit := float64(p.MaxInterval)
-	for i := 1; i < n && d < limit; i++ {
+	limit := MaxRetryInterval
+	if p.MaxInterval > 0 {
+		limit = min(limit, p.MaxInterval)
+	}
+	d, lim := float64(p.InitialInterval), float64(limit)
+	for i := 1; i < n && d < lim; i++ {
 		d *= p.Coefficient
 	}
-	if limit > 0 && d > limit {
-		d = limit
+	if !(d < lim) { // also NaN: a policy the validation refuses
+		return limit
 	}
-	return time.Duration(d)
+	return max(time.Duration(d), 0)
 }
 
 // nextAttempt decides the retry after attempt a failed at now: its start
@@ -191,7 +208,7 @@ func (p RetryPolicy) nextAttempt(a Attempt, now time.Time, retryAfter *time.Dura
 	}
 	delay := p.Backoff(a.Number)
 	if retryAfter != nil {
-		delay = max(*retryAfter, 0)
+		delay = min(max(*retryAfter, 0), MaxRetryInterval)
 	}
 	at := now.Add(delay)
 	if p.MaxTotal > 0 && at.Sub(a.FirstAt) > p.MaxTotal {
