@@ -93,7 +93,10 @@
 // modes (relocated records are old writes, not recent ones); then the old
 // segment is removed. A crash between the copy and the removal is
 // harmless: at Open the copy, being later, supersedes the original, and
-// the old segment, with no live puts left, is removed. A moved record
+// the old segment, with no live puts left, is removed, but only after
+// every segment that may hold unsynced writes (at Open: all of them) is
+// fsynced, so that a power loss cannot take the copy after the original
+// is gone. A moved record
 // gets a new version; its key and bytes are unchanged, and a put of its
 // key still fails with ErrPrecondition.
 package seglog

@@ -28,14 +28,27 @@ func (s *Store) compact() error {
 		return nil
 	}
 	s.compactDue = false
-	var move []*segment
+	var empty, move []*segment
 	for _, seg := range s.segs {
 		switch {
 		case seg == s.cur:
 		case seg.live == 0:
-			s.removeSegment(seg)
+			empty = append(empty, seg)
 		case seg.liveBytes*relocateFraction <= seg.size:
 			move = append(move, seg)
+		}
+	}
+	if len(empty) > 0 {
+		// A segment may have no live puts because later copies of them
+		// (a relocation, by us or by a process that was killed before
+		// its fsync) supersede them: those copies must be on disk before
+		// the originals go, or a power loss loses both.
+		if err := s.syncDirty(); err != nil {
+			s.compactDue = true
+			return fmt.Errorf("seglog: remove empty segments: %w", err)
+		}
+		for _, seg := range empty {
+			s.removeSegment(seg)
 		}
 	}
 	if len(move) == 0 {

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/dexzd/dexzd/internal/blob"
+	"github.com/dexzd/dexzd/internal/blob/fs"
 	"github.com/dexzd/dexzd/internal/blob/seglog"
 )
 
@@ -223,4 +224,57 @@ func TestRelocate_CrashBetweenCopyAndRemoval(t *testing.T) {
 			})
 		}
 	}
+}
+
+// A process killed after writing relocated copies but before their fsync
+// leaves originals that the copies supersede. The next Open must fsync
+// the copies before it removes the originals' segment, or a power loss
+// right after loses both (found in review: Open removed the segment with
+// no fsync at all).
+//
+// Covers: D5
+func TestRelocate_OpenSyncsCopiesBeforeRemovingOriginals(t *testing.T) {
+	smallSegments(t)
+	dir := t.TempDir()
+	ctx := t.Context()
+	s, err := tryOpen(t, dir, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		if _, err := s.PutIfAbsent(ctx, logKey(i), small(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seg0, err := os.ReadFile(segFile(dir, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i < 10; i++ {
+		if err := s.Delete(ctx, logKey(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = s.Close()
+	// The crash state: the original segment is back, the copy is in the
+	// page cache only (as far as the next process can know).
+	if err := os.WriteFile(segFile(dir, 0), seg0, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	inner, err := fs.Open(filepath.Join(dir, "files"), fs.Strict)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err = seglog.Open(filepath.Join(dir, "segments"), inner, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := os.Stat(segFile(dir, 0)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("segment 0 after Open: %v; want it removed", err)
+	}
+	if own := s.Fsyncs() - inner.Fsyncs(); own == 0 {
+		t.Fatal("Open removed the originals' segment without fsyncing the segment that holds their copies")
+	}
+	checkKept(t, s, append([]int{0}, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19), 20)
 }

@@ -112,6 +112,13 @@ func Open(dir string, inner blob.Store, sync bool, opts ...Option) (*Store, erro
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("seglog: %w", err)
 	}
+	if sync {
+		// dir's own entry must be durable before the first acknowledged
+		// put in it, whoever created it (D5).
+		if err := syncDir(filepath.Dir(dir)); err != nil {
+			return nil, fmt.Errorf("seglog: sync the parent of %s: %w", dir, err)
+		}
+	}
 	lf, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("seglog: %w", err)
@@ -214,7 +221,9 @@ func (s *Store) refresh() error {
 	}
 	s.dropDeletedKeys()
 	// Another process's puts may have superseded records elsewhere (a
-	// relocation it did not finish).
+	// relocation it did not finish), and whether it fsynced them is
+	// unknown.
+	s.cur.dirty = true
 	s.compactDue = true
 	if err == nil && bad != nil {
 		err = s.cutNewest(s.cur, bad)
