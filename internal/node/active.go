@@ -79,6 +79,11 @@ func startAPI(cfg *config.Config, log *slog.Logger, lis net.Listener, standby bo
 			return nil, fmt.Errorf("admin.credentialFile: %w", err)
 		}
 		cred = strings.TrimSpace(string(raw))
+		if cred == "" {
+			// Validate refuses such a file at startup; it may have been
+			// emptied since. An empty credential must never mean "none".
+			return nil, fmt.Errorf("admin.credentialFile: %s is empty or holds only whitespace", cfg.Admin.CredentialFile)
+		}
 	}
 	opts := server.Options{NodeID: cfg.NodeID, MaxPayloadBytes: cfg.Limits.MaxPayloadBytes,
 		WaitForFlowMax: cfg.Limits.WaitForFlowMax, Logger: log, AdminCredential: cred}

@@ -120,6 +120,13 @@ func Run(ctx context.Context, o RunOptions) (err error) {
 	if durability != config.DurabilityStrict {
 		fsMode = fs.ProcessCrashSafe
 	}
+	if fsMode == fs.Strict {
+		// The data directory's own entry must be durable before the first
+		// acknowledged write under it, whoever created it (D5).
+		if err := syncDir(filepath.Dir(dir)); err != nil {
+			return fmt.Errorf("sync the data directory's parent: %w", err)
+		}
+	}
 	// While this process holds dev.lock, flock works on this filesystem:
 	// log batches are appended to segment files (one fsync each in strict
 	// mode instead of a new file and two fsyncs). Without it every batch
@@ -245,4 +252,14 @@ func shutdown(log *slog.Logger, cfg *config.Config, srv *server.Server, g *grpc.
 	}
 	log.Info("stopped", "released", true)
 	return nil
+}
+
+// syncDir fsyncs a directory, making the entries in it durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }
