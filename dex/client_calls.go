@@ -208,7 +208,10 @@ func (c *Client) Publish(ctx context.Context, flowID string, msgs ...Message) er
 }
 
 // PublishWithID is Publish with the caller's request ID: a publish whose
-// request ID the flow execution already accepted queues nothing.
+// request ID the flow ID already accepted queues nothing, also in a later
+// run (a retry whose first response was lost may arrive after the run that
+// accepted it closed and a new one started). The server remembers the last
+// 1,000 request IDs per flow ID.
 func (c *Client) PublishWithID(ctx context.Context, flowID, requestID string, msgs ...Message) error {
 	req := &dexpb.PublishToChannelRequest{FlowId: flowID, RequestId: requestID}
 	for _, m := range msgs {
@@ -291,7 +294,9 @@ func (c *Client) SetAttributes(ctx context.Context, flowID string, vals ...Attri
 // (E22). The worker's error comes back as an error matching
 // ErrFailedPrecondition that holds a *WorkerError. It is sent at most once:
 // an RPC is not idempotent. The worker's attempt is bounded by ctx's
-// deadline when it has one.
+// deadline when it has one. The call commits at most once: when ctx ends
+// first, the worker's result still commits (once) if it reaches the
+// server process that sent the task, and is refused after a failover.
 func InvokeRPC[I, O any](ctx context.Context, c *Client, flowID string, r RPC[I, O], in I, opts ...CallOption) (O, error) {
 	var zero O
 	o := applyCall(opts)

@@ -84,7 +84,9 @@
 // tasks run) and matches TaskAcks by it. An answer stays in the worker's
 // outbox until its TaskAck arrives: when a stream breaks, unacknowledged
 // answers (including those of tasks that were running) are sent again on
-// the next stream, and the server refuses stale ones (W2). Pings are
+// the next stream, and the server refuses stale ones (W2); an RPC result
+// the server already committed is acknowledged ACCEPTED and commits
+// nothing again (each RPC call commits at most once). Pings are
 // answered with Pongs; a stream silent for three ping intervals is
 // reconnected. After a Drain the worker keeps sending results until the
 // server closes the stream, then reconnects. Reconnects use exponential
@@ -103,8 +105,10 @@
 //
 // Client (P5). Calls go to the address that last answered and move to the
 // next on UNAVAILABLE. Reads, WaitForFlow, SetAttributes, and StartFlow and
-// Publish (with a request ID generated per call and reused on every retry)
-// are retried with backoff; InvokeRPC, StopFlow and SkipTimer are sent at
+// Publish (with a request ID generated per call and reused on every retry;
+// a request ID lands at most once per flow ID, also when the retry reaches
+// a new run that replaced the one that accepted it) are retried with
+// backoff; InvokeRPC, StopFlow and SkipTimer are sent at
 // most once, after the address has answered a call or its health service
 // reported "dex.FlowService" SERVING. WaitForFlow polls again after each
 // DEADLINE_EXCEEDED until its context ends (E25).

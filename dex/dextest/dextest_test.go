@@ -211,6 +211,50 @@ func TestApprovalFlow(t *testing.T) {
 	})
 }
 
+// A publish retried with the same request ID after the flow ID moved to a
+// new run (its first response lost, the run closed, a new run started)
+// queues nothing in the new run: request IDs are deduplicated per flow ID.
+//
+// Covers: E16, E3
+func TestPublishRetriedAfterNewRunLandsOnce(t *testing.T) {
+	t.Parallel()
+	env := dextest.Start(t, flows.ApprovalFlow)
+	ctx, c := ctxT(t), env.Client()
+	vote := flows.Approve.Message(flows.Vote{Approved: true, By: "ann"})
+
+	if _, err := c.StartFlow(ctx, flows.ApprovalFlow, "req-3", flows.Request{ID: "3", Amount: 30}); err != nil {
+		t.Fatal(err)
+	}
+	waiting(ctx, t, c, "req-3")
+	if err := c.PublishWithID(ctx, "req-3", "vote-3", vote); err != nil {
+		t.Fatal(err)
+	}
+	if got := result[flows.Verdict](ctx, t, c, "req-3"); got.Outcome != "approved" {
+		t.Fatalf("run 1 verdict = %+v, want approved", got)
+	}
+	if _, err := c.StartFlow(ctx, flows.ApprovalFlow, "req-3", flows.Request{ID: "3b", Amount: 31}); err != nil {
+		t.Fatal(err)
+	}
+	step := waiting(ctx, t, c, "req-3")
+	// The retry of the first publish (its response was lost).
+	if err := c.PublishWithID(ctx, "req-3", "vote-3", vote); err != nil {
+		t.Fatal(err)
+	}
+	st, err := c.GetFlowState(ctx, "req-3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.GetChannels()) != 0 {
+		t.Fatalf("run 2 queued the retried publish: %v", st.GetChannels())
+	}
+	if err := c.SkipTimer(ctx, "req-3", step.GetStepExecutionId(), dex.TimerID(flows.ApprovalTimeout.ID())); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := result[flows.Verdict](ctx, t, c, "req-3"), (flows.Verdict{RequestID: "3b", Outcome: "timed-out"}); got != want {
+		t.Errorf("run 2 verdict = %+v, want %+v (the retried vote must not reach it)", got, want)
+	}
+}
+
 // The counter has no start step: RPCs drive it, their attribute writes
 // commit with their outputs, a failing RPC does not fail the flow, and
 // "finish" schedules the step that completes it.

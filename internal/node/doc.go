@@ -261,5 +261,8 @@
 // CANCELED when the step execution or the run is gone, SUPERSEDED when the
 // attempt is no longer the running one, UNKNOWN_TASK otherwise. A worker's
 // slot is freed when its result's outcome is known, so a drain waits for
-// results to commit.
+// results to commit. An RPC result sent again for a call that already
+// committed (the worker's stream broke before the ack) is acked ACCEPTED
+// and commits nothing: the engine remembers the run's committed call IDs
+// (rpc.go says how long a call whose caller gave up stays known).
 package node

@@ -20,8 +20,19 @@ const DefaultRPCTimeout = 30 * time.Second
 // it for a worker of the flow type and waits. The worker stream that
 // receives the result submits RPCResult and, once it is durable, hands the
 // output to the caller; a worker error goes to the caller and commits
-// nothing. A caller that gives up leaves the call to commit if its result
-// still arrives.
+// nothing.
+//
+// Each call commits at most once: the engine remembers the run's committed
+// call IDs, so a result the worker sends again (its stream broke before the
+// TaskAck) decides nothing and is acknowledged ACCEPTED once the first
+// commit is durable. A caller that gives up leaves the call to commit once
+// if its result still arrives in this epoch: the call stays registered
+// (for its name, input and start time, which the history keeps) until its
+// result or failure arrives or the worker's slot for it would have expired
+// (timeout plus reserveGrace). After a takeover the result is refused
+// (STALE_EPOCH). Once the result reached the node its commit no longer
+// depends on the worker's stream: a stream that breaks meanwhile does not
+// turn a commit into an error for the caller.
 type rpcCall struct {
 	id        string
 	task      engine.Task
@@ -29,6 +40,7 @@ type rpcCall struct {
 	startedAt time.Time // set by the dispatcher when sent
 	canceled  atomic.Bool
 	done      chan rpcOutcome // buffered, 1
+	expires   time.Time       // set once the caller gave up (rpcCalls.mu)
 }
 
 type rpcOutcome struct {
@@ -48,10 +60,32 @@ type rpcCalls struct {
 	m  map[string]*rpcCall
 }
 
-func (r *rpcCalls) add(rc *rpcCall) {
+// add registers a call and forgets the abandoned calls that expired.
+func (r *rpcCalls) add(rc *rpcCall, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	for id, o := range r.m {
+		if !o.expires.IsZero() && now.After(o.expires) {
+			delete(r.m, id)
+		}
+	}
 	r.m[rc.id] = rc
+}
+
+// abandon keeps a call whose caller gave up until its result can no longer
+// arrive in this epoch (the worker's slot for it ends by then).
+func (r *rpcCalls) abandon(rc *rpcCall, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rc.expires = now.Add(rc.timeout + reserveGrace)
+}
+
+// resolved forgets an abandoned call once its result or failure arrived.
+func (r *rpcCalls) resolved(rc *rpcCall) {
+	if rc == nil || !rc.canceled.Load() {
+		return // the caller's InvokeRPC removes it
+	}
+	r.remove(rc.id)
 }
 
 func (r *rpcCalls) remove(id string) {
@@ -93,24 +127,37 @@ func (c *Core) InvokeRPC(ctx context.Context, inv engine.InvokeRPC, timeout time
 		return server.RPCResult{}, err
 	}
 	rc := &rpcCall{id: inv.CallID, task: b.task, timeout: timeout, done: make(chan rpcOutcome, 1)}
-	c.rpcs.add(rc)
-	defer c.rpcs.remove(rc.id)
+	c.rpcs.add(rc, c.clock.Now())
 	c.disp.enqueueRPC(rc)
 	select {
 	case o := <-rc.done:
+		c.rpcs.remove(rc.id)
 		return o.res, o.err
 	case <-ctx.Done():
-		rc.canceled.Store(true)
-		return server.RPCResult{}, ctx.Err()
+		err = ctx.Err()
 	case <-c.stopping:
-		rc.canceled.Store(true)
-		return server.RPCResult{}, ErrNotServing
+		err = ErrNotServing
 	}
+	rc.canceled.Store(true)
+	c.rpcs.abandon(rc, c.clock.Now())
+	return server.RPCResult{}, err
 }
 
-// rpcResult commits an RPC's result and answers its caller.
+// rpcResult commits an RPC's result and answers its caller. The commit
+// outlives the worker's stream (ctx): only the sequencer stopping ends the
+// wait for it.
 func (c *Core) rpcResult(ctx context.Context, tok engine.Token, rr engine.RPCResult) (server.Ack, error) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	go func() {
+		select {
+		case <-c.seq.stopped:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	rc := c.rpcs.get(tok.CallID)
+	defer c.rpcs.resolved(rc)
 	if rc != nil {
 		rr.StartedAt = rc.startedAt
 		rr.Name, rr.Input = rc.task.RPC, rc.task.Input
@@ -159,6 +206,7 @@ func (s *session) RPCFailed(tok engine.Token, f engine.Failure) server.Ack {
 	if rc == nil || tok.Epoch != s.c.cfg.Epoch {
 		return server.Ack{Status: server.AckUnknownTask, Message: "no RPC call is waiting for this result"}
 	}
+	s.c.rpcs.resolved(rc)
 	rc.deliver(rpcOutcome{err: &server.WorkerError{Failure: f}})
 	return server.Ack{Status: server.AckAccepted}
 }
