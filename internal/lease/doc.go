@@ -77,7 +77,12 @@
 // from renewedAt. Holder.Valid is also false once Release begins or Run
 // stopped with an error. A process frozen past its lease finds Valid false on
 // resume before any timer of Run fires; the node's serving gate must consult
-// Valid, not only Lost.
+// Valid, not only Lost. A suspended host is a freeze the monotonic clock
+// does not see (it stops with the host), so Valid also requires the wall
+// clock to be within the duration of the same write's wall time: after a
+// suspend longer than the lease, Valid is false at once. Only the stricter
+// of the two clocks counts, so a wall clock stepped back never extends a
+// lease; one stepped forward may end it early, which is safe.
 //
 // # Renewal
 //

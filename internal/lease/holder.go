@@ -127,10 +127,27 @@ func (h *Holder) ValidUntil() time.Time {
 
 // Valid reports whether the process may act as the lease holder now: before
 // ValidUntil, not released, and Run has not stopped with an error.
+//
+// ValidUntil is on the monotonic clock, which does not advance while the
+// host is suspended: a process resumed after a suspend longer than its
+// lease would still count its lease as valid until its next renewal
+// failed, and answer calls meanwhile from state that another process may
+// have changed (L15). So the wall clock must also be before the end of the
+// period, counted from the wall time of the same write. A wall clock
+// stepped back changes nothing (the monotonic clock still ends the
+// period); one stepped forward ends it early, which is only ever safe.
 func (h *Holder) Valid() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return !h.released && h.err == nil && time.Now().Before(h.lastSent.Add(h.cfg.Duration))
+	now := time.Now()
+	return !h.released && h.err == nil && validAt(h.lastSent, h.lastSent.Round(0), now, now.Round(0), h.cfg.Duration)
+}
+
+// validAt reports whether a lease period of duration d whose write was
+// sent at sentMono on the monotonic clock and sentWall on the wall clock is
+// still running at nowMono and nowWall: by both clocks.
+func validAt(sentMono, sentWall, nowMono, nowWall time.Time, d time.Duration) bool {
+	return nowMono.Before(sentMono.Add(d)) && nowWall.Before(sentWall.Add(d))
 }
 
 // Lost returns a channel closed when Run stops with an error.
