@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"strings"
 
 	"github.com/dexzd/dexzd/api/dexpb"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -208,19 +209,21 @@ func invoke(fn func() error) (stack string, err error) {
 	return stack, err
 }
 
-// failure builds a TaskFailure for err (W1, E9, E10, E14).
+// failure builds a TaskFailure for err (W1, E9, E10, E14). Invalid UTF-8
+// in its texts becomes U+FFFD: protobuf refuses to send such a string, and
+// the failure must reach the server.
 func failure(token []byte, err error, stack string) *dexpb.PollWorkerTaskRequest {
 	f := &dexpb.TaskFailure{
 		TaskToken: token,
-		ErrorType: errorTypeName(err),
-		Message:   err.Error(),
-		Stack:     stack,
+		ErrorType: strings.ToValidUTF8(errorTypeName(err), "\uFFFD"),
+		Message:   strings.ToValidUTF8(err.Error(), "\uFFFD"),
+		Stack:     strings.ToValidUTF8(stack, "\uFFFD"),
 	}
 	var ra *retryAfterError
 	if errors.As(err, &ra) {
 		f.RetryAfter = durationpb.New(ra.d)
 		if ra.stack != "" {
-			f.Stack = ra.stack
+			f.Stack = strings.ToValidUTF8(ra.stack, "\uFFFD")
 		}
 	}
 	return &dexpb.PollWorkerTaskRequest{Message: &dexpb.PollWorkerTaskRequest_TaskFailure{TaskFailure: f}}

@@ -170,13 +170,14 @@ func (d *decider) stop(c StopFlow) error {
 	if err := d.active(c.FlowID, c.RunID); err != nil {
 		return err
 	}
+	reason := validText(c.Reason)
 	switch c.Kind {
 	case "", StopCancel:
-		d.closeFlow(StatusCanceled, "", c.Reason)
+		d.closeFlow(StatusCanceled, "", reason)
 	case StopTerminate:
-		d.closeFlow(StatusTerminated, "", c.Reason)
+		d.closeFlow(StatusTerminated, "", reason)
 	case StopFail:
-		d.closeFlow(StatusFailed, ErrClientAPIFailingFlow, c.Reason)
+		d.closeFlow(StatusFailed, ErrClientAPIFailingFlow, reason)
 	default:
 		return invalidArg("kind", "unknown stop kind %q", c.Kind)
 	}

@@ -121,7 +121,7 @@ func (d *decider) executeResult(c ExecuteResult) error {
 	}
 	dec := c.Decision
 	done := ExecuteCompleted{StepExecID: s.ID, Attempt: s.Attempt.Number, Duration: d.elapsed(s.Attempt),
-		Kind: dec.Kind, Reason: dec.Reason, Staged: c.Staged}
+		Kind: dec.Kind, Reason: validText(dec.Reason), Staged: c.Staged}
 	switch dec.Kind {
 	case DecideGracefulComplete, DecideForceComplete:
 		done.Output = dec.Output
@@ -137,7 +137,7 @@ func (d *decider) executeResult(c ExecuteResult) error {
 	case DecideForceComplete:
 		d.closeFlow(StatusCompleted, "", "")
 	case DecideForceFail:
-		d.closeFlow(StatusFailed, ErrStepDecisionFailingFlow, dec.Reason)
+		d.closeFlow(StatusFailed, ErrStepDecisionFailingFlow, validText(dec.Reason))
 	}
 	if d.st.Running() {
 		d.evaluate()
@@ -157,16 +157,9 @@ func (d *decider) taskFailed(c TaskFailed) error {
 		f.Type = "ERROR"
 	}
 	limit := d.e.cfg.maxPayload()
-	f.Message, f.Stack = truncate(f.Message, limit), truncate(f.Stack, limit)
+	f.Type, f.Message, f.Stack = cutText(f.Type, limit), cutText(f.Message, limit), cutText(f.Stack, limit)
 	d.failAttempt(s, f, c.RetryAfter)
 	return nil
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n]
 }
 
 // recoverAttempts decides RecoverAttempts (T2-T4).

@@ -133,6 +133,15 @@
 // completes it too); ForceComplete completes at once; ForceFail fails with
 // STEP_DECISION_FAILING_FLOW; DeadEnd ends the branch only.
 //
+// # Texts
+//
+// Free texts a worker or client sends (a failure's type, message and
+// stack, a ForceFail or StopFlow reason) are made valid UTF-8 before they
+// are recorded (invalid bytes become U+FFFD, text.go): the log's JSON
+// would do it anyway, and the live state must hold what a replay
+// rebuilds. A failure's type, message and stack longer than the payload
+// limit are cut to it on a character boundary.
+//
 // # Publish request IDs (E16)
 //
 // A client publish may carry a request ID. The run remembers the IDs of

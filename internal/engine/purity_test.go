@@ -16,7 +16,7 @@ import (
 var allowedImports = map[string]bool{
 	"encoding/binary": true, "encoding/json": true, "errors": true, "fmt": true,
 	"maps": true, "math": true, "slices": true, "sort": true, "strconv": true,
-	"strings": true, "time": true,
+	"strings": true, "time": true, "unicode/utf8": true,
 }
 
 // forbiddenTime are the time functions that read the clock or start timers.
