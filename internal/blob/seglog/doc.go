@@ -42,8 +42,11 @@
 //     end of the file, and the length is at most the record limit (1 GiB:
 //     no append writes more, and a torn write leaves the bytes it was
 //     writing or zeros, never a larger length); or
-//   - every byte from its offset to the end of the file is zero (what an
-//     unfinished write into preallocated space can leave).
+//   - every byte from the end of the extent its length claims (or from its
+//     offset, when the length is above the limit) to the end of the file
+//     is zero: an unfinished write leaves zeros where it did not reach,
+//     in preallocated space or past a sector that was not written, and
+//     such zeros in the length field only make it claim less.
 //
 // Anything else (a bad record followed by more of the file that is not all
 // zeros, or a complete record of an unknown kind) is corruption: Open

@@ -142,12 +142,16 @@ func (s *Store) scan(seg *segment, off int64) ([]string, *badRecord, error) {
 	r := bufio.NewReaderSize(seg.f, 1<<20)
 	var added []string
 	// bad classifies the record at off; toEnd says whether it runs to the
-	// end of the file by its header.
-	bad := func(what string, toEnd bool) ([]string, *badRecord, error) {
+	// end of the file by its header; zeroAfter is where the rest of the
+	// file must be all zeros for it to be torn: the end of the extent its
+	// length claims (a torn write leaves zeros where it did not reach,
+	// the length field included, so a torn length is never larger than
+	// the real one), or off when the length cannot be trusted.
+	bad := func(what string, toEnd bool, zeroAfter int64) ([]string, *badRecord, error) {
 		seg.size = off
 		b := &badRecord{off: off, what: what, torn: toEnd}
 		if !b.torn {
-			zero, err := zeroFrom(seg.f, off, end)
+			zero, err := zeroFrom(seg.f, zeroAfter, end)
 			if err != nil {
 				return added, nil, fmt.Errorf("seglog: read %s: %w", seg.f.Name(), err)
 			}
@@ -162,28 +166,29 @@ func (s *Store) scan(seg *segment, off int64) ([]string, *badRecord, error) {
 				break
 			}
 			if errors.Is(err, io.ErrUnexpectedEOF) {
-				return bad("a record header is cut short", true)
+				return bad("a record header is cut short", true, off)
 			}
 			return added, nil, fmt.Errorf("seglog: read %s: %w", seg.f.Name(), err)
 		}
 		n := binary.BigEndian.Uint32(hdr)
 		sum := binary.BigEndian.Uint32(hdr[4:])
-		reachesEnd := off+recordHeader+int64(n) >= end
+		claimedEnd := off + recordHeader + int64(n)
+		reachesEnd := claimedEnd >= end
 		if n > maxRecord {
-			return bad(fmt.Sprintf("a record says %d bytes, above the record limit", n), false)
+			return bad(fmt.Sprintf("a record says %d bytes, above the record limit", n), false, off)
 		}
 		if n < bodyHeader {
-			return bad(fmt.Sprintf("a record says %d bytes", n), reachesEnd)
+			return bad(fmt.Sprintf("a record says %d bytes", n), reachesEnd, claimedEnd)
 		}
 		body := make([]byte, n)
 		if _, err := io.ReadFull(r, body); err != nil {
 			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-				return bad("a record is cut short", true)
+				return bad("a record is cut short", true, off)
 			}
 			return added, nil, fmt.Errorf("seglog: read %s: %w", seg.f.Name(), err)
 		}
 		if crc32.Checksum(body, castagnoli) != sum {
-			return bad("a record fails its checksum", reachesEnd)
+			return bad("a record fails its checksum", reachesEnd, claimedEnd)
 		}
 		seq := binary.BigEndian.Uint64(body[1:])
 		key := prefix + padSeq(seq)
@@ -203,7 +208,7 @@ func (s *Store) scan(seg *segment, off int64) ([]string, *badRecord, error) {
 			}
 		default:
 			// Complete and checksummed: not a torn write.
-			return bad(fmt.Sprintf("a record has the unknown kind %d", body[0]), false)
+			return bad(fmt.Sprintf("a record has the unknown kind %d", body[0]), false, off)
 		}
 		off += recordHeader + int64(n)
 	}
