@@ -806,8 +806,11 @@ type Task struct {
 	AttemptTimeout *durationpb.Duration `protobuf:"bytes,10,opt,name=attempt_timeout,json=attemptTimeout,proto3" json:"attempt_timeout,omitempty"`
 	// Input is the step's input (WAIT_FOR, EXECUTE) or the RPC's input (RPC).
 	Input *EncodedValue `protobuf:"bytes,11,opt,name=input,proto3" json:"input,omitempty"`
-	// Attributes are the flow execution's attributes that have a value, as of
-	// the moment the server handed out the task (E21).
+	// Attributes are the flow execution's attributes that have a value, as
+	// committed when the server handed out the task (E21): a handler only
+	// observes durable state, never a change whose write is still in flight
+	// and could be lost in a crash (W4). A change that commits after the task
+	// was built is not shown.
 	Attributes []*Attribute `protobuf:"bytes,12,rep,name=attributes,proto3" json:"attributes,omitempty"`
 	// ConditionResults are the fired timers and consumed messages of the
 	// satisfied Wait (EXECUTE, when the step had a Wait).
@@ -821,7 +824,7 @@ type Task struct {
 	// RpcName is the RPC to run (RPC).
 	RpcName string `protobuf:"bytes,16,opt,name=rpc_name,json=rpcName,proto3" json:"rpc_name,omitempty"`
 	// ChannelQueueSizes maps each channel with queued messages to the number
-	// of messages waiting in it (RPC).
+	// of messages waiting in it, as committed when the task was built (RPC).
 	ChannelQueueSizes map[string]uint32 `protobuf:"bytes,17,rep,name=channel_queue_sizes,json=channelQueueSizes,proto3" json:"channel_queue_sizes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
 	unknownFields     protoimpl.UnknownFields
 	sizeCache         protoimpl.SizeCache

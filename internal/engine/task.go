@@ -102,7 +102,8 @@ type Task struct {
 // Task builds the payload of the running attempt that tok names, with the
 // current attributes (E21). The node calls it when it sends the task: for
 // SYNC after the AttemptStarted record is durable (SendTask effect), for
-// ASYNC right before it submits TaskStarted.
+// ASYNC right after it decides TaskStarted, on the committed state (the
+// attempt is then PENDING there): a handler observes committed state only.
 func (st *FlowState) Task(tok Token) (Task, error) {
 	s, err := st.startable(tok)
 	if err != nil {

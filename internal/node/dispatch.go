@@ -262,6 +262,15 @@ func (d *dispatcher) start(p *pendingTask, s *session, now time.Time) {
 			return
 		}
 		if async {
+			// The task shows committed state only (W4): with changes of
+			// the flow still in flight, it is built from the local store's
+			// state, where the attempt is the same one, still PENDING.
+			if cst, _, ok, err := seq.committedState(tok.FlowID); err != nil {
+				d.release(p.key)
+				return
+			} else if ok {
+				st = cst
+			}
 			task, err := st.Task(tok)
 			if err != nil {
 				d.release(p.key)

@@ -246,7 +246,13 @@
 // The dispatcher (dispatch.go) hands tasks to worker sessions: a slot is
 // reserved before the start is decided, so a task goes to exactly one
 // worker (W3); SYNC starts are logged before the task is sent, ASYNC ones
-// are sent at once and logged with the next batch (W4). The timer wheel
+// are sent at once and logged with the next batch (W4). Every task carries
+// committed state only: a SYNC task is built from the state its start
+// committed in; an ASYNC or RPC task, built on the sequencer, from the local
+// store's state when the flow has envelopes in flight (the head may hold
+// attribute writes or publishes a crash can still take back), so no handler
+// acts on a value that never became durable. An RPC on a run whose start is
+// still in flight is sent once the start is durable. The timer wheel
 // (timers.go) submits TimerFired when a timer is due; the engine refuses
 // stale ones and they are dropped. After a restart nothing is replayed as
 // effects: Recover arms every running flow's timers, queues its pending

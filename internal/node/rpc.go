@@ -4,19 +4,22 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/dexzd/dexzd/internal/engine"
 	"github.com/dexzd/dexzd/internal/server"
+	"github.com/dexzd/dexzd/internal/wal"
 )
 
 // DefaultRPCTimeout bounds an RPC call whose request sets no timeout.
 const DefaultRPCTimeout = 30 * time.Second
 
 // An RPC call (E22) is not logged until its result commits: InvokeRPC builds
-// the task on the sequencer (Engine.RPCTask against the head state), queues
+// the task on the sequencer (Engine.RPCTask checks it against the head
+// state; the task carries committed state only, see buildRPCTask), queues
 // it for a worker of the flow type and waits. The worker stream that
 // receives the result submits RPCResult and, once it is durable, hands the
 // output to the caller; a worker error goes to the caller and commits
@@ -108,25 +111,11 @@ func (c *Core) InvokeRPC(ctx context.Context, inv engine.InvokeRPC, timeout time
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	inv.CallID = fmt.Sprintf("%d.%d", c.cfg.Epoch, c.rpcSeq.Add(1))
-	type built struct {
-		task engine.Task
-		err  error
-	}
-	b, err := call(ctx, c.seq, func() built {
-		st, err := c.seq.peek(inv.FlowID)
-		if err != nil {
-			return built{err: err}
-		}
-		t, err := c.cfg.Engine.RPCTask(st, inv, c.cfg.Epoch)
-		return built{task: t, err: err}
-	})
-	if err == nil {
-		err = b.err
-	}
+	task, err := c.buildRPCTask(ctx, inv)
 	if err != nil {
 		return server.RPCResult{}, err
 	}
-	rc := &rpcCall{id: inv.CallID, task: b.task, timeout: timeout, done: make(chan rpcOutcome, 1)}
+	rc := &rpcCall{id: inv.CallID, task: task, timeout: timeout, done: make(chan rpcOutcome, 1)}
 	c.rpcs.add(rc, c.clock.Now())
 	c.disp.enqueueRPC(rc)
 	select {
@@ -141,6 +130,55 @@ func (c *Core) InvokeRPC(ctx context.Context, inv engine.InvokeRPC, timeout time
 	rc.canceled.Store(true)
 	c.rpcs.abandon(rc, c.clock.Now())
 	return server.RPCResult{}, err
+}
+
+// buildRPCTask checks the call against the flow's head state and builds
+// its task from committed state only (W4): with changes of the flow in
+// flight, the attributes and queue sizes are the local store's. When the
+// run itself is not durable yet (its start is in flight), it waits for the
+// flow's latest envelope and tries again.
+func (c *Core) buildRPCTask(ctx context.Context, inv engine.InvokeRPC) (engine.Task, error) {
+	type built struct {
+		task  engine.Task
+		retry bool       // try again once last is durable
+		last  wal.Future // the flow's latest envelope in flight
+		err   error
+	}
+	for {
+		b, err := call(ctx, c.seq, func() built {
+			st, err := c.seq.peek(inv.FlowID)
+			if err != nil {
+				return built{err: err}
+			}
+			t, err := c.cfg.Engine.RPCTask(st, inv, c.cfg.Epoch)
+			if err != nil {
+				return built{err: err}
+			}
+			cst, last, ok, err := c.seq.committedState(inv.FlowID)
+			switch {
+			case err != nil:
+				return built{err: err}
+			case !ok:
+				return built{task: t}
+			case cst == nil || cst.RunID != t.RunID:
+				return built{retry: true, last: last}
+			}
+			t.Attributes, t.QueueSizes = maps.Clone(cst.Attributes), cst.QueueSizes()
+			return built{task: t}
+		})
+		if err == nil {
+			err = b.err
+		}
+		if err != nil || !b.retry {
+			return b.task, err
+		}
+		if _, err := b.last.Wait(ctx); err != nil {
+			if ctx.Err() != nil {
+				return engine.Task{}, ctx.Err()
+			}
+			return engine.Task{}, fmt.Errorf("%w: %w", ErrNotServing, err)
+		}
+	}
 }
 
 // rpcResult commits an RPC's result and answers its caller. The commit

@@ -243,6 +243,26 @@ func (s *sequencer) peek(flowID string) (*engine.FlowState, error) {
 	return st, err
 }
 
+// committedState returns the committed state of flowID (as the local store
+// holds it) when envelopes of the flow are in flight, and ok=false when
+// there are none: the head is then the committed state, plus held ASYNC
+// starts at most, which change no value a task carries. Tasks are built
+// from committed state only (W4, see dispatcher.start and InvokeRPC): a
+// change still in flight can be lost in a crash, and a handler must never
+// have acted on a value that did not become durable. last is the flow's
+// latest envelope in flight (ok only).
+func (s *sequencer) committedState(flowID string) (st *engine.FlowState, last wal.Future, ok bool, err error) {
+	h := s.heads[flowID]
+	if h == nil || h.inflight <= 0 {
+		return nil, wal.Future{}, false, nil
+	}
+	st, err = s.store.Flow(flowID)
+	if err != nil {
+		return nil, wal.Future{}, true, fmt.Errorf("read flow %q: %w", flowID, err)
+	}
+	return st, h.last, true, nil
+}
+
 // decide decides cmd against the flow's head state, applies the records to
 // the head and submits them as one envelope. It returns the decision and the
 // head state before the command (nil when the flow ID has none), which only
