@@ -44,11 +44,18 @@ func Apply(st *FlowState, rec Record) (*FlowState, []Effect) {
 		if b.Method == MethodExecute {
 			s.Phase = PhaseExecute
 		}
+		if b.WaitForFailed != nil {
+			// The same Decide logged the WaitFor's last AttemptFailed just
+			// before (failAttempt), which set LastFailure: its attempt and
+			// time go with the error to Execute (E11).
+			wf := &LastFailure{Method: MethodWaitFor, Failure: *b.WaitForFailed}
+			if lf := s.LastFailure; lf != nil && lf.Method == MethodWaitFor {
+				wf.Attempt, wf.At = lf.Attempt, lf.At
+			}
+			s.WaitForFailed = wf
+		}
 		if b.Attempt == 1 {
 			s.LastFailure = nil
-		}
-		if b.WaitForFailed != nil {
-			s.WaitForFailed = b.WaitForFailed
 		}
 		s.Attempt = Attempt{Method: b.Method, Number: b.Attempt, FirstAt: b.FirstAt,
 			State: AttemptPending, NotBefore: b.NotBefore}

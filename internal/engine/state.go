@@ -64,8 +64,10 @@ type StepExec struct {
 	Attempt    Attempt         `json:"attempt"`
 	Wait       *StoredWait     `json:"wait,omitempty"`
 	// WaitForFailed is set when WaitFor's retries ran out under PROCEED:
-	// Execute runs with this error (E11).
-	WaitForFailed *Failure     `json:"waitForFailed,omitempty"`
+	// Execute runs with this error (E11), the WaitFor attempt that failed
+	// last and when it failed. (A state stored before it carried the
+	// attempt and time decodes with them zero.)
+	WaitForFailed *LastFailure `json:"waitForFailed,omitempty"`
 	LastFailure   *LastFailure `json:"lastFailure,omitempty"`
 }
 

@@ -92,8 +92,9 @@ type Task struct {
 	// FiredTimers lists the indexes of the timers that fired (E18).
 	FiredTimers []int `json:"firedTimers,omitempty"`
 	// WaitForFailed is set for an Execute that runs because WaitFor's
-	// retries ran out under PROCEED (E11).
-	WaitForFailed *Failure `json:"waitForFailed,omitempty"`
+	// retries ran out under PROCEED (E11): the last WaitFor attempt's
+	// number, when it failed, and its error.
+	WaitForFailed *LastFailure `json:"waitForFailed,omitempty"`
 	// RPC only: the RPC's name and the queued message count per channel.
 	RPC        string         `json:"rpc,omitempty"`
 	QueueSizes map[string]int `json:"queueSizes,omitempty"`

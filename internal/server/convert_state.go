@@ -195,7 +195,7 @@ func stepOut(st *engine.FlowState, s *engine.StepExec, info TaskInfo, now time.T
 	}
 	if s.WaitForFailed != nil {
 		out.WaitForFailed = true
-		out.WaitForFailure = failureOut(engine.MethodWaitFor, 0, time.Time{}, *s.WaitForFailed)
+		out.WaitForFailure = waitForFailureOut(s.WaitForFailed)
 	}
 	return out
 }
@@ -213,7 +213,7 @@ func taskOut(t *engine.Task) *dexpb.Task {
 	}
 	if t.WaitForFailed != nil {
 		out.WaitForFailed = true
-		out.WaitForFailure = failureOut(engine.MethodWaitFor, 0, time.Time{}, *t.WaitForFailed)
+		out.WaitForFailure = waitForFailureOut(t.WaitForFailed)
 	}
 	if len(t.QueueSizes) > 0 {
 		out.ChannelQueueSizes = map[string]uint32{}
@@ -224,4 +224,10 @@ func taskOut(t *engine.Task) *dexpb.Task {
 		}
 	}
 	return out
+}
+
+// waitForFailureOut renders the WaitFor failure an Execute runs with under
+// PROCEED (E11): the last WaitFor attempt, when it failed, and its error.
+func waitForFailureOut(f *engine.LastFailure) *dexpb.AttemptFailure {
+	return failureOut(engine.MethodWaitFor, f.Attempt, f.At, f.Failure)
 }
