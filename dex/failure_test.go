@@ -24,8 +24,11 @@ func TestFailure_InvalidUTF8IsSent(t *testing.T) {
 	if f.GetMessage() != "upstream said \uFFFD" || f.GetStack() != "goroutine 1 \uFFFD" || !utf8.ValidString(f.GetErrorType()) {
 		t.Fatalf("failure = %q / %q / %q", f.GetErrorType(), f.GetMessage(), f.GetStack())
 	}
-	ra := RetryAfter(0, errors.New("x"))
-	ra.(*retryAfterError).stack = "at \xe2\x82"
+	var ra *retryAfterError
+	if !errors.As(RetryAfter(0, errors.New("x")), &ra) {
+		t.Fatal("RetryAfter returned no *retryAfterError")
+	}
+	ra.stack = "at \xe2\x82"
 	if _, err := proto.Marshal(failure(nil, ra, "")); err != nil {
 		t.Fatalf("marshal a retry-after failure: %v", err)
 	}

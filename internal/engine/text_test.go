@@ -42,9 +42,9 @@ func TestFailureText_ReplayEqualsLive(t *testing.T) {
 				n.must(TaskFailed{Token: tok(n.st, "A-1", 1), Failure: Failure{Type: tt.text, Message: tt.text, Stack: tt.text}}, now)
 				if i == 0 {
 					lf := n.st.Step("A-1").LastFailure
-					checkText(t, "message", lf.Failure.Message, tt.text, limit)
-					checkText(t, "stack", lf.Failure.Stack, tt.text, limit)
-					checkText(t, "type", lf.Failure.Type, tt.text, limit)
+					checkText(t, "message", lf.Message, tt.text, limit)
+					checkText(t, "stack", lf.Stack, tt.text, limit)
+					checkText(t, "type", lf.Type, tt.text, limit)
 				}
 			}
 			if n.st.Status != StatusFailed {
