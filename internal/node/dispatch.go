@@ -46,23 +46,30 @@ type dispatcher struct {
 	wake chan struct{}
 }
 
-// taskKey names one attempt (or one RPC call).
+// taskKey names one task as handed out: an attempt (or an RPC call) and
+// the epoch whose token it carries. The epoch is part of the key because
+// an ASYNC attempt whose start a crash lost runs again with the same
+// number (T3): the worker's answer from the earlier epoch, resent on its
+// new stream, names the same attempt and must not free, extend or name
+// the slot of the task this epoch handed out.
 type taskKey struct {
+	epoch                     uint64
 	flowID, runID, stepExecID string
 	method                    engine.Method
 	attempt                   int
 	callID                    string
 }
 
-func refKey(r engine.TaskRef) taskKey {
-	return taskKey{flowID: r.FlowID, runID: r.RunID, stepExecID: r.StepExecID, method: r.Method, attempt: r.Attempt}
+// refKey is the key of a pending attempt handed out in epoch.
+func refKey(epoch uint64, r engine.TaskRef) taskKey {
+	return taskKey{epoch: epoch, flowID: r.FlowID, runID: r.RunID, stepExecID: r.StepExecID, method: r.Method, attempt: r.Attempt}
 }
 
 func tokKey(t engine.Token) taskKey {
 	if t.Method == engine.MethodRPC {
-		return taskKey{flowID: t.FlowID, runID: t.RunID, method: t.Method, callID: t.CallID}
+		return taskKey{epoch: t.Epoch, flowID: t.FlowID, runID: t.RunID, method: t.Method, callID: t.CallID}
 	}
-	return taskKey{flowID: t.FlowID, runID: t.RunID, stepExecID: t.StepExecID, method: t.Method, attempt: t.Attempt}
+	return taskKey{epoch: t.Epoch, flowID: t.FlowID, runID: t.RunID, stepExecID: t.StepExecID, method: t.Method, attempt: t.Attempt}
 }
 
 type pendingTask struct {
@@ -121,7 +128,7 @@ func (d *dispatcher) run(ctx context.Context) {
 
 // enqueue adds a pending step task, once.
 func (d *dispatcher) enqueue(r engine.TaskRef) {
-	k := refKey(r)
+	k := refKey(d.c.cfg.Epoch, r)
 	d.mu.Lock()
 	if _, ok := d.queued[k]; !ok && d.running[k] == nil {
 		p := &pendingTask{key: k, flowType: r.FlowType, ref: r}

@@ -120,7 +120,10 @@ func (s *session) Heartbeat(running []engine.Token) {
 func (s *session) Result(ctx context.Context, tok engine.Token, cmd engine.Command) (server.Ack, error) {
 	c := s.c
 	// The slot is freed once the outcome is known, so that a drain waits
-	// for running attempts' results to commit (A3, K2).
+	// for running attempts' results to commit (A3, K2). A result of an
+	// earlier epoch frees nothing: its key carries its epoch, and the
+	// attempt this epoch handed out again under the same number (T3)
+	// keeps its slot and is still sent.
 	defer c.disp.finished(s, tokKey(tok))
 	if tok.Epoch != c.cfg.Epoch {
 		return server.Ack{Status: server.AckStaleEpoch,
