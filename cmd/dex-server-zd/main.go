@@ -10,8 +10,11 @@
 // Exit status: 0 after a graceful shutdown (SIGTERM, SIGINT), also of a
 // standby; 1 after a fatal stop (lease lost, log write limit, fenced; L11),
 // a failed takeover (S9) or a failed start (a held lease with
-// lease.failIfHeld, L14; an unreachable store; a local store directory in
-// use); 2 for a usage or configuration error.
+// lease.failIfHeld, L14; a permanent error of the durable store such as
+// bad credentials or a missing bucket; a local store directory in use); 2
+// for a usage or configuration error. serve does not exit while its
+// durable store is unreachable at startup: it waits for it (package node,
+// storewait.go).
 package main
 
 import (

@@ -47,6 +47,14 @@ func server(t *testing.T, s *appsv1.StatefulSet) corev1.Container {
 	if len(s.Spec.VolumeClaimTemplates) != 1 {
 		t.Fatal("each pod needs its own volume for its local store")
 	}
+	// H4: a standby never passes a gRPC health check, and neither does a
+	// process waiting for its durable store at startup, so startup and
+	// liveness must not use one.
+	for name, p := range map[string]*corev1.Probe{"startup": c.StartupProbe, "liveness": c.LivenessProbe} {
+		if p == nil || p.TCPSocket == nil || p.TCPSocket.Port.IntValue() != 8801 || p.GRPC != nil {
+			t.Fatalf("%s probe must be a tcpSocket probe on 8801", name)
+		}
+	}
 	return c
 }
 
@@ -70,14 +78,7 @@ func TestHAVariant(t *testing.T) {
 	if s.Spec.UpdateStrategy.Type != appsv1.OnDeleteStatefulSetStrategyType {
 		t.Fatalf("updateStrategy = %q, want OnDelete", s.Spec.UpdateStrategy.Type)
 	}
-	c := server(t, s)
-	// H4: a standby never passes a gRPC health check, so startup and
-	// liveness must not use one.
-	for name, p := range map[string]*corev1.Probe{"startup": c.StartupProbe, "liveness": c.LivenessProbe} {
-		if p == nil || p.TCPSocket == nil || p.TCPSocket.Port.IntValue() != 8801 || p.GRPC != nil {
-			t.Fatalf("%s probe must be a tcpSocket probe on 8801", name)
-		}
-	}
+	server(t, s)
 }
 
 func TestConfigMap(t *testing.T) {

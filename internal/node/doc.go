@@ -44,11 +44,25 @@
 // and serves; the others are standbys (S1). The phases of one process:
 //
 //	starting    flock localStore.dir (a second process on it fails naming
-//	            it); open the durable store of storage.backend (s3: bucket,
+//	            it); open the API and metrics.listen (a standby phase:
+//	            UNAVAILABLE, NOT_SERVING, /readyz 503, /livez 200); open
+//	            the durable store of storage.backend (s3: bucket,
 //	            endpoint, region, pathStyle, credentials from the AWS
 //	            environment; postgres: dsn, table; fs: a directory shared by
-//	            processes on one host); probe conditional writes (G6); open
-//	            the API and metrics.listen. Keys: wal.NewLayout(prefix,
+//	            processes on one host), read the lease key, probe
+//	            conditional writes (G6). While that fails with a transient
+//	            error (StoreUnavailable: refused, reset, DNS, timeouts, 5xx,
+//	            throttling) the process waits and tries again, 1 s doubling
+//	            to 30 s (storewait.go), logging each attempt ("durable
+//	            store not reachable; waiting", attempt, err) and answering
+//	            with "waiting for the durable store ...: <err>" as the
+//	            reason it does not serve; a supervisor's restart backoff
+//	            would delay recovery long after the store is back. A
+//	            permanent error (credentials, access denied, a missing
+//	            bucket, database or table permission) or a store that
+//	            ignores conditional writes exits 1 at once; a DSN or table
+//	            name that cannot work is a configuration error (exit 2,
+//	            CheckServeConfig). Keys: wal.NewLayout(prefix,
 //	            nodeId), prefix = storage.s3.prefix for s3, none otherwise.
 //	standby     cold (S2): idle, no local store open, nothing followed.
 //	            lease.Acquire re-reads a held lease every

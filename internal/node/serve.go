@@ -52,9 +52,20 @@ type ServeOptions struct {
 var ErrLocalStoreInUse = errors.New("local store directory is in use by another process")
 
 // CheckServeConfig reports what serve refuses in a configuration that
-// config.Validate accepted; nothing at present (standby.mode hot is
-// served). The caller treats an error as a configuration error.
-func CheckServeConfig(*config.Config) error {
+// config.Validate accepted, without reaching the durable store: a storage
+// prefix the key layout refuses, a PostgreSQL DSN that does not parse or a
+// table name it does not accept. The caller treats an error as a
+// configuration error (exit 2), so that such a mistake is never taken for
+// a store outage and waited out.
+func CheckServeConfig(cfg *config.Config) error {
+	if _, err := wal.NewLayout(storePrefix(cfg.Storage), cfg.NodeID); err != nil {
+		return fmt.Errorf("nodeId and storage prefix: %w", err)
+	}
+	if cfg.Storage.Backend == config.BackendPostgres {
+		if err := postgres.CheckConfig(postgres.Config{DSN: cfg.Storage.Postgres.DSN, Table: cfg.Storage.Postgres.Table}); err != nil {
+			return fmt.Errorf("storage.postgres: %w", err)
+		}
+	}
 	return nil
 }
 
@@ -64,8 +75,12 @@ func CheckServeConfig(*config.Config) error {
 // the fatal error otherwise; the caller exits with ExitCode (L11).
 //
 // Startup: lock localStore.dir (one process per local store), open the
-// durable store, probe conditional writes (G6), open the API (UNAVAILABLE
-// and NOT_SERVING while not active) and the metrics listener. Then, as a
+// API (UNAVAILABLE and NOT_SERVING while not active) and the metrics
+// listener, then open the durable store, read the lease key and probe
+// conditional writes (G6), waiting while the store is unavailable
+// (storewait.go: each attempt logged with its error and reported by
+// /readyz and the UNAVAILABLE answers, 1 s doubling to 30 s apart; a
+// permanent error stops startup). Then, as a
 // hot standby (S3, serveHotStandby), follow the log while waiting for the
 // lease; as a cold standby (S1, S2), wait while another process holds the lease,
 // re-reading it every standby.heldLeasePollInterval: a released lease is
@@ -95,20 +110,20 @@ func Serve(ctx context.Context, o ServeOptions) error {
 		return err
 	}
 	defer unlock()
-	blobs, prefix, err := OpenDurableStore(ctx, cfg.Storage)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = blobs.Close() }()
-	blobs = m.MeterStore(blobs)
-	layout, err := wal.NewLayout(prefix, cfg.NodeID)
+	layout, err := wal.NewLayout(storePrefix(cfg.Storage), cfg.NodeID)
 	if err != nil {
 		return fmt.Errorf("nodeId and storage prefix: %w", err)
 	}
-	if err := wal.ProbeConditionalWrites(ctx, blobs, layout); err != nil {
-		return err
-	}
+	var blobs blob.Store
+	defer func() {
+		if blobs != nil {
+			_ = blobs.Close()
+		}
+	}()
 
+	// The API and the metrics listener open first, so that probes and
+	// callers get answers while the durable store is waited for: /livez
+	// 200, /readyz 503 with the reason, NOT_SERVING, UNAVAILABLE.
 	api, err := startAPI(cfg, log, o.Listener, true)
 	if err != nil {
 		return err
@@ -119,6 +134,23 @@ func Serve(ctx context.Context, o ServeOptions) error {
 		return err
 	}
 	defer stopMetrics()
+	backend := "storage.backend " + cfg.Storage.Backend
+	notServing := func(reason string) {
+		api.current().srv.SetNotServingReason(reason)
+		m.setNotServingReason(reason)
+	}
+	notServing(fmt.Sprintf("starting: opening the durable store (%s); retry on the active process", backend))
+	blobs, err = storeWait{layout: layout, log: log, backend: backend, waiting: notServing,
+		open: func(ctx context.Context) (blob.Store, error) {
+			s, _, err := OpenDurableStore(ctx, cfg.Storage)
+			if err != nil {
+				return nil, err
+			}
+			return m.MeterStore(s), nil
+		}}.run(ctx)
+	if err != nil {
+		return err
+	}
 
 	// The Pebble store lives in a directory of its own under the locked
 	// localStore.dir, so that a restore from a snapshot can replace it.
@@ -153,6 +185,15 @@ func Serve(ctx context.Context, o ServeOptions) error {
 	return l.run(ctx, holder, store)
 }
 
+// storePrefix is the key prefix of the node's layout for st:
+// storage.s3.prefix for s3, none otherwise.
+func storePrefix(st config.Storage) string {
+	if st.Backend == config.BackendS3 {
+		return st.S3.Prefix
+	}
+	return ""
+}
+
 // OpenDurableStore opens the durable store storage.backend names and
 // returns it with the key prefix of the node's layout (wal.NewLayout):
 // storage.s3.prefix for s3, none otherwise. S3 credentials come from the
@@ -167,7 +208,7 @@ func OpenDurableStore(ctx context.Context, st config.Storage) (blob.Store, strin
 		if err != nil {
 			return nil, "", fmt.Errorf("storage.s3: %w", err)
 		}
-		return s, st.S3.Prefix, nil
+		return s, storePrefix(st), nil
 	case config.BackendPostgres:
 		s, err := postgres.New(ctx, postgres.Config{DSN: st.Postgres.DSN, Table: st.Postgres.Table})
 		if err != nil {

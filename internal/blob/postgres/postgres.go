@@ -72,6 +72,23 @@ var identRE = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
 // seqSuffix names the version sequence after its table.
 const seqSuffix = "_version_seq"
 
+// CheckConfig reports what New refuses in cfg before it connects: a DSN
+// that does not parse, a table name that is not accepted. Its errors are
+// configuration errors; New returns the same ones unclassified.
+func CheckConfig(cfg Config) error {
+	table := cfg.Table
+	if table == "" {
+		table = DefaultTable
+	}
+	if _, _, err := identifiers(table); err != nil {
+		return fmt.Errorf("postgres store: %w", err)
+	}
+	if _, err := pgxpool.ParseConfig(cfg.DSN); err != nil {
+		return fmt.Errorf("postgres store: parse DSN: %w", err)
+	}
+	return nil
+}
+
 // New connects, creates the table and its sequence if they are missing, and
 // returns a store. Creation is serialized by an advisory lock, so processes
 // may start side by side. Errors from reaching the database are classified
