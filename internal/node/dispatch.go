@@ -29,6 +29,13 @@ import (
 //   - A slot is freed when the worker sends the task's result or failure,
 //     when the session ends, or when the reservation's deadline (the
 //     attempt timeout plus a grace) passes.
+//   - A started task no worker received is never dropped: when the
+//     session that reserved it has ended by the time it is sent (SYNC: its
+//     start became durable meanwhile), or the session ended with the task
+//     still in its outbox, it waits at the front of its queue and goes to
+//     the next session with a free slot, typically the same worker
+//     reconnected, until its attempt timeout has passed. A task that went
+//     out on a stream that then broke may be running: it times out (W3).
 //   - RPC tasks wait in the same queues and take a slot the same way; they
 //     are not logged (E22).
 type dispatcher struct {
@@ -75,9 +82,15 @@ func tokKey(t engine.Token) taskKey {
 type pendingTask struct {
 	key      taskKey
 	flowType string
-	ref      engine.TaskRef // step tasks
+	ref      engine.TaskRef // step tasks not started yet
 	rpc      *rpcCall       // RPC tasks
 	dead     bool           // its run closed
+
+	// started is a step task whose start is decided but that no worker
+	// received: it goes out as it is, to the next free slot, until its
+	// attempt has timed out (until; zero: no attempt timeout).
+	started *engine.Task
+	until   time.Time
 }
 
 const (
@@ -180,10 +193,11 @@ func (d *dispatcher) pump() time.Time {
 			switch {
 			case p.dead:
 				continue
-			case p.rpc != nil && p.rpc.canceled.Load():
+			case p.rpc != nil && p.rpc.canceled.Load(),
+				p.started != nil && !p.until.IsZero() && now.After(p.until):
 				delete(d.queued, p.key)
 				continue
-			case p.rpc == nil && p.ref.NotBefore.After(now):
+			case p.rpc == nil && p.started == nil && p.ref.NotBefore.After(now):
 				if next.IsZero() || p.ref.NotBefore.Before(next) {
 					next = p.ref.NotBefore
 				}
@@ -214,7 +228,7 @@ func (d *dispatcher) pick(flowType string) *session {
 	var best *session
 	bestFree := 0
 	for _, s := range d.sessions {
-		if !s.types[flowType] {
+		if !s.types[flowType] || s.closed {
 			continue
 		}
 		if free := s.max - len(s.inflight); free > bestFree {
@@ -240,6 +254,11 @@ func (d *dispatcher) expire(now time.Time) {
 
 // start hands a reserved task on (d.mu held).
 func (d *dispatcher) start(p *pendingTask, s *session, now time.Time) {
+	if task := p.started; task != nil {
+		s.inflight[p.key] = now.Add(task.Timeout + reserveGrace)
+		s.push(server.Outgoing{Task: task})
+		return
+	}
 	if rc := p.rpc; rc != nil {
 		rc.startedAt = now
 		s.inflight[p.key] = now.Add(rc.timeout + reserveGrace)
@@ -333,7 +352,7 @@ func (d *dispatcher) startFailed(p *pendingTask, err error) {
 
 // sendStarted sends a started task to the session that reserved it, or to
 // another session with a free slot if that one is gone (the first never
-// received it). Without one the attempt times out and is retried (W3).
+// received it). Without one it waits for the next free slot (requeue).
 func (d *dispatcher) sendStarted(tok engine.Token, task engine.Task) {
 	k := tokKey(tok)
 	d.mu.Lock()
@@ -349,12 +368,49 @@ func (d *dispatcher) sendStarted(tok engine.Token, task engine.Task) {
 	if s == nil || s.closed {
 		if s = d.pick(task.FlowType); s == nil {
 			delete(d.running, k)
+			d.requeueLocked(k, task)
 			return
 		}
 		d.running[k] = s
 	}
 	s.inflight[k] = d.c.clock.Now().Add(task.Timeout + reserveGrace)
 	s.push(server.Outgoing{Task: &task})
+}
+
+// requeueLocked puts a started task that no worker received at the front
+// of its queue (d.mu held).
+func (d *dispatcher) requeueLocked(k taskKey, task engine.Task) {
+	if _, ok := d.queued[k]; ok || d.running[k] != nil {
+		return
+	}
+	p := &pendingTask{key: k, flowType: task.FlowType, started: &task}
+	if task.Timeout > 0 {
+		p.until = d.c.clock.Now().Add(task.Timeout)
+	}
+	d.queued[k] = p
+	d.queues[p.flowType] = append([]*pendingTask{p}, d.queues[p.flowType]...)
+	d.signal()
+}
+
+// resend hands the tasks a session never sent (they were still in its
+// outbox when it closed) to the next free slot: a started step task waits
+// in its queue, an RPC call whose caller still waits is queued again.
+func (d *dispatcher) resend(unsent []server.Outgoing) {
+	for _, m := range unsent {
+		task := m.Task
+		if task == nil {
+			continue
+		}
+		if task.Token.Method == engine.MethodRPC {
+			if rc := d.c.rpcs.get(task.Token.CallID); rc != nil && !rc.canceled.Load() {
+				d.enqueueRPC(rc)
+			}
+			continue
+		}
+		d.mu.Lock()
+		d.requeueLocked(tokKey(task.Token), *task)
+		d.mu.Unlock()
+	}
 }
 
 // release frees a task's slot.

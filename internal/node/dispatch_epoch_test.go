@@ -146,3 +146,61 @@ func TestDispatch_StaleEpochResultKeepsTheRunningAttemptsSlot(t *testing.T) {
 		}
 	})
 }
+
+// A started task is never dropped while its worker is alive: when the
+// session that reserved it ends before the task went out (the worker's
+// stream broke and it reconnects), the task goes to the next session
+// with a free slot at once, not after the attempt timeout.
+//
+// Covers: W3, W4
+func TestDispatch_StartedTaskWaitsForTheReconnectedWorker(t *testing.T) {
+	t.Run("session ended before the SYNC start was durable", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			blobs := mem.New()
+			h := newHarness(t, blobs, 1)
+			defer h.stop()
+			s1 := h.session("w1", 1, "a")
+			// Every write takes 1 s: f1 starts at 1 s, its SYNC attempt
+			// start is written from 1 s to 2 s, and only then sent.
+			blobs.SetFaults(func(op, key string) mem.Fault {
+				if op == blob.OpPutIfAbsent {
+					return mem.Fault{Latency: time.Second}
+				}
+				return mem.Fault{}
+			})
+			h.start("f1", "a", "Sync")
+			synctest.Wait()
+			if got := tasks(s1); len(got) != 0 {
+				t.Fatalf("at 1 s w1 got %v before the SYNC start was durable", got)
+			}
+			s1.Close() // reserved f1, received nothing
+			blobs.SetFaults(nil)
+			time.Sleep(1500 * time.Millisecond) // the start is durable, no session
+			synctest.Wait()
+			s2 := h.session("w1", 1, "a")
+			synctest.Wait()
+			if got := tasks(s2); len(got) != 1 || got[0].FlowID != "f1" || got[0].Attempt != 1 {
+				t.Fatalf("the reconnected worker got %v, want f1's attempt 1 at once", got)
+			}
+		})
+	})
+	t.Run("session ended with the task not taken", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			h := newHarness(t, mem.New(), 1)
+			defer h.stop()
+			s1 := h.session("w1", 1, "a")
+			h.start("f1", "a", "Async")
+			synctest.Wait()
+			s1.Close() // the stream ended before it sent the task
+			s2 := h.session("w1", 1, "a")
+			synctest.Wait()
+			got := tasks(s2)
+			if len(got) != 1 || got[0].FlowID != "f1" || got[0].Attempt != 1 {
+				t.Fatalf("the reconnected worker got %v, want f1's attempt 1 at once", got)
+			}
+			if a := h.complete(s2, got[0]); a.Status != server.AckAccepted {
+				t.Fatalf("f1 acked %v (%s)", a.Status, a.Message)
+			}
+		})
+	})
+}

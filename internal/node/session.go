@@ -91,12 +91,16 @@ func (s *session) end() {
 	s.once.Do(func() { close(s.done) })
 }
 
-// Close implements server.Session.
+// Close implements server.Session. The stream has stopped taking
+// messages: the tasks still in the outbox never went out, and go to the
+// next free slot (the worker reconnected, or another one).
 func (s *session) Close() {
 	s.c.disp.mu.Lock()
-	s.closed = true
+	s.closed = true // no task is pushed to s from now on
 	s.c.disp.mu.Unlock()
+	unsent := s.Take()
 	s.c.disp.remove(s)
+	s.c.disp.resend(unsent)
 	s.end()
 	s.c.log.Info("worker disconnected", "workerId", s.workerID, "sessionId", s.id)
 }
