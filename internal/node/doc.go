@@ -260,7 +260,15 @@
 // The dispatcher (dispatch.go) hands tasks to worker sessions: a slot is
 // reserved before the start is decided, so a task goes to exactly one
 // worker (W3); SYNC starts are logged before the task is sent, ASYNC ones
-// are sent at once and logged with the next batch (W4). Every task carries
+// are sent at once and logged with the next batch (W4). Tasks are keyed by
+// attempt (or RPC call) and epoch: after a crash an ASYNC attempt whose
+// start was lost runs again with the same number (T3) while the worker
+// resends its unacknowledged answer of the earlier epoch, and that answer
+// must not free, extend or name the new task's slot. A started task that
+// no worker received (the stream that reserved it ended first, or ended
+// with the task still in its outbox) is not dropped: it waits at the front
+// of its queue for the next free slot, typically the same worker
+// reconnected, until its attempt timeout has passed. Every task carries
 // committed state only: a SYNC task is built from the state its start
 // committed in; an ASYNC or RPC task, built on the sequencer, from the local
 // store's state when the flow has envelopes in flight (the head may hold
@@ -281,7 +289,8 @@
 // CANCELED when the step execution or the run is gone, SUPERSEDED when the
 // attempt is no longer the running one, UNKNOWN_TASK otherwise. A worker's
 // slot is freed when its result's outcome is known, so a drain waits for
-// results to commit. An RPC result sent again for a call that already
+// results to commit; a STALE_EPOCH result held no slot here and frees
+// none. An RPC result sent again for a call that already
 // committed (the worker's stream broke before the ack) is acked ACCEPTED
 // and commits nothing: the engine remembers the run's committed call IDs
 // (rpc.go says how long a call whose caller gave up stays known).
