@@ -19,18 +19,23 @@ import (
 // ClientOptions configure a Client.
 type ClientOptions struct {
 	// Addresses are the servers, in order of preference (P5). Calls go to
-	// the address that last answered; on UNAVAILABLE the client moves to
-	// the next one.
+	// the address that last answered; on UNAVAILABLE, or when the server
+	// stops answering (UnresponsiveTimeout), the client moves to the next
+	// one.
 	Addresses []string
-	// Dialer opens connections; default grpc.NewClient without TLS plus
-	// DialOptions.
+	// Dialer opens connections; default grpc.NewClient without TLS, with
+	// keepalive (KeepaliveTime, UnresponsiveTimeout) and a connect backoff
+	// of 50 ms growing to 500 ms, plus DialOptions.
 	Dialer Dialer
-	// DialOptions are added to the default Dialer's options.
+	// DialOptions are added to the default Dialer's options (after them,
+	// so they win).
 	DialOptions []grpc.DialOption
 	// Conn, when set, is used instead of Addresses and Dialer; the client
 	// does not close it (for test helpers with an in-process server).
 	Conn grpc.ClientConnInterface
-	// RetryBackoff spaces retries after UNAVAILABLE. Default 50 ms to 2 s.
+	// RetryBackoff spaces retries after UNAVAILABLE. Default 50 ms to
+	// 500 ms, so that a call waiting for a standby to take over is answered
+	// soon after it serves.
 	RetryBackoff Backoff
 	// RetryTimeout bounds how long one call keeps retrying UNAVAILABLE
 	// (the call's context bounds it too). Default 1 minute.
@@ -38,15 +43,31 @@ type ClientOptions struct {
 	// Logger receives the client's logs (failovers). Default
 	// slog.Default().
 	Logger *slog.Logger
+	// UnresponsiveTimeout bounds how long a call waits on a server that
+	// answers nothing (frozen, hung, or cut off by the network) before the
+	// client leaves it for the next address. An attempt that has had no
+	// answer for half of it is followed by a health check on the same
+	// connection; when that gets no answer within the other half, the
+	// attempt is abandoned: an idempotent call is sent again to the next
+	// address, any other call returns an *OutcomeUnknownError. A server
+	// that answers the check is alive and the call waits on, so slow writes
+	// and long polls (WaitForFlow, InvokeRPC) are not cut off. It is also
+	// the default Dialer's keepalive timeout and connect timeout. Default
+	// DefaultUnresponsiveTimeout (5 s); keep it below the server's
+	// lease.duration + 1 s, the earliest a standby can take over from a
+	// frozen active.
+	UnresponsiveTimeout time.Duration
 }
 
 // Client calls FlowService: it starts, drives, stops and reads flow
 // executions. Every call takes a context.Context. Calls that are safe to
 // repeat (reads, StartFlow and Publish with their request IDs,
-// SetAttributes) are retried on UNAVAILABLE across the addresses with
-// backoff (P5); the others (InvokeRPC, StopFlow, SkipTimer) are sent once,
-// to an address that reported itself serving, and never retried. A Client
-// is safe for concurrent use.
+// SetAttributes) are retried on UNAVAILABLE, and when a server stops
+// answering (UnresponsiveTimeout), across the addresses with backoff (P5);
+// the others (InvokeRPC, StopFlow, SkipTimer) are sent once, to an address
+// that reported itself serving, and never retried: when they end without a
+// definitive answer they return an *OutcomeUnknownError. A Client is safe
+// for concurrent use.
 type Client struct {
 	opts  ClientOptions
 	conns *connSet
@@ -67,8 +88,11 @@ func Dial(_ context.Context, opts ClientOptions) (*Client, error) {
 	if opts.RetryTimeout <= 0 {
 		opts.RetryTimeout = time.Minute
 	}
-	opts.RetryBackoff = opts.RetryBackoff.withDefaults(50*time.Millisecond, 2*time.Second)
-	conns, err := newConnSet(opts.Addresses, opts.Conn, opts.Dialer, opts.DialOptions)
+	if opts.UnresponsiveTimeout <= 0 {
+		opts.UnresponsiveTimeout = DefaultUnresponsiveTimeout
+	}
+	opts.RetryBackoff = opts.RetryBackoff.withDefaults(50*time.Millisecond, 500*time.Millisecond)
+	conns, err := newConnSet(opts.Addresses, opts.Conn, opts.Dialer, opts.DialOptions, opts.UnresponsiveTimeout)
 	if err != nil {
 		return nil, err
 	}
@@ -89,74 +113,95 @@ const (
 	once
 )
 
-// call runs fn against the current address. On UNAVAILABLE it moves to the
-// next address; a retryable call is then sent again after a backoff, until
-// RetryTimeout or ctx ends. A once call is sent only to an address that
-// answered before or whose health check says it serves FlowService, and is
-// never sent twice.
-func (c *Client) call(ctx context.Context, op string, kind idempotency, fn func(ctx context.Context, fc dexpb.FlowServiceClient) error) error {
-	bo := &backoff{cfg: c.opts.RetryBackoff}
+// call runs fn against the current address, each attempt guarded by the
+// detection bound (connSet.guard). On UNAVAILABLE, or when the server
+// stops answering, it moves to the next address; a retryable call is then
+// sent again after a backoff, until RetryTimeout or ctx ends. A once call
+// is sent only to an address that answered before or whose health check
+// says it serves FlowService, and is never sent twice. A call that changes
+// state (a once call, or one with requestID) and ends without a definitive
+// answer after it was sent returns an *OutcomeUnknownError: a once call at
+// once, a call with a request ID when it gives up.
+func (c *Client) call(ctx context.Context, op string, kind idempotency, requestID string, fn func(ctx context.Context, fc dexpb.FlowServiceClient) error) error {
+	bo := &backoffState{cfg: c.opts.RetryBackoff}
 	deadline := time.Now().Add(c.opts.RetryTimeout)
 	var lastErr error
+	unknownAt := "" // the address of the last attempt sent without a definitive answer
+	giveUp := func(err error) error {
+		if unknownAt != "" && (kind == once || requestID != "") {
+			return &OutcomeUnknownError{Op: op, Address: unknownAt, RequestID: requestID, Err: err}
+		}
+		return err
+	}
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
 			if time.Now().After(deadline) {
-				return wrapStatus(op, lastErr)
+				return giveUp(wrapStatus(op, lastErr))
 			}
-			if !sleep(ctx, bo.next()) {
-				return ctxError(ctx, op, lastErr)
+			i, _ := c.current()
+			if !c.conns.pause(ctx, bo.next(), i) {
+				return giveUp(ctxError(ctx, op, lastErr))
 			}
 		}
 		i, confirmed := c.current()
-		cc, err := c.conns.get(ctx, i)
+		e, err := c.conns.get(ctx, i)
 		if err != nil {
-			return wrapStatus(op, err)
+			return giveUp(wrapStatus(op, err))
 		}
 		if kind == once && !confirmed {
-			if err := c.probe(ctx, cc); err != nil {
+			if err := c.probe(ctx, e); err != nil {
 				if ctx.Err() != nil {
-					return ctxError(ctx, op, err)
+					return giveUp(ctxError(ctx, op, err))
 				}
 				lastErr = err
 				c.failover(i, op, err)
 				continue
 			}
 		}
-		err = fn(ctx, dexpb.NewFlowServiceClient(cc))
+		if ctx.Err() != nil {
+			return giveUp(ctxError(ctx, op, lastErr))
+		}
+		err = c.conns.guard(ctx, e, func(ctx context.Context) error {
+			return fn(ctx, dexpb.NewFlowServiceClient(e.cc))
+		})
 		if err == nil {
 			c.confirm(i)
 			return nil
 		}
 		if ctx.Err() != nil {
-			return ctxError(ctx, op, err)
+			unknownAt = e.addr
+			return giveUp(ctxError(ctx, op, err))
 		}
 		if status.Code(err) != codes.Unavailable {
 			c.confirm(i)
 			return wrapStatus(op, err)
 		}
+		unknownAt = e.addr
 		c.failover(i, op, err)
 		if kind == once {
 			// The server may have acted on the request; sending it again
 			// could apply it twice.
-			return wrapStatus(op, err)
+			return giveUp(wrapStatus(op, err))
 		}
 		lastErr = err
 	}
 }
 
-// probe asks the health service whether cc serves FlowService. A server
-// without a health service counts as serving.
-func (c *Client) probe(ctx context.Context, cc grpc.ClientConnInterface) error {
-	resp, err := grpc_health_v1.NewHealthClient(cc).Check(ctx, &grpc_health_v1.HealthCheckRequest{Service: "dex.FlowService"})
-	switch {
-	case status.Code(err) == codes.Unimplemented:
+// probe asks the health service whether e serves FlowService, within the
+// detection bound. A server without a health service counts as serving.
+func (c *Client) probe(ctx context.Context, e *endpoint) error {
+	return c.conns.guard(ctx, e, func(ctx context.Context) error {
+		resp, err := grpc_health_v1.NewHealthClient(e.cc).Check(ctx, &grpc_health_v1.HealthCheckRequest{Service: "dex.FlowService"})
+		switch {
+		case status.Code(err) == codes.Unimplemented:
+			return nil
+		case err != nil:
+			return err
+		case resp.GetStatus() != grpc_health_v1.HealthCheckResponse_SERVING:
+			return status.Errorf(codes.Unavailable, "dex.FlowService is %s", resp.GetStatus())
+		}
 		return nil
-	case err != nil:
-		return err
-	case resp.GetStatus() != grpc_health_v1.HealthCheckResponse_SERVING:
-		return status.Errorf(codes.Unavailable, "dex.FlowService is %s", resp.GetStatus())
-	}
-	return nil
+	})
 }
 
 func (c *Client) current() (int, bool) {
@@ -173,19 +218,22 @@ func (c *Client) confirm(i int) {
 	}
 }
 
-// failover moves from address i to the next one, unless another call
-// already did.
+// failover moves from address i to the next one whose server is not known
+// to be unresponsive (connSet.next), unless another call already moved.
 func (c *Client) failover(i int, op string, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.cur != i {
 		return
 	}
-	c.cur = (i + 1) % c.conns.len()
+	c.cur = c.conns.next(i)
 	c.confirmed = false
-	if c.conns.len() > 1 {
-		c.log.Info("server unavailable; trying the next address", "op", op,
-			"address", c.conns.addr(i), "next", c.conns.addr(c.cur), "error", err)
+	if c.cur != i {
+		msg := "server unavailable; trying the next address"
+		if isUnresponsive(err) {
+			msg = "server unresponsive; trying the next address"
+		}
+		c.log.Info(msg, "op", op, "address", c.conns.addr(i), "next", c.conns.addr(c.cur), "error", err)
 	}
 }
 

@@ -88,9 +88,11 @@
 // the server already committed is acknowledged ACCEPTED and commits
 // nothing again (each RPC call commits at most once). Pings are
 // answered with Pongs; a stream silent for three ping intervals is
-// reconnected. After a Drain the worker keeps sending results until the
+// reconnected, and so is one whose server stops answering (see Unresponsive
+// servers below). After a Drain the worker keeps sending results until the
 // server closes the stream, then reconnects. Reconnects use exponential
-// backoff with jitter and move to the next address (P5).
+// backoff with jitter (100 ms to 500 ms by default) and move to the next
+// address (P5).
 //
 // Errors. A handler's error becomes a TaskFailure: message err.Error(); type
 // the ErrorType() of an ErrorTyper in the chain, else the Go type of the
@@ -104,14 +106,48 @@
 // step or a write to an undeclared attribute) and "dex.WorkerStopping".
 //
 // Client (P5). Calls go to the address that last answered and move to the
-// next on UNAVAILABLE. Reads, WaitForFlow, SetAttributes, and StartFlow and
-// Publish (with a request ID generated per call and reused on every retry;
-// a request ID lands at most once per flow ID, also when the retry reaches
-// a new run that replaced the one that accepted it) are retried with
-// backoff; InvokeRPC, StopFlow and SkipTimer are sent at
-// most once, after the address has answered a call or its health service
-// reported "dex.FlowService" SERVING. WaitForFlow polls again after each
-// DEADLINE_EXCEEDED until its context ends (E25).
+// next on UNAVAILABLE, or when the server stops answering. Reads,
+// WaitForFlow, SetAttributes, and StartFlow and Publish (with a request ID
+// generated per call and reused on every retry; a request ID lands at most
+// once per flow ID, also when the retry reaches a new run that replaced
+// the one that accepted it) are retried with backoff (50 ms to 500 ms by
+// default); InvokeRPC, StopFlow and SkipTimer are sent at most once, after
+// the address has answered a call or its health service reported
+// "dex.FlowService" SERVING. A call that changes state and ends without a
+// definitive answer after it was sent (the server stopped answering, the
+// connection broke, UNAVAILABLE, or the context ended) returns an
+// *OutcomeUnknownError (errors.Is(err, ErrOutcomeUnknown)): a call sent at
+// most once at once, StartFlow and Publish only when their retries give
+// up, naming the request ID to retry with (WithRequestID, PublishWithID).
+// WaitForFlow polls again after each DEADLINE_EXCEEDED until its context
+// ends (E25).
+//
+// Unresponsive servers. A server that is frozen (SIGSTOP, a hung host) or
+// cut off by the network accepts connections and requests in its kernel
+// and answers nothing, so neither UNAVAILABLE nor a closed connection ever
+// comes. Every attempt of a call, and every worker stream, is therefore
+// guarded by UnresponsiveTimeout (ClientOptions, WorkerOptions; default
+// DefaultUnresponsiveTimeout, 5 s): after half of it without any answer
+// from the server on that connection, the SDK sends a health check on the
+// same connection, and when that gets no answer within the other half it
+// abandons the attempt (UNAVAILABLE, "server unresponsive") and moves to
+// the next address. While the frozen server stays silent, the SDK does not
+// go back to it when the other address refuses (a standby about to take
+// over); it checks it in the background and returns once it answers. A
+// server that answers the check is alive, so slow writes and long waits
+// (WaitForFlow's long poll, InvokeRPC, a quiet worker stream) are never cut
+// off; concurrent calls share the checks, and a busy connection needs
+// none. The bound is meant to be shorter than the server's lease.duration
+// + 1 s (11 s by default), the earliest a standby may take over from a
+// frozen active: then the SDK has moved before the new active serves. The
+// default Dialer adds HTTP/2 keepalive (a PING after KeepaliveTime of
+// silence, the connection closed when it is not acknowledged within the
+// bound; the server tolerates pings every 5 s), cuts off a connection
+// attempt after the bound (a frozen server never completes the HTTP/2
+// handshake), and reconnects with a backoff of 50 ms growing to 500 ms, so
+// that a server that restarts in a few hundred milliseconds is answering
+// again through the client within about half a second (a retry waits for
+// the reconnection rather than a full retry backoff).
 //
 // # Testing
 //

@@ -35,7 +35,60 @@ var (
 	// ErrTooLarge: a value is above the server's payload limit
 	// (RESOURCE_EXHAUSTED).
 	ErrTooLarge = errors.New("dex: value too large")
+	// ErrOutcomeUnknown: a call that changes state was sent, but no
+	// definitive answer came back, so it may or may not have been applied
+	// (the errors are *OutcomeUnknownError).
+	ErrOutcomeUnknown = errors.New("dex: outcome unknown")
 )
+
+// OutcomeUnknownError is the error of a call that changes state and may
+// or may not have been applied: it was sent, and then the server stopped
+// answering (UnresponsiveTimeout), the connection broke or the server
+// answered UNAVAILABLE (it may have lost its lease after committing), or
+// the call's context ended. The SDK never sends such a call again on its
+// own unless it is idempotent: StartFlow and Publish carry a request ID
+// and are retried with it until RetryTimeout or the context ends, and
+// report this error only then, with the request ID to retry with
+// (WithRequestID, PublishWithID): a retry with it applies the call at most
+// once. InvokeRPC, StopFlow and SkipTimer carry none and are sent at most
+// once: read the flow's state (GetFlowSummary, GetFlowState) before
+// sending them again.
+//
+// It matches ErrOutcomeUnknown with errors.Is, and unwraps to the error
+// that ended the call (an *Error, or the context's error), so errors.Is
+// with ErrUnavailable or context.DeadlineExceeded, and status.Code, work
+// as before.
+type OutcomeUnknownError struct {
+	// Op is the call, for example "StopFlow".
+	Op string
+	// Address is the server the call was last sent to.
+	Address string
+	// RequestID is the call's request ID (StartFlow, Publish); empty for
+	// calls without one.
+	RequestID string
+	// Err is what ended the call.
+	Err error
+}
+
+func (e *OutcomeUnknownError) Error() string {
+	var hint string
+	switch {
+	case e.RequestID != "" && e.Op == "Publish":
+		hint = fmt.Sprintf("send it again with request ID %q (PublishWithID) to apply it at most once", e.RequestID)
+	case e.RequestID != "":
+		hint = fmt.Sprintf("retry with request ID %q (dex.WithRequestID) to apply it at most once", e.RequestID)
+	default:
+		hint = "read the flow's state before sending it again"
+	}
+	return fmt.Sprintf("dex: %s: outcome unknown: the request was sent to %s but no definitive answer came back (%v); it may or may not have been applied; %s",
+		e.Op, e.Address, e.Err, hint)
+}
+
+// Is matches ErrOutcomeUnknown.
+func (e *OutcomeUnknownError) Is(target error) bool { return target == ErrOutcomeUnknown }
+
+// Unwrap returns the error that ended the call.
+func (e *OutcomeUnknownError) Unwrap() error { return e.Err }
 
 // RetryAfter wraps err so that the next attempt runs after d instead of the
 // retry policy's backoff; the policy's limits still apply (E10). It also

@@ -170,6 +170,7 @@ type fakeFlowServer struct {
 	skipTimer        func(*dexpb.SkipTimerRequest) (*dexpb.SkipTimerResponse, error)
 	stopFlow         func(*dexpb.StopFlowRequest) (*dexpb.StopFlowResponse, error)
 	listFlows        func(*dexpb.ListFlowsRequest) (*dexpb.ListFlowsResponse, error)
+	getFlowSummary   func(*dexpb.GetFlowSummaryRequest) (*dexpb.GetFlowSummaryResponse, error)
 }
 
 func (f *fakeFlowServer) count(name string) int {
@@ -222,6 +223,10 @@ func (f *fakeFlowServer) SkipTimer(_ context.Context, r *dexpb.SkipTimerRequest)
 
 func (f *fakeFlowServer) StopFlow(_ context.Context, r *dexpb.StopFlowRequest) (*dexpb.StopFlowResponse, error) {
 	return call(f, "StopFlow", f.stopFlow, r)
+}
+
+func (f *fakeFlowServer) GetFlowSummary(_ context.Context, r *dexpb.GetFlowSummaryRequest) (*dexpb.GetFlowSummaryResponse, error) {
+	return call(f, "GetFlowSummary", f.getFlowSummary, r)
 }
 
 func (f *fakeFlowServer) ListFlows(_ context.Context, r *dexpb.ListFlowsRequest) (*dexpb.ListFlowsResponse, error) {

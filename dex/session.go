@@ -27,15 +27,29 @@ var errStaleStream = errors.New("no message from the server for several ping int
 // session runs one PollWorkerTask stream against address i (W1): Hello,
 // Welcome, then tasks in, results, heartbeats and pongs out. It returns nil
 // when a graceful stop finished on it, else the error that ended it;
-// welcomed reports whether the server accepted the Hello.
+// welcomed reports whether the server accepted the Hello. The stream is
+// guarded by the detection bound (connSet.guard): every message from the
+// server proves it alive, and after half a bound of silence a health check
+// on the same connection must be answered, so a frozen or unreachable
+// server ends the session within UnresponsiveTimeout.
 func (w *Worker) session(hard context.Context, i int) (welcomed bool, err error) {
-	cc, err := w.conns.get(hard, i)
+	e, err := w.conns.get(hard, i)
 	if err != nil {
 		return false, err
 	}
-	ctx, cancel := context.WithCancel(hard)
+	err = w.conns.guard(hard, e, func(ctx context.Context) error {
+		var err error
+		welcomed, err = w.stream(ctx, e)
+		return err
+	})
+	return welcomed, err
+}
+
+// stream runs the session's stream on e until it ends.
+func (w *Worker) stream(parent context.Context, e *endpoint) (welcomed bool, err error) {
+	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
-	stream, err := dexpb.NewWorkerTaskServiceClient(cc).PollWorkerTask(ctx)
+	stream, err := dexpb.NewWorkerTaskServiceClient(e.cc).PollWorkerTask(ctx)
 	if err != nil {
 		return false, err
 	}
@@ -53,12 +67,13 @@ func (w *Worker) session(hard context.Context, i int) (welcomed bool, err error)
 	if err != nil {
 		return false, err
 	}
+	e.answered()
 	welcome := first.GetWelcome()
 	if welcome == nil {
 		return false, fmt.Errorf("protocol: first message from the server is not a Welcome")
 	}
 	gen := w.nextGen()
-	w.log.Info("worker connected", "address", w.conns.addr(i), "node_id", welcome.GetNodeId(),
+	w.log.Info("worker connected", "address", e.addr, "node_id", welcome.GetNodeId(),
 		"node_epoch", welcome.GetNodeEpoch(), "session_id", welcome.GetSessionId())
 
 	var lastRecv atomic.Int64
@@ -75,6 +90,7 @@ func (w *Worker) session(hard context.Context, i int) (welcomed bool, err error)
 				return
 			}
 			lastRecv.Store(time.Now().UnixNano())
+			e.answered()
 			switch msg := m.GetMessage().(type) {
 			case *dexpb.PollWorkerTaskResponse_Task:
 				w.startTask(msg.Task)

@@ -23,7 +23,9 @@ const Version = "0.1.0"
 type WorkerOptions struct {
 	// Addresses are the servers to poll, in order of preference (P5). The
 	// worker polls one at a time and moves to the next when a stream ends
-	// (UNAVAILABLE from a standby, a drain, a broken connection).
+	// (UNAVAILABLE from a standby, a drain, a broken connection, a server
+	// that stopped answering), skipping servers known to be unresponsive
+	// while another address answers.
 	Addresses []string
 	// WorkerID names the worker in live state and logs. Default
 	// "<hostname>-<pid>".
@@ -33,10 +35,12 @@ type WorkerOptions struct {
 	MaxConcurrentTasks int
 	// Logger receives the worker's logs. Default slog.Default().
 	Logger *slog.Logger
-	// Dialer opens connections; default grpc.NewClient without TLS plus
-	// DialOptions.
+	// Dialer opens connections; default grpc.NewClient without TLS, with
+	// keepalive (KeepaliveTime, UnresponsiveTimeout) and a connect backoff
+	// of 50 ms growing to 500 ms, plus DialOptions.
 	Dialer Dialer
-	// DialOptions are added to the default Dialer's options.
+	// DialOptions are added to the default Dialer's options (after them,
+	// so they win).
 	DialOptions []grpc.DialOption
 	// Conn, when set, is used instead of Addresses and Dialer; the worker
 	// does not close it (for test helpers with an in-process server).
@@ -45,8 +49,21 @@ type WorkerOptions struct {
 	// worker takes no new tasks and waits this long for running tasks and
 	// for the server to acknowledge their results. Default 30 s.
 	DrainTimeout time.Duration
-	// ReconnectBackoff spaces reconnection attempts. Default 100 ms to 10 s.
+	// ReconnectBackoff spaces reconnection attempts. Default 100 ms to
+	// 500 ms, so that a worker waiting for a standby to take over
+	// reconnects soon after it serves.
 	ReconnectBackoff Backoff
+	// UnresponsiveTimeout bounds how long the worker stays on a server that
+	// answers nothing (frozen, hung, or cut off by the network) before it
+	// moves to the next address: after half of it without a message on the
+	// stream, the worker sends a health check on the same connection, and
+	// when that gets no answer within the other half, it ends the stream.
+	// Results not yet acknowledged are sent again on the next stream (W2).
+	// It is also the default Dialer's keepalive timeout and connect
+	// timeout. Default DefaultUnresponsiveTimeout (5 s); keep it below the
+	// server's lease.duration + 1 s, the earliest a standby can take over
+	// from a frozen active.
+	UnresponsiveTimeout time.Duration
 }
 
 // Worker serves flow types: it polls a server for tasks over
@@ -98,12 +115,15 @@ func NewWorker(opts WorkerOptions, flows ...*Flow) (*Worker, error) {
 	if opts.DrainTimeout <= 0 {
 		opts.DrainTimeout = 30 * time.Second
 	}
-	opts.ReconnectBackoff = opts.ReconnectBackoff.withDefaults(100*time.Millisecond, 10*time.Second)
+	if opts.UnresponsiveTimeout <= 0 {
+		opts.UnresponsiveTimeout = DefaultUnresponsiveTimeout
+	}
+	opts.ReconnectBackoff = opts.ReconnectBackoff.withDefaults(100*time.Millisecond, 500*time.Millisecond)
 	reg, err := newRegistry(flows, opts.Logger)
 	if err != nil {
 		return nil, err
 	}
-	conns, err := newConnSet(opts.Addresses, opts.Conn, opts.Dialer, opts.DialOptions)
+	conns, err := newConnSet(opts.Addresses, opts.Conn, opts.Dialer, opts.DialOptions, opts.UnresponsiveTimeout)
 	if err != nil {
 		return nil, err
 	}
@@ -182,7 +202,7 @@ func (w *Worker) Run(ctx context.Context) error {
 
 	w.log.Info("worker started", "addresses", w.conns.addrs, "flow_types", len(w.hello.GetFlowTypes()),
 		"max_concurrent_tasks", w.opts.MaxConcurrentTasks)
-	bo := &backoff{cfg: w.opts.ReconnectBackoff}
+	bo := &backoffState{cfg: w.opts.ReconnectBackoff}
 	addr := 0
 	for {
 		if w.stopDone() {
@@ -204,7 +224,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			return fmt.Errorf("dex: worker refused by %s: %w", w.conns.addr(addr), err)
 		}
 		w.log.Warn("worker stream ended", "address", w.conns.addr(addr), "error", err)
-		addr = (addr + 1) % w.conns.len()
+		addr = w.conns.next(addr)
 		w.pause(hard, bo.next())
 	}
 }

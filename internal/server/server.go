@@ -98,6 +98,14 @@ const (
 	StandbyConnectionAgeGrace = time.Second
 )
 
+// KeepaliveMinTime is the shortest interval between a client's HTTP/2
+// pings that the server tolerates, also on connections without a call in
+// flight; a client that pings more often is sent GOAWAY
+// ENHANCE_YOUR_CALM. The Go SDK pings a silent connection every
+// dex.KeepaliveTime (10 s, the least gRPC allows a client), so this must
+// not be longer than that.
+const KeepaliveMinTime = 5 * time.Second
+
 // GRPCOptions are the options the grpc.Server of an active process (and
 // of dev and local) must be created with.
 func (s *Server) GRPCOptions() []grpc.ServerOption {
@@ -116,7 +124,7 @@ func (s *Server) grpcOptions(params keepalive.ServerParameters) []grpc.ServerOpt
 	return []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(s.MaxMessageBytes()),
 		grpc.MaxSendMsgSize(math.MaxInt32),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: KeepaliveMinTime, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(params),
 	}
 }
