@@ -118,6 +118,19 @@ func sleep(ctx context.Context, d time.Duration) bool {
 // answering again as soon as gRPC has reconnected, not a retry backoff
 // later. It reports whether ctx is still live.
 func (s *connSet) pause(ctx context.Context, d time.Duration, i int) bool {
+	wctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	if !s.reconnected(wctx, i) {
+		<-wctx.Done()
+	}
+	return ctx.Err() == nil
+}
+
+// reconnected waits, while ctx lasts, for address i's connection to come
+// up again if it is down now. It reports false at once when the
+// connection is up, not dialed yet or not a *grpc.ClientConn, and when ctx
+// ends first.
+func (s *connSet) reconnected(ctx context.Context, i int) bool {
 	s.mu.Lock()
 	e := s.eps[i]
 	s.mu.Unlock()
@@ -126,10 +139,8 @@ func (s *connSet) pause(ctx context.Context, d time.Duration, i int) bool {
 		cc, _ = e.cc.(*grpc.ClientConn)
 	}
 	if cc == nil || cc.GetState() == connectivity.Ready {
-		return sleep(ctx, d)
+		return false
 	}
-	wctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
 	for {
 		st := cc.GetState()
 		switch st {
@@ -138,11 +149,10 @@ func (s *connSet) pause(ctx context.Context, d time.Duration, i int) bool {
 		case connectivity.Idle:
 			cc.Connect()
 		case connectivity.Shutdown:
-			<-wctx.Done()
-			return ctx.Err() == nil
+			return false
 		}
-		if !cc.WaitForStateChange(wctx, st) {
-			return ctx.Err() == nil
+		if !cc.WaitForStateChange(ctx, st) {
+			return false
 		}
 	}
 }

@@ -380,3 +380,50 @@ func TestClient_ReconnectsSoonAfterTheServerRestarts(t *testing.T) {
 		t.Errorf("the client answered %v after the server was back, want within about 0.5 s of the outage", lag)
 	}
 }
+
+// A worker whose server restarts in a few hundred milliseconds is
+// connected again within about 0.5 s: its reconnection waits for gRPC to
+// reconnect (a 50 ms connect backoff) rather than a whole reconnect
+// backoff.
+//
+// Covers: P5, W1
+func TestWorker_ReconnectsSoonAfterTheServerRestarts(t *testing.T) {
+	t.Parallel()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	start := func(lis net.Listener, ws *fakeWorkerServer) *grpc.Server {
+		srv := grpc.NewServer()
+		dexpb.RegisterWorkerTaskServiceServer(srv, ws)
+		go func() { _ = srv.Serve(lis) }()
+		return srv
+	}
+	first := newFakeWorkerServer()
+	srv := start(lis, first)
+	w, err := dex.NewWorker(dex.WorkerOptions{Addresses: []string{addr}, Logger: quietLogger(), DrainTimeout: time.Second}, testFlow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	first.session(t)
+	srv.Stop()
+	time.Sleep(300 * time.Millisecond) // the restart
+	if lis, err = net.Listen("tcp", addr); err != nil {
+		t.Fatal(err)
+	}
+	second := newFakeWorkerServer()
+	srv = start(lis, second)
+	defer srv.Stop()
+	back := time.Now()
+	second.session(t)
+	lag := time.Since(back)
+	t.Logf("the worker connected %v after the server was back", lag.Round(time.Millisecond))
+	if lag > 450*time.Millisecond {
+		t.Errorf("the worker connected %v after the server was back, want within about 0.5 s of the outage", lag)
+	}
+}

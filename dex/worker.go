@@ -225,18 +225,30 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 		w.log.Warn("worker stream ended", "address", w.conns.addr(addr), "error", err)
 		addr = w.conns.next(addr)
-		w.pause(hard, bo.next())
+		w.pause(hard, bo.next(), addr)
 	}
 }
 
-// pause waits d before reconnecting, or less when ctx ends or a graceful
-// stop has nothing left to deliver.
-func (w *Worker) pause(ctx context.Context, d time.Duration) {
+// pause waits d before reconnecting to address addr, or less: when ctx
+// ends, when a graceful stop has nothing left to deliver, or when addr's
+// connection, down now, is up again (a restarted server is reached as
+// soon as gRPC has reconnected, not a backoff later).
+func (w *Worker) pause(ctx context.Context, d time.Duration, addr int) {
 	t := time.NewTimer(d)
 	defer t.Stop()
+	pctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	up := make(chan struct{})
+	go func() {
+		if w.conns.reconnected(pctx, addr) {
+			close(up)
+		}
+	}()
 	for {
 		select {
 		case <-t.C:
+			return
+		case <-up:
 			return
 		case <-ctx.Done():
 			return
