@@ -100,18 +100,6 @@ func (b *backoffState) next() time.Duration {
 	return time.Duration(float64(b.cur) * j)
 }
 
-// sleep waits d or until ctx ends; it reports whether d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
 // pause waits d before a retry on address i, or less: when i's connection
 // is down now (connecting, or waiting out its connect backoff), the retry
 // goes as soon as it is up again, so that a server that restarts is
@@ -232,8 +220,6 @@ func newEndpoint(addr string, cc grpc.ClientConnInterface) *endpoint {
 	e.last.Store(time.Now().UnixNano())
 	return e
 }
-
-func (s *connSet) len() int { return len(s.addrs) }
 
 func (s *connSet) addr(i int) string { return s.addrs[i] }
 

@@ -91,8 +91,8 @@
 // reconnected, and so is one whose server stops answering (see Unresponsive
 // servers below). After a Drain the worker keeps sending results until the
 // server closes the stream, then reconnects. Reconnects use exponential
-// backoff with jitter (100 ms to 500 ms by default) and move to the next
-// address (P5).
+// backoff with jitter (100 ms to 500 ms by default), cut short when the
+// connection to use comes up again, and move to the next address (P5).
 //
 // Errors. A handler's error becomes a TaskFailure: message err.Error(); type
 // the ErrorType() of an ErrorTyper in the chain, else the Go type of the

@@ -192,10 +192,6 @@ type loggedRecord struct {
 
 func (l *logRecorder) with(who string) slog.Handler { return &recHandler{l: l, who: who} }
 
-func (l *logRecorder) first(who, substr string) (time.Time, bool) {
-	return l.firstWith(who, substr, "")
-}
-
 // firstWith returns the time of the first record of who whose message
 // contains substr and whose attributes contain attr.
 func (l *logRecorder) firstWith(who, substr, attr string) (time.Time, bool) {
