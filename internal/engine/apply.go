@@ -24,6 +24,14 @@ func Apply(st *FlowState, rec Record) (*FlowState, []Effect) {
 	switch b := rec.Body.(type) {
 	case DefinitionSet:
 		st.Definition = b.Definition
+		if b.Config != nil {
+			st.Config = b.Config
+		}
+		for _, r := range b.Steps {
+			if s := st.Step(r.StepExecID); s != nil {
+				s.Options, s.HasWaitFor = r.Options, r.HasWaitFor
+			}
+		}
 	case StepCreated:
 		if st.StepCounters == nil {
 			st.StepCounters = map[string]int{}
@@ -34,7 +42,8 @@ func Apply(st *FlowState, rec Record) (*FlowState, []Effect) {
 			phase = PhaseWaitFor
 		}
 		st.Steps = append(st.Steps, &StepExec{ID: b.StepExecID, Type: b.StepType, Input: b.Input,
-			ParentID: b.ParentID, CreatedAt: rec.At, Options: b.Options, HasWaitFor: b.HasWaitFor, Phase: phase})
+			ParentID: b.ParentID, CreatedAt: rec.At, Options: b.Options, HasWaitFor: b.HasWaitFor, Override: b.Override,
+			Phase: phase})
 	case AttemptScheduled:
 		s := st.Step(b.StepExecID)
 		if s == nil {

@@ -28,9 +28,10 @@ func sampleRecords() []Record {
 			IDReusePolicy: ReuseTerminateIfRunning, StartStep: &moves[0], Definition: def, Config: opts,
 			TimeoutAt: t0.Add(time.Hour), TimeoutPolicy: TimeoutCancel, Attributes: staged.Attributes,
 			PublishRequestIDs: []string{"p0", "p1"}},
-		DefinitionSet{Definition: def},
+		DefinitionSet{Definition: def, Config: opts, Steps: []StepRedefined{
+			{StepExecID: "A-1", Options: resolveOptions(DefaultOptions(), opts), HasWaitFor: true}}},
 		StepCreated{StepExecID: "A-1", StepType: "A", N: 1, Input: v, ParentID: "rpc:r",
-			Options: resolveOptions(DefaultOptions(), opts), HasWaitFor: true},
+			Options: resolveOptions(DefaultOptions(), opts), HasWaitFor: true, Override: opts},
 		AttemptScheduled{StepExecID: "A-1", Method: MethodExecute, Attempt: 2, FirstAt: t0, NotBefore: t0.Add(d),
 			WaitForFailed: &Failure{Type: "E", Message: "m", Stack: "s"}},
 		AttemptStarted{StepExecID: "A-1", Method: MethodWaitFor, Attempt: 1, Epoch: 7, Async: true, TimeoutAt: t0.Add(d)},

@@ -34,11 +34,17 @@ type StartFlow struct {
 }
 
 // SetDefinition stores (or replaces) the run's flow definition, for runs
-// started before a worker registered their type. Steps that exist keep
-// their resolved options.
+// started before a worker registered their type. On a run that had none,
+// the step executions that exist take the options they resolve to under
+// the definition (the declaration governs them as if it had been there at
+// their creation), and one whose WaitFor the definition says it has not
+// and that no worker holds goes straight to Execute. Defaults are the
+// worker's declared default step options: they become the flow's config
+// (E13) when the run has none.
 type SetDefinition struct {
 	FlowID     string
 	Definition *FlowDefinition
+	Defaults   *StepOptions
 }
 
 // StopFlow closes a running flow (E23); active step executions are

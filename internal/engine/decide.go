@@ -129,9 +129,13 @@ func (d *decider) createStep(typ string, input Value, override *StepOptions, ski
 		own, hasWaitFor = sd.Options, sd.HasWaitFor
 	}
 	id := stepExecID(typ, n)
-	d.emit(StepCreated{StepExecID: id, StepType: typ, N: n, Input: input, ParentID: parent,
+	created := StepCreated{StepExecID: id, StepType: typ, N: n, Input: input, ParentID: parent,
 		Options:    resolveOptions(d.e.cfg.defaults(), override, own, d.st.Config),
-		HasWaitFor: hasWaitFor && !skipWaitFor})
+		HasWaitFor: hasWaitFor && !skipWaitFor}
+	if d.st.Definition == nil {
+		created.Override = override // for a later definition (setDefinition)
+	}
+	d.emit(created)
 	m := MethodExecute
 	if hasWaitFor && !skipWaitFor {
 		m = MethodWaitFor

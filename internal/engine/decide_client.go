@@ -161,8 +161,48 @@ func (d *decider) setDefinition(c SetDefinition) error {
 	if err := validateDefinition("definition", c.Definition, d.st.FlowType); err != nil {
 		return err
 	}
-	d.emit(DefinitionSet{Definition: c.Definition})
+	declared := func(typ string) bool { _, ok := c.Definition.Steps[typ]; return ok }
+	if err := validateOptions("defaults", c.Defaults, declared); err != nil {
+		return err
+	}
+	set := DefinitionSet{Definition: c.Definition}
+	config := d.st.Config
+	if config == nil && c.Defaults != nil {
+		set.Config, config = c.Defaults, c.Defaults
+	}
+	if d.st.Definition == nil {
+		set.Steps = d.redefine(c.Definition, config)
+	}
+	d.emit(set)
+	// A WaitFor that the step does not have and that no worker holds is
+	// not handed out: the step goes to Execute (E4). One a worker holds
+	// is answered "no wait" by the worker.
+	for _, r := range set.Steps {
+		s := d.st.Step(r.StepExecID)
+		if !r.HasWaitFor && s.Phase == PhaseWaitFor && s.Attempt.Method == MethodWaitFor && s.Attempt.State == AttemptPending {
+			d.emit(AttemptScheduled{StepExecID: s.ID, Method: MethodExecute, Attempt: 1, FirstAt: d.now, NotBefore: d.now})
+		}
+	}
 	return nil
+}
+
+// redefine resolves the options of the run's step executions, all created
+// without a definition, under def and the flow's config, as createStep
+// would have (E13); a step type def does not declare keeps its options.
+func (d *decider) redefine(def *FlowDefinition, config *StepOptions) []StepRedefined {
+	var out []StepRedefined
+	for _, s := range d.st.Steps {
+		sd, ok := def.Steps[s.Type]
+		if !ok {
+			continue
+		}
+		r := StepRedefined{StepExecID: s.ID, Options: resolveOptions(d.e.cfg.defaults(), s.Override, sd.Options, config),
+			HasWaitFor: s.HasWaitFor && sd.HasWaitFor}
+		if r.Options != s.Options || r.HasWaitFor != s.HasWaitFor {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // stop decides StopFlow (E23).

@@ -25,7 +25,8 @@
 // # Commands (inputs)
 //
 //	StartFlow         start a run (E2, E3); st is the flow ID's latest run or nil
-//	SetDefinition     pin a definition on a run started without one (W5)
+//	SetDefinition     pin a definition on a run started without one; its
+//	                  steps take the declared options (W5, E13)
 //	StopFlow          CANCEL / TERMINATE / FAIL (E23)
 //	PublishToChannel  client messages, batch order kept; deduplicated by request ID (E16)
 //	SetAttributes     client attribute batch (E21)
@@ -46,7 +47,9 @@
 // # Records (the log)
 //
 //	flow_started        new run (replaces the state of an earlier run)
-//	definition_set      the run's flow definition
+//	definition_set      the run's flow definition, the declared defaults as
+//	                    the flow's config, each existing step's options
+//	                    under them
 //	step_created        <StepType>-<n>, input, resolved options (E1, E13)
 //	attempt_scheduled   attempt n of WaitFor/Execute, not before T (E9)
 //	attempt_started     handed out under a token of epoch E, times out at T (W2, W4)
@@ -226,6 +229,39 @@
 // and reads each step's HasWaitFor and options. A run without one (no worker
 // had registered the type) accepts any name and gives every step a WaitFor
 // task; the worker answers "no wait" for a step that has none.
+//
+// What a worker declares governs every step execution of the type, also
+// one created before any worker declared it (a flow started while no
+// worker of its type was connected, as after every restart). The choice:
+// the declaration is logged into the run, as definition_set, rather than
+// resolved per attempt from the workers connected at that moment. A
+// decision then depends only on recorded values, so a replay, a snapshot,
+// a hot standby and the process that takes over after a failover all see
+// the same options; per-attempt resolution would make a retry or a
+// recovery step depend on which worker happened to be connected, which no
+// record shows, and would leave a step with no options at all whenever no
+// worker is. So SetDefinition on a run that had no definition re-resolves
+// every step execution the run has, field by field as createStep would
+// have (E13): its start or movement override (recorded in step_created,
+// only while the run has no definition, as StepCreated.Override), the
+// step's declared options, the flow's config, the server defaults. The
+// declared default step options (SetDefinition.Defaults) become the flow's
+// config when the run has none, as they would have at StartFlow. The
+// record carries the resolved options of the steps that change
+// (DefinitionSet.Steps), so Apply computes nothing. A step the definition
+// says has no WaitFor and whose WaitFor attempt no worker holds goes to
+// Execute attempt 1 in the same Decide; a WaitFor attempt a worker already
+// holds is left to it (it answers "no wait"), and a step type the
+// definition does not declare keeps its options. Attempt numbers are kept:
+// attempts a step ran before the declaration count against the declared
+// maximum. On a run that already had a definition, SetDefinition replaces
+// it for the steps created afterwards only.
+//
+// A run is pinned to the first definition it gets: the node sets one only
+// on runs that have none, so workers of two versions that declare a type
+// differently never rewrite running flows, and each run logs at most one
+// such record (its size is bounded by the declaration's, which the
+// server's message limit bounds).
 //
 // # Encoding
 //

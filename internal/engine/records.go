@@ -47,9 +47,23 @@ type FlowStarted struct {
 	PublishRequestIDs []string         `json:"publishRequestIds,omitempty"`
 }
 
-// DefinitionSet replaces the run's definition.
+// DefinitionSet replaces the run's definition. Config, when set, becomes
+// the flow's config (the run had none). Steps carries the options each
+// existing step execution resolves to under the definition, decided when
+// the record is written (only on a run that had no definition, and only
+// the steps whose options change).
 type DefinitionSet struct {
 	Definition *FlowDefinition `json:"definition"`
+	Config     *StepOptions    `json:"config,omitempty"`
+	Steps      []StepRedefined `json:"steps,omitempty"`
+}
+
+// StepRedefined is a step execution's options under a definition set
+// after its creation (E13).
+type StepRedefined struct {
+	StepExecID string          `json:"stepExecId"`
+	Options    ResolvedOptions `json:"options"`
+	HasWaitFor bool            `json:"hasWaitFor,omitempty"`
 }
 
 // StepCreated creates step execution <StepType>-<N> (E1).
@@ -61,6 +75,10 @@ type StepCreated struct {
 	ParentID   string          `json:"parentId,omitempty"`
 	Options    ResolvedOptions `json:"options"`
 	HasWaitFor bool            `json:"hasWaitFor,omitempty"`
+	// Override is the per-movement (or start) options the step was
+	// created with, recorded only while the run has no definition: a
+	// later definition re-resolves the step's options with it.
+	Override *StepOptions `json:"override,omitempty"`
 }
 
 // AttemptScheduled schedules attempt Attempt of Method, to be handed out not

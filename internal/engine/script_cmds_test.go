@@ -24,7 +24,16 @@ func (h *harness) command(name string, kv map[string]string, pos []arg) (Command
 		h.def = nil
 		return nil, nil, nil
 	case "setdef":
-		return SetDefinition{FlowID: h.flowID, Definition: h.def}, nil, nil
+		c := SetDefinition{FlowID: h.flowID, Definition: h.def}
+		for _, p := range pos {
+			if k, ok := strings.CutPrefix(p.key, "defaults:"); ok {
+				if c.Defaults == nil {
+					c.Defaults = &StepOptions{}
+				}
+				setOption(c.Defaults, k, p.val)
+			}
+		}
+		return c, nil, nil
 	case "tick":
 		h.now = h.now.Add(dur(first))
 		return nil, nil, nil

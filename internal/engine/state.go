@@ -60,9 +60,11 @@ type StepExec struct {
 	CreatedAt  time.Time       `json:"createdAt"`
 	Options    ResolvedOptions `json:"options"`
 	HasWaitFor bool            `json:"hasWaitFor,omitempty"`
-	Phase      Phase           `json:"phase"`
-	Attempt    Attempt         `json:"attempt"`
-	Wait       *StoredWait     `json:"wait,omitempty"`
+	// Override: see StepCreated.Override.
+	Override *StepOptions `json:"override,omitempty"`
+	Phase    Phase        `json:"phase"`
+	Attempt  Attempt      `json:"attempt"`
+	Wait     *StoredWait  `json:"wait,omitempty"`
 	// WaitForFailed is set when WaitFor's retries ran out under PROCEED:
 	// Execute runs with this error (E11), the WaitFor attempt that failed
 	// last and when it failed. (A state stored before it carried the

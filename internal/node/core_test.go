@@ -437,9 +437,10 @@ func TestDispatch_AsyncSendsFirstAndRerunsAfterCrash(t *testing.T) {
 }
 
 // A run started before any worker registered its type gives every step a
-// WaitFor; once a worker declares the step without one, the server answers
-// "no wait" itself and the worker gets the Execute. A step declared with a
-// WaitFor keeps it.
+// WaitFor; once a worker declares the step without one, the definition
+// moves the step to Execute before any WaitFor runs (the dispatcher
+// answers "no wait" itself for one still handed out) and the worker gets
+// the Execute. A step declared with a WaitFor keeps it.
 //
 // Covers: W5, E4
 func TestDispatch_UndeclaredWaitForIsAnsweredByTheServer(t *testing.T) {
@@ -466,8 +467,8 @@ func TestDispatch_UndeclaredWaitForIsAnsweredByTheServer(t *testing.T) {
 			t.Fatalf("f2 (W has a WaitFor) got %+v, want its WaitFor", task)
 		}
 		st, _ = h.core.cfg.Store.Flow("f1")
-		if st.Definition == nil || len(st.History) != 2 || st.History[1].Type != engine.EventWaitForCompleted {
-			t.Fatalf("f1 after registration: definition %v, history %+v", st.Definition, st.History)
+		if st.Definition == nil || len(st.History) != 1 || st.Steps[0].HasWaitFor {
+			t.Fatalf("f1 after registration: definition %v, history %+v, step %+v; want no WaitFor run", st.Definition, st.History, st.Steps[0])
 		}
 	})
 }
