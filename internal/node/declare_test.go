@@ -69,3 +69,37 @@ func TestDeclaration_GovernsAFlowStartedBeforeIt(t *testing.T) {
 	}
 	expectTask(t, task, dexpb.TaskKind_TASK_KIND_EXECUTE, "Refund-1")
 }
+
+// The default step options a worker declares for its flow type become the
+// config of a flow started before the declaration, as they would have at
+// its start: the declared maximum of two attempts fails the flow.
+//
+// Covers: W5, E9, E13
+func TestDeclaration_DefaultStepOptionsGovernAFlowStartedBeforeThem(t *testing.T) {
+	n := startNode(t, t.TempDir(), nil)
+	ctx := ctxT(t)
+	if _, err := n.flows.StartFlow(ctx, &dexpb.StartFlowRequest{FlowType: "late", FlowId: "late-2",
+		StartStep: &dexpb.Movement{StepType: "Refund"}}); err != nil {
+		t.Fatal(err)
+	}
+	hello := lateHello("w1")
+	two := uint32(2)
+	hello.FlowTypes[0].DefaultStepOptions = &dexpb.StepOptions{Execute: &dexpb.StepMethodOptions{RetryPolicy: &dexpb.RetryPolicy{
+		InitialInterval: durationpb.New(100 * time.Millisecond), MaximumAttempts: &two}}}
+	w := connectWorker(t, n.conn, hello)
+	for attempt := uint32(1); attempt <= 2; attempt++ {
+		task := w.next()
+		expectTask(t, task, dexpb.TaskKind_TASK_KIND_EXECUTE, "Refund-1")
+		if task.GetAttempt() != attempt {
+			t.Fatalf("Refund-1 runs attempt %d, want %d", task.GetAttempt(), attempt)
+		}
+		expectAck(t, w.fail(task, &dexpb.TaskFailure{ErrorType: "Down", Message: "bank down"}),
+			dexpb.TaskAckStatus_TASK_ACK_STATUS_ACCEPTED)
+	}
+	// The failure that exhausted the policy closed the flow in the batch
+	// its ack waited for.
+	sum, err := n.flows.GetFlowSummary(ctx, &dexpb.GetFlowSummaryRequest{FlowId: "late-2"})
+	if err != nil || sum.GetSummary().GetStatus() != dexpb.FlowStatus_FLOW_STATUS_FAILED {
+		t.Fatalf("GetFlowSummary = %v, %v; want FAILED after the 2 declared attempts", sum, err)
+	}
+}

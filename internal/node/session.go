@@ -190,16 +190,23 @@ func accepted(recs []engine.Record, tok engine.Token) server.Ack {
 	return server.Ack{Status: server.AckAccepted}
 }
 
-// register stores the flow types' declarations and, for the ones that are
-// new or changed, sets the definition of running runs that have none.
+// register stores the flow types' declarations and sets the definition
+// (with the declared default step options) of running runs that have none
+// (W5, E13): for a type that is new or changed, and for a type's first
+// declaration since this core began serving, whose registry entry may be
+// one recovery seeded from another run's definition while a run that a
+// crash left without one still waits for it. A run keeps the first
+// definition it got (engine doc: Flow definitions).
 func (c *Core) register(decls []server.FlowTypeDecl) {
-	changed := map[string]*engine.FlowDefinition{}
+	changed := map[string]server.FlowTypeDecl{}
 	c.defs.mu.Lock()
 	for _, d := range decls {
-		if old, ok := c.defs.m[d.Definition.Type]; !ok || !reflect.DeepEqual(old, d) {
-			c.defs.m[d.Definition.Type] = d
-			changed[d.Definition.Type] = d.Definition
+		typ := d.Definition.Type
+		if old, ok := c.defs.m[typ]; !ok || !c.defs.declared[typ] || !reflect.DeepEqual(old, d) {
+			c.defs.m[typ] = d
+			changed[typ] = d
 		}
+		c.defs.declared[typ] = true
 	}
 	c.defs.mu.Unlock()
 	if len(changed) == 0 {
@@ -210,12 +217,12 @@ func (c *Core) register(decls []server.FlowTypeDecl) {
 		seen := map[string]bool{}
 		c.seq.forEachHead(func(id string, st *engine.FlowState) {
 			seen[id] = true
-			if st.Running() && st.Definition == nil && changed[st.FlowType] != nil {
+			if _, ok := changed[st.FlowType]; ok && st.Running() && st.Definition == nil {
 				ids = append(ids, id)
 			}
 		})
 		err := c.cfg.Store.RunningFlows(func(st *engine.FlowState) error {
-			if !seen[st.FlowID] && st.Definition == nil && changed[st.FlowType] != nil {
+			if _, ok := changed[st.FlowType]; ok && !seen[st.FlowID] && st.Definition == nil {
 				ids = append(ids, st.FlowID)
 			}
 			return nil
@@ -225,10 +232,11 @@ func (c *Core) register(decls []server.FlowTypeDecl) {
 		}
 		for _, id := range ids {
 			st, _ := c.seq.peek(id)
-			if st == nil {
+			if st == nil || st.Definition != nil {
 				continue
 			}
-			d, _ := c.seq.decide(id, engine.SetDefinition{FlowID: id, Definition: changed[st.FlowType]})
+			decl := changed[st.FlowType]
+			d, _ := c.seq.decide(id, engine.SetDefinition{FlowID: id, Definition: decl.Definition, Defaults: decl.Defaults})
 			if d.err != nil {
 				c.log.Warn("definition not set", "flowId", id, "err", d.err)
 			}
