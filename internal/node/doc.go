@@ -172,6 +172,27 @@
 // connections the same 3 s after its step down. dev and local start in a
 // serving instance.
 //
+// A process that starts serving ends its standby phases' connections at
+// once (apiSurface.endStandbyPhases, called as the gate opens, before
+// "serving" is logged): their long-lived streams end, each connection gets
+// GOAWAY, calls in flight finish within server.StandbyConnectionAgeGrace.
+// A client that reached the process as a standby (or during a hold-off)
+// reconnects, and the phaseListener hands the new connection to the
+// serving instance: it is answered within milliseconds of "serving",
+// where it used to be refused as by a standby for up to the 3 s age. The
+// alternative, a standby phase's gate forwarding to the next serving
+// instance, was not chosen: every answer on a connection would then come
+// from one of two gates, a gate would have to tell a standby phase (may
+// forward) from a retired serving instance (must never forward, H6), and
+// a StepDown on a standby's connection would reach the new instance (A6
+// wants FAILED_PRECONDITION). Ending the connection keeps "one connection,
+// one gate, never reopened" as it is. What this does not cover: a
+// retired serving instance's connections keep their closed gate until
+// their own GOAWAY 3 s after the step down, even when a take-back serves
+// sooner (stepDownHoldOff below 3 s): H6 requires such a connection to go
+// on answering NOT_SERVING, and its public calls say "stepped down", so
+// the SDK moves to its next address.
+//
 // Failover times follow: after SIGTERM of the active, one poll interval
 // plus the standby's recovery; after a crash, up to lease.duration + 1 s
 // after the last renewal (between 2/3 of the duration + 1 s and the
@@ -279,6 +300,26 @@
 // stale ones and they are dropped. After a restart nothing is replayed as
 // effects: Recover arms every running flow's timers, queues its pending
 // tasks and fails the attempts an earlier epoch handed out (recover.go).
+//
+// # Declarations (W5, E13)
+//
+// A worker's Hello declares its flow types: each one's definition and
+// default step options. The registry (Core.defs) keeps the latest
+// declaration of each type in memory; StartFlow stores it in the new run
+// (definition, and the defaults as the flow's config unless the client
+// gave one). After a restart the registry is seeded from each type's
+// latest running run that has a definition (recover.go), so starts before
+// a worker reconnects usually get one. A run started with none (no worker
+// had declared the type, nor a seed) gets it from register when a worker
+// declares the type: SetDefinition, logged, re-resolves the options of the
+// steps the run already has (engine doc: Flow definitions), so replay,
+// snapshots, a hot standby and a takeover keep what the worker declared.
+// register is posted to the sequencer before the session joins the
+// dispatcher, so the definition is decided before that worker can be
+// handed one of the run's attempts. A type's first declaration in a
+// serving period always looks for such runs, even when it equals the
+// seed; later ones only when the declaration changed. A run keeps the
+// first definition it got.
 //
 // # What workers see (W1-W4)
 //
