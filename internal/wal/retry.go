@@ -78,8 +78,15 @@ func (r *retrier) do(ctx context.Context, op func(ctx context.Context) error) er
 			return cerr
 		}
 		last = err
+		// The attempt may have ended past the deadline (the process was
+		// stopped, SIGSTOP, during it): give up now rather than report and
+		// sleep a negative backoff.
+		remaining = time.Until(r.deadline)
+		if remaining <= 0 {
+			return &errDeadline{last: last}
+		}
 		r.backoff = min(max(2*r.backoff, minBackoff), maxBackoff)
-		wait := min(r.backoff, time.Until(r.deadline))
+		wait := min(r.backoff, remaining)
 		if r.onRetry != nil {
 			r.onRetry(err, wait)
 		}
