@@ -150,6 +150,15 @@ func validAt(sentMono, sentWall, nowMono, nowWall time.Time, d time.Duration) bo
 	return nowMono.Before(sentMono.Add(d)) && nowWall.Before(sentWall.Add(d))
 }
 
+// Released reports whether Release was called: the holder gave the lease
+// up on purpose (a graceful stop or a step down), so an action refused with
+// ErrNotValid since then was cut off by the stop rather than failed.
+func (h *Holder) Released() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.released
+}
+
 // Lost returns a channel closed when Run stops with an error.
 func (h *Holder) Lost() <-chan struct{} { return h.lost }
 

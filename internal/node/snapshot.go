@@ -166,9 +166,10 @@ func snapshotDue(every int, batches, logBytes, lastSize uint64) bool {
 }
 
 // run writes a snapshot whenever one is due (snapshotDue; counting from
-// from, the period's first position), until ctx ends. A failed snapshot or
-// truncation is logged and tried again at the next check: the log is only
-// kept longer.
+// from, the period's first position), until ctx ends or a stop cuts a
+// snapshot off (cutOff: logged at Info, not counted as a failure). A failed
+// snapshot or truncation is logged and tried again at the next check: the
+// log is only kept longer.
 func (s *snapshotter) run(ctx context.Context, from uint64) {
 	if s.every <= 0 {
 		return
@@ -187,17 +188,30 @@ func (s *snapshotter) run(ctx context.Context, from uint64) {
 			continue
 		}
 		seq, size, err := s.once(ctx)
-		if ctx.Err() == nil {
-			s.metrics.snapshotWritten(size, err)
+		if err != nil && s.cutOff(ctx, err) {
+			// A graceful stop or a step down released the lease (or ended
+			// ctx) while the snapshot was due: not a failure, and no later
+			// one can succeed in this lease period.
+			s.log.Info("snapshot cancelled: the process is stopping", "err", err)
+			return
 		}
+		s.metrics.snapshotWritten(size, err)
 		if err != nil {
-			if ctx.Err() == nil {
-				s.log.Warn("snapshot failed; the log is kept until the next one", "err", err)
-			}
+			s.log.Warn("snapshot failed; the log is kept until the next one", "err", err)
 			continue
 		}
 		last, lastBytes, lastSize = seq, written, uint64(size)
 	}
+}
+
+// cutOff reports whether a snapshot that ended with err was cut off by
+// the process stopping: ctx ended, or the lease was released on purpose
+// and the lease check refused the write for that reason.
+func (s *snapshotter) cutOff(ctx context.Context, err error) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	return errors.Is(err, lease.ErrNotValid) && s.holder != nil && s.holder.Released()
 }
 
 // once writes one snapshot and truncates the log below the newest kept
