@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -113,3 +114,46 @@ func TestHello_ValidatesAndConverts(t *testing.T) {
 }
 
 func asEngine(err error, e **engine.Error) bool { return errors.As(err, e) }
+
+// A value declared JSON whose bytes are not JSON (`{{{not json`) used to be
+// committed; it is refused at the boundary, naming the field, wherever a
+// value comes in (issue 11 item 6).
+func TestValues_DeclaredJSONMustBeJSON(t *testing.T) {
+	t.Parallel()
+	bad := &dexpb.EncodedValue{Encoding: "json", Type: "main.Order", Data: []byte("{{{not json")}
+	for _, c := range []struct {
+		field string
+		v     *dexpb.EncodedValue
+	}{
+		{"input", bad},
+		{"input", &dexpb.EncodedValue{Encoding: "json"}}, // empty is not JSON
+		{"input", &dexpb.EncodedValue{Encoding: "json", Data: []byte(`{"a":1} x`)}},
+	} {
+		_, err := valueIn(c.field, c.v)
+		var e *engine.Error
+		if !errors.As(err, &e) || e.Code != engine.CodeInvalidArgument || e.Field != c.field+".data" {
+			t.Errorf("valueIn(%q, %q) = %v; want INVALID_ARGUMENT naming %s.data", c.field, c.v.GetData(), err, c.field)
+		}
+	}
+	for _, ok := range []*dexpb.EncodedValue{
+		{Encoding: "json", Data: []byte(`null`)},
+		{Encoding: "json", Data: []byte(` {"a":[1,2]} `)},
+		{Encoding: "binary", Data: []byte("{{{not json")}, // only "json" is checked
+	} {
+		if _, err := valueIn("input", ok); err != nil {
+			t.Errorf("valueIn(%q %q) = %v; want accepted", ok.GetEncoding(), ok.GetData(), err)
+		}
+	}
+	// A task result: the attempt fails (E28) with a message naming the
+	// field, and nothing of the value is committed.
+	tok := engine.Token{Method: engine.MethodRPC}
+	_, err := resultIn(tok, &dexpb.TaskResult{Result: &dexpb.TaskResult_Rpc{Rpc: &dexpb.RpcResult{Output: bad}}})
+	if err == nil || !strings.Contains(err.Error(), "rpc.output.data") {
+		t.Errorf("resultIn with a non-JSON output = %v; want an error naming rpc.output.data", err)
+	}
+	_, err = resultIn(tok, &dexpb.TaskResult{Writes: &dexpb.StagedWrites{AttributeWrites: []*dexpb.Attribute{{Name: "a", Value: bad}}},
+		Result: &dexpb.TaskResult_Rpc{Rpc: &dexpb.RpcResult{}}})
+	if err == nil || !strings.Contains(err.Error(), "writes.attributeWrites[0].value.data") {
+		t.Errorf("resultIn with a non-JSON attribute = %v; want an error naming writes.attributeWrites[0].value.data", err)
+	}
+}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -16,7 +17,12 @@ import (
 // Values: an EncodedValue is stored as engine.Value{Type: encoding + ":" +
 // type, Data: data}. An unset EncodedValue is the zero engine.Value, so
 // "no value" and "an empty binary value" (Type ":") stay apart. The
-// encoding must not contain ':'.
+// encoding must not contain ':'. A value that declares encoding "json"
+// must hold valid JSON text: it is refused here, at the boundary, rather
+// than committed and found undecodable by every later reader.
+
+// encodingJSON is the encoding whose bytes the server checks.
+const encodingJSON = "json"
 
 // argError is a malformed request field (INVALID_ARGUMENT naming it).
 func argError(field, format string, args ...any) error {
@@ -29,6 +35,9 @@ func valueIn(field string, v *dexpb.EncodedValue) (engine.Value, error) {
 	}
 	if strings.Contains(v.GetEncoding(), ":") {
 		return engine.Value{}, argError(field+".encoding", "%q must not contain ':'", v.GetEncoding())
+	}
+	if v.GetEncoding() == encodingJSON && !json.Valid(v.GetData()) {
+		return engine.Value{}, argError(field+".data", "is declared %q but is not valid JSON (%d bytes)", encodingJSON, len(v.GetData()))
 	}
 	return engine.Value{Type: v.GetEncoding() + ":" + v.GetType(), Data: v.GetData()}, nil
 }
