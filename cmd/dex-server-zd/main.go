@@ -32,6 +32,7 @@ import (
 	"syscall"
 
 	"github.com/dexzd/dexzd/internal/config"
+	"github.com/dexzd/dexzd/internal/diskfull"
 	"github.com/dexzd/dexzd/internal/node"
 )
 
@@ -142,9 +143,7 @@ func runNode(mode config.Mode, args []string, stderr io.Writer) int {
 	}()
 	err = node.Run(ctx, node.RunOptions{Mode: mode, Config: cfg, DataDir: *dataDir, Logger: log, Metrics: node.NewMetrics()})
 	code := node.ExitCode(err)
-	if err != nil && !errors.Is(err, context.Canceled) {
-		log.Error("exiting", "err", err, "status", code)
-	}
+	logExit(log, err, code)
 	return code
 }
 
@@ -192,8 +191,20 @@ func runServe(args []string, stderr io.Writer) int {
 	}()
 	err = node.Serve(ctx, node.ServeOptions{Config: cfg, Logger: log, Metrics: node.NewMetrics()})
 	code := node.ExitCode(err)
-	if err != nil && !errors.Is(err, context.Canceled) {
-		log.Error("exiting", "err", err, "status", code)
-	}
+	logExit(log, err, code)
 	return code
+}
+
+// logExit writes the process's last line. A full disk (ENOSPC anywhere:
+// the local store, the log's segments, a snapshot) is one line naming the
+// path and the space left on it.
+func logExit(log *slog.Logger, err error, code int) {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return
+	}
+	if d := diskfull.From(err); d != nil {
+		log.Error("exiting: disk full", "path", d.Path, "free", diskfull.Bytes(d.Free), "err", err, "status", code)
+		return
+	}
+	log.Error("exiting", "err", err, "status", code)
 }

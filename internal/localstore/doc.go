@@ -87,4 +87,16 @@
 // format, so a snapshot survives a Pebble upgrade. The wal package wraps
 // it (EncodeSnapshot) with the number of the first batch it does not
 // cover: applied+1.
+//
+// # A full disk
+//
+// Pebble panics when a WAL write fails, and retries a failed flush for
+// ever, logging each attempt. So the store never lets Pebble meet a full
+// disk when it can help it: Open refuses a directory whose file system has
+// less than a memtable plus 4 MiB free, Apply checks the same reserve plus
+// the batch before each commit, and a background flush or compaction that
+// hits ENOSPC makes every later Apply fail. All three return a
+// *diskfull.Error (matching syscall.ENOSPC) naming the directory and the
+// free space; the process stops with exit status 1 on it. Pebble's error
+// lines are rate-limited to one a second.
 package localstore

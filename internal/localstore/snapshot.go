@@ -158,7 +158,7 @@ func Restore(dir string, r io.Reader, opts Options) (*Store, error) {
 	}
 	logger := opts.Logger
 	opts.fs = nil // Restore works on the operating system's file system
-	db, err := openPebble(tmp, opts, logger)
+	db, _, err := openPebble(tmp, opts, logger)
 	if err != nil {
 		return nil, fmt.Errorf("localstore: restore %s: %w", dir, err)
 	}

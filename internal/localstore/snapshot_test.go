@@ -229,7 +229,7 @@ func TestRestore_RejectsCorruptSnapshot(t *testing.T) {
 }
 
 func memPebble(t testing.TB) *pebble.DB {
-	db, err := pebble.Open("", &pebble.Options{FS: vfs.NewMem(), Logger: pebbleLogger{discard}})
+	db, err := pebble.Open("", &pebble.Options{FS: vfs.NewMem(), Logger: &pebbleLogger{l: discard}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,9 +10,12 @@ import (
 	"math"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/dexzd/dexzd/internal/diskfull"
 )
 
 // Sentinel errors; check with errors.Is.
@@ -68,6 +71,7 @@ type Store struct {
 	db     *pebble.DB
 	dir    string
 	logger *slog.Logger
+	disk   *diskWatch
 
 	// applyMu serialises Apply.
 	applyMu sync.Mutex
@@ -93,11 +97,11 @@ func Open(dir string, opts Options) (*Store, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	db, err := openPebble(dir, opts, logger)
+	db, disk, err := openPebble(dir, opts, logger)
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{db: db, dir: dir, logger: logger}
+	s := &Store{db: db, dir: dir, logger: logger, disk: disk}
 	if err := s.checkFormat(); err != nil {
 		_ = db.Close()
 		return nil, err
@@ -114,12 +118,13 @@ func Open(dir string, opts Options) (*Store, error) {
 	return s, nil
 }
 
-func openPebble(dir string, opts Options, logger *slog.Logger) (*pebble.DB, error) {
+func openPebble(dir string, opts Options, logger *slog.Logger) (*pebble.DB, *diskWatch, error) {
+	limited := &pebbleLogger{l: logger}
 	po := &pebble.Options{
 		CacheSize:          opts.CacheSize,
 		MemTableSize:       opts.MemTableSize,
 		FormatMajorVersion: pebble.FormatNewest,
-		Logger:             pebbleLogger{logger},
+		Logger:             limited,
 		FS:                 opts.fs,
 	}
 	if po.CacheSize <= 0 {
@@ -128,11 +133,71 @@ func openPebble(dir string, opts Options, logger *slog.Logger) (*pebble.DB, erro
 	if po.MemTableSize == 0 {
 		po.MemTableSize = DefaultMemTableSize
 	}
+	disk := &diskWatch{dir: dir, logger: limited}
+	if opts.fs == nil {
+		// On the operating system's file system only (crash tests use
+		// an in-memory one): the space a memtable flush needs.
+		disk.reserve = po.MemTableSize + diskReserveSlack
+	}
+	// A restart on a full disk fails here, at once, instead of replaying
+	// Pebble's WAL into flushes that fail and are retried forever.
+	if err := disk.check(0); err != nil {
+		return nil, nil, fmt.Errorf("localstore: open %s: %w", dir, err)
+	}
+	po.EventListener = &pebble.EventListener{BackgroundError: disk.backgroundError}
 	db, err := pebble.Open(dir, po)
 	if err != nil {
-		return nil, fmt.Errorf("localstore: open %s: %w", dir, err)
+		return nil, nil, fmt.Errorf("localstore: open %s: %w", dir, fullOr(dir, err))
 	}
-	return db, nil
+	return db, disk, nil
+}
+
+// diskReserveSlack is the space kept free beyond a memtable: WAL and
+// MANIFEST rotation, OPTIONS files.
+const diskReserveSlack = 4 << 20
+
+// diskWatch keeps the local store from writing into a full disk. Pebble
+// panics when a WAL write fails (it cannot tell which writes were lost),
+// so Apply checks the free space before each commit (reserve: a memtable
+// flush and the batch); a background flush or compaction that finds the
+// disk full makes every later Apply fail with that error.
+type diskWatch struct {
+	dir     string
+	reserve uint64 // 0: no check
+	logger  *pebbleLogger
+	full    atomic.Pointer[diskfull.Error]
+}
+
+// check returns an error matching syscall.ENOSPC (a *diskfull.Error) when
+// a write of size bytes would leave less than the reserve, or a background
+// job already found the disk full.
+func (d *diskWatch) check(size uint64) error {
+	if e := d.full.Load(); e != nil {
+		return e
+	}
+	if d.reserve == 0 {
+		return nil
+	}
+	return diskfull.Reserve(d.dir, d.reserve+size)
+}
+
+func (d *diskWatch) backgroundError(err error) {
+	if e := diskfull.From(err); e != nil {
+		d.full.CompareAndSwap(nil, e)
+	}
+	d.logger.Errorf("background error: %v", err)
+}
+
+// fullOr returns err as a *diskfull.Error when it is one (ENOSPC), else
+// err.
+func fullOr(dir string, err error) error {
+	if e := diskfull.From(err); e != nil {
+		if e.Path == "" {
+			e.Path = dir
+		}
+		return e
+	}
+	return err
 }
 
 // checkFormat stamps a new (empty) store with the format version, and
@@ -283,8 +348,11 @@ func (s *Store) Apply(seq uint64, fn func(tx *Tx) error) error {
 		return fmt.Errorf("apply batch %d: %w", seq, err)
 	}
 	size := uint64(b.Len())
+	if err := s.disk.check(size); err != nil {
+		return fmt.Errorf("apply batch %d: %w", seq, err)
+	}
 	if err := b.Commit(pebble.NoSync); err != nil {
-		return fmt.Errorf("apply batch %d: commit: %w", seq, err)
+		return fmt.Errorf("apply batch %d: commit: %w", seq, fullOr(s.dir, err))
 	}
 	s.applied.Store(seq + 1)
 	s.batches.Add(1)
@@ -318,21 +386,47 @@ func (s *Store) Stats() (Stats, error) {
 	return st, nil
 }
 
-// pebbleLogger routes Pebble's messages to slog.
-type pebbleLogger struct{ l *slog.Logger }
+// pebbleLogger routes Pebble's messages to slog. Its errors are
+// rate-limited: at most one line per pebbleErrorEvery, the next one
+// saying how many were left out (a flush retried against a full disk
+// otherwise logs hundreds a second).
+type pebbleLogger struct {
+	l *slog.Logger
 
-func (p pebbleLogger) Infof(format string, args ...any) {
+	mu         sync.Mutex
+	last       time.Time
+	suppressed int
+}
+
+// pebbleErrorEvery is the least time between two logged Pebble errors.
+const pebbleErrorEvery = time.Second
+
+func (p *pebbleLogger) Infof(format string, args ...any) {
 	if !p.l.Enabled(context.Background(), slog.LevelDebug) {
 		return
 	}
 	p.l.Debug("pebble", "msg", fmt.Sprintf(format, args...))
 }
 
-func (p pebbleLogger) Errorf(format string, args ...any) {
+func (p *pebbleLogger) Errorf(format string, args ...any) {
+	p.mu.Lock()
+	now := time.Now()
+	if !p.last.IsZero() && now.Sub(p.last) < pebbleErrorEvery {
+		p.suppressed++
+		p.mu.Unlock()
+		return
+	}
+	suppressed := p.suppressed
+	p.last, p.suppressed = now, 0
+	p.mu.Unlock()
+	if suppressed > 0 {
+		p.l.Error("pebble error", "msg", fmt.Sprintf(format, args...), "suppressed", suppressed)
+		return
+	}
 	p.l.Error("pebble error", "msg", fmt.Sprintf(format, args...))
 }
 
-func (p pebbleLogger) Fatalf(format string, args ...any) {
+func (p *pebbleLogger) Fatalf(format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
 	p.l.Error("pebble fatal error", "msg", msg)
 	panic("localstore: pebble: " + msg)

@@ -204,7 +204,7 @@ func TestOpen_RefusesIncompatibleDirectory(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
-			db, err := pebble.Open(dir, &pebble.Options{Logger: pebbleLogger{discard}})
+			db, err := pebble.Open(dir, &pebble.Options{Logger: &pebbleLogger{l: discard}})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -195,7 +195,10 @@ func classify(op, key string, err error) error {
 	case errors.Is(err, fs.ErrNotExist):
 		return blob.NotFound(op, key)
 	case errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EPERM), errors.Is(err, syscall.EROFS),
-		errors.Is(err, syscall.ENOTDIR), errors.Is(err, syscall.EISDIR), errors.Is(err, syscall.ENAMETOOLONG):
+		errors.Is(err, syscall.ENOTDIR), errors.Is(err, syscall.EISDIR), errors.Is(err, syscall.ENAMETOOLONG),
+		// A full disk does not empty itself within a retry's deadline:
+		// the process stops at once (exit 1) and says so.
+		errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
 		return blob.Permanent(op, key, err)
 	default:
 		return blob.Transient(op, key, err)
