@@ -45,7 +45,10 @@ import (
 // (A6). A standby phase's grpc.Server closes each connection after
 // server.StandbyConnectionAge (GOAWAY), so that a client that reached it
 // reconnects and reaches the active process (H5); a retired serving
-// instance's connections get the same GOAWAY after that age.
+// instance's connections get the same GOAWAY after that age. When a
+// serving instance opens its gate, the connections of the standby phases
+// before it are ended at once (endStandbyPhases), so that their clients
+// reconnect to it.
 type apiSurface struct {
 	opts server.Options
 	// lis is the process's API listener.
@@ -66,6 +69,9 @@ type apiPhase struct {
 	standby bool
 	// claimed is set once a lease period serves in the phase.
 	claimed bool
+	// ended is set once a standby phase's connections were closed because
+	// a later serving instance serves (endStandbyPhases).
+	ended bool
 }
 
 // startAPI reads the admin credential and serves the first phase on lis
@@ -155,6 +161,33 @@ func (a *apiSurface) serving() *apiPhase {
 	return ph
 }
 
+// endStandbyPhases closes the connections of every earlier standby phase
+// (a standby, a hold-off after a step down) at once: their long-lived
+// streams end now, each connection gets GOAWAY, and calls in flight on
+// them run to their end for up to server.StandbyConnectionAgeGrace. The
+// lease period calls it as its serving instance's gate opens, so that a
+// client whose connection the process accepted as a standby reconnects
+// straight to the serving instance instead of being refused as by a
+// standby until the connection's age (H5) ends it. A reconnection reaches
+// the current phase, never the ended one, and a retired serving
+// instance's connections are left alone: they keep their own closed gate
+// (H6) until their own GOAWAY.
+func (a *apiSurface) endStandbyPhases() {
+	a.mu.Lock()
+	var end []*apiPhase
+	for _, ph := range a.all {
+		if ph.standby && !ph.ended && ph != a.cur {
+			ph.ended = true
+			end = append(end, ph)
+		}
+	}
+	a.mu.Unlock()
+	for _, ph := range end {
+		ph.srv.Close()
+		go stopGRPC(ph.g, server.StandbyConnectionAgeGrace)
+	}
+}
+
 // retire ends a serving instance that stopped serving without stopping
 // the process (a step down): its long-lived streams end now; its
 // connections get GOAWAY after server.StandbyConnectionAge, and calls in
@@ -224,8 +257,12 @@ type leasePeriod struct {
 	ready    func(net.Addr)
 	// onServing, when set, is called once the period serves.
 	onServing func()
-	abandon   <-chan struct{}
-	metrics   *Metrics
+	// endStandby, when set, is called as the gate opens: it closes the
+	// connections the process accepted as a standby
+	// (apiSurface.endStandbyPhases).
+	endStandby func()
+	abandon    <-chan struct{}
+	metrics    *Metrics
 	// stopping is closed when the process's API stops.
 	stopping <-chan struct{}
 	// boot restores the local store from the newest snapshot when it is
@@ -376,6 +413,9 @@ func (p *leasePeriod) run(ctx context.Context) (sd *steppedDown, err error) {
 	requests := make(chan *stepDownRequest, 1)
 	srv.SetStepDown(stepDownFunc(requests))
 	srv.SetBackend(core)
+	if p.endStandby != nil {
+		p.endStandby()
+	}
 	p.metrics.setNotServingReason("")
 	p.metrics.setActive(core)
 	defer p.metrics.setActive(nil)
