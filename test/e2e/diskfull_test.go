@@ -89,6 +89,8 @@ func checkDiskFullExit(t *testing.T, p *testproc.Proc, dir string, maxLines int)
 	lines := diskFullLine.FindAllString(logs, -1)
 	if len(lines) == 0 {
 		t.Errorf("no line says the disk is full")
+	} else {
+		t.Logf("last line: %s", lines[len(lines)-1])
 	}
 	for _, l := range lines {
 		if !strings.Contains(l, dir) || !strings.Contains(l, "free") {
@@ -116,19 +118,25 @@ func TestDiskFull_ExitsCleanlyAndRestartFailsFast(t *testing.T) {
 	// the store's writes are the ones that fail (the panic of issue 11);
 	// and the whole data directory on the small disk: the log's segment
 	// appends fail first.
-	for _, c := range []struct{ name, small string }{{"LocalStore", "state"}, {"DataDir", ""}} {
-		t.Run(c.name, func(t *testing.T) { testDiskFull(t, c.small) })
+	// And the log's segments on a small disk of their own: the log's
+	// appends fail with ENOSPC.
+	for _, c := range []struct {
+		name, small string
+		size        int
+	}{{"LocalStore", "state", diskSize}, {"DataDir", "", diskSize}, {"LogSegments", "log-segments", 8 << 20}} {
+		t.Run(c.name, func(t *testing.T) { testDiskFull(t, c.small, c.size) })
 	}
 }
 
-// diskSize is the small disk's size: the local store keeps a memtable
-// flush (32 MiB) and 4 MiB free, so it fills after about 12 MiB.
-const diskSize = 48 << 20
+// diskSize is the small disk's size. Pebble preallocates its WAL (about
+// 1.1 memtables, 35 MiB) and the local store keeps a memtable flush and
+// 4 MiB free (36 MiB): about 24 MiB of load fills it.
+const diskSize = 96 << 20
 
-func testDiskFull(t *testing.T, small string) {
+func testDiskFull(t *testing.T, small string, size int) {
 	var dir, disk string
 	if small == "" {
-		disk = smallDisk(t, diskSize)
+		disk = smallDisk(t, size)
 		dir = filepath.Join(disk, "data")
 	} else {
 		dir = t.TempDir()
@@ -136,7 +144,7 @@ func testDiskFull(t *testing.T, small string) {
 		if err := os.MkdirAll(disk, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		sd := smallDisk(t, diskSize)
+		sd := smallDisk(t, size)
 		if err := syscall.Mount(sd, disk, "", syscall.MS_BIND, ""); err != nil {
 			t.Skipf("cannot bind-mount %s on %s: %v", sd, disk, err)
 		}
@@ -149,7 +157,7 @@ func testDiskFull(t *testing.T, small string) {
 
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	w, err := dex.NewWorker(dex.WorkerOptions{Addresses: []string{addr}, MaxConcurrentTasks: 16, Logger: quietLogger(),
+	w, err := dex.NewWorker(dex.WorkerOptions{Addresses: []string{addr}, MaxConcurrentTasks: 16, Logger: quietLogger(), DrainTimeout: time.Second,
 		ReconnectBackoff: dex.Backoff{Initial: 20 * time.Millisecond, Max: 200 * time.Millisecond}}, echoFlow)
 	if err != nil {
 		t.Fatal(err)
@@ -180,7 +188,7 @@ func testDiskFull(t *testing.T, small string) {
 	case <-p1.Exited():
 	case <-ctx.Done():
 		stopLoad()
-		t.Fatalf("the server did not stop within a minute of load on a %d MiB disk:\n%s", diskSize>>20, p1.Log())
+		t.Fatalf("the server did not stop within a minute of load on a %d MiB disk:\n%s", size>>20, p1.Log())
 	}
 	stopLoad()
 	checkDiskFullExit(t, p1, disk, 200)
