@@ -184,11 +184,15 @@
 // last batch in flight is durable, which includes the commit it repeats);
 // RPCTask refuses a new call with a remembered ID. A resend is recognised
 // as long as fewer than 1,000 other calls of the same run committed since;
-// with IDs of at most MaxRequestIDBytes the set stays under 256 KiB.
+// with IDs of at most MaxRequestIDBytes the set stays under 256 KiB. Past
+// that the engine alone would commit it again, so the node refuses (ack
+// UNKNOWN_TASK) any result for a call that no caller is registered for
+// and that the run does not remember.
 //
 // A result for a call whose caller gave up (timed out, cancelled) is
 // committed exactly once when it reaches the process that issued the call
-// (same epoch): the worker acted on the flow's state, and its writes land
+// (same epoch) before the call's timeout plus a grace period has passed
+// (after that the node has forgotten the call and refuses it): the worker acted on the flow's state, and its writes land
 // with its output, though no caller reads the output. After a takeover the
 // new epoch refuses it (W2, STALE_EPOCH) and it commits nothing. A result
 // for a run that a new run replaced is refused as stale.

@@ -256,7 +256,7 @@ func (d *dispatcher) expire(now time.Time) {
 func (d *dispatcher) start(p *pendingTask, s *session, now time.Time) {
 	if task := p.started; task != nil {
 		s.inflight[p.key] = now.Add(task.Timeout + reserveGrace)
-		s.push(server.Outgoing{Task: task})
+		s.push(server.Outgoing{Task: task, Until: p.until})
 		return
 	}
 	if rc := p.rpc; rc != nil {
@@ -364,29 +364,43 @@ func (d *dispatcher) sendStarted(tok engine.Token, task engine.Task) {
 		d.releaseLocked(k)
 		return
 	}
+	var until time.Time // the attempt's time-out: it started just now
+	if task.Timeout > 0 {
+		until = d.c.clock.Now().Add(task.Timeout)
+	}
+	d.sendStartedLocked(k, task, until)
+}
+
+// sendStartedLocked sends a started task whose attempt times out at until
+// (zero: never) to the session that reserved it or to another one with a
+// free slot; without one it waits for the next free slot (requeue).
+func (d *dispatcher) sendStartedLocked(k taskKey, task engine.Task, until time.Time) {
 	s := d.running[k]
 	if s == nil || s.closed {
 		if s = d.pick(task.FlowType); s == nil {
 			delete(d.running, k)
-			d.requeueLocked(k, task)
+			d.requeueLocked(k, task, until)
 			return
 		}
 		d.running[k] = s
 	}
 	s.inflight[k] = d.c.clock.Now().Add(task.Timeout + reserveGrace)
-	s.push(server.Outgoing{Task: &task})
+	s.push(server.Outgoing{Task: &task, Until: until})
 }
 
 // requeueLocked puts a started task that no worker received at the front
 // of its queue (d.mu held).
-func (d *dispatcher) requeueLocked(k taskKey, task engine.Task) {
+//
+// until is when the attempt times out, counted from its start, not from
+// the requeue: past it the engine has failed the attempt (and may have
+// started the next one), so the task must not go out any more; a worker
+// running it then would run a step the engine no longer waits for, beside
+// its retry (found in review).
+func (d *dispatcher) requeueLocked(k taskKey, task engine.Task, until time.Time) {
 	if _, ok := d.queued[k]; ok || d.running[k] != nil {
 		return
 	}
-	p := &pendingTask{key: k, flowType: task.FlowType, started: &task}
-	if task.Timeout > 0 {
-		p.until = d.c.clock.Now().Add(task.Timeout)
-	}
+	p := &pendingTask{key: k, flowType: task.FlowType, started: &task, until: until}
 	d.queued[k] = p
 	d.queues[p.flowType] = append([]*pendingTask{p}, d.queues[p.flowType]...)
 	d.signal()
@@ -408,7 +422,7 @@ func (d *dispatcher) resend(unsent []server.Outgoing) {
 			continue
 		}
 		d.mu.Lock()
-		d.requeueLocked(tokKey(task.Token), *task)
+		d.requeueLocked(tokKey(task.Token), *task, m.Until)
 		d.mu.Unlock()
 	}
 }

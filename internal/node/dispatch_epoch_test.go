@@ -204,3 +204,33 @@ func TestDispatch_StartedTaskWaitsForTheReconnectedWorker(t *testing.T) {
 		})
 	})
 }
+
+// A started task handed back unsent (its session closed with the task
+// still in its outbox) must not go out after its attempt timed out,
+// counted from the attempt's start, not from the hand-back: the engine has
+// failed that attempt by then and may run the next, and a worker would
+// run the same step twice at once (found in review: the task was queued
+// for the whole timeout again from the hand-back).
+//
+// Covers: W3
+func TestDispatch_HandedBackTaskExpiresWithItsAttempt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, mem.New(), 1)
+		defer h.stop()
+		s1 := h.session("w1", 1, "a")
+		h.start("f1", "a", "Sync")
+		synctest.Wait() // attempt 1 started at 0 s, in s1's outbox, never taken
+		time.Sleep(25 * time.Second)
+		s1.Close() // handed back 5 s before the attempt's 30 s timeout
+		synctest.Wait()
+		time.Sleep(15 * time.Second) // 40 s: attempt 1 timed out at 30 s
+		synctest.Wait()
+		s2 := h.session("w2", 1, "a")
+		synctest.Wait()
+		for _, task := range tasks(s2) {
+			if task.FlowID == "f1" && task.Attempt == 1 {
+				t.Fatalf("at 40 s a worker got f1's attempt 1, which timed out at 30 s")
+			}
+		}
+	})
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -202,6 +203,18 @@ func (c *Core) rpcResult(ctx context.Context, tok engine.Token, rr engine.RPCRes
 	}
 	rr.Token = tok
 	d, err := call(ctx, c.seq, func() decision {
+		if rc == nil && tok.Epoch == c.cfg.Epoch {
+			// No caller is registered: it was answered (this is a resend)
+			// or its registration expired (timeout plus grace). A resend
+			// of a call the run remembers commits nothing (the engine
+			// decides no records); any other result is refused, because
+			// a call the run no longer remembers may have committed
+			// already (E22: at most once).
+			if st, err := c.seq.peek(tok.FlowID); err == nil && st != nil && st.RunID == tok.RunID &&
+				!slices.Contains(st.RPCCallIDs, tok.CallID) {
+				return decision{err: errRPCNotWaiting}
+			}
+		}
 		d, _ := c.seq.decide(tok.FlowID, rr)
 		return d
 	})
@@ -235,6 +248,10 @@ func (c *Core) rpcResult(ctx context.Context, tok engine.Token, rr engine.RPCRes
 	}
 	return server.Ack{Status: server.AckAccepted}, nil
 }
+
+// errRPCNotWaiting refuses an RPC result that no caller waits for and that
+// the run does not remember committing.
+var errRPCNotWaiting = errors.New("no RPC call is waiting for this result, and the run does not remember committing it: it may have committed already")
 
 // RPCFailed implements server.Session: the handler's error goes to the
 // caller; nothing commits (E22).

@@ -10,6 +10,8 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/dexzd/dexzd/api/dexpb"
+	"github.com/dexzd/dexzd/internal/config"
+	"github.com/dexzd/dexzd/internal/engine"
 )
 
 // rpcEvents returns the flow's RPC_COMPLETED events and its queued
@@ -133,5 +135,78 @@ func TestDev_RPCResultSentAgainCommitsOnce(t *testing.T) {
 	expectAck(t, w4.result(task, bumpResult()), dexpb.TaskAckStatus_TASK_ACK_STATUS_STALE_EPOCH)
 	if evs, queued := rpcEvents(ctx, t, n, "r-1"); len(evs) != 2 || queued != 2 {
 		t.Fatalf("after the restart: %d RPC_COMPLETED events, %d queued; want 2 and 2", len(evs), queued)
+	}
+}
+
+// A committed RPC's result resent after more than RPCCallIDWindow later
+// calls of the same run committed (a worker cut off for a while on a busy
+// flow) is refused and commits nothing; before, the engine no longer
+// remembered the call and committed it a second time (found in review).
+//
+// Covers: E22, W2
+func TestDev_RPCResultResentPastTheWindowIsRefused(t *testing.T) {
+	// A thousand commits: without fsync, and with time for the race
+	// detector.
+	n := startNode(t, t.TempDir(), func(cfg *config.Config) { cfg.Dev.DurabilityMode = config.DurabilityProcessCrashSafe })
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	w1 := connectWorker(t, n.conn, orderHello("w1", 4))
+	if _, err := n.flows.StartFlow(ctx, &dexpb.StartFlowRequest{FlowType: "order", FlowId: "r-1",
+		StartStep: &dexpb.Movement{StepType: "Wait"}}); err != nil {
+		t.Fatal(err)
+	}
+	expectTask(t, w1.next(), dexpb.TaskKind_TASK_KIND_WAIT_FOR, "Wait-1") // left running
+	invoke := func(w *testWorker) *dexpb.Task {
+		answered := make(chan error, 1)
+		go func() {
+			_, err := n.flows.InvokeRPC(ctx, &dexpb.InvokeRPCRequest{FlowId: "r-1", RpcName: "bump", Input: jsonValue(1)})
+			answered <- err
+		}()
+		task := w.next()
+		w.sendResult(task.GetTaskToken(), bumpResult()) // its ack is never read
+		if err := <-answered; err != nil {
+			t.Fatalf("InvokeRPC: %v", err)
+		}
+		return task
+	}
+	first := invoke(w1)
+	w1.close() // the ack of the first call is lost with the stream
+	// RPCCallIDWindow more calls commit, 16 at a time.
+	const par = 16
+	w2 := connectWorker(t, n.conn, orderHello("w1", par))
+	calls := make(chan struct{}, engine.RPCCallIDWindow)
+	for range engine.RPCCallIDWindow {
+		calls <- struct{}{}
+	}
+	close(calls)
+	errs := make(chan error, par)
+	for range par {
+		go func() {
+			var err error
+			for range calls {
+				if _, err = n.flows.InvokeRPC(ctx, &dexpb.InvokeRPCRequest{FlowId: "r-1", RpcName: "bump", Input: jsonValue(1)}); err != nil {
+					break
+				}
+			}
+			errs <- err
+		}()
+	}
+	for answered := 0; answered < engine.RPCCallIDWindow; {
+		task := w2.next()
+		if task.GetKind() != dexpb.TaskKind_TASK_KIND_RPC {
+			continue // Wait-1 again, once w1's attempt is given up: left running
+		}
+		expectAck(t, w2.result(task, bumpResult()), dexpb.TaskAckStatus_TASK_ACK_STATUS_ACCEPTED)
+		answered++
+	}
+	for range par {
+		if err := <-errs; err != nil {
+			t.Fatalf("InvokeRPC: %v", err)
+		}
+	}
+	expectAck(t, w2.result(first, bumpResult()), dexpb.TaskAckStatus_TASK_ACK_STATUS_UNKNOWN_TASK)
+	// (The history keeps a bounded number of events; the queue counts.)
+	if _, queued := rpcEvents(ctx, t, n, "r-1"); int(queued) != engine.RPCCallIDWindow+1 {
+		t.Fatalf("after the resend: %d queued messages; want %d", queued, engine.RPCCallIDWindow+1)
 	}
 }

@@ -177,6 +177,10 @@ type Session interface {
 type Outgoing struct {
 	Task  *engine.Task
 	Drain *Drain
+	// Until is when a started step task's attempt times out (zero: no
+	// timeout, or not a started step task): a task handed back unsent is
+	// not sent after it.
+	Until time.Time
 }
 
 // DrainReason says why a session drains.
