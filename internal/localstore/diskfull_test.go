@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"log/slog"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -73,5 +74,56 @@ func TestPebbleLogger_RateLimitsErrors(t *testing.T) {
 	p.Errorf("background error: %v", syscall.ENOSPC)
 	if !strings.Contains(out.String(), "suppressed=999") {
 		t.Errorf("the next line does not count the 999 left out:\n%s", out.String())
+	}
+}
+
+// A restore (bootstrap from a snapshot) on a disk without the reserve is
+// the same disk-full error, and leaves nothing behind.
+func TestRestore_RefusesAFullDisk(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, t.TempDir())
+	if err := s.Apply(7, nil); err != nil {
+		t.Fatal(err)
+	}
+	var snap bytes.Buffer
+	if _, err := s.Checkpoint(&snap); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir() + "/state"
+	_, err := Restore(dir, &snap, Options{MemTableSize: 1 << 62})
+	if !errors.Is(err, syscall.ENOSPC) || diskfull.From(err) == nil {
+		t.Fatalf("Restore on a full disk = %v; want a disk-full error", err)
+	}
+	if _, serr := os.Stat(dir); !errors.Is(serr, os.ErrNotExist) {
+		t.Errorf("a refused restore left %s behind (%v)", dir, serr)
+	}
+}
+
+// Pebble's fatal errors must not return. One caused by a full disk ends
+// the process with status 1 and the disk-full line (not a panic, exit 2).
+func TestPebbleLogger_FatalDiskFullExits1(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	type exited struct{ code int }
+	p := &pebbleLogger{l: slog.New(slog.NewTextHandler(&out, nil)), exit: func(code int) { panic(exited{code}) }}
+	dir := t.TempDir()
+	got := func() (r any) {
+		defer func() { r = recover() }()
+		p.Fatalf("MANIFEST write: %v", &os.PathError{Op: "write", Path: dir + "/MANIFEST-000005", Err: syscall.ENOSPC})
+		return nil
+	}()
+	if e, ok := got.(exited); !ok || e.code != 1 {
+		t.Fatalf("Fatalf on ENOSPC = %v; want exit 1", got)
+	}
+	if line := out.String(); !strings.Contains(line, "disk full") || !strings.Contains(line, dir+"/MANIFEST-000005") || !strings.Contains(line, "free=") {
+		t.Errorf("line %q does not name the path and the free space", line)
+	}
+	other := func() (r any) {
+		defer func() { r = recover() }()
+		p.Fatalf("corruption: %v", errors.New("bad block"))
+		return nil
+	}()
+	if _, ok := other.(string); !ok {
+		t.Errorf("Fatalf on another error = %v; want the panic", other)
 	}
 }

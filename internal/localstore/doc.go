@@ -97,6 +97,12 @@
 // the batch before each commit, and a background flush or compaction that
 // hits ENOSPC makes every later Apply fail. All three return a
 // *diskfull.Error (matching syscall.ENOSPC) naming the directory and the
-// free space; the process stops with exit status 1 on it. Pebble's error
-// lines are rate-limited to one a second.
+// free space; the process stops with exit status 1 on it. A Restore
+// checks the reserve before each batch it loads. Pebble's fatal errors
+// must not return: one caused by ENOSPC (a MANIFEST write) exits with
+// status 1 and the same line; others panic. Pebble's error lines are
+// rate-limited to one a second. A write the check let through that still
+// meets ENOSPC (another process filled the disk in between) can make
+// Pebble panic on its WAL: the reserve makes that window small, it cannot
+// close it.
 package localstore

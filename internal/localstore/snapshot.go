@@ -158,11 +158,11 @@ func Restore(dir string, r io.Reader, opts Options) (*Store, error) {
 	}
 	logger := opts.Logger
 	opts.fs = nil // Restore works on the operating system's file system
-	db, _, err := openPebble(tmp, opts, logger)
+	db, disk, err := openPebble(tmp, opts, logger)
 	if err != nil {
 		return nil, fmt.Errorf("localstore: restore %s: %w", dir, err)
 	}
-	seq, keys, err := load(db, r)
+	seq, keys, err := load(db, disk, r)
 	if cerr := db.Close(); err == nil && cerr != nil {
 		err = cerr
 	}
@@ -199,7 +199,7 @@ func checkRestoreTarget(dir string) error {
 // applied position) is written last, after the checksum is verified, so a
 // store whose load did not finish has no format version and Open refuses
 // it.
-func load(db *pebble.DB, r io.Reader) (seq, keys uint64, err error) {
+func load(db *pebble.DB, disk *diskWatch, r io.Reader) (seq, keys uint64, err error) {
 	sr := &sumReader{r: bufio.NewReaderSize(r, 256<<10), crc: crc32.New(castagnoli)}
 	hdr := make([]byte, 17)
 	if err := sr.full(hdr); err != nil {
@@ -254,6 +254,9 @@ func load(db *pebble.DB, r io.Reader) (seq, keys uint64, err error) {
 		prev = key
 		keys++
 		if b.Len() >= restoreBatchBytes {
+			if err := disk.check(uint64(b.Len())); err != nil {
+				return 0, 0, err
+			}
 			if err := b.Commit(pebble.NoSync); err != nil {
 				return 0, 0, err
 			}
@@ -283,6 +286,9 @@ func load(db *pebble.DB, r io.Reader) (seq, keys uint64, err error) {
 		return 0, 0, err
 	}
 	if err := b.Set(keyFormat, binary.BigEndian.AppendUint32(nil, storeFormat), nil); err != nil {
+		return 0, 0, err
+	}
+	if err := disk.check(uint64(b.Len())); err != nil {
 		return 0, 0, err
 	}
 	if err := b.Commit(pebble.Sync); err != nil {

@@ -188,7 +188,7 @@ func TestRestore_RejectsCorruptSnapshot(t *testing.T) {
 		t.Helper()
 		db := memPebble(t)
 		defer db.Close()
-		_, _, err := load(db, bytes.NewReader(data))
+		_, _, err := load(db, &diskWatch{}, bytes.NewReader(data))
 		check(name, err)
 	}
 	for i := range good {
@@ -271,7 +271,7 @@ func FuzzRestore(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		db := memPebble(t)
 		defer db.Close()
-		if _, _, err := load(db, bytes.NewReader(data)); err == nil {
+		if _, _, err := load(db, &diskWatch{}, bytes.NewReader(data)); err == nil {
 			if !bytes.Equal(data, good) && len(data) < 30 {
 				t.Fatalf("accepted a %d-byte stream", len(data))
 			}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -396,6 +397,8 @@ type pebbleLogger struct {
 	mu         sync.Mutex
 	last       time.Time
 	suppressed int
+
+	exit func(code int) // nil: os.Exit; replaced by tests
 }
 
 // pebbleErrorEvery is the least time between two logged Pebble errors.
@@ -426,8 +429,24 @@ func (p *pebbleLogger) Errorf(format string, args ...any) {
 	p.l.Error("pebble error", "msg", fmt.Sprintf(format, args...))
 }
 
+// Fatalf must not return (Pebble's contract). A fatal error caused by a
+// full disk (a MANIFEST write that met ENOSPC) ends the process with
+// status 1 and the disk-full line, as every other full disk does; any
+// other fatal error panics.
 func (p *pebbleLogger) Fatalf(format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
+	for _, a := range args {
+		if err, ok := a.(error); ok {
+			if d := diskfull.From(err); d != nil {
+				p.l.Error("exiting: disk full", "path", d.Path, "free", diskfull.Bytes(d.Free), "err", msg, "status", 1)
+				exit := p.exit
+				if exit == nil {
+					exit = os.Exit
+				}
+				exit(1)
+			}
+		}
+	}
 	p.l.Error("pebble fatal error", "msg", msg)
 	panic("localstore: pebble: " + msg)
 }
