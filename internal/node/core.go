@@ -103,7 +103,7 @@ func NewCore(cfg CoreConfig) *Core {
 	c.waiters.m = map[string]chan struct{}{}
 	c.rpcs.m = map[string]*rpcCall{}
 	c.defs.m = map[string]server.FlowTypeDecl{}
-	c.defs.declared = map[string]bool{}
+	c.defs.unswept = map[string]bool{}
 	c.disp = newDispatcher(c)
 	c.timers = newTimerQueue(c.clock, c.fireTimer)
 	return c
@@ -364,9 +364,9 @@ func (w *waiters) wake(flowID string) {
 type registry struct {
 	mu sync.Mutex
 	m  map[string]server.FlowTypeDecl
-	// declared holds the types a worker declared to this core (m also
-	// holds the declarations recovery seeded).
-	declared map[string]bool
+	// unswept holds the seeded types whose running runs without a
+	// definition wait for the type's first declaration (seedDefinitions).
+	unswept map[string]bool
 }
 
 func (r *registry) get(flowType string) (server.FlowTypeDecl, bool) {

@@ -23,7 +23,7 @@ func TestRegister_FirstDeclarationSetsRunsASeedHid(t *testing.T) {
 		synctest.Wait()
 		def := *flowDef
 		def.Type = "a"
-		h.core.seedDefinitions(map[string]*engine.FlowState{"a": {FlowType: "a", Definition: &def}})
+		h.core.seedDefinitions(map[string]*engine.FlowState{"a": {FlowType: "a", Definition: &def}}, map[string]bool{"a": true})
 		s := h.session("w1", 5, "a")
 		synctest.Wait()
 		got := tasks(s)

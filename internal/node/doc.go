@@ -316,10 +316,12 @@
 // snapshots, a hot standby and a takeover keep what the worker declared.
 // register is posted to the sequencer before the session joins the
 // dispatcher, so the definition is decided before that worker can be
-// handed one of the run's attempts. A type's first declaration in a
-// serving period always looks for such runs, even when it equals the
-// seed; later ones only when the declaration changed. A run keeps the
-// first definition it got.
+// handed one of the run's attempts. A new or changed declaration looks
+// for such runs (a scan of the running flows, on the sequencer); so does
+// the first declaration of a seeded type for which recovery found running
+// runs without a definition (a crash came before their definition_set was
+// durable), even when it equals the seed. A run keeps the first
+// definition it got.
 //
 // # What workers see (W1-W4)
 //

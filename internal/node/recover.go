@@ -45,11 +45,14 @@ func (c *Core) Recover(ctx context.Context) error {
 	var stale []string
 	var timers, tasks int
 	seeded := map[string]*engine.FlowState{}
+	lenient := map[string]bool{}
 	err := c.cfg.Store.RunningFlows(func(st *engine.FlowState) error {
 		if st.Definition != nil {
 			if prev := seeded[st.FlowType]; prev == nil || st.StartedAt.After(prev.StartedAt) {
 				seeded[st.FlowType] = st
 			}
+		} else {
+			lenient[st.FlowType] = true
 		}
 		for _, t := range st.Timers() {
 			c.timers.arm(t)
@@ -70,7 +73,7 @@ func (c *Core) Recover(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("recover: %w", err)
 	}
-	c.seedDefinitions(seeded)
+	c.seedDefinitions(seeded, lenient)
 	futures := make([]decision, 0, len(stale))
 	for _, id := range stale {
 		d, err := call(ctx, c.seq, func() decision {
@@ -101,13 +104,20 @@ func (c *Core) Recover(ctx context.Context) error {
 // seedDefinitions registers, for each flow type with running flows, the
 // definition of its latest started run, so that flows started after a
 // restart but before a worker of the type reconnects still get one (a
-// worker's Hello then replaces it).
-func (c *Core) seedDefinitions(latest map[string]*engine.FlowState) {
+// worker's Hello then replaces it). lenient holds the types with running
+// runs that have no definition (a crash came before the one a worker's
+// declaration set was durable): a seeded type among them is marked
+// unswept, so that its first declaration sets their definition even when
+// it equals the seed (register).
+func (c *Core) seedDefinitions(latest map[string]*engine.FlowState, lenient map[string]bool) {
 	c.defs.mu.Lock()
 	defer c.defs.mu.Unlock()
 	for typ, st := range latest {
 		if _, ok := c.defs.m[typ]; !ok {
 			c.defs.m[typ] = server.FlowTypeDecl{Definition: st.Definition, Defaults: st.Config}
+			if lenient[typ] {
+				c.defs.unswept[typ] = true
+			}
 		}
 	}
 }

@@ -192,21 +192,20 @@ func accepted(recs []engine.Record, tok engine.Token) server.Ack {
 
 // register stores the flow types' declarations and sets the definition
 // (with the declared default step options) of running runs that have none
-// (W5, E13): for a type that is new or changed, and for a type's first
-// declaration since this core began serving, whose registry entry may be
-// one recovery seeded from another run's definition while a run that a
-// crash left without one still waits for it. A run keeps the first
-// definition it got (engine doc: Flow definitions).
+// (W5, E13): for a type that is new or changed, and for a seeded type with
+// such runs on its first declaration, which may equal the seed
+// (seedDefinitions). A run keeps the first definition it got (engine doc:
+// Flow definitions).
 func (c *Core) register(decls []server.FlowTypeDecl) {
 	changed := map[string]server.FlowTypeDecl{}
 	c.defs.mu.Lock()
 	for _, d := range decls {
 		typ := d.Definition.Type
-		if old, ok := c.defs.m[typ]; !ok || !c.defs.declared[typ] || !reflect.DeepEqual(old, d) {
+		if old, ok := c.defs.m[typ]; !ok || c.defs.unswept[typ] || !reflect.DeepEqual(old, d) {
 			c.defs.m[typ] = d
 			changed[typ] = d
 		}
-		c.defs.declared[typ] = true
+		delete(c.defs.unswept, typ)
 	}
 	c.defs.mu.Unlock()
 	if len(changed) == 0 {
