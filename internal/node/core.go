@@ -238,13 +238,18 @@ func (c *Core) fireTimer(a engine.ArmTimer) {
 // StartFlow implements server.Backend.
 func (c *Core) StartFlow(ctx context.Context, s engine.StartFlow) (server.StartResult, error) {
 	s.RunID = newRunID()
-	if decl, ok := c.defs.get(s.FlowType); ok {
-		s.Definition = decl.Definition
-		if s.Config == nil {
-			s.Config = decl.Defaults
-		}
-	}
 	d, err := call(ctx, c.seq, func() decision {
+		// Read the declaration on the sequencer: a declaration that
+		// arrives meanwhile either is read here or, posted after this,
+		// finds this run in the head without a definition and sets it
+		// (register). Read before the call, a run could start without
+		// one after register's scan had passed (found in review).
+		if decl, ok := c.defs.get(s.FlowType); ok {
+			s.Definition = decl.Definition
+			if s.Config == nil {
+				s.Config = decl.Defaults
+			}
+		}
 		d, _ := c.seq.decide(s.FlowID, s)
 		return d
 	})
