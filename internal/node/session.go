@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -75,6 +76,13 @@ func (s *session) push(m server.Outgoing) {
 }
 
 func (s *session) Notify() <-chan struct{} { return s.notify }
+
+// Untake implements server.Session.
+func (s *session) Untake(msgs []server.Outgoing) {
+	s.mu.Lock()
+	s.out = append(slices.Clone(msgs), s.out...)
+	s.mu.Unlock()
+}
 
 func (s *session) Take() []server.Outgoing {
 	s.mu.Lock()

@@ -156,6 +156,9 @@ type Session interface {
 	Notify() <-chan struct{}
 	// Take returns and removes the messages queued for the worker.
 	Take() []Outgoing
+	// Untake puts back, ahead of what is queued, messages that Take
+	// returned but that never went out (the stream broke first).
+	Untake(msgs []Outgoing)
 	// Done is closed when the session ended on the server's side (drain
 	// over, instance stopped); the stream then ends with UNAVAILABLE.
 	Done() <-chan struct{}

@@ -99,17 +99,8 @@ func (w *workerService) PollWorkerTask(stream dexpb.WorkerTaskService_PollWorker
 	for {
 		select {
 		case <-sess.Notify():
-			for _, m := range sess.Take() {
-				var err error
-				switch {
-				case m.Task != nil:
-					err = send(&dexpb.PollWorkerTaskResponse{Message: &dexpb.PollWorkerTaskResponse_Task{Task: taskOut(m.Task)}})
-				case m.Drain != nil:
-					err = send(&dexpb.PollWorkerTaskResponse{Message: &dexpb.PollWorkerTaskResponse_Drain{Drain: drainOut(m.Drain)}})
-				}
-				if err != nil {
-					return err
-				}
+			if err := sendTaken(sess, sess.Take(), send); err != nil {
+				return err
 			}
 		case a := <-acks:
 			if err := send(&dexpb.PollWorkerTaskResponse{Message: &dexpb.PollWorkerTaskResponse_TaskAck{TaskAck: a}}); err != nil {
@@ -305,4 +296,29 @@ func drainOut(d *Drain) *dexpb.Drain {
 		out.Reason = dexpb.DrainReason_DRAIN_REASON_LEASE_LOST
 	}
 	return out
+}
+
+// sendTaken sends the messages taken from sess in order. When a send
+// fails the stream is broken: the messages after the failed one never
+// went out, so they go back to the session (Untake), whose Close hands
+// them to the next free slot at once instead of leaving them to their
+// attempt timeout. The failed one may have reached the worker, so it is
+// not handed back (it times out, W3: never to two workers at once).
+func sendTaken(sess Session, msgs []Outgoing, send func(*dexpb.PollWorkerTaskResponse) error) error {
+	for i, m := range msgs {
+		var err error
+		switch {
+		case m.Task != nil:
+			err = send(&dexpb.PollWorkerTaskResponse{Message: &dexpb.PollWorkerTaskResponse_Task{Task: taskOut(m.Task)}})
+		case m.Drain != nil:
+			err = send(&dexpb.PollWorkerTaskResponse{Message: &dexpb.PollWorkerTaskResponse_Drain{Drain: drainOut(m.Drain)}})
+		}
+		if err != nil {
+			if rest := msgs[i+1:]; len(rest) > 0 {
+				sess.Untake(rest)
+			}
+			return err
+		}
+	}
+	return nil
 }
