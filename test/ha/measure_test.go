@@ -27,7 +27,10 @@ import (
 // standby instead (it then also reports the batches the standby replayed
 // at its takeover), DEX_HA_MEASURE_MODE=stepdown measures step downs with
 // dexcli instead: hand-over to a hot standby, and take-back by a single
-// process after the default 5 s hold-off:
+// process after the default 5 s hold-off. DEX_HA_MEASURE_MODE=client
+// measures every event as SDK clients and a worker see it (see
+// measureClients; DEX_HA_MEASURE_EVENT keeps the events whose name
+// contains it):
 //
 //	DEX_HA_MEASURE=10s scripts/testenv.sh run -- go test -run TestMeasure -v -timeout 30m ./test/ha/
 func TestMeasure_FailoverTimes(t *testing.T) {
@@ -46,6 +49,10 @@ func TestMeasure_FailoverTimes(t *testing.T) {
 		}
 	}
 	mode := os.Getenv("DEX_HA_MEASURE_MODE")
+	if mode == "client" {
+		measureClients(t, lease, runs, os.Getenv("DEX_HA_MEASURE_EVENT"))
+		return
+	}
 	if mode == "stepdown" {
 		measureStepDowns(t, lease, runs)
 		return
