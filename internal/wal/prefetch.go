@@ -51,9 +51,11 @@ func (p *prefetcher) get(seq uint64) (Batch, error) {
 	}
 	for len(p.queue) < p.window {
 		ch := make(chan fetched, 1)
-		s := p.next
+		// The read uses the context of its own round: reset replaces
+		// p.ctx while reads of the round before may still run.
+		ctx, s := p.ctx, p.next
 		go func() {
-			b, err := readBatchRetry(p.ctx, p.store, p.layout, s)
+			b, err := readBatchRetry(ctx, p.store, p.layout, s)
 			ch <- fetched{b, err}
 		}()
 		p.queue = append(p.queue, ch)
