@@ -1,6 +1,7 @@
 package wal_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -170,7 +171,7 @@ func runTimeline(t *testing.T, seed uint64, steps int) ([]string, error) {
 	// Records of one epoch are in submission order; a lower epoch's
 	// records all precede a higher one's in the log (its fence separates
 	// them).
-	slices.SortStableFunc(all, func(a, b sub) int { return int(a.epoch) - int(b.epoch) })
+	slices.SortStableFunc(all, func(a, b sub) int { return cmp.Compare(a.epoch, b.epoch) })
 	for _, s := range all {
 		select {
 		case <-s.f.Done():

@@ -17,9 +17,12 @@ import (
 
 // LeaseCheck re-reads the lease and returns nil only if this process still
 // holds it with the epoch it acquired. The lease package provides it. Every
-// deletion of log batches or snapshots, and every manifest write, happens
-// only after a LeaseCheck that returned nil (G7); a standby or a fenced
-// process therefore never deletes.
+// deletion of log batches or snapshots, and every manifest write that
+// records a snapshot, happens only after a LeaseCheck that returned nil
+// (G7); a standby or a fenced process therefore never deletes. (Fence's
+// manifest write, which only adds a fence position at or above logStart,
+// needs none: it is conditional, and a stale one keeps a batch, nothing
+// more.)
 type LeaseCheck func(ctx context.Context) error
 
 // DefaultKeepSnapshots is how many snapshots the manifest keeps when the

@@ -33,26 +33,7 @@ func TestKill_AcknowledgedFlowsSurviveSIGKILL(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	w, err := dex.NewWorker(dex.WorkerOptions{
-		Addresses: []string{addr}, MaxConcurrentTasks: 32, Logger: quietLogger(),
-		ReconnectBackoff: dex.Backoff{Initial: 20 * time.Millisecond, Max: 200 * time.Millisecond},
-	}, chainFlow)
-	if err != nil {
-		t.Fatal(err)
-	}
-	workerDone := make(chan error, 1)
-	wctx, stopWorker := context.WithCancel(ctx)
-	defer stopWorker()
-	go func() { workerDone <- w.Run(wctx) }()
-
-	c, err := dex.Dial(ctx, dex.ClientOptions{
-		Addresses: []string{addr}, Logger: quietLogger(),
-		RetryBackoff: dex.Backoff{Initial: 20 * time.Millisecond, Max: 200 * time.Millisecond},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c, stopWorker := chainWorkerAndClient(t, ctx, addr)
 
 	// Start the flows from 16 callers; kill the server after a third of
 	// the starts were acknowledged, while steps are running.
@@ -130,7 +111,6 @@ func TestKill_AcknowledgedFlowsSurviveSIGKILL(t *testing.T) {
 	}
 
 	stopWorker()
-	<-workerDone
 	p2.Signal(t, syscall.SIGTERM)
 	if code := p2.Wait(t, 30*time.Second); code != 0 {
 		t.Fatalf("graceful stop exited %d", code)

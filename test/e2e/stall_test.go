@@ -47,28 +47,7 @@ func TestKill_FlowsContinueWithinTheLeaseAfterSIGKILL(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	w, err := dex.NewWorker(dex.WorkerOptions{
-		Addresses: []string{addr}, MaxConcurrentTasks: 32, Logger: quietLogger(),
-		ReconnectBackoff: dex.Backoff{Initial: 20 * time.Millisecond, Max: 200 * time.Millisecond},
-	}, chainFlow)
-	if err != nil {
-		t.Fatal(err)
-	}
-	workerDone := make(chan error, 1)
-	wctx, stopWorker := context.WithCancel(ctx)
-	defer func() {
-		stopWorker()
-		<-workerDone
-	}()
-	go func() { workerDone <- w.Run(wctx) }()
-	c, err := dex.Dial(ctx, dex.ClientOptions{
-		Addresses: []string{addr}, Logger: quietLogger(),
-		RetryBackoff: dex.Backoff{Initial: 20 * time.Millisecond, Max: 200 * time.Millisecond},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c, _ := chainWorkerAndClient(t, ctx, addr)
 
 	for round := range rounds {
 		// Start the flows from 16 callers; SIGKILL after a third of the
