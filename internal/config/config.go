@@ -170,6 +170,16 @@ type Admin struct {
 type Limits struct {
 	// MaxPayloadBytes limits every user value (E28).
 	MaxPayloadBytes int `yaml:"maxPayloadBytes"`
+	// MaxRequestBytes limits the sum of the user values of one request: a
+	// StartFlow's input and attributes, a worker result's output, staged
+	// attributes and messages and movement inputs, an RPC's input and
+	// result, a SetAttributes, a Publish. At least MaxPayloadBytes. It also
+	// sizes the largest gRPC message the server accepts.
+	MaxRequestBytes int `yaml:"maxRequestBytes"`
+	// MaxFlowAttributeBytes limits a run's attribute values in total after a
+	// write (a write that replaces an attribute counts its new size only).
+	// At least MaxPayloadBytes.
+	MaxFlowAttributeBytes int `yaml:"maxFlowAttributeBytes"`
 	// WaitForFlowMax caps a WaitForFlow long poll (E25).
 	WaitForFlowMax time.Duration `yaml:"waitForFlowMax"`
 }
@@ -187,6 +197,18 @@ type Snapshots struct {
 	// kept from the newest one on.
 	Keep int `yaml:"keep"`
 }
+
+// Limits on the size of requests and flows (issue 11).
+const (
+	// DefaultMaxRequestBytes is limits.maxRequestBytes: two values of the
+	// default 4 MiB limit per request.
+	DefaultMaxRequestBytes = 8 << 20
+	// DefaultMaxFlowAttributeBytes is limits.maxFlowAttributeBytes: 32 MiB
+	// holds eight attributes of the largest default value, and a task
+	// carries all of a run's attributes to the worker, so this also bounds
+	// a task's attribute bytes and each cached state's current attributes.
+	DefaultMaxFlowAttributeBytes = 32 << 20
+)
 
 // Defaults that depend on the mode.
 const (
@@ -214,7 +236,8 @@ func Defaults() Config {
 		Lifecycle: Lifecycle{AttemptDrainTimeout: 30 * time.Second},
 		API:       API{Listen: "127.0.0.1:8801"},
 		Storage:   Storage{Backend: BackendFS},
-		Limits:    Limits{MaxPayloadBytes: 4 << 20, WaitForFlowMax: 60 * time.Second},
+		Limits: Limits{MaxPayloadBytes: 4 << 20, WaitForFlowMax: 60 * time.Second,
+			MaxRequestBytes: DefaultMaxRequestBytes, MaxFlowAttributeBytes: DefaultMaxFlowAttributeBytes},
 		Snapshots: Snapshots{EveryBatches: 10000, Keep: 2},
 	}
 }
@@ -284,6 +307,15 @@ func Parse(data []byte, mode Mode) (*Config, error) {
 	}
 	if mode.OnLocalDisk() && !c.IsSet("lease.duration") {
 		c.Lease.Duration = DevLeaseDuration
+	}
+	// A file that raises maxPayloadBytes above the request and attribute
+	// defaults without setting them raises them with it, so that one value
+	// of the largest size stays legal.
+	if !c.IsSet("limits.maxRequestBytes") {
+		c.Limits.MaxRequestBytes = max(c.Limits.MaxRequestBytes, c.Limits.MaxPayloadBytes)
+	}
+	if !c.IsSet("limits.maxFlowAttributeBytes") {
+		c.Limits.MaxFlowAttributeBytes = max(c.Limits.MaxFlowAttributeBytes, c.Limits.MaxPayloadBytes)
 	}
 	if err := c.Validate(mode); err != nil {
 		return nil, err

@@ -67,6 +67,8 @@ func TestDefaults_AllInOnePlaceAndPrinted(t *testing.T) {
 		"storage.backend":               d.Storage.Backend == "fs",
 		"limits.maxPayloadBytes":        d.Limits.MaxPayloadBytes == 4<<20,
 		"limits.waitForFlowMax":         d.Limits.WaitForFlowMax == 60*time.Second,
+		"limits.maxRequestBytes":        d.Limits.MaxRequestBytes == 8<<20,
+		"limits.maxFlowAttributeBytes":  d.Limits.MaxFlowAttributeBytes == 32<<20,
 		"lease.failIfHeld":              !d.Lease.FailIfHeld,
 		"snapshots.everyBatches":        d.Snapshots.EveryBatches == 10000,
 		"snapshots.keep":                d.Snapshots.Keep == 2,
@@ -83,7 +85,7 @@ func TestDefaults_AllInOnePlaceAndPrinted(t *testing.T) {
 	}
 	for _, key := range []string{"nodeId:", "duration: 10s", "failIfHeld: false", "heldLeasePollInterval: 250ms",
 		"laggingTakeoverDelay: 1.5s", "durabilityMode: strict", "attemptDrainTimeout: 30s", "listen: 127.0.0.1:8801",
-		"backend: fs", "credentialFile:", "maxPayloadBytes: 4194304", "waitForFlowMax: 1m0s", "dsn:", "bucket:"} {
+		"backend: fs", "credentialFile:", "maxPayloadBytes: 4194304", "maxRequestBytes: 8388608", "maxFlowAttributeBytes: 33554432", "waitForFlowMax: 1m0s", "dsn:", "bucket:"} {
 		if !strings.Contains(string(out), key) {
 			t.Errorf("defaults output lacks %q:\n%s", key, out)
 		}
@@ -184,6 +186,10 @@ func TestValidate_NamesTheOffendingKeys(t *testing.T) {
 		{config.ModeDev, "nodeId: a/b\n", []string{"nodeId"}},
 		{config.ModeDev, "nodeId: ''\n", []string{"nodeId: must not be empty"}},
 		{config.ModeDev, "limits:\n  maxPayloadBytes: 0\n", []string{"limits.maxPayloadBytes"}},
+		{config.ModeDev, "limits:\n  maxRequestBytes: 0\n  maxFlowAttributeBytes: -1\n", []string{"limits.maxRequestBytes: must be positive", "limits.maxFlowAttributeBytes: must be positive"}},
+		{config.ModeDev, "limits:\n  maxRequestBytes: 1048576\n", []string{"limits.maxRequestBytes: must be at least limits.maxPayloadBytes (4194304)"}},
+		{config.ModeDev, "limits:\n  maxFlowAttributeBytes: 1048576\n", []string{"limits.maxFlowAttributeBytes: must be at least limits.maxPayloadBytes"}},
+		{config.ModeDev, "limits:\n  maxRequestBytes: 536870912\n", []string{"limits.maxRequestBytes: at most"}},
 		{config.ModeServe, "snapshots:\n  everyBatches: -1\n  keep: 0\n", []string{"snapshots.everyBatches", "snapshots.keep"}},
 		{config.ModeDev, "limits:\n  waitForFlowMax: 0s\n", []string{"limits.waitForFlowMax"}},
 		{config.ModeDev, "lifecycle:\n  attemptDrainTimeout: -1s\n", []string{"lifecycle.attemptDrainTimeout"}},
@@ -251,5 +257,28 @@ func TestLoad_FileAndNoFile(t *testing.T) {
 	}
 	if _, err := config.Load(p, config.ModeDev); err == nil || !strings.Contains(err.Error(), "line 2") {
 		t.Fatalf("a bad bool: %v", err)
+	}
+}
+
+// A file that raises limits.maxPayloadBytes above the request and flow
+// attribute defaults raises those with it unless it sets them; one that
+// sets them below the value limit is refused (issue 11).
+//
+// Covers: E28, S5
+func TestParse_RequestAndAttributeLimitsFollowARaisedValueLimit(t *testing.T) {
+	t.Parallel()
+	c, err := config.Parse([]byte("limits:\n  maxPayloadBytes: 67108864\n"), config.ModeDev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Limits.MaxRequestBytes != 64<<20 || c.Limits.MaxFlowAttributeBytes != 64<<20 {
+		t.Errorf("raised value limit: request %d, attributes %d; want both 64 MiB", c.Limits.MaxRequestBytes, c.Limits.MaxFlowAttributeBytes)
+	}
+	c, err = config.Parse([]byte("limits:\n  maxPayloadBytes: 1048576\n  maxRequestBytes: 2097152\n  maxFlowAttributeBytes: 3145728\n"), config.ModeDev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Limits.MaxRequestBytes != 2<<20 || c.Limits.MaxFlowAttributeBytes != 3<<20 {
+		t.Errorf("set limits: request %d, attributes %d", c.Limits.MaxRequestBytes, c.Limits.MaxFlowAttributeBytes)
 	}
 }

@@ -14,6 +14,11 @@ import (
 // MinLeaseDuration is the shortest lease.duration accepted.
 const MinLeaseDuration = time.Second
 
+// MaxRequestBytesCeiling is the largest limits.maxRequestBytes accepted:
+// the server holds a whole request in memory, and the gRPC message limit
+// derived from it must stay far below 2 GiB.
+const MaxRequestBytesCeiling = 256 << 20
+
 // Validate checks c for mode and returns every problem found, each naming
 // its keys.
 func (c *Config) Validate(mode Mode) error {
@@ -117,6 +122,19 @@ func (c *Config) Validate(mode Mode) error {
 		bad("limits.maxPayloadBytes: must be positive, got %d", c.Limits.MaxPayloadBytes)
 	} else if c.Limits.MaxPayloadBytes > 64<<20 {
 		bad("limits.maxPayloadBytes: at most %d (64 MiB), got %d", 64<<20, c.Limits.MaxPayloadBytes)
+	}
+	switch r := c.Limits.MaxRequestBytes; {
+	case r <= 0:
+		bad("limits.maxRequestBytes: must be positive, got %d", r)
+	case r < c.Limits.MaxPayloadBytes:
+		bad("limits.maxRequestBytes: must be at least limits.maxPayloadBytes (%d), got %d", c.Limits.MaxPayloadBytes, r)
+	case r > MaxRequestBytesCeiling:
+		bad("limits.maxRequestBytes: at most %d (256 MiB), got %d", MaxRequestBytesCeiling, r)
+	}
+	if c.Limits.MaxFlowAttributeBytes <= 0 {
+		bad("limits.maxFlowAttributeBytes: must be positive, got %d", c.Limits.MaxFlowAttributeBytes)
+	} else if c.Limits.MaxFlowAttributeBytes < c.Limits.MaxPayloadBytes {
+		bad("limits.maxFlowAttributeBytes: must be at least limits.maxPayloadBytes (%d), got %d", c.Limits.MaxPayloadBytes, c.Limits.MaxFlowAttributeBytes)
 	}
 	positive("limits.waitForFlowMax", c.Limits.WaitForFlowMax)
 	if c.Snapshots.EveryBatches < 0 {

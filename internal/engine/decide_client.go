@@ -128,7 +128,13 @@ func (d *decider) validateStart(c StartFlow) error {
 	if err := validateOptions("config", c.Config, v.stepDeclared); err != nil {
 		return err
 	}
-	return v.checkAttributes("attributes", c.Attributes)
+	if err := v.checkAttributes("attributes", c.Attributes); err != nil {
+		return err
+	}
+	if err := v.checkRequest(len(c.Input.Data) + attributeBytes(c.Attributes)); err != nil {
+		return err
+	}
+	return v.checkFlowAttributes("attributes", nil, c.Attributes) // a new run starts without attributes
 }
 
 // validateDefinition checks a registered definition.
@@ -251,6 +257,9 @@ func (d *decider) publish(c PublishToChannel) error {
 	if err := d.checkPublishes("messages", c.Messages); err != nil {
 		return err
 	}
+	if err := d.checkRequest(publishBytes(c.Messages)); err != nil {
+		return err
+	}
 	d.emit(ChannelPublished{Messages: c.Messages, RequestID: c.RequestID})
 	d.evaluate()
 	return nil
@@ -265,6 +274,12 @@ func (d *decider) setAttributes(c SetAttributes) error {
 		return invalidArg("attributes", "must not be empty")
 	}
 	if err := d.checkAttributes("attributes", c.Attributes); err != nil {
+		return err
+	}
+	if err := d.checkRequest(attributeBytes(c.Attributes)); err != nil {
+		return err
+	}
+	if err := d.checkFlowAttributes("attributes", d.st.Attributes, c.Attributes); err != nil {
 		return err
 	}
 	d.emit(AttributesSet{Attributes: c.Attributes})

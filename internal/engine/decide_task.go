@@ -75,6 +75,10 @@ func (d *decider) waitForResult(c WaitForResult) error {
 		d.invalidResult(s, err)
 		return nil
 	}
+	if err := d.checkStagedLimits(0, c.Staged); err != nil {
+		d.invalidResult(s, err)
+		return nil
+	}
 	var w *StoredWait
 	if !c.Wait.isEmpty() {
 		w = storeWait(c.Wait, d.now)
@@ -120,6 +124,10 @@ func (d *decider) executeResult(c ExecuteResult) error {
 		return nil
 	}
 	dec := c.Decision
+	if err := d.checkStagedLimits(len(dec.Output.Data)+movementBytes(dec.Movements), c.Staged); err != nil {
+		d.invalidResult(s, err)
+		return nil
+	}
 	done := ExecuteCompleted{StepExecID: s.ID, Attempt: s.Attempt.Number, Duration: d.elapsed(s.Attempt),
 		Kind: dec.Kind, Reason: validText(dec.Reason), Staged: c.Staged}
 	switch dec.Kind {
@@ -205,6 +213,9 @@ func (e *Engine) RPCTask(st *FlowState, call InvokeRPC, epoch uint64) (Task, err
 	if err := d.checkValue("input", call.Input); err != nil {
 		return Task{}, err
 	}
+	if err := d.checkRequest(len(call.Input.Data)); err != nil {
+		return Task{}, err
+	}
 	return Task{
 		Token:    Token{Epoch: epoch, FlowID: st.FlowID, RunID: st.RunID, Method: MethodRPC, CallID: call.CallID},
 		FlowType: st.FlowType, FlowID: st.FlowID, RunID: st.RunID, Method: MethodRPC,
@@ -249,6 +260,9 @@ func (d *decider) rpcResult(c RPCResult) error {
 		return invalid(err)
 	}
 	if err := d.checkMovements("movements", c.Movements); err != nil {
+		return invalid(err)
+	}
+	if err := d.checkStagedLimits(len(c.Output.Data)+movementBytes(c.Movements), c.Staged); err != nil {
 		return invalid(err)
 	}
 	var dur = d.now.Sub(c.StartedAt)

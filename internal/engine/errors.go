@@ -90,7 +90,7 @@ func invalidArg(field, format string, args ...any) *Error {
 
 func tooLarge(field string, size, limit int) *Error {
 	return &Error{Code: CodeResourceExhausted, Field: field,
-		Message: fmt.Sprintf("payload of %d bytes exceeds the limit of %d bytes", size, limit)}
+		Message: fmt.Sprintf("payload of %d bytes exceeds the limit of %d bytes (limits.maxPayloadBytes)", size, limit)}
 }
 
 func staleErr(format string, args ...any) *Error {

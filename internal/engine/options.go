@@ -19,6 +19,14 @@ type Config struct {
 	// MaxPayloadBytes limits every value (input, output, attribute,
 	// message) (E28); 0 means DefaultMaxPayloadBytes.
 	MaxPayloadBytes int
+	// MaxRequestBytes limits the sum of the values of one request (see
+	// limits.go); 0 means DefaultMaxRequestBytes, or MaxPayloadBytes
+	// when that is larger.
+	MaxRequestBytes int
+	// MaxFlowAttributeBytes limits a run's attribute values in total after
+	// a write; 0 means DefaultMaxFlowAttributeBytes, or MaxPayloadBytes
+	// when that is larger.
+	MaxFlowAttributeBytes int
 	// Defaults are the server defaults, the last level of option
 	// precedence (E13); the zero value means DefaultOptions().
 	Defaults ResolvedOptions

@@ -15,7 +15,14 @@ func (h *harness) command(name string, kv map[string]string, pos []arg) (Command
 	}
 	switch name {
 	case "config":
-		h.e = New(Config{MaxPayloadBytes: atoi(kv["maxPayload"])})
+		opt := func(k string) int {
+			if v, ok := kv[k]; ok {
+				return atoi(v)
+			}
+			return 0
+		}
+		h.e = New(Config{MaxPayloadBytes: opt("maxPayload"), MaxRequestBytes: opt("maxRequest"),
+			MaxFlowAttributeBytes: opt("maxAttrs")})
 		return nil, nil, nil
 	case "def":
 		h.def = parseDef(kv, pos)
