@@ -30,6 +30,9 @@
 //	'r' <esc flowID> <runID>        an older run of the flow ID: flow value
 //	'l' <time> <esc flowID> <runID> ListFlows entry of every run: summary
 //	'x' <flowID>                    the flow ID's latest run is RUNNING (empty)
+//	't' <flowType>                  the run with the type's latest declaration:
+//	                                flow ID and run ID, each a uvarint length
+//	                                and the bytes (Tx.PutFlowType)
 //
 // <time> is the run's start time as 12 bytes that sort newest first: the
 // Unix seconds with the sign bit flipped (u64) and the nanoseconds (u32),

@@ -16,6 +16,7 @@ const (
 	prefixRun     byte = 'r'  // r<esc flowID><runID>: an older run of a flow ID
 	prefixList    byte = 'l'  // l<time><esc flowID><runID>: ListFlows index
 	prefixRunning byte = 'x'  // x<flowID>: the latest run is RUNNING
+	prefixType    byte = 't'  // t<flowType>: the run holding the type's latest declaration
 )
 
 var (
@@ -44,6 +45,11 @@ func runKey(flowID, runID string) []byte {
 func runningKey(flowID string) []byte {
 	k := make([]byte, 0, 1+len(flowID))
 	return append(append(k, prefixRunning), flowID...)
+}
+
+func typeKey(flowType string) []byte {
+	k := make([]byte, 0, 1+len(flowType))
+	return append(append(k, prefixType), flowType...)
 }
 
 // listKey orders runs by start time, newest first, then flow ID, then run

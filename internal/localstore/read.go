@@ -1,6 +1,7 @@
 package localstore
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -124,6 +125,46 @@ func (s *Store) RunningFlows(fn func(st *engine.FlowState) error) error {
 	}
 	if err := it.Error(); err != nil {
 		return fmt.Errorf("running flows: %w", err)
+	}
+	return nil
+}
+
+// FlowTypes calls fn, in flow type order, with every flow type a run
+// recorded a declaration for (Tx.PutFlowType) and the flow ID and run ID of
+// the run that recorded the latest one. An error from fn stops the
+// iteration and is returned as is.
+func (s *Store) FlowTypes(fn func(flowType, flowID, runID string) error) error {
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.leave()
+	it, err := s.db.NewIter(&pebble.IterOptions{
+		LowerBound: []byte{prefixType}, UpperBound: []byte{prefixType + 1}})
+	if err != nil {
+		return fmt.Errorf("flow types: %w", err)
+	}
+	defer it.Close()
+	for ok := it.First(); ok; ok = it.Next() {
+		flowType := string(it.Key()[1:])
+		var ids [2]string
+		b := it.Value()
+		for i := range ids {
+			n, w := binary.Uvarint(b)
+			if w <= 0 || n > uint64(len(b)-w) {
+				return fmt.Errorf("flow types: type %q: %w: %w", flowType, ErrCorrupt, errShort)
+			}
+			ids[i] = string(b[w : w+int(n)])
+			b = b[w+int(n):]
+		}
+		if len(b) != 0 || ids[0] == "" || ids[1] == "" {
+			return fmt.Errorf("flow types: type %q: %w: malformed value", flowType, ErrCorrupt)
+		}
+		if err := fn(flowType, ids[0], ids[1]); err != nil {
+			return err
+		}
+	}
+	if err := it.Error(); err != nil {
+		return fmt.Errorf("flow types: %w", err)
 	}
 	return nil
 }

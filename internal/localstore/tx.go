@@ -2,6 +2,7 @@ package localstore
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -148,4 +149,22 @@ func readFlow(r reader, flowID string) (*engine.FlowState, error) {
 		return nil, fmt.Errorf("read flow %q: %w: %w", flowID, ErrCorrupt, err)
 	}
 	return st, nil
+}
+
+// PutFlowType records that run runID of flowID holds the latest declaration
+// (definition and defaults) of flowType; the last call in log order wins.
+// Store.FlowTypes reads it back, so that a process that restarts knows
+// every declared type before any worker of it reconnects.
+func (tx *Tx) PutFlowType(flowType, flowID, runID string) error {
+	if tx.b == nil {
+		return errTxDone
+	}
+	if flowType == "" || flowID == "" || runID == "" {
+		return errors.New("localstore: put flow type: empty flow type, flow ID or run ID")
+	}
+	v := binary.AppendUvarint(nil, uint64(len(flowID)))
+	v = append(v, flowID...)
+	v = binary.AppendUvarint(v, uint64(len(runID)))
+	v = append(v, runID...)
+	return tx.b.Set(typeKey(flowType), v, nil)
 }

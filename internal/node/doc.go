@@ -307,9 +307,16 @@
 // default step options. The registry (Core.defs) keeps the latest
 // declaration of each type in memory; StartFlow stores it in the new run
 // (definition, and the defaults as the flow's config unless the client
-// gave one). After a restart the registry is seeded from each type's
-// latest running run that has a definition (recover.go), so starts before
-// a worker reconnects usually get one. A run started with none (no worker
+// gave one). Declarations are durable through the runs that took them:
+// applying a batch records, per flow type, the run whose start (or
+// definition_set) took the type's latest declaration (StoreTx.PutFlowType,
+// the local store's type index, carried by replay, snapshots and hot
+// standbys). After a restart the registry is seeded from that run's
+// definition and defaults, closed runs included (and, for a store written
+// before the index existed, from each type's latest running run), so
+// starts before a worker reconnects get the latest declaration used. A
+// type declared but never started has no run to keep it: it is known again
+// once a worker of it connects. A run started with none (no worker
 // had declared the type, nor a seed) gets it from register when a worker
 // declares the type: SetDefinition, logged, re-resolves the options of the
 // steps the run already has (engine doc: Flow definitions), so replay,

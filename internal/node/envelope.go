@@ -100,6 +100,7 @@ func applyBatch(store Store, b wal.Batch) (applied, error) {
 func applyBatchWith(store Store, b wal.Batch, known func(raw []byte) []engine.Record) (applied, error) {
 	out := applied{states: map[string]*engine.FlowState{}, envelopes: map[string]int{}}
 	err := store.Apply(b.Seq, func(tx StoreTx) error {
+		var declared map[string][2]string // flow type -> the run that took its declaration last
 		for i, raw := range b.Records {
 			recs, err := decodeKnown(raw, known)
 			if err != nil {
@@ -124,6 +125,12 @@ func applyBatchWith(store Store, b wal.Batch, known func(raw []byte) []engine.Re
 					}
 				}
 				st, eff := engine.Apply(st, rec)
+				if typ := declares(rec, st); typ != "" {
+					if declared == nil {
+						declared = map[string][2]string{}
+					}
+					declared[typ] = [2]string{rec.FlowID, rec.RunID}
+				}
 				out.flows.count(rec.Body)
 				out.effects = append(out.effects, eff...)
 				if st != nil {
@@ -136,12 +143,37 @@ func applyBatchWith(store Store, b wal.Batch, known func(raw []byte) []engine.Re
 				return fmt.Errorf("batch %d: store flow %q: %w", b.Seq, st.FlowID, err)
 			}
 		}
+		for typ, ids := range declared {
+			if err := tx.PutFlowType(typ, ids[0], ids[1]); err != nil {
+				return fmt.Errorf("batch %d: store flow type %q: %w", b.Seq, typ, err)
+			}
+		}
 		return nil
 	})
 	if err != nil {
 		return applied{}, fmt.Errorf("apply batch %d: %w", b.Seq, err)
 	}
 	return out, nil
+}
+
+// declares returns the flow type whose declaration rec gave its run (a
+// start with a definition, or a definition set later), "" for any other
+// record. st is the run's state after rec. The store remembers the run per
+// type (StoreTx.PutFlowType), so that a restarted process knows every type
+// declared before, with the latest declaration, before any worker of it
+// reconnects (Core.Recover).
+func declares(rec engine.Record, st *engine.FlowState) string {
+	switch b := rec.Body.(type) {
+	case engine.FlowStarted:
+		if b.Definition != nil {
+			return b.FlowType
+		}
+	case engine.DefinitionSet:
+		if st != nil && b.Definition != nil {
+			return st.FlowType
+		}
+	}
+	return ""
 }
 
 // decodeKnown returns the records of the envelope raw: known's, else

@@ -52,6 +52,10 @@ func (p pebbleStore) RunningFlows(fn func(st *engine.FlowState) error) error {
 	return p.s.RunningFlows(fn)
 }
 
+func (p pebbleStore) FlowTypes(fn func(flowType, flowID, runID string) error) error {
+	return p.s.FlowTypes(fn)
+}
+
 func (p pebbleStore) Close() error { return p.s.Close() }
 
 type pebbleTx struct{ tx *localstore.Tx }
@@ -60,6 +64,10 @@ func (t pebbleTx) Flow(flowID string) (*engine.FlowState, error) {
 	return notFoundNil(t.tx.Flow(flowID))
 }
 func (t pebbleTx) PutFlow(st *engine.FlowState) error { return t.tx.PutFlow(st) }
+
+func (t pebbleTx) PutFlowType(flowType, flowID, runID string) error {
+	return t.tx.PutFlowType(flowType, flowID, runID)
+}
 
 func notFoundNil(st *engine.FlowState, err error) (*engine.FlowState, error) {
 	if errors.Is(err, localstore.ErrNotFound) {

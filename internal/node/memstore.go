@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -22,13 +23,14 @@ type MemStore struct {
 	ok      bool
 	latest  map[string]string            // flow ID -> latest run ID
 	runs    map[string]map[string][]byte // flow ID -> run ID -> encoded state
+	types   map[string][2]string         // flow type -> flow ID, run ID of its latest declaration
 }
 
 var _ Store = (*MemStore)(nil)
 
 // NewMemStore returns an empty store.
 func NewMemStore() *MemStore {
-	return &MemStore{latest: map[string]string{}, runs: map[string]map[string][]byte{}}
+	return &MemStore{latest: map[string]string{}, runs: map[string]map[string][]byte{}, types: map[string][2]string{}}
 }
 
 // Applied implements Store.
@@ -42,6 +44,7 @@ type memTx struct {
 	m      *MemStore
 	latest map[string]string
 	puts   map[string]map[string][]byte
+	types  map[string][2]string
 }
 
 func (tx *memTx) Flow(flowID string) (*engine.FlowState, error) {
@@ -71,6 +74,11 @@ func (tx *memTx) PutFlow(st *engine.FlowState) error {
 	return nil
 }
 
+func (tx *memTx) PutFlowType(flowType, flowID, runID string) error {
+	tx.types[flowType] = [2]string{flowID, runID}
+	return nil
+}
+
 // Apply implements Store.
 func (m *MemStore) Apply(seq uint64, fn func(tx StoreTx) error) error {
 	m.mu.Lock()
@@ -78,7 +86,7 @@ func (m *MemStore) Apply(seq uint64, fn func(tx StoreTx) error) error {
 	if m.ok && seq <= m.applied {
 		return fmt.Errorf("apply batch %d: the store has applied %d already", seq, m.applied)
 	}
-	tx := &memTx{m: m, latest: map[string]string{}, puts: map[string]map[string][]byte{}}
+	tx := &memTx{m: m, latest: map[string]string{}, puts: map[string]map[string][]byte{}, types: map[string][2]string{}}
 	if err := fn(tx); err != nil {
 		return err
 	}
@@ -92,6 +100,9 @@ func (m *MemStore) Apply(seq uint64, fn func(tx StoreTx) error) error {
 	}
 	for flowID, runID := range tx.latest {
 		m.latest[flowID] = runID
+	}
+	for typ, ids := range tx.types {
+		m.types[typ] = ids
 	}
 	m.applied, m.ok = seq, true
 	return nil
@@ -117,6 +128,24 @@ func (m *MemStore) Run(flowID, runID string) (*engine.FlowState, error) {
 		return nil, nil
 	}
 	return engine.UnmarshalState(b)
+}
+
+// FlowTypes implements Store.
+func (m *MemStore) FlowTypes(fn func(flowType, flowID, runID string) error) error {
+	m.mu.RLock()
+	types := make([]string, 0, len(m.types))
+	for typ := range m.types {
+		types = append(types, typ)
+	}
+	ids := maps.Clone(m.types)
+	m.mu.RUnlock()
+	slices.Sort(types)
+	for _, typ := range types {
+		if err := fn(typ, ids[typ][0], ids[typ][1]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // RunningFlows implements Store.

@@ -73,6 +73,22 @@ func (c *Core) Recover(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("recover: %w", err)
 	}
+	// The store's type index names the run that took each type's latest
+	// declaration, closed runs included: it wins over the latest running
+	// run (a store written before the index existed has none).
+	err = c.cfg.Store.FlowTypes(func(typ, flowID, runID string) error {
+		st, err := c.cfg.Store.Run(flowID, runID)
+		if err != nil {
+			return err
+		}
+		if st != nil && st.Definition != nil {
+			seeded[typ] = st
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("recover: declared flow types: %w", err)
+	}
 	c.seedDefinitions(seeded, lenient)
 	futures := make([]decision, 0, len(stale))
 	for _, id := range stale {

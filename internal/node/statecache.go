@@ -95,6 +95,11 @@ func (tx *cachedTx) PutFlow(st *engine.FlowState) error {
 	return nil
 }
 
+// PutFlowType implements StoreTx.
+func (tx *cachedTx) PutFlowType(flowType, flowID, runID string) error {
+	return tx.inner.PutFlowType(flowType, flowID, runID)
+}
+
 // stateCache is an LRU of immutable committed states by flow ID.
 type stateCache struct {
 	mu  sync.Mutex

@@ -43,6 +43,11 @@ type Store interface {
 	// RUNNING, until fn returns an error, which it returns.
 	RunningFlows(fn func(st *engine.FlowState) error) error
 
+	// FlowTypes calls fn for every flow type with a recorded declaration
+	// (StoreTx.PutFlowType): the flow ID and run ID of the run holding its
+	// latest one, until fn returns an error, which it returns.
+	FlowTypes(fn func(flowType, flowID, runID string) error) error
+
 	// Close releases the store.
 	Close() error
 }
@@ -55,6 +60,10 @@ type StoreTx interface {
 	// PutFlow stores st as the latest run of its flow ID. When it is a new
 	// run, the previous latest run stays readable through Run and ListFlows.
 	PutFlow(st *engine.FlowState) error
+	// PutFlowType records that run runID of flowID holds the latest
+	// declaration of flowType (its definition and defaults); the last call
+	// in log order wins.
+	PutFlowType(flowType, flowID, runID string) error
 }
 
 // ListQuery filters and pages ListFlows (E27). Zero fields match everything.
