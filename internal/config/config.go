@@ -203,11 +203,13 @@ const (
 	// DefaultMaxRequestBytes is limits.maxRequestBytes: two values of the
 	// default 4 MiB limit per request.
 	DefaultMaxRequestBytes = 8 << 20
-	// DefaultMaxFlowAttributeBytes is limits.maxFlowAttributeBytes: 32 MiB
-	// holds eight attributes of the largest default value, and a task
-	// carries all of a run's attributes to the worker, so this also bounds
-	// a task's attribute bytes and each cached state's current attributes.
-	DefaultMaxFlowAttributeBytes = 32 << 20
+	// DefaultMaxFlowAttributeBytes is limits.maxFlowAttributeBytes: every
+	// task carries all of its run's attributes beside its input, so with
+	// the defaults a task (an input of at most 4 MiB and 4 MiB of
+	// attributes) fits in the same message limit as a request
+	// (maxRequestBytes plus overhead), and each dispatch of a flow copies
+	// at most 4 MiB of attributes.
+	DefaultMaxFlowAttributeBytes = 4 << 20
 )
 
 // Defaults that depend on the mode.

@@ -34,8 +34,10 @@ const (
 	// DefaultMaxPayloadBytes.
 	DefaultMaxRequestBytes = 8 << 20
 	// DefaultMaxFlowAttributeBytes is the default MaxFlowAttributeBytes:
-	// eight attributes of DefaultMaxPayloadBytes.
-	DefaultMaxFlowAttributeBytes = 32 << 20
+	// every task carries all of its run's attributes beside its input, and
+	// DefaultMaxPayloadBytes + DefaultMaxFlowAttributeBytes =
+	// DefaultMaxRequestBytes, so a task fits where a request does.
+	DefaultMaxFlowAttributeBytes = 4 << 20
 )
 
 func (c Config) maxRequest() int {
@@ -126,4 +128,16 @@ func (d *decider) checkStagedLimits(extra int, s Staged) error {
 		return err
 	}
 	return d.checkFlowAttributes("staged.attributes", d.st.Attributes, s.Attributes)
+}
+
+// MaxDecisionBytes bounds the encoded size (MarshalRecord) of the records
+// one Decide call returns for a request within the limits, so that the
+// node can size its log record limit and never refuse such a request
+// there. Values are base64 in a record (4/3 of their size), and a value
+// can be logged twice: a movement's input in the completion and in the
+// step's creation, and an RPC's input (at most MaxPayloadBytes) is logged
+// with its result. 2 MiB cover names, options and the records' own fields.
+func (e *Engine) MaxDecisionBytes() int {
+	values := e.cfg.maxPayload() + 2*e.cfg.maxRequest()
+	return (values+2)/3*4 + 2<<20
 }

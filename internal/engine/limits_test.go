@@ -14,7 +14,7 @@ func TestConfig_LimitDefaults(t *testing.T) {
 		cfg            Config
 		request, attrs int
 	}{
-		{Config{}, 8 << 20, 32 << 20},
+		{Config{}, 8 << 20, 4 << 20},
 		{Config{MaxPayloadBytes: 64 << 20}, 64 << 20, 64 << 20},
 		{Config{MaxRequestBytes: 1 << 20, MaxFlowAttributeBytes: 2 << 20}, 1 << 20, 2 << 20},
 	}
@@ -50,8 +50,14 @@ func TestDecide_StartWithTwelveLargeAttributesIsRefused(t *testing.T) {
 	if len(recs) != 0 {
 		t.Fatalf("records on a refusal: %v", recs)
 	}
-	c.Attributes = c.Attributes[:2] // 8 MiB: at the limit
+	c.Attributes = c.Attributes[:2] // 8 MiB: at the request limit, above the attribute limit
+	if _, err := e.Decide(nil, c, time.Unix(0, 0)); CodeOf(err) != CodeResourceExhausted ||
+		!strings.Contains(err.Error(), "limits.maxFlowAttributeBytes") {
+		t.Fatalf("two attributes of 4 MiB: %v; want RESOURCE_EXHAUSTED naming limits.maxFlowAttributeBytes", err)
+	}
+	c.Attributes = c.Attributes[:1]
+	c.StartStep, c.Input = "s", big // 8 MiB: at both limits
 	if _, err := e.Decide(nil, c, time.Unix(0, 0)); err != nil {
-		t.Fatalf("two attributes of 4 MiB: %v", err)
+		t.Fatalf("an input and an attribute of 4 MiB: %v", err)
 	}
 }

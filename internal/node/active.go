@@ -92,6 +92,7 @@ func startAPI(cfg *config.Config, log *slog.Logger, lis net.Listener, standby bo
 		}
 	}
 	opts := server.Options{NodeID: cfg.NodeID, MaxPayloadBytes: cfg.Limits.MaxPayloadBytes,
+		MaxRequestBytes: cfg.Limits.MaxRequestBytes, MaxFlowAttributeBytes: cfg.Limits.MaxFlowAttributeBytes,
 		WaitForFlowMax: cfg.Limits.WaitForFlowMax, Logger: log, AdminCredential: cred}
 	if lis == nil {
 		var err error
@@ -366,10 +367,14 @@ func (p *leasePeriod) run(ctx context.Context) (sd *steppedDown, err error) {
 	log.Info("log replayed and fenced", "from", from, "fence", next-1)
 
 	srv := p.inst.srv
-	maxBatch := 2*srv.MaxMessageBytes() + (1 << 20)
+	eng := engine.New(engine.Config{MaxPayloadBytes: p.cfg.Limits.MaxPayloadBytes,
+		MaxRequestBytes: p.cfg.Limits.MaxRequestBytes, MaxFlowAttributeBytes: p.cfg.Limits.MaxFlowAttributeBytes})
+	// A log record holds the records of one request: never refuse one the
+	// engine accepted (engine.MaxDecisionBytes).
+	maxBatch := max(2*srv.MaxMessageBytes(), eng.MaxDecisionBytes()) + (1 << 20)
 	core := NewCore(CoreConfig{
 		NodeID: p.cfg.NodeID, ProcessID: p.holder.ProcessID(), Epoch: p.holder.Epoch(), Store: store,
-		Engine: engine.New(engine.Config{MaxPayloadBytes: p.cfg.Limits.MaxPayloadBytes}),
+		Engine: eng,
 		Lease:  p.holder, Logger: log, MaxRecordBytes: maxBatch - 8, Metrics: p.metrics,
 	})
 	w, err := wal.NewWriter(wal.WriterConfig{Store: p.blobs, Layout: p.layout, Epoch: p.holder.Epoch(), NextSeq: next,

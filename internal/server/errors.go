@@ -20,8 +20,11 @@ import (
 //	                                     timer not pending); an RPC's invalid
 //	                                     result carries a WorkerError detail
 //	                                     of type INVALID_USER_FLOW_CODE
-//	*engine.Error CodeResourceExhausted  RESOURCE_EXHAUSTED (a value above
-//	                                     limits.maxPayloadBytes)
+//	*engine.Error CodeResourceExhausted  RESOURCE_EXHAUSTED (a value, a
+//	                                     request's values or a run's
+//	                                     attributes above limits.maxPayloadBytes,
+//	                                     maxRequestBytes, maxFlowAttributeBytes;
+//	                                     the message names the key)
 //	*WorkerError                         FAILED_PRECONDITION + WorkerError detail
 //	ErrNotServing                        UNAVAILABLE: only when this process
 //	                                     cannot serve (lease, drain, standby)

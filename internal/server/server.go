@@ -21,15 +21,20 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/dexzd/dexzd/api/dexpb"
+	"github.com/dexzd/dexzd/internal/engine"
 )
 
 // Options configures the server.
 type Options struct {
 	// NodeID is the node's ID; StepDown checks it (A2).
 	NodeID string
-	// MaxPayloadBytes is limits.maxPayloadBytes; it sizes the largest
-	// message accepted.
+	// MaxPayloadBytes is limits.maxPayloadBytes.
 	MaxPayloadBytes int
+	// MaxRequestBytes is limits.maxRequestBytes and MaxFlowAttributeBytes
+	// limits.maxFlowAttributeBytes; they size the largest message
+	// (MaxMessageBytes). 0 means the engine's default.
+	MaxRequestBytes       int
+	MaxFlowAttributeBytes int
 	// WaitForFlowMax caps a WaitForFlow long poll (E25).
 	WaitForFlowMax time.Duration
 	// AdminCredential, when set, is the token AdminService calls must send
@@ -80,12 +85,28 @@ func New(opts Options) *Server {
 	return &Server{opts: opts, log: opts.Logger, closed: make(chan struct{})}
 }
 
-// MaxMessageBytes is the largest request the server accepts: room for
-// several values at the payload limit (a start's input and attributes, a
-// result's staged writes). Workers and clients should accept answers of at
-// least this size too (a task carries every attribute of its flow).
+// MessageOverheadBytes is what a request may carry on top of its values
+// (limits.maxRequestBytes): names, types, options, tokens, the protobuf
+// framing.
+const MessageOverheadBytes = 1 << 20
+
+// MaxMessageBytes is the largest message the server accepts, and the
+// largest task it sends: the values of a request (limits.maxRequestBytes)
+// or of a task (its input and its run's attributes, limits.maxPayloadBytes
+// + limits.maxFlowAttributeBytes), whichever is larger, plus
+// MessageOverheadBytes (9 MiB with the defaults). A request within it but
+// over the value limits reaches the engine and is refused there naming
+// the limit; nothing larger is decoded into memory. Workers and clients
+// should accept messages of at least this size.
 func (s *Server) MaxMessageBytes() int {
-	return min(16*s.opts.MaxPayloadBytes+(1<<20), math.MaxInt32)
+	p, r, a := s.opts.MaxPayloadBytes, s.opts.MaxRequestBytes, s.opts.MaxFlowAttributeBytes
+	if r <= 0 {
+		r = max(engine.DefaultMaxRequestBytes, p)
+	}
+	if a <= 0 {
+		a = max(engine.DefaultMaxFlowAttributeBytes, p)
+	}
+	return min(max(r, p+a)+MessageOverheadBytes, math.MaxInt32)
 }
 
 // StandbyConnectionAge is how long a standby keeps a client connection:
