@@ -45,7 +45,7 @@ func TestRetryPolicy_BackoffExtreme(t *testing.T) {
 					t.Fatalf("backoff after attempt %d = %v (previous %v), want in [%v, %v]", n, got, prev, max(prev, 1), limit)
 				}
 				prev = got
-				at, ok := tt.policy.nextAttempt(Attempt{Number: n, FirstAt: base}, now, nil)
+				at, ok := tt.policy.nextAttempt(Attempt{Number: n, FirstAt: base}, now, nil, 0)
 				if !ok || at.Sub(now) != got {
 					t.Fatalf("retry after attempt %d at now%+v (ok=%v), want now+%v", n, at.Sub(now), ok, got)
 				}
@@ -54,7 +54,7 @@ func TestRetryPolicy_BackoffExtreme(t *testing.T) {
 	}
 	// A worker's retry-after is capped the same way (E10).
 	p := DefaultOptions().Execute.Retry
-	if at, ok := p.nextAttempt(Attempt{Number: 1, FirstAt: base}, now, ptr(maxDur)); !ok || at.Sub(now) != MaxRetryInterval {
+	if at, ok := p.nextAttempt(Attempt{Number: 1, FirstAt: base}, now, ptr(maxDur), RetryJitter); !ok || at.Sub(now) != MaxRetryInterval {
 		t.Errorf("retry-after of %v: retry at now%+v (ok=%v), want now+%v", maxDur, at.Sub(now), ok, MaxRetryInterval)
 	}
 }

@@ -206,7 +206,8 @@ func (d *decider) stepIDs() []string {
 // applies the method's exhaustion policy (E9-E12).
 func (d *decider) failAttempt(s *StepExec, f Failure, retryAfter *time.Duration) {
 	a := s.Attempt
-	at, retry := s.policy(a.Method).Retry.nextAttempt(a, d.now, retryAfter)
+	j := retryJitter(d.st.FlowID, d.st.RunID, s.ID, a.Method, a.Number)
+	at, retry := s.policy(a.Method).Retry.nextAttempt(a, d.now, retryAfter, j)
 	failed := AttemptFailed{StepExecID: s.ID, Method: a.Method, Attempt: a.Number, Duration: d.elapsed(a), Failure: f}
 	if retry {
 		failed.NextAttemptAt = at

@@ -121,8 +121,18 @@
 // Retries (E9-E12): the backoff after failed attempt n is
 // initial*coefficient^(n-1), capped at the max interval and at
 // MaxRetryInterval (365 days), computed in float64 and converted once
-// capped, so no policy overflows time.Duration; a worker's retry-after
-// replaces it (also capped at 365 days). Validation refuses an initial or
+// capped, so no policy overflows time.Duration. It is then moved by a
+// jitter j in [-20 %, +20 %) (RetryJitter), rounded to the millisecond
+// and capped again: delay = min(backoff*(1+j), cap), never beyond the max
+// interval, never below 1 ns. Attempts that failed together (a poison task
+// and the tasks lost with its stream, a dependency's outage) thus spread
+// their retries instead of retrying in lockstep. j is not random: it is a
+// hash (FNV-1a, splitmix64 finalizer) of (flow ID, run ID, step execution,
+// method, attempt), so the engine stays pure and the same decision gives
+// the same time; the time is carried in the records
+// (AttemptFailed.NextAttemptAt, AttemptScheduled.NotBefore), so replay
+// never recomputes it. A worker's retry-after replaces the jittered backoff
+// (no jitter; capped at 365 days). Validation refuses an initial or
 // max interval above 365 days (INVALID_ARGUMENT naming the field). The policy is exhausted when n reached max
 // attempts, or when the retry would start later than first attempt + max
 // total duration. Then WaitFor fails the flow (FAIL_FLOW) or proceeds to

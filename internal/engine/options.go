@@ -2,6 +2,7 @@ package engine
 
 import (
 	"math"
+	"strconv"
 	"time"
 )
 
@@ -206,15 +207,69 @@ func (p RetryPolicy) Backoff(n int) time.Duration {
 	return max(time.Duration(d), 0)
 }
 
+// RetryJitter is the largest fraction by which a retry's backoff is moved
+// (E9): the delay is Backoff(n) * (1 + j) with j in [-RetryJitter,
+// +RetryJitter), so that attempts that failed together (a poison task and
+// the tasks lost with it, a dependency's outage) do not retry in lockstep.
+const RetryJitter = 0.2
+
+// retryJitter returns the jitter j of the retry after attempt n of method
+// m of a step execution, in [-RetryJitter, +RetryJitter). It is a hash of
+// (flow ID, run ID, step execution, method, attempt), not randomness: the
+// engine stays pure, a decision made again from the same state gives the
+// same time, and replay reads the time from the record anyway
+// (AttemptFailed.NextAttemptAt, AttemptScheduled.NotBefore).
+func retryJitter(flowID, runID, stepExecID string, m Method, n int) float64 {
+	// FNV-1a over the fields, each followed by a 0 byte, then the
+	// splitmix64 finalizer: FNV alone barely moves its top bits when only
+	// the last bytes (the attempt number) differ.
+	h := uint64(14695981039346656037)
+	for _, f := range []string{flowID, runID, stepExecID, string(m), strconv.Itoa(n)} {
+		for i := range len(f) {
+			h = (h ^ uint64(f[i])) * 1099511628211
+		}
+		h *= 1099511628211 // the separator: h ^ 0 is h
+	}
+	h ^= h >> 30
+	h *= 0xbf58476d1ce4e5b9
+	h ^= h >> 27
+	h *= 0x94d049bb133111eb
+	h ^= h >> 31
+	u := float64(h>>11) / (1 << 53) // [0, 1)
+	return (2*u - 1) * RetryJitter
+}
+
+// jitteredBackoff is Backoff(n) moved by the fraction j (retryJitter),
+// rounded to the millisecond (when at least 1 ms), and capped at the
+// policy's limit (MaxInterval, MaxRetryInterval): never beyond the maximum
+// interval, never negative, and at least 1 ns.
+func (p RetryPolicy) jitteredBackoff(n int, j float64) time.Duration {
+	limit := MaxRetryInterval
+	if p.MaxInterval > 0 {
+		limit = min(limit, p.MaxInterval)
+	}
+	if math.IsNaN(j) {
+		j = 0
+	}
+	j = min(max(j, -RetryJitter), RetryJitter)
+	d := time.Duration(float64(p.Backoff(n)) * (1 + j)) // at most 1.2 * 365 days: no overflow
+	if d >= time.Millisecond {
+		d = d.Round(time.Millisecond)
+	}
+	return min(max(d, time.Nanosecond), limit)
+}
+
 // nextAttempt decides the retry after attempt a failed at now: its start
-// time, or ok=false when the policy is exhausted (E9). retryAfter, when
-// set, replaces the backoff (E10). MaxAttempts counts the first attempt;
-// MaxTotal bounds the time from the first attempt to the retry's start.
-func (p RetryPolicy) nextAttempt(a Attempt, now time.Time, retryAfter *time.Duration) (time.Time, bool) {
+// time, or ok=false when the policy is exhausted (E9). The delay is the
+// backoff moved by jitter (retryJitter; 0: none), capped at the policy's
+// limit; retryAfter, when set, replaces it, without jitter (E10).
+// MaxAttempts counts the first attempt; MaxTotal bounds the time from the
+// first attempt to the retry's start.
+func (p RetryPolicy) nextAttempt(a Attempt, now time.Time, retryAfter *time.Duration, jitter float64) (time.Time, bool) {
 	if p.MaxAttempts > 0 && a.Number >= p.MaxAttempts {
 		return time.Time{}, false
 	}
-	delay := p.Backoff(a.Number)
+	delay := p.jitteredBackoff(a.Number, jitter)
 	if retryAfter != nil {
 		delay = min(max(*retryAfter, 0), MaxRetryInterval)
 	}

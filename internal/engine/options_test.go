@@ -124,7 +124,7 @@ func TestRetryPolicy_NextAttempt(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			at, ok := tt.policy.nextAttempt(Attempt{Number: tt.attempt, FirstAt: base}, now, tt.retryAfter)
+			at, ok := tt.policy.nextAttempt(Attempt{Number: tt.attempt, FirstAt: base}, now, tt.retryAfter, 0)
 			if tt.want < 0 {
 				if ok {
 					t.Fatalf("retry at %v, want exhausted", at.Sub(now))

@@ -44,7 +44,7 @@ func TestWaitForFailure_CarriesLastAttemptAndTime(t *testing.T) {
 	}
 	decide(engine.TaskStarted{Token: tok(engine.MethodWaitFor, 1)}, t0)
 	decide(engine.TaskFailed{Token: tok(engine.MethodWaitFor, 1), Failure: engine.Failure{Type: "Boom", Message: "first"}}, t0)
-	t1 := t0.Add(time.Second)
+	t1 := t0.Add(1200 * time.Millisecond) // the backoff (1 s) with the most jitter (+20 %)
 	decide(engine.TaskStarted{Token: tok(engine.MethodWaitFor, 2)}, t1)
 	t2 := t1.Add(250 * time.Millisecond)
 	decide(engine.TaskFailed{Token: tok(engine.MethodWaitFor, 2), Failure: engine.Failure{Type: "Boom", Message: "second"}}, t2)
