@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -49,12 +50,18 @@ const KeepaliveTime = 10 * time.Second
 var connectBackoff = backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 500 * time.Millisecond}
 
 // defaultDialOptions are the default Dialer's options: no TLS, keepalive
-// with the detection bound as its timeout, the short connect backoff, and
-// a connect attempt cut off after the detection bound (a frozen server
+// with the detection bound as its timeout, the short connect backoff, a
+// connect attempt cut off after the detection bound (a frozen server
 // accepts TCP connections in its kernel but never answers the HTTP/2
-// handshake).
+// handshake), and no message size limit of the SDK's own: an answer
+// carries values up to the server's payload limit (a flow's output, its
+// attributes), so gRPC's default receive limit of 4 MiB would refuse legal
+// answers, and a request is bounded by the server's limit, which refuses a
+// larger one with RESOURCE_EXHAUSTED. The worker stream sets its own
+// receive limit (WorkerOptions.MaxTaskBytes).
 func defaultDialOptions(unresponsive time.Duration) []grpc.DialOption {
 	return []grpc.DialOption{
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(math.MaxInt32), grpc.MaxCallSendMsgSize(math.MaxInt32)),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: KeepaliveTime, Timeout: unresponsive, PermitWithoutStream: true}),
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: connectBackoff, MinConnectTimeout: unresponsive}),

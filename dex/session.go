@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync/atomic"
 	"time"
+
+	"google.golang.org/grpc"
 
 	"github.com/dexzd/dexzd/api/dexpb"
 )
@@ -49,7 +52,12 @@ func (w *Worker) session(hard context.Context, i int) (welcomed bool, err error)
 func (w *Worker) stream(parent context.Context, e *endpoint) (welcomed bool, err error) {
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
-	stream, err := dexpb.NewWorkerTaskServiceClient(e.cc).PollWorkerTask(ctx)
+	// The receive limit is what the worker accepts (MaxTaskBytes, stated
+	// in Hello); the server sends no larger task. The send limit is left
+	// at gRPC's largest: results are checked against the server's
+	// Welcome.max_message_bytes before they are sent (unsent).
+	stream, err := dexpb.NewWorkerTaskServiceClient(e.cc).PollWorkerTask(ctx,
+		grpc.MaxCallRecvMsgSize(w.opts.MaxTaskBytes), grpc.MaxCallSendMsgSize(math.MaxInt32))
 	if err != nil {
 		return false, err
 	}
@@ -73,8 +81,10 @@ func (w *Worker) stream(parent context.Context, e *endpoint) (welcomed bool, err
 		return false, fmt.Errorf("protocol: first message from the server is not a Welcome")
 	}
 	gen := w.nextGen()
+	maxMsg := int(min(welcome.GetMaxMessageBytes(), math.MaxInt32)) // 0: an older server that does not say
 	w.log.Info("worker connected", "address", e.addr, "node_id", welcome.GetNodeId(),
-		"node_epoch", welcome.GetNodeEpoch(), "session_id", welcome.GetSessionId())
+		"node_epoch", welcome.GetNodeEpoch(), "session_id", welcome.GetSessionId(),
+		"max_task_bytes", welcome.GetMaxTaskBytes(), "max_message_bytes", welcome.GetMaxMessageBytes())
 
 	var lastRecv atomic.Int64
 	lastRecv.Store(time.Now().UnixNano())
@@ -135,7 +145,7 @@ func (w *Worker) stream(parent context.Context, e *endpoint) (welcomed bool, err
 		return nil
 	}
 	flush := func() error {
-		for _, m := range w.unsent(gen) {
+		for _, m := range w.unsent(gen, maxMsg) {
 			if err := send(m); err != nil {
 				return err
 			}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -14,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 )
 
 // Version is the SDK's version, sent in Hello as "dex-go/<Version>".
@@ -64,7 +66,21 @@ type WorkerOptions struct {
 	// server's lease.duration + 1 s, the earliest a standby can take over
 	// from a frozen active.
 	UnresponsiveTimeout time.Duration
+	// MaxTaskBytes is the largest task message (encoded) the worker
+	// accepts: its gRPC receive limit on the worker stream, stated in
+	// Hello.max_task_bytes. The server never sends a larger task; it fails
+	// that attempt with error type "TaskTooLarge" instead, and the stream
+	// and the other tasks go on. Default (0): whatever the server may send,
+	// which is at most the server's message limit (16 x
+	// limits.maxPayloadBytes + 1 MiB, stated in Welcome.max_message_bytes),
+	// so that every legal task arrives. Set it only to bound the worker's
+	// memory.
+	MaxTaskBytes int
 }
+
+// unlimitedTaskBytes is the receive limit of a worker that sets no
+// MaxTaskBytes: gRPC's largest; the server bounds what it sends.
+const unlimitedTaskBytes = math.MaxInt32
 
 // Worker serves flow types: it polls a server for tasks over
 // WorkerTaskService.PollWorkerTask (W1), runs them with the configured
@@ -118,6 +134,9 @@ func NewWorker(opts WorkerOptions, flows ...*Flow) (*Worker, error) {
 	if opts.UnresponsiveTimeout <= 0 {
 		opts.UnresponsiveTimeout = DefaultUnresponsiveTimeout
 	}
+	if opts.MaxTaskBytes <= 0 || opts.MaxTaskBytes > unlimitedTaskBytes {
+		opts.MaxTaskBytes = unlimitedTaskBytes
+	}
 	opts.ReconnectBackoff = opts.ReconnectBackoff.withDefaults(100*time.Millisecond, 500*time.Millisecond)
 	reg, err := newRegistry(flows, opts.Logger)
 	if err != nil {
@@ -131,6 +150,7 @@ func NewWorker(opts WorkerOptions, flows ...*Flow) (*Worker, error) {
 		WorkerId:           opts.WorkerID,
 		MaxConcurrentTasks: uint32(opts.MaxConcurrentTasks),
 		SdkVersion:         "dex-go/" + Version,
+		MaxTaskBytes:       uint32(opts.MaxTaskBytes), //nolint:gosec // at most math.MaxInt32
 	}
 	for _, f := range reg.order {
 		hello.FlowTypes = append(hello.FlowTypes, f.declaration())
@@ -407,19 +427,37 @@ func (w *Worker) ack(a *dexpb.TaskAck) {
 }
 
 // unsent returns the outbox items not yet sent on stream generation gen and
-// marks them sent.
-func (w *Worker) unsent(gen uint64) []*dexpb.PollWorkerTaskRequest {
+// marks them sent. A result larger than maxMsg (the server's receive limit
+// from the Welcome; 0: unknown) would end the stream, and with it the
+// delivery of every other result: it is replaced by a TaskFailure of type
+// "dex.ResultTooLarge", which fails that attempt under its retry policy.
+func (w *Worker) unsent(gen uint64, maxMsg int) []*dexpb.PollWorkerTaskRequest {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var out []*dexpb.PollWorkerTaskRequest
 	for _, it := range w.outbox {
 		if it.sent != gen {
 			it.sent = gen
+			if size := proto.Size(it.msg); maxMsg > 0 && size > maxMsg {
+				err := &resultTooLargeError{size: size, limit: maxMsg}
+				w.log.Warn("task result too large for the server; reporting a failure instead", "bytes", size, "limit", maxMsg)
+				it.msg = failure([]byte(it.token), err, "")
+			}
 			out = append(out, it.msg)
 		}
 	}
 	return out
 }
+
+// resultTooLargeError fails an attempt whose result the server would not
+// accept (Welcome.max_message_bytes).
+type resultTooLargeError struct{ size, limit int }
+
+func (e *resultTooLargeError) Error() string {
+	return fmt.Sprintf("the task's result is %d bytes encoded, more than the %d bytes the server accepts in one message "+
+		"(Welcome.max_message_bytes); it was not sent", e.size, e.limit)
+}
+func (*resultTooLargeError) ErrorType() string { return "dex.ResultTooLarge" }
 
 // runningTokens lists the running tasks for a Heartbeat.
 func (w *Worker) runningTokens() [][]byte {

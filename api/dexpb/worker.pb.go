@@ -453,7 +453,12 @@ type Hello struct {
 	MaxConcurrentTasks uint32 `protobuf:"varint,3,opt,name=max_concurrent_tasks,json=maxConcurrentTasks,proto3" json:"max_concurrent_tasks,omitempty"`
 	// SdkVersion names the worker's SDK and its version, for logs (for
 	// example "dex-go/0.1.0").
-	SdkVersion    string `protobuf:"bytes,4,opt,name=sdk_version,json=sdkVersion,proto3" json:"sdk_version,omitempty"`
+	SdkVersion string `protobuf:"bytes,4,opt,name=sdk_version,json=sdkVersion,proto3" json:"sdk_version,omitempty"`
+	// MaxTaskBytes is the largest message the worker accepts on this stream
+	// (its gRPC receive limit), in encoded bytes. The server never sends a
+	// larger Task: it fails that attempt instead (see Welcome.max_task_bytes).
+	// 0 (a worker that does not say) means gRPC's default of 4 MiB.
+	MaxTaskBytes  uint32 `protobuf:"varint,5,opt,name=max_task_bytes,json=maxTaskBytes,proto3" json:"max_task_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -514,6 +519,13 @@ func (x *Hello) GetSdkVersion() string {
 		return x.SdkVersion
 	}
 	return ""
+}
+
+func (x *Hello) GetMaxTaskBytes() uint32 {
+	if x != nil {
+		return x.MaxTaskBytes
+	}
+	return 0
 }
 
 // FlowTypeDeclaration declares one flow type: its steps, RPCs, attributes
@@ -705,7 +717,21 @@ type Welcome struct {
 	HeartbeatInterval *durationpb.Duration `protobuf:"bytes,4,opt,name=heartbeat_interval,json=heartbeatInterval,proto3" json:"heartbeat_interval,omitempty"`
 	// PingInterval is how often the server pings an idle stream; a worker
 	// that hears nothing for several intervals may reconnect.
-	PingInterval  *durationpb.Duration `protobuf:"bytes,5,opt,name=ping_interval,json=pingInterval,proto3" json:"ping_interval,omitempty"`
+	PingInterval *durationpb.Duration `protobuf:"bytes,5,opt,name=ping_interval,json=pingInterval,proto3" json:"ping_interval,omitempty"`
+	// MaxMessageBytes is the largest message the server accepts from the
+	// worker (its gRPC receive limit), in encoded bytes; a larger one would
+	// end the stream with RESOURCE_EXHAUSTED, so a worker reports a result
+	// that does not fit as a TaskFailure instead. It is also the most the
+	// server ever sends in one message. 0: the server does not say (an older
+	// server).
+	MaxMessageBytes uint32 `protobuf:"varint,6,opt,name=max_message_bytes,json=maxMessageBytes,proto3" json:"max_message_bytes,omitempty"`
+	// MaxTaskBytes is the largest Task the server sends on this stream: the
+	// smaller of Hello.max_task_bytes (4 MiB when unset) and
+	// max_message_bytes. A task whose encoded message would be larger is not
+	// sent: its attempt fails with error type "TaskTooLarge" (an RPC's caller
+	// gets that error), under the step's retry policy, and the stream and the
+	// other tasks go on. 0: the server does not say (an older server).
+	MaxTaskBytes  uint32 `protobuf:"varint,7,opt,name=max_task_bytes,json=maxTaskBytes,proto3" json:"max_task_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -773,6 +799,20 @@ func (x *Welcome) GetPingInterval() *durationpb.Duration {
 		return x.PingInterval
 	}
 	return nil
+}
+
+func (x *Welcome) GetMaxMessageBytes() uint32 {
+	if x != nil {
+		return x.MaxMessageBytes
+	}
+	return 0
+}
+
+func (x *Welcome) GetMaxTaskBytes() uint32 {
+	if x != nil {
+		return x.MaxTaskBytes
+	}
+	return 0
 }
 
 // Task is one handler invocation the worker must run (W2). Fields marked
@@ -1627,14 +1667,15 @@ const file_dex_worker_proto_rawDesc = "" +
 	"\x04ping\x18\x04 \x01(\v2\t.dex.PingH\x00R\x04ping\x12\"\n" +
 	"\x05drain\x18\x05 \x01(\v2\n" +
 	".dex.DrainH\x00R\x05drainB\t\n" +
-	"\amessage\"\xb0\x01\n" +
+	"\amessage\"\xd6\x01\n" +
 	"\x05Hello\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x127\n" +
 	"\n" +
 	"flow_types\x18\x02 \x03(\v2\x18.dex.FlowTypeDeclarationR\tflowTypes\x120\n" +
 	"\x14max_concurrent_tasks\x18\x03 \x01(\rR\x12maxConcurrentTasks\x12\x1f\n" +
 	"\vsdk_version\x18\x04 \x01(\tR\n" +
-	"sdkVersion\"\xb5\x02\n" +
+	"sdkVersion\x12$\n" +
+	"\x0emax_task_bytes\x18\x05 \x01(\rR\fmaxTaskBytes\"\xb5\x02\n" +
 	"\x13FlowTypeDeclaration\x12\x1b\n" +
 	"\tflow_type\x18\x01 \x01(\tR\bflowType\x12*\n" +
 	"\x05steps\x18\x02 \x03(\v2\x14.dex.StepDeclarationR\x05steps\x12\x1b\n" +
@@ -1647,7 +1688,7 @@ const file_dex_worker_proto_rawDesc = "" +
 	"\tstep_type\x18\x01 \x01(\tR\bstepType\x12 \n" +
 	"\fhas_wait_for\x18\x02 \x01(\bR\n" +
 	"hasWaitFor\x12*\n" +
-	"\aoptions\x18\x03 \x01(\v2\x10.dex.StepOptionsR\aoptions\"\xea\x01\n" +
+	"\aoptions\x18\x03 \x01(\v2\x10.dex.StepOptionsR\aoptions\"\xbc\x02\n" +
 	"\aWelcome\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1d\n" +
 	"\n" +
@@ -1655,7 +1696,9 @@ const file_dex_worker_proto_rawDesc = "" +
 	"\n" +
 	"session_id\x18\x03 \x01(\tR\tsessionId\x12H\n" +
 	"\x12heartbeat_interval\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\x12>\n" +
-	"\rping_interval\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\fpingInterval\"\xbd\x06\n" +
+	"\rping_interval\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\fpingInterval\x12*\n" +
+	"\x11max_message_bytes\x18\x06 \x01(\rR\x0fmaxMessageBytes\x12$\n" +
+	"\x0emax_task_bytes\x18\a \x01(\rR\fmaxTaskBytes\"\xbd\x06\n" +
 	"\x04Task\x12!\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\r.dex.TaskKindR\x04kind\x12\x1d\n" +
 	"\n" +

@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"math"
 	"testing"
 
 	"github.com/dexzd/dexzd/api/dexpb"
@@ -38,7 +39,7 @@ func TestSendTaken_HandsBackWhatNeverWentOut(t *testing.T) {
 		return nil
 	}
 	sess := &untakeSession{}
-	if err := sendTaken(sess, msgs, send); !errors.Is(err, broken) {
+	if err := sendTaken(sess, msgs, send, math.MaxInt32, nil); !errors.Is(err, broken) {
 		t.Fatalf("sendTaken = %v, want the send's error", err)
 	}
 	if len(sess.back) != 2 || sess.back[0].Task.FlowID != "c" || sess.back[1].Task.FlowID != "d" {
@@ -46,7 +47,7 @@ func TestSendTaken_HandsBackWhatNeverWentOut(t *testing.T) {
 	}
 	sess.back = nil
 	sent = 0
-	if err := sendTaken(sess, msgs[:1], send); err != nil || len(sess.back) != 0 {
+	if err := sendTaken(sess, msgs[:1], send, math.MaxInt32, nil); err != nil || len(sess.back) != 0 {
 		t.Fatalf("all sent: %v, handed back %v", err, sess.back)
 	}
 }

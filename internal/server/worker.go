@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/dexzd/dexzd/api/dexpb"
@@ -51,9 +53,11 @@ func (w *workerService) PollWorkerTask(stream dexpb.WorkerTaskService_PollWorker
 	}
 	defer sess.Close()
 	wel := sess.Welcome()
+	maxTask := w.s.maxTaskBytes(hello)
 	if err := stream.Send(&dexpb.PollWorkerTaskResponse{Message: &dexpb.PollWorkerTaskResponse_Welcome{Welcome: &dexpb.Welcome{
 		NodeId: wel.NodeID, NodeEpoch: wel.Epoch, SessionId: wel.SessionID,
-		HeartbeatInterval: durationpb.New(wel.HeartbeatInterval), PingInterval: durationpb.New(wel.PingInterval)}}}); err != nil {
+		HeartbeatInterval: durationpb.New(wel.HeartbeatInterval), PingInterval: durationpb.New(wel.PingInterval),
+		MaxMessageBytes: uint32(w.s.MaxMessageBytes()), MaxTaskBytes: uint32(maxTask)}}}); err != nil { //nolint:gosec // both are at most math.MaxInt32
 		return err
 	}
 
@@ -96,10 +100,13 @@ func (w *workerService) PollWorkerTask(stream dexpb.WorkerTaskService_PollWorker
 		lastSend = time.Now()
 		return stream.Send(m)
 	}
+	tooLarge := func(t *engine.Task, size int) {
+		w.tooLarge(ctx, sess, hello.GetWorkerId(), t, size, maxTask, &pending)
+	}
 	for {
 		select {
 		case <-sess.Notify():
-			if err := sendTaken(sess, sess.Take(), send); err != nil {
+			if err := sendTaken(sess, sess.Take(), send, maxTask, tooLarge); err != nil {
 				return err
 			}
 		case a := <-acks:
@@ -298,18 +305,28 @@ func drainOut(d *Drain) *dexpb.Drain {
 	return out
 }
 
-// sendTaken sends the messages taken from sess in order. When a send
-// fails the stream is broken: the messages after the failed one never
-// went out, so they go back to the session (Untake), whose Close hands
-// them to the next free slot at once instead of leaving them to their
-// attempt timeout. The failed one may have reached the worker, so it is
-// not handed back (it times out, W3: never to two workers at once).
-func sendTaken(sess Session, msgs []Outgoing, send func(*dexpb.PollWorkerTaskResponse) error) error {
+// sendTaken sends the messages taken from sess in order. A task whose
+// encoded message is larger than maxTask (what the worker accepts, see
+// maxTaskBytes) is not sent: the worker would end the stream on it, and
+// every task sent after it would be lost with the stream. It goes to
+// tooLarge instead, which fails that attempt, and the others are sent.
+// When a send fails the stream is broken: the messages after the failed
+// one never went out, so they go back to the session (Untake), whose Close
+// hands them to the next free slot at once instead of leaving them to
+// their attempt timeout. The failed one may have reached the worker, so it
+// is not handed back (it times out, W3: never to two workers at once).
+func sendTaken(sess Session, msgs []Outgoing, send func(*dexpb.PollWorkerTaskResponse) error,
+	maxTask int, tooLarge func(t *engine.Task, size int)) error {
 	for i, m := range msgs {
 		var err error
 		switch {
 		case m.Task != nil:
-			err = send(&dexpb.PollWorkerTaskResponse{Message: &dexpb.PollWorkerTaskResponse_Task{Task: taskOut(m.Task)}})
+			msg := &dexpb.PollWorkerTaskResponse{Message: &dexpb.PollWorkerTaskResponse_Task{Task: taskOut(m.Task)}}
+			if size := proto.Size(msg); size > maxTask {
+				tooLarge(m.Task, size)
+				continue
+			}
+			err = send(msg)
 		case m.Drain != nil:
 			err = send(&dexpb.PollWorkerTaskResponse{Message: &dexpb.PollWorkerTaskResponse_Drain{Drain: drainOut(m.Drain)}})
 		}
@@ -321,4 +338,51 @@ func sendTaken(sess Session, msgs []Outgoing, send func(*dexpb.PollWorkerTaskRes
 		}
 	}
 	return nil
+}
+
+// defaultWorkerReceiveBytes is gRPC's default receive limit, which a worker
+// that does not state Hello.max_task_bytes (an older SDK) keeps.
+const defaultWorkerReceiveBytes = 4 << 20
+
+// ErrTaskTooLarge is the failure type of an attempt whose task is larger
+// than the worker it was handed to accepts (Welcome.max_task_bytes).
+const ErrTaskTooLarge = "TaskTooLarge"
+
+// maxTaskBytes is the largest task message the server sends to the worker
+// that said hello: what the worker accepts (gRPC's default when it does not
+// say), and never more than the server's own message limit, which is what
+// a worker must accept to receive every task (README: Limits).
+func (s *Server) maxTaskBytes(hello *dexpb.Hello) int {
+	accepts := defaultWorkerReceiveBytes
+	if n := hello.GetMaxTaskBytes(); n > 0 {
+		accepts = int(min(n, math.MaxInt32))
+	}
+	return min(accepts, s.MaxMessageBytes())
+}
+
+// tooLarge fails the attempt of a task the worker would not accept, through
+// the same path as a failure the worker reports: the step's retry policy
+// applies, the slot is freed, and the stream goes on. An RPC's caller gets
+// the error (E22). The commit runs in its own goroutine, like a worker's
+// result, so the other tasks are sent meanwhile.
+func (w *workerService) tooLarge(ctx context.Context, sess Session, workerID string, t *engine.Task, size, limit int,
+	pending *sync.WaitGroup) {
+	tok := t.Token
+	f := engine.Failure{Type: ErrTaskTooLarge, Message: fmt.Sprintf(
+		"the task is %d bytes encoded, more than the %d bytes worker %q accepts (Welcome.max_task_bytes: "+
+			"the smaller of the worker's receive limit and the server's message limit); it was not sent",
+		size, limit, workerID)}
+	w.s.log.Warn("task not sent: too large for the worker", "flowId", t.FlowID, "stepExecId", t.StepExecID,
+		"method", string(tok.Method), "attempt", tok.Attempt, "bytes", size, "limit", limit, "workerId", workerID)
+	if tok.Method == engine.MethodRPC {
+		sess.RPCFailed(tok, f)
+		return
+	}
+	pending.Add(1)
+	go func() {
+		defer pending.Done()
+		if _, err := sess.Result(ctx, tok, engine.TaskFailed{Token: tok, Failure: f}); err != nil {
+			w.s.log.Warn("oversized task's attempt not failed; it times out", "flowId", t.FlowID, "err", err)
+		}
+	}()
 }
