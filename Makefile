@@ -36,8 +36,9 @@ test-integration: ## Run only the store conformance and integration tests agains
 	scripts/testenv.sh run -- $(GO) test -count=1 ./internal/blob/... ./internal/testenv/...
 
 .PHONY: fuzz
-fuzz: ## Fuzz the batch decoder for FUZZTIME (default 60s).
-	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime $${FUZZTIME:-60s} ./internal/wal
+fuzz: ## Fuzz the batch and envelope decoders for FUZZTIME each (default 60s).
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $${FUZZTIME:-60s} ./internal/wal
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeEnvelope$$' -fuzztime $${FUZZTIME:-60s} ./internal/node
 
 .PHONY: bench
 bench: ## Run the log append benchmarks on every backend (MinIO and PostgreSQL started here).

@@ -180,6 +180,11 @@ type Limits struct {
 	// write (a write that replaces an attribute counts its new size only).
 	// At least MaxPayloadBytes.
 	MaxFlowAttributeBytes int `yaml:"maxFlowAttributeBytes"`
+	// StateCacheBytes bounds the memory of the active process's cache of
+	// decoded flow states (estimated from their values and history); a
+	// state above a quarter of it is not cached but read from the local
+	// store when used.
+	StateCacheBytes int `yaml:"stateCacheBytes"`
 	// WaitForFlowMax caps a WaitForFlow long poll (E25).
 	WaitForFlowMax time.Duration `yaml:"waitForFlowMax"`
 }
@@ -210,6 +215,8 @@ const (
 	// (maxRequestBytes plus overhead), and each dispatch of a flow copies
 	// at most 4 MiB of attributes.
 	DefaultMaxFlowAttributeBytes = 4 << 20
+	// DefaultStateCacheBytes is limits.stateCacheBytes.
+	DefaultStateCacheBytes = 128 << 20
 )
 
 // Defaults that depend on the mode.
@@ -239,7 +246,8 @@ func Defaults() Config {
 		API:       API{Listen: "127.0.0.1:8801"},
 		Storage:   Storage{Backend: BackendFS},
 		Limits: Limits{MaxPayloadBytes: 4 << 20, WaitForFlowMax: 60 * time.Second,
-			MaxRequestBytes: DefaultMaxRequestBytes, MaxFlowAttributeBytes: DefaultMaxFlowAttributeBytes},
+			MaxRequestBytes: DefaultMaxRequestBytes, MaxFlowAttributeBytes: DefaultMaxFlowAttributeBytes,
+			StateCacheBytes: DefaultStateCacheBytes},
 		Snapshots: Snapshots{EveryBatches: 10000, Keep: 2},
 	}
 }

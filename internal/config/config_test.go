@@ -69,6 +69,7 @@ func TestDefaults_AllInOnePlaceAndPrinted(t *testing.T) {
 		"limits.waitForFlowMax":         d.Limits.WaitForFlowMax == 60*time.Second,
 		"limits.maxRequestBytes":        d.Limits.MaxRequestBytes == 8<<20,
 		"limits.maxFlowAttributeBytes":  d.Limits.MaxFlowAttributeBytes == 4<<20,
+		"limits.stateCacheBytes":        d.Limits.StateCacheBytes == 128<<20,
 		"lease.failIfHeld":              !d.Lease.FailIfHeld,
 		"snapshots.everyBatches":        d.Snapshots.EveryBatches == 10000,
 		"snapshots.keep":                d.Snapshots.Keep == 2,
@@ -85,7 +86,7 @@ func TestDefaults_AllInOnePlaceAndPrinted(t *testing.T) {
 	}
 	for _, key := range []string{"nodeId:", "duration: 10s", "failIfHeld: false", "heldLeasePollInterval: 250ms",
 		"laggingTakeoverDelay: 1.5s", "durabilityMode: strict", "attemptDrainTimeout: 30s", "listen: 127.0.0.1:8801",
-		"backend: fs", "credentialFile:", "maxPayloadBytes: 4194304", "maxRequestBytes: 8388608", "maxFlowAttributeBytes: 4194304", "waitForFlowMax: 1m0s", "dsn:", "bucket:"} {
+		"backend: fs", "credentialFile:", "maxPayloadBytes: 4194304", "maxRequestBytes: 8388608", "maxFlowAttributeBytes: 4194304", "stateCacheBytes: 134217728", "waitForFlowMax: 1m0s", "dsn:", "bucket:"} {
 		if !strings.Contains(string(out), key) {
 			t.Errorf("defaults output lacks %q:\n%s", key, out)
 		}
@@ -190,6 +191,7 @@ func TestValidate_NamesTheOffendingKeys(t *testing.T) {
 		{config.ModeDev, "limits:\n  maxRequestBytes: 1048576\n", []string{"limits.maxRequestBytes: must be at least limits.maxPayloadBytes (4194304)"}},
 		{config.ModeDev, "limits:\n  maxFlowAttributeBytes: 1048575\n", []string{"limits.maxFlowAttributeBytes: must be at least limits.maxPayloadBytes"}},
 		{config.ModeDev, "limits:\n  maxRequestBytes: 536870912\n", []string{"limits.maxRequestBytes: at most"}},
+		{config.ModeDev, "limits:\n  stateCacheBytes: 1000\n", []string{"limits.stateCacheBytes: must be at least"}},
 		{config.ModeServe, "snapshots:\n  everyBatches: -1\n  keep: 0\n", []string{"snapshots.everyBatches", "snapshots.keep"}},
 		{config.ModeDev, "limits:\n  waitForFlowMax: 0s\n", []string{"limits.waitForFlowMax"}},
 		{config.ModeDev, "lifecycle:\n  attemptDrainTimeout: -1s\n", []string{"lifecycle.attemptDrainTimeout"}},

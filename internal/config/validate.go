@@ -136,6 +136,9 @@ func (c *Config) Validate(mode Mode) error {
 	} else if c.Limits.MaxFlowAttributeBytes < c.Limits.MaxPayloadBytes {
 		bad("limits.maxFlowAttributeBytes: must be at least limits.maxPayloadBytes (%d), got %d", c.Limits.MaxPayloadBytes, c.Limits.MaxFlowAttributeBytes)
 	}
+	if c.Limits.StateCacheBytes < 1<<20 {
+		bad("limits.stateCacheBytes: must be at least %d (1 MiB), got %d", 1<<20, c.Limits.StateCacheBytes)
+	}
 	positive("limits.waitForFlowMax", c.Limits.WaitForFlowMax)
 	if c.Snapshots.EveryBatches < 0 {
 		bad("snapshots.everyBatches: must be 0 (no snapshots) or positive, got %d", c.Snapshots.EveryBatches)

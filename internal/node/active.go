@@ -345,6 +345,7 @@ func (p *leasePeriod) run(ctx context.Context) (sd *steppedDown, err error) {
 			return nil, err
 		}
 	}
+	limitStateCache(store, p.cfg.Limits.StateCacheBytes) // before the replay fills it
 	var from uint64
 	if seq, ok := store.Applied(); ok {
 		from = seq + 1
@@ -357,6 +358,7 @@ func (p *leasePeriod) run(ctx context.Context) (sd *steppedDown, err error) {
 		if store, err = p.boot.bootstrap(rctx, store, true); err != nil {
 			return nil, err
 		}
+		limitStateCache(store, p.cfg.Limits.StateCacheBytes)
 		seq, _ := store.Applied()
 		from = seq + 1
 		next, err = wal.Fence(rctx, p.blobs, p.layout, p.holder.Epoch(), from, replayWhile(rctx, store))
