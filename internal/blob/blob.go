@@ -117,6 +117,18 @@ func Permanent(op, key string, cause error) error {
 	return &Error{Op: op, Key: key, Kind: ErrPermanent, Err: cause}
 }
 
+// Wrap returns an error matching kind (one of the sentinels; any other
+// value counts as ErrTransient) that wraps cause: how a backend reports the
+// class it found for one of its errors.
+func Wrap(op, key string, kind, cause error) error {
+	switch kind {
+	case ErrNotFound, ErrPrecondition, ErrPermanent:
+		return &Error{Op: op, Key: key, Kind: kind, Err: cause}
+	default:
+		return Transient(op, key, cause)
+	}
+}
+
 // Classify returns the sentinel an error matches: ErrNotFound,
 // ErrPrecondition, ErrPermanent or ErrTransient. Context cancellation and
 // deadline errors, and errors of unknown origin, are transient: the request

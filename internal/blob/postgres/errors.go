@@ -41,16 +41,7 @@ var transientStates = map[string]bool{
 //   - everything else (context ends, refused or broken connections,
 //     timeouts): transient.
 func classify(op, key string, err error) error {
-	switch kindOf(op, err) {
-	case blob.ErrNotFound:
-		return &blob.Error{Op: op, Key: key, Kind: blob.ErrNotFound, Err: err}
-	case blob.ErrPrecondition:
-		return &blob.Error{Op: op, Key: key, Kind: blob.ErrPrecondition, Err: err}
-	case blob.ErrPermanent:
-		return blob.Permanent(op, key, err)
-	default:
-		return blob.Transient(op, key, err)
-	}
+	return blob.Wrap(op, key, kindOf(op, err), err)
 }
 
 func kindOf(op string, err error) error {

@@ -55,16 +55,7 @@ var (
 //   - any other 4xx: permanent;
 //   - anything else: transient.
 func classify(op, key string, err error) error {
-	switch kindOf(op, err) {
-	case blob.ErrNotFound:
-		return &blob.Error{Op: op, Key: key, Kind: blob.ErrNotFound, Err: err}
-	case blob.ErrPrecondition:
-		return &blob.Error{Op: op, Key: key, Kind: blob.ErrPrecondition, Err: err}
-	case blob.ErrPermanent:
-		return blob.Permanent(op, key, err)
-	default:
-		return blob.Transient(op, key, err)
-	}
+	return blob.Wrap(op, key, kindOf(op, err), err)
 }
 
 // kindOf returns the blob sentinel err belongs to when it happened during op.
