@@ -71,8 +71,8 @@ type WorkerOptions struct {
 	// Hello.max_task_bytes. The server never sends a larger task; it fails
 	// that attempt with error type "TaskTooLarge" instead, and the stream
 	// and the other tasks go on. Default (0): whatever the server may send,
-	// which is at most the server's message limit (16 x
-	// limits.maxPayloadBytes + 1 MiB, stated in Welcome.max_message_bytes),
+	// which is at most the server's message limit (stated in
+	// Welcome.max_message_bytes; 9 MiB with the server's default limits),
 	// so that every legal task arrives. Set it only to bound the worker's
 	// memory.
 	MaxTaskBytes int

@@ -68,7 +68,7 @@ func TestSendTaken_TaskTooLargeIsNotSentAndOthersAre(t *testing.T) {
 func TestMaxTaskBytes_FromHello(t *testing.T) {
 	t.Parallel()
 	s := New(Options{MaxPayloadBytes: 4 << 20})
-	msg := s.MaxMessageBytes() // 65 MiB
+	msg := s.MaxMessageBytes() // 9 MiB with the default limits
 	tests := []struct {
 		name  string
 		hello *dexpb.Hello
@@ -77,7 +77,7 @@ func TestMaxTaskBytes_FromHello(t *testing.T) {
 		{"older SDK", &dexpb.Hello{}, 4 << 20},
 		{"smaller limit", &dexpb.Hello{MaxTaskBytes: 1 << 20}, 1 << 20},
 		{"unlimited worker", &dexpb.Hello{MaxTaskBytes: math.MaxUint32}, msg},
-		{"just above the server's", &dexpb.Hello{MaxTaskBytes: uint32(msg + 1)}, msg}, //nolint:gosec // 65 MiB
+		{"just above the server's", &dexpb.Hello{MaxTaskBytes: uint32(msg + 1)}, msg}, //nolint:gosec // far below MaxUint32
 	}
 	for _, tt := range tests {
 		if got := s.maxTaskBytes(tt.hello); got != tt.want {
