@@ -38,12 +38,18 @@ import (
 //     out on a stream that then broke may be running: it times out (W3).
 //   - RPC tasks wait in the same queues and take a slot the same way; they
 //     are not logged (E22).
+//   - Closing a run drops its queued step tasks in O(k) for its k tasks
+//     (byRun), whatever else waits: they are marked dead and left in their
+//     queue, which pump or, once they are half of it, compact removes.
+//     pump does not copy a queue it cannot serve from (no free slot).
 type dispatcher struct {
 	c *Core
 
 	mu       sync.Mutex
 	queues   map[string][]*pendingTask // by flow type, FIFO
 	queued   map[taskKey]*pendingTask
+	byRun    map[runKey][]*pendingTask // the queued step tasks of each run
+	dead     map[string]int            // dead tasks still in queues[flowType]
 	sessions map[string]*session
 	running  map[taskKey]*session // reserved or handed out
 	draining bool
@@ -103,6 +109,7 @@ const (
 func newDispatcher(c *Core) *dispatcher {
 	return &dispatcher{
 		c: c, queues: map[string][]*pendingTask{}, queued: map[taskKey]*pendingTask{},
+		byRun: map[runKey][]*pendingTask{}, dead: map[string]int{},
 		sessions: map[string]*session{}, running: map[taskKey]*session{},
 		idle: make(chan struct{}), wake: make(chan struct{}, 1),
 	}
@@ -145,7 +152,7 @@ func (d *dispatcher) enqueue(r engine.TaskRef) {
 	d.mu.Lock()
 	if _, ok := d.queued[k]; !ok && d.running[k] == nil {
 		p := &pendingTask{key: k, flowType: r.FlowType, ref: r}
-		d.queued[k] = p
+		d.queue(p)
 		d.queues[r.FlowType] = append(d.queues[r.FlowType], p)
 	}
 	d.mu.Unlock()
@@ -158,22 +165,78 @@ func (d *dispatcher) enqueueRPC(rc *rpcCall) {
 	k := tokKey(rc.task.Token)
 	d.mu.Lock()
 	p := &pendingTask{key: k, flowType: rc.task.FlowType, rpc: rc}
-	d.queued[k] = p
+	d.queue(p)
 	d.queues[p.flowType] = append([]*pendingTask{p}, d.queues[p.flowType]...)
 	d.mu.Unlock()
 	d.signal()
 }
 
-// dropRun forgets the queued tasks of a closed run.
-func (d *dispatcher) dropRun(flowID, runID string) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for k, p := range d.queued {
-		if k.flowID == flowID && k.runID == runID && p.rpc == nil {
-			p.dead = true
-			delete(d.queued, k)
+// queue registers p as queued (d.mu held); the caller puts it in its
+// flow type's queue.
+func (d *dispatcher) queue(p *pendingTask) {
+	d.unqueue(p.key) // an RPC call queued again replaces its entry
+	d.queued[p.key] = p
+	if p.rpc == nil {
+		rk := runKey{p.key.flowID, p.key.runID}
+		d.byRun[rk] = append(d.byRun[rk], p)
+	}
+}
+
+// unqueue forgets the queued task k (d.mu held); its queue entry, if any,
+// is the caller's.
+func (d *dispatcher) unqueue(k taskKey) {
+	p, ok := d.queued[k]
+	if !ok {
+		return
+	}
+	delete(d.queued, k)
+	if p.rpc != nil {
+		return
+	}
+	rk := runKey{k.flowID, k.runID}
+	ps := d.byRun[rk]
+	for i, o := range ps {
+		if o == p {
+			ps = slices.Delete(ps, i, i+1)
+			break
 		}
 	}
+	if len(ps) == 0 {
+		delete(d.byRun, rk)
+	} else {
+		d.byRun[rk] = ps
+	}
+}
+
+// dropRun forgets the queued step tasks of a closed run: O(k) for its k
+// tasks, amortised (see compact).
+func (d *dispatcher) dropRun(flowID, runID string) {
+	rk := runKey{flowID, runID}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	ps := d.byRun[rk]
+	delete(d.byRun, rk)
+	for _, p := range ps {
+		delete(d.queued, p.key)
+		p.dead = true
+		d.dead[p.flowType]++
+		if d.dead[p.flowType] > len(d.queues[p.flowType])/2 {
+			d.compact(p.flowType)
+		}
+	}
+}
+
+// compact removes the dead tasks from a flow type's queue (d.mu held). It
+// runs once they are half of it, so each dead task costs O(1) amortised,
+// also in a queue no worker serves, which pump leaves alone.
+func (d *dispatcher) compact(flowType string) {
+	q := slices.DeleteFunc(d.queues[flowType], func(p *pendingTask) bool { return p.dead })
+	if len(q) == 0 {
+		delete(d.queues, flowType)
+	} else {
+		d.queues[flowType] = q
+	}
+	delete(d.dead, flowType)
 }
 
 // pump hands out what it can and returns when to look again (zero: only
@@ -188,14 +251,16 @@ func (d *dispatcher) pump() time.Time {
 	d.expire(now)
 	var next time.Time
 	for ft, q := range d.queues {
-		var keep []*pendingTask
+		var keep []*pendingTask // the tasks of q[:i] that stay, in order
+		rest := len(q)          // q[rest:] stays as it is
 		for i, p := range q {
 			switch {
 			case p.dead:
+				d.dead[ft]--
 				continue
 			case p.rpc != nil && p.rpc.canceled.Load(),
 				p.started != nil && !p.until.IsZero() && now.After(p.until):
-				delete(d.queued, p.key)
+				d.unqueue(p.key)
 				continue
 			case p.rpc == nil && p.started == nil && p.ref.NotBefore.After(now):
 				if next.IsZero() || p.ref.NotBefore.Before(next) {
@@ -206,18 +271,26 @@ func (d *dispatcher) pump() time.Time {
 			}
 			s := d.pick(ft)
 			if s == nil {
-				keep = append(keep, q[i:]...)
+				rest = i
 				break
 			}
-			delete(d.queued, p.key)
+			d.unqueue(p.key)
 			d.running[p.key] = s
 			s.inflight[p.key] = now.Add(startDeadline)
 			d.start(p, s, now)
 		}
-		if len(keep) == 0 {
+		// The queue is now keep + q[rest:]. Without copying q[rest:]: the
+		// tasks kept go just in front of it (q[:rest] is looked at already),
+		// so a pump that cannot hand out the head of a long queue costs
+		// O(1) for it, not O(len).
+		from := rest - len(keep)
+		copy(q[from:rest], keep)
+		clear(q[:from])
+		if q = q[from:]; len(q) == 0 {
 			delete(d.queues, ft)
+			delete(d.dead, ft)
 		} else {
-			d.queues[ft] = keep
+			d.queues[ft] = q
 		}
 	}
 	return next
@@ -401,7 +474,7 @@ func (d *dispatcher) requeueLocked(k taskKey, task engine.Task, until time.Time)
 		return
 	}
 	p := &pendingTask{key: k, flowType: task.FlowType, started: &task, until: until}
-	d.queued[k] = p
+	d.queue(p)
 	d.queues[p.flowType] = append([]*pendingTask{p}, d.queues[p.flowType]...)
 	d.signal()
 }

@@ -14,20 +14,22 @@ import (
 // effects and recovery arm them; when one is due the queue calls fire,
 // which submits TimerFired. Timers that are already due when armed fire at
 // once (E20, T5). Arming a timer again replaces its fire time.
+//
+// Timers are indexed by run, so that closing a run (dropRun, on the
+// acknowledgement path) costs O(k log n) for the run's k timers among n
+// armed ones, not a scan of all n.
 type timerQueue struct {
 	clock Clock
 	fire  func(engine.ArmTimer)
 
 	mu    sync.Mutex
 	h     timerHeap
-	byKey map[timerKey]*timerEntry
+	byRun map[runKey][]*timerEntry // a run has a few timers: a slice is enough
 	wake  chan struct{}
 }
 
-type timerKey struct {
-	flowID, runID string
-	timer         engine.Timer
-}
+// runKey names one run of a flow.
+type runKey struct{ flowID, runID string }
 
 type timerEntry struct {
 	arm   engine.ArmTimer
@@ -57,7 +59,7 @@ func (h *timerHeap) Pop() any {
 }
 
 func newTimerQueue(clock Clock, fire func(engine.ArmTimer)) *timerQueue {
-	return &timerQueue{clock: clock, fire: fire, byKey: map[timerKey]*timerEntry{}, wake: make(chan struct{}, 1)}
+	return &timerQueue{clock: clock, fire: fire, byRun: map[runKey][]*timerEntry{}, wake: make(chan struct{}, 1)}
 }
 
 func (q *timerQueue) signal() {
@@ -69,30 +71,58 @@ func (q *timerQueue) signal() {
 
 // arm adds or re-arms a timer.
 func (q *timerQueue) arm(a engine.ArmTimer) {
-	k := timerKey{a.FlowID, a.RunID, a.Timer}
+	k := runKey{a.FlowID, a.RunID}
 	q.mu.Lock()
-	if e, ok := q.byKey[k]; ok {
+	if e := q.find(k, a.Timer); e != nil {
 		e.arm = a
 		heap.Fix(&q.h, e.index)
 	} else {
 		e := &timerEntry{arm: a}
-		q.byKey[k] = e
+		q.byRun[k] = append(q.byRun[k], e)
 		heap.Push(&q.h, e)
 	}
 	q.mu.Unlock()
 	q.signal()
 }
 
-// dropRun removes every timer of a closed run.
-func (q *timerQueue) dropRun(flowID, runID string) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	for k, e := range q.byKey {
-		if k.flowID == flowID && k.runID == runID {
-			heap.Remove(&q.h, e.index)
-			delete(q.byKey, k)
+// find returns the armed timer t of run k, nil if none (q.mu held).
+func (q *timerQueue) find(k runKey, t engine.Timer) *timerEntry {
+	for _, e := range q.byRun[k] {
+		if e.arm.Timer == t {
+			return e
 		}
 	}
+	return nil
+}
+
+// unindex removes e from its run's index (q.mu held).
+func (q *timerQueue) unindex(e *timerEntry) {
+	k := runKey{e.arm.FlowID, e.arm.RunID}
+	es := q.byRun[k]
+	for i, o := range es {
+		if o == e {
+			es[i] = es[len(es)-1]
+			es[len(es)-1] = nil
+			es = es[:len(es)-1]
+			break
+		}
+	}
+	if len(es) == 0 {
+		delete(q.byRun, k)
+	} else {
+		q.byRun[k] = es
+	}
+}
+
+// dropRun removes every timer of a closed run: O(k log n) for its k timers.
+func (q *timerQueue) dropRun(flowID, runID string) {
+	k := runKey{flowID, runID}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, e := range q.byRun[k] {
+		heap.Remove(&q.h, e.index)
+	}
+	delete(q.byRun, k)
 }
 
 // len returns the number of armed timers.
@@ -110,7 +140,7 @@ func (q *timerQueue) run(ctx context.Context) {
 		var due []engine.ArmTimer
 		for q.h.Len() > 0 && !q.h[0].arm.At.After(now) {
 			e := heap.Pop(&q.h).(*timerEntry)
-			delete(q.byKey, timerKey{e.arm.FlowID, e.arm.RunID, e.arm.Timer})
+			q.unindex(e)
 			due = append(due, e.arm)
 		}
 		var wait time.Duration = -1

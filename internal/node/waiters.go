@@ -2,51 +2,109 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"sync"
 
 	"github.com/dexzd/dexzd/internal/engine"
 )
 
+// MaxFlowWaiters bounds the WaitForFlow calls that wait at once in one
+// process (E25). A call beyond it that would have to wait is answered
+// RESOURCE_EXHAUSTED at once; one on a closed or unknown flow is answered
+// as always, since it does not wait. Every waiting call holds a goroutine,
+// a stream and, with its flow, an entry here: the bound keeps that memory
+// fixed however many clients poll.
+const MaxFlowWaiters = 10_000
+
 // WaitForFlow implements server.Backend (E25).
 func (c *Core) WaitForFlow(ctx context.Context, flowID, runID string) (*engine.FlowState, error) {
+	counted := false
+	defer func() {
+		if counted {
+			c.waiters.leave()
+		}
+	}()
 	for {
-		ch := c.waiters.ch(flowID)
+		// Registered before the read, so that a close between the read
+		// and the wait is not missed; released on every way out, so that
+		// a call on a closed or unknown flow leaves no entry behind.
+		ch := c.waiters.acquire(flowID)
 		st, err := c.Flow(ctx, flowID, runID)
+		if err == nil && st.Running() && !counted {
+			if counted = c.waiters.enter(); !counted {
+				err = &engine.Error{Code: engine.CodeResourceExhausted, Message: fmt.Sprintf(
+					"%d WaitForFlow calls are waiting, the most this server serves at once; poll again later", c.waiters.limit())}
+			}
+		}
 		if err != nil {
+			c.waiters.release(flowID, ch)
 			return nil, err
 		}
 		runID = st.RunID // wait for the latest run as of the call
 		if !st.Running() {
+			c.waiters.release(flowID, ch)
 			return st, nil
 		}
 		select {
 		case <-ch:
+			c.waiters.release(flowID, ch)
 		case <-ctx.Done():
+			c.waiters.release(flowID, ch)
 			return nil, ctx.Err()
 		case <-c.stopping:
+			c.waiters.release(flowID, ch)
 			return nil, ErrNotServing
 		}
 	}
 }
 
-// waiters wakes WaitForFlow calls when a run closes.
+// waiters wakes WaitForFlow calls when a run closes. A flow has a channel
+// while a call holds it (refs counts the holders of each channel); the
+// last holder to leave removes it, and a close removes it at once (the
+// holders see it closed and leave later).
 type waiters struct {
-	mu sync.Mutex
-	m  map[string]chan struct{}
+	mu      sync.Mutex
+	m       map[string]chan struct{} // by flow: closed at its next close
+	refs    map[chan struct{}]int    // calls holding each channel
+	waiting int                      // calls counted by enter
+	max     int                      // 0: MaxFlowWaiters
 }
 
-// ch returns the channel closed at the flow's next close.
-func (w *waiters) ch(flowID string) <-chan struct{} {
+// acquire returns the channel closed at flowID's next close, held until
+// release.
+func (w *waiters) acquire(flowID string) chan struct{} {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.m == nil {
+		w.m = map[string]chan struct{}{}
+	}
+	if w.refs == nil {
+		w.refs = map[chan struct{}]int{}
+	}
 	ch, ok := w.m[flowID]
 	if !ok {
 		ch = make(chan struct{})
 		w.m[flowID] = ch
 	}
+	w.refs[ch]++
 	return ch
 }
 
+// release gives back a channel acquire returned; the last holder removes
+// flowID's entry unless a close removed it already.
+func (w *waiters) release(flowID string, ch chan struct{}) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.refs[ch]--; w.refs[ch] > 0 {
+		return
+	}
+	delete(w.refs, ch)
+	if w.m[flowID] == ch {
+		delete(w.m, flowID)
+	}
+}
+
+// wake closes flowID's channel and removes its entry.
 func (w *waiters) wake(flowID string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -54,4 +112,37 @@ func (w *waiters) wake(flowID string) {
 		close(ch)
 		delete(w.m, flowID)
 	}
+}
+
+// enter counts a call that is about to wait; false when the limit is
+// reached (nothing counted then).
+func (w *waiters) enter() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.waiting >= w.limit() {
+		return false
+	}
+	w.waiting++
+	return true
+}
+
+// leave uncounts a call enter counted.
+func (w *waiters) leave() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.waiting--
+}
+
+func (w *waiters) limit() int {
+	if w.max > 0 {
+		return w.max
+	}
+	return MaxFlowWaiters
+}
+
+// len returns the number of flow entries and of channels still held.
+func (w *waiters) len() (flows, held int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.m), len(w.refs)
 }
