@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -38,9 +39,19 @@ type Config struct {
 	// Zero means DefaultPollInterval.
 	PollInterval time.Duration
 	// BeforeWrite, if set, runs before every acquisition write of Acquire
-	// and TryAcquire (a standby's takeover delay). An error from it is
-	// returned as is.
+	// and TryAcquire: a hot standby waits its takeover delay there (0-50 ms
+	// of jitter, or standby.laggingTakeoverDelay when it lags). An error
+	// from it is returned as is.
 	BeforeWrite func(ctx context.Context) error
+	// RetryStart and RetryMax bound Acquire's backoff after a failed read
+	// or acquisition write: RetryStart doubling up to RetryMax. Zero means
+	// 100 ms doubling to PollInterval, within 100 ms to 1 s.
+	RetryStart, RetryMax time.Duration
+	// RetryPermanent makes Acquire retry permanent store errors too, with
+	// the same backoff, instead of returning them: a hot standby keeps
+	// following the log and keeps trying (S9). A lease object that names
+	// another node is returned all the same.
+	RetryPermanent bool
 	// Logger receives the lease's log lines. Nil discards them.
 	Logger *slog.Logger
 }
@@ -68,7 +79,16 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("lease config: Duration %v is not a whole number of milliseconds", c.Duration)
 	case c.PollInterval < 0:
 		return c, fmt.Errorf("lease config: PollInterval %v is negative", c.PollInterval)
+	case c.RetryStart < 0 || c.RetryMax < 0:
+		return c, fmt.Errorf("lease config: RetryStart %v or RetryMax %v is negative", c.RetryStart, c.RetryMax)
 	}
+	if c.RetryStart == 0 {
+		c.RetryStart = backoffStart
+	}
+	if c.RetryMax == 0 {
+		c.RetryMax = min(backoffMax, max(c.PollInterval, backoffStart))
+	}
+	c.RetryMax = max(c.RetryMax, c.RetryStart)
 	if err := blob.CheckKey(c.Key); err != nil {
 		return c, fmt.Errorf("lease config: Key: %w", err)
 	}
@@ -105,48 +125,49 @@ func heldError(key string, r Record) *HeldError {
 // one, one held by this very process ID, or (with TakeOverHeld) any held
 // one is replaced with epoch + 1. A lease held by another process makes it
 // return a *HeldError (FailIfHeld) or wait: it re-reads the lease every
-// PollInterval and at the lease's expiry, whichever comes first. Losing the
+// PollInterval and at the lease's expiry, whichever comes first. An
+// available lease is written after Config.BeforeWrite. Losing the
 // conditional write to another process sends it back to waiting. Transient
-// store errors are retried after a backoff; a permanent one is returned. It
-// returns ctx's error when ctx ends first.
+// store errors are retried after a backoff (Config.RetryStart to
+// RetryMax); a permanent one is returned, unless Config.RetryPermanent. A
+// lease that names another node is always returned. It returns ctx's error
+// when ctx ends first.
+//
+// This is the one loop that waits for the lease: a cold standby and a
+// starting process call it with the defaults, a hot standby with its
+// takeover delay in BeforeWrite, its own backoff and RetryPermanent.
 func Acquire(ctx context.Context, cfg Config) (*Holder, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
 	log := cfg.Logger.With("key", cfg.Key, "processId", cfg.ProcessID)
-	limit := AttemptTimeout(cfg.Duration)
-	bo := backoff{limit: min(backoffMax, max(cfg.PollInterval, backoffStart))}
+	bo := backoff{start: cfg.RetryStart, limit: cfg.RetryMax}
 	var waitingFor Record
 	retry := func(err error) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if blob.Classify(err) == blob.ErrPermanent {
+		if blob.Classify(err) == blob.ErrPermanent && !cfg.RetryPermanent {
 			return fmt.Errorf("acquire lease: %w", err)
 		}
-		log.Warn("lease acquisition failed; retrying", "err", err)
-		if !sleep(ctx, nil, bo.next()) {
+		d := bo.next()
+		log.Warn("lease acquisition failed; retrying", "err", err, "backoff", d)
+		if !sleep(ctx, nil, d) {
 			return ctx.Err()
 		}
 		return nil
 	}
 	for {
-		rctx, cancel := context.WithTimeout(ctx, limit)
-		rec, v, err := Read(rctx, cfg.Store, cfg.Key)
-		cancel()
-		if errors.Is(err, blob.ErrNotFound) {
-			rec, v, err = Record{}, "", nil
+		rec, v, err := current(ctx, cfg)
+		if errors.Is(err, errOtherNode) {
+			return nil, err
 		}
 		if err != nil {
 			if err := retry(err); err != nil {
 				return nil, err
 			}
 			continue
-		}
-		if v != "" && rec.NodeID != cfg.NodeID {
-			return nil, blob.Permanent(blob.OpGet, cfg.Key,
-				fmt.Errorf("lease object names node %q, this process runs node %q", rec.NodeID, cfg.NodeID))
 		}
 		now := time.Now()
 		if v != "" && !rec.AvailableAt(now) && rec.Holder != cfg.ProcessID && !cfg.TakeOverHeld {
@@ -186,6 +207,36 @@ func Acquire(ctx context.Context, cfg Config) (*Holder, error) {
 			}
 		}
 	}
+}
+
+// errOtherNode matches the error of a lease object that names another node.
+var errOtherNode = errors.New("lease object names another node")
+
+// Current reads cfg's lease within AttemptTimeout: the zero Record and ""
+// when it is absent. A lease object that names another node than
+// cfg.NodeID is an error matching blob.ErrPermanent.
+func Current(ctx context.Context, cfg Config) (Record, blob.Version, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return Record{}, "", err
+	}
+	return current(ctx, cfg)
+}
+
+func current(ctx context.Context, cfg Config) (Record, blob.Version, error) {
+	rctx, cancel := context.WithTimeout(ctx, AttemptTimeout(cfg.Duration))
+	defer cancel()
+	rec, v, err := Read(rctx, cfg.Store, cfg.Key)
+	switch {
+	case errors.Is(err, blob.ErrNotFound):
+		return Record{}, "", nil
+	case err != nil:
+		return Record{}, "", err
+	case rec.NodeID != cfg.NodeID:
+		return Record{}, "", blob.Permanent(blob.OpGet, cfg.Key, fmt.Errorf("%w: it names node %q, this process runs node %q",
+			errOtherNode, rec.NodeID, cfg.NodeID))
+	}
+	return rec, v, nil
 }
 
 // TryAcquire makes one acquisition write for a lease the caller has read
@@ -247,15 +298,16 @@ func tryAcquire(ctx context.Context, cfg Config, observed Record, v blob.Version
 	return h, nil
 }
 
-// backoff is the deterministic retry backoff: backoffStart doubling to limit.
+// backoff is the deterministic retry backoff: start (zero: backoffStart)
+// doubling to limit.
 type backoff struct {
-	cur, limit time.Duration
+	start, cur, limit time.Duration
 }
 
 // peek returns the backoff next would return.
 func (b *backoff) peek() time.Duration {
 	if b.cur == 0 {
-		return min(backoffStart, b.limit)
+		return min(cmp.Or(b.start, backoffStart), b.limit)
 	}
 	return b.cur
 }
@@ -267,6 +319,10 @@ func (b *backoff) next() time.Duration {
 }
 
 func (b *backoff) reset() { b.cur = 0 }
+
+// Sleep waits for d, or until ctx ends (it then returns false): the one
+// cancellable wait of the lease's users.
+func Sleep(ctx context.Context, d time.Duration) bool { return sleep(ctx, nil, d) }
 
 // sleep waits for d, or until ctx ends or stop is closed (it then returns
 // false). stop may be nil.

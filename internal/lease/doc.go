@@ -63,10 +63,14 @@
 // renewedAt + duration + 1 s, at most duration + 1 s after the last renewal.
 // After a graceful release it acquires at its next poll. An acquirer whose
 // conditional write loses learns that another process acquired and goes
-// back to waiting. Hot standbys that already follow the lease use the
-// pieces: Read, Record.AvailableAt and TryAcquire (one conditional write,
-// after Config.BeforeWrite, which is where their 0-50 ms jitter or lagging
-// delay goes).
+// back to waiting. Acquire is the one loop that waits for the lease, with
+// the waiter's policy in its Config: a starting process and a cold standby
+// use the defaults; a hot standby waits its 0-50 ms jitter (or its lagging
+// delay) in Config.BeforeWrite, backs off 1 s to 30 s (RetryStart,
+// RetryMax) and retries even permanent store errors (RetryPermanent) while
+// it follows the log. A process holding off after a step down makes its
+// own decisions each poll (another process took over, or the hold-off
+// ended) from Current, and takes the lease back with TryAcquire.
 //
 // # Validity, as the holder sees it
 //

@@ -151,7 +151,7 @@ func (h *hotStandby) follow(ctx context.Context) {
 		bo = min(hotBackoffMax, max(hotBackoffStart, 2*bo))
 		h.setBase(StandbyRestarting)
 		h.log.Warn("hot standby: following the log failed; restarting", "next", f.NextSeq(), "err", err, "backoff", bo)
-		if !sleepCtx(ctx, bo) {
+		if !lease.Sleep(ctx, bo) {
 			return
 		}
 		h.setBase(StandbyFollowing)
@@ -205,101 +205,38 @@ func (h *hotStandby) round(ctx context.Context, f *wal.Follower, apply func(wal.
 		default:
 			return err
 		}
-		if !sleepCtx(ctx, h.poll) {
+		if !lease.Sleep(ctx, h.poll) {
 			return ctx.Err()
 		}
 	}
 }
 
-// acquire waits for the lease while following, and takes it (S7, S8, S9).
-// It reads the lease every poll interval (and at its expiry, if sooner).
-// A released or expired lease (Record.AvailableAt: expiry plus 1 s, L13)
-// is taken after a random 0-50 ms when the standby is hot and after
-// lagging (standby.laggingTakeoverDelay) when it is not; the conditional
-// write of lease.TryAcquire decides a race. A write lost to another
-// process goes back to waiting; any other failure before the lease is held
-// is retried after a backoff from 1 s to 30 s while the follower goes on
-// (S9). A lease that names another node is a permanent error. It returns
-// ctx's error when ctx ends.
+// acquire waits for the lease while following, and takes it (S7, S8, S9),
+// with lease.Acquire: it reads the lease every poll interval (and at its
+// expiry, if sooner). A released or expired lease (Record.AvailableAt:
+// expiry plus 1 s, L13) is taken after a random 0-50 ms when the standby
+// is hot and after lagging (standby.laggingTakeoverDelay) when it is not
+// (Config.BeforeWrite); the conditional write decides a race. A write lost
+// to another process goes back to waiting; any other failure before the
+// lease is held, permanent ones included, is retried after a backoff from
+// 1 s to 30 s while the follower goes on (S9). A lease that names another
+// node is a permanent error. It returns ctx's error when ctx ends.
 func (h *hotStandby) acquire(ctx context.Context, cfg lease.Config, lagging time.Duration) (*lease.Holder, error) {
 	log := h.log.With("key", cfg.Key, "processId", cfg.ProcessID)
-	limit := lease.AttemptTimeout(cfg.Duration)
-	bo := time.Duration(0)
-	failed := func(what string, err error) bool {
-		bo = min(hotBackoffMax, max(hotBackoffStart, 2*bo))
-		log.Warn(what+"; retrying", "err", err, "backoff", bo)
-		return sleepCtx(ctx, bo)
-	}
-	var waitingFor lease.Record
-	for {
-		rctx, cancel := context.WithTimeout(ctx, limit)
-		rec, v, err := lease.Read(rctx, cfg.Store, cfg.Key)
-		cancel()
-		if errors.Is(err, blob.ErrNotFound) {
-			rec, v, err = lease.Record{}, "", nil
-		}
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			if !failed("reading the lease failed", err) {
-				return nil, ctx.Err()
-			}
-			continue
-		}
-		if v != "" && rec.NodeID != cfg.NodeID {
-			return nil, blob.Permanent(blob.OpGet, cfg.Key,
-				fmt.Errorf("lease object names node %q, this process runs node %q", rec.NodeID, cfg.NodeID))
-		}
-		now := time.Now()
-		if v != "" && !rec.AvailableAt(now) {
-			if rec.Holder != waitingFor.Holder || rec.Epoch != waitingFor.Epoch {
-				waitingFor = rec
-				log.Info("lease held by another process; waiting", "holder", rec.Holder,
-					"epoch", rec.Epoch, "expiresAt", rec.ExpiresAt())
-			}
-			if !sleepCtx(ctx, max(time.Millisecond, min(h.poll, rec.ExpiresAt().Sub(now)))) {
-				return nil, ctx.Err()
-			}
-			continue
-		}
+	cfg.FailIfHeld, cfg.TakeOverHeld = false, false
+	cfg.PollInterval = h.poll
+	cfg.RetryStart, cfg.RetryMax, cfg.RetryPermanent = hotBackoffStart, hotBackoffMax, true
+	cfg.BeforeWrite = func(ctx context.Context) error {
 		st, lag := h.State()
 		delay := lagging
 		if st == StandbyFollowing {
 			delay = rand.N(hotJitter + 1)
 		}
-		log.Info("lease available; taking over", "state", st, "lag", lag, "delay", delay,
-			"released", rec.Released, "previousEpoch", rec.Epoch)
-		if !sleepCtx(ctx, delay) {
-			return nil, ctx.Err()
+		log.Info("lease available; taking over", "state", st, "lag", lag, "delay", delay)
+		if !lease.Sleep(ctx, delay) {
+			return ctx.Err()
 		}
-		holder, err := lease.TryAcquire(ctx, cfg, rec, v)
-		switch {
-		case err == nil:
-			return holder, nil
-		case ctx.Err() != nil:
-			return nil, ctx.Err()
-		case errors.Is(err, blob.ErrPrecondition):
-			log.Info("lease acquisition lost to another process")
-		default:
-			if !failed("taking the lease failed", err) {
-				return nil, ctx.Err()
-			}
-		}
+		return nil
 	}
-}
-
-// sleepCtx waits d or until ctx ends (false).
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
+	return lease.Acquire(ctx, cfg)
 }

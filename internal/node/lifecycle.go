@@ -231,7 +231,6 @@ func (l *lifecycle) holdOff(ctx context.Context, sd *steppedDown) (*lease.Holder
 	closed := false
 	end := sd.releasedAt.Add(holdOff)
 	stuckEnd := sd.releasedAt.Add(l.stuckBound)
-	limit := lease.AttemptTimeout(l.leaseCfg.Duration)
 	for {
 		if !closed {
 			select {
@@ -250,12 +249,7 @@ func (l *lifecycle) holdOff(ctx context.Context, sd *steppedDown) (*lease.Holder
 			default:
 			}
 		}
-		rctx, cancel := context.WithTimeout(ctx, limit)
-		rec, v, err := lease.Read(rctx, l.leaseCfg.Store, l.leaseCfg.Key)
-		cancel()
-		if errors.Is(err, blob.ErrNotFound) {
-			rec, v, err = lease.Record{}, "", nil
-		}
+		rec, v, err := lease.Current(ctx, l.leaseCfg)
 		if ctx.Err() != nil {
 			out.Holder, out.UnknownDetail = server.HolderUnknown, "the process is shutting down"
 			sd.req.reply(out, nil)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/dexzd/dexzd/internal/blob"
+	"github.com/dexzd/dexzd/internal/lease"
 	"github.com/dexzd/dexzd/internal/wal"
 )
 
@@ -96,7 +97,7 @@ func (w storeWait) run(ctx context.Context) (blob.Store, error) {
 			"retryIn", bo)
 		w.waiting(fmt.Sprintf("waiting for the durable store (%s): attempt %d failed: %v; retry on the active process",
 			w.backend, attempt, err))
-		if !sleepCtx(ctx, bo) {
+		if !lease.Sleep(ctx, bo) {
 			return fail(ctx.Err())
 		}
 	}
