@@ -76,6 +76,19 @@
 // OnDurable (the node applies the batch to its local store), and only then
 // are the batch's submitters told (G3).
 //
+// Batch size. A batch must be accepted within one AttemptTimeout (2 s) on
+// the slowest supported store, or it is retried, and within LogWriteLimit
+// or the process exits; a successor would meet the same batch. So group
+// commit stops a batch at MaxBatchBytes (DefaultMaxBatchBytes, 8 MiB:
+// 4 MiB/s of upload writes it within the attempt timeout; README: Bounded
+// load has the measured write times). A single record above MaxBatchBytes,
+// up to MaxRecordBytes, is written in a batch of its own: the node sizes
+// MaxRecordBytes from the request limits, so such a record is one request
+// of the largest legal size. The queue of records waiting for a batch has
+// no bound of its own (every submitted record was decided and must be
+// written); QueuedBytes lets the node refuse new work while it is long, so
+// back-pressure reaches clients and never stops the writer.
+//
 // Outcomes of one batch write:
 //
 //   - success: the batch is durable; go on with the next sequence number.

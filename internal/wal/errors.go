@@ -26,8 +26,7 @@ var (
 	// context given to Start) before the record was written.
 	ErrStopped = errors.New("log writer stopped")
 
-	// ErrRecordTooLarge: a record does not fit in one batch
-	// (WriterConfig.MaxBatchBytes).
+	// ErrRecordTooLarge: a record is above WriterConfig.MaxRecordBytes.
 	ErrRecordTooLarge = errors.New("record too large for one batch")
 
 	// ErrNoBatch: the follower's next batch is not in the store yet.

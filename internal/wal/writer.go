@@ -15,7 +15,16 @@ import (
 
 // Writer defaults.
 const (
-	DefaultMaxBatchBytes   = 4 << 20 // encoded record bytes per batch
+	// DefaultMaxBatchBytes caps the encoded record bytes group commit
+	// gathers into one batch. A batch must be accepted within one
+	// AttemptTimeout (2 s) on the slowest supported store, and within
+	// LogWriteLimit (10 s) with its retries, or the process exits: 8 MiB in
+	// 2 s needs 4 MiB/s (32 Mbit/s) of upload to the store, a small part
+	// of what one S3 PUT from a cloud VM usually gets; on the local MinIO
+	// of scripts/testenv.sh an 8 MiB PutIfAbsent took 65-122 ms (README:
+	// Bounded load). Throughput does not need larger batches:
+	// DefaultMaxBatchRecords of typical records are far below it.
+	DefaultMaxBatchBytes   = 8 << 20
 	DefaultMaxBatchRecords = 10_000
 )
 
@@ -33,9 +42,15 @@ type WriterConfig struct {
 	// stops the writer (the batch's submitters get the error).
 	OnDurable func(Batch) error
 	// MaxBatchBytes caps the encoded size of a batch's records (4 bytes of
-	// length plus the payload each). A record that alone exceeds it is
-	// refused with ErrRecordTooLarge. Zero means DefaultMaxBatchBytes.
+	// length plus the payload each) that group commit gathers: a record
+	// that would take a batch past it starts the next batch. A record that
+	// alone exceeds it (up to MaxRecordBytes) is written in a batch of its
+	// own. Zero means DefaultMaxBatchBytes.
 	MaxBatchBytes int
+	// MaxRecordBytes caps one record's encoded size (prefix included); a
+	// larger record is refused with ErrRecordTooLarge. Zero means
+	// MaxBatchBytes; less than MaxBatchBytes is raised to it.
+	MaxRecordBytes int
 	// MaxBatchRecords caps the records per batch (at most
 	// MaxRecordsPerBatch). Zero means DefaultMaxBatchRecords.
 	MaxBatchRecords int
@@ -96,6 +111,10 @@ type Writer struct {
 	stopErr error    // what a submit gets once the writer is closed
 	err     error    // the fatal error, sticky
 
+	// queued is the encoded size of the records waiting for a batch (not
+	// yet taken for a write); the node refuses new work while it is large
+	// (QueuedBytes).
+	queued                                    atomic.Int64
 	nextSeq                                   atomic.Uint64
 	batches, records, bytes, retries, adopted atomic.Uint64
 }
@@ -133,7 +152,7 @@ func NewWriter(cfg WriterConfig) (*Writer, error) {
 		return nil, errors.New("wal writer: no layout")
 	case cfg.OnDurable == nil:
 		return nil, errors.New("wal writer: no OnDurable")
-	case cfg.MaxBatchBytes < 0, cfg.MaxBatchRecords < 0, cfg.AttemptTimeout < 0:
+	case cfg.MaxBatchBytes < 0, cfg.MaxRecordBytes < 0, cfg.MaxBatchRecords < 0, cfg.AttemptTimeout < 0:
 		return nil, errors.New("wal writer: negative limit")
 	case cfg.MaxBatchRecords > MaxRecordsPerBatch:
 		return nil, fmt.Errorf("wal writer: MaxBatchRecords %d is above %d", cfg.MaxBatchRecords, MaxRecordsPerBatch)
@@ -141,6 +160,7 @@ func NewWriter(cfg WriterConfig) (*Writer, error) {
 	if cfg.MaxBatchBytes == 0 {
 		cfg.MaxBatchBytes = DefaultMaxBatchBytes
 	}
+	cfg.MaxRecordBytes = max(cfg.MaxRecordBytes, cfg.MaxBatchBytes)
 	if cfg.MaxBatchRecords == 0 {
 		cfg.MaxBatchRecords = DefaultMaxBatchRecords
 	}
@@ -190,6 +210,7 @@ func (w *Writer) Stop() error {
 		w.stopErr = ErrStopped
 		q := w.queue
 		w.queue = nil
+		w.queued.Store(0)
 		close(w.done)
 		w.mu.Unlock()
 		for _, g := range q {
@@ -216,6 +237,13 @@ func (w *Writer) Err() error {
 	defer w.mu.Unlock()
 	return w.err
 }
+
+// QueuedBytes returns the encoded size of the records submitted and not
+// yet taken for a batch write. The writer's queue has no bound of its own:
+// every submitted record was decided and must be written. Its callers bound
+// it by refusing new work while it is above their limit (node: admission),
+// so that back-pressure reaches the clients, never a refusal here.
+func (w *Writer) QueuedBytes() int64 { return w.queued.Load() }
 
 // NextSeq returns the sequence number of the next batch to write.
 func (w *Writer) NextSeq() uint64 { return w.nextSeq.Load() }
@@ -278,8 +306,8 @@ func (w *Writer) Submit(ctx context.Context, record []byte) (uint64, error) {
 // outcome. Records are written in the order SubmitAsync was called.
 func (w *Writer) SubmitAsync(record []byte) Future {
 	size := recordPrefixSize + len(record)
-	if size > w.cfg.MaxBatchBytes {
-		return failed(fmt.Errorf("%w: %d bytes, the batch limit is %d", ErrRecordTooLarge, len(record), w.cfg.MaxBatchBytes))
+	if size > w.cfg.MaxRecordBytes {
+		return failed(fmt.Errorf("%w: %d bytes, the record limit is %d", ErrRecordTooLarge, len(record), w.cfg.MaxRecordBytes))
 	}
 	w.mu.Lock()
 	if w.state >= stateDraining {
@@ -300,6 +328,7 @@ func (w *Writer) SubmitAsync(record []byte) Future {
 	}
 	g.records = append(g.records, record)
 	g.size += size
+	w.queued.Add(int64(size))
 	w.mu.Unlock()
 	w.signal()
 	return Future{g}
@@ -321,6 +350,7 @@ func (w *Writer) take(ctx context.Context, broken <-chan struct{}) *group {
 			g := w.queue[0]
 			w.queue[0] = nil
 			w.queue = w.queue[1:]
+			w.queued.Add(-int64(g.size))
 			w.mu.Unlock()
 			return g
 		}
@@ -535,6 +565,7 @@ func (w *Writer) stop(inflight *group, err error) {
 	w.stopErr = err
 	q := w.queue
 	w.queue = nil
+	w.queued.Store(0)
 	w.mu.Unlock()
 	if inflight != nil {
 		inflight.complete(0, err)
