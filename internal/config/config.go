@@ -187,6 +187,26 @@ type Limits struct {
 	StateCacheBytes int `yaml:"stateCacheBytes"`
 	// WaitForFlowMax caps a WaitForFlow long poll (E25).
 	WaitForFlowMax time.Duration `yaml:"waitForFlowMax"`
+
+	// Bounded load (issue 11; node doc: Bounded load). Beyond these, calls
+	// that ask for new work are refused with RESOURCE_EXHAUSTED and a retry
+	// hint, before anything is done; worker results and timers are never
+	// refused.
+	//
+	// MaxPendingRequests bounds the client calls asking for new work that
+	// are admitted and not answered yet (and the sequencer's queue when one
+	// is admitted).
+	MaxPendingRequests int `yaml:"maxPendingRequests"`
+	// MaxPendingBytes bounds those calls' request bytes (a call alone is
+	// admitted whatever its size) and the log writer's queued bytes when
+	// one is admitted.
+	MaxPendingBytes int64 `yaml:"maxPendingBytes"`
+	// MaxQueuedTasks refuses a StartFlow while its flow type has this many
+	// tasks waiting for a worker.
+	MaxQueuedTasks int `yaml:"maxQueuedTasks"`
+	// MaxConcurrentStreams bounds the calls and streams one connection may
+	// have open at once; a client's further calls wait in the client.
+	MaxConcurrentStreams uint32 `yaml:"maxConcurrentStreams"`
 }
 
 // Snapshots configures the snapshots the active process writes of its
@@ -231,7 +251,7 @@ const (
 // Defaults returns every default, in one place. lease.duration is the serve
 // default; dev and local use DevLeaseDuration unless the file sets it.
 func Defaults() Config {
-	return Config{
+	c := Config{
 		NodeID: "node-1",
 		Lease:  Lease{Duration: DefaultLeaseDuration},
 		Standby: Standby{
@@ -250,7 +270,21 @@ func Defaults() Config {
 			StateCacheBytes: DefaultStateCacheBytes},
 		Snapshots: Snapshots{EveryBatches: 10000, Keep: 2},
 	}
+	c.Limits.MaxPendingRequests = DefaultMaxPendingRequests
+	c.Limits.MaxPendingBytes = DefaultMaxPendingBytes
+	c.Limits.MaxQueuedTasks = DefaultMaxQueuedTasks
+	c.Limits.MaxConcurrentStreams = DefaultMaxConcurrentStreams
+	return c
 }
+
+// Bounded load defaults (node.AdmissionLimits and the README's Bounded
+// load section say why these values).
+const (
+	DefaultMaxPendingRequests   = 1024
+	DefaultMaxPendingBytes      = 64 << 20
+	DefaultMaxQueuedTasks       = 5000
+	DefaultMaxConcurrentStreams = 4096
+)
 
 // DefaultsYAML renders Defaults as YAML, for `dex-server-zd config defaults`.
 func DefaultsYAML() ([]byte, error) {

@@ -140,6 +140,18 @@ func (c *Config) Validate(mode Mode) error {
 		bad("limits.stateCacheBytes: must be at least %d (1 MiB), got %d", 1<<20, c.Limits.StateCacheBytes)
 	}
 	positive("limits.waitForFlowMax", c.Limits.WaitForFlowMax)
+	if c.Limits.MaxPendingRequests < 1 {
+		bad("limits.maxPendingRequests: must be at least 1, got %d", c.Limits.MaxPendingRequests)
+	}
+	if c.Limits.MaxPendingBytes < 1<<20 {
+		bad("limits.maxPendingBytes: must be at least %d (1 MiB), got %d", 1<<20, c.Limits.MaxPendingBytes)
+	}
+	if c.Limits.MaxQueuedTasks < 1 {
+		bad("limits.maxQueuedTasks: must be at least 1, got %d", c.Limits.MaxQueuedTasks)
+	}
+	if c.Limits.MaxConcurrentStreams < 16 {
+		bad("limits.maxConcurrentStreams: must be at least 16, got %d", c.Limits.MaxConcurrentStreams)
+	}
 	if c.Snapshots.EveryBatches < 0 {
 		bad("snapshots.everyBatches: must be 0 (no snapshots) or positive, got %d", c.Snapshots.EveryBatches)
 	}

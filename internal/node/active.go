@@ -93,7 +93,8 @@ func startAPI(cfg *config.Config, log *slog.Logger, lis net.Listener, standby bo
 	}
 	opts := server.Options{NodeID: cfg.NodeID, MaxPayloadBytes: cfg.Limits.MaxPayloadBytes,
 		MaxRequestBytes: cfg.Limits.MaxRequestBytes, MaxFlowAttributeBytes: cfg.Limits.MaxFlowAttributeBytes,
-		WaitForFlowMax: cfg.Limits.WaitForFlowMax, Logger: log, AdminCredential: cred}
+		WaitForFlowMax: cfg.Limits.WaitForFlowMax, Logger: log, AdminCredential: cred,
+		MaxConcurrentStreams: cfg.Limits.MaxConcurrentStreams}
 	if lis == nil {
 		var err error
 		if lis, err = net.Listen("tcp", cfg.API.Listen); err != nil {
@@ -378,9 +379,14 @@ func (p *leasePeriod) run(ctx context.Context) (sd *steppedDown, err error) {
 		NodeID: p.cfg.NodeID, ProcessID: p.holder.ProcessID(), Epoch: p.holder.Epoch(), Store: store,
 		Engine: eng,
 		Lease:  p.holder, Logger: log, MaxRecordBytes: maxBatch - 8, Metrics: p.metrics,
+		Admission: AdmissionLimits{MaxPendingRequests: p.cfg.Limits.MaxPendingRequests,
+			MaxPendingBytes: p.cfg.Limits.MaxPendingBytes, MaxQueuedTasks: p.cfg.Limits.MaxQueuedTasks},
 	})
+	// maxBatch is the largest record; group commit gathers records into
+	// batches of up to wal.DefaultMaxBatchBytes, sized to be written within
+	// the store's attempt timeout, and a larger record is written alone.
 	w, err := wal.NewWriter(wal.WriterConfig{Store: p.blobs, Layout: p.layout, Epoch: p.holder.Epoch(), NextSeq: next,
-		OnDurable: core.OnDurable, OnBatch: p.metrics.WriterHook(), MaxBatchBytes: maxBatch, Logger: log})
+		OnDurable: core.OnDurable, OnBatch: p.metrics.WriterHook(), MaxRecordBytes: maxBatch, Logger: log})
 	if err != nil {
 		return nil, err
 	}

@@ -42,6 +42,9 @@ type CoreConfig struct {
 	// Metrics count the flows and step attempts of every durable batch;
 	// nil counts nothing.
 	Metrics *Metrics
+	// Admission bounds the new work accepted from clients (admission.go);
+	// zero fields take the defaults.
+	Admission AdmissionLimits
 }
 
 // Core is the serving loop of one active lease period: the sequencer, the
@@ -111,7 +114,7 @@ func NewCore(cfg CoreConfig) *Core {
 
 // SetWriter connects the log writer; call it once, before Start.
 func (c *Core) SetWriter(w *wal.Writer) {
-	c.seq = newSequencer(c.cfg.Engine, c.cfg.Store, c.clock, w.SubmitAsync, c.cfg.MaxRecordBytes)
+	c.seq = newSequencer(c.cfg.Engine, c.cfg.Store, c.clock, w, c.cfg.MaxRecordBytes)
 }
 
 // Start starts the core's goroutines. Public calls are refused until

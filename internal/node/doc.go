@@ -330,6 +330,48 @@
 // durable), even when it equals the seed. A run keeps the first
 // definition it got.
 //
+// # Bounded load (admission.go, issue 11)
+//
+// Every queue between a client and the log is bounded by refusing new
+// work, never by dropping or refusing work already accepted and never by
+// exiting. The rule: work that adds load may be refused; work that
+// finishes load must queue.
+//
+//   - New work is a FlowService call that changes state: StartFlow,
+//     PublishToChannel, SetAttributes, StopFlow, SkipTimer, InvokeRPC. The
+//     server's interceptor asks Core.Admit before the handler runs, so a
+//     refusal comes before anything is decided: RESOURCE_EXHAUSTED with a
+//     RetryInfo hint (the only status that carries one) and an ErrorInfo
+//     naming the limit's key. The SDK sends any call refused so again after
+//     the hint plus jitter, once calls included.
+//   - Admit refuses when the admitted calls not yet answered reach
+//     limits.maxPendingRequests, when their request bytes would pass
+//     limits.maxPendingBytes (one call alone is always admitted), when the
+//     sequencer's queue holds limits.maxPendingRequests functions, when the
+//     log writer's queue (records waiting for a batch) holds
+//     limits.maxPendingBytes, and, for a StartFlow, when the flow type's
+//     queue of tasks waiting for a worker holds limits.maxQueuedTasks. The
+//     hint is 100 ms for the pipeline limits (a few batch writes drain
+//     them) and 500 ms for a task queue (workers drain it).
+//   - Work that is not new is never refused and never counted against a
+//     caller: worker results and failures (they free slots and close
+//     runs), RPC results, task starts, timers firing, retries of attempts
+//     already owned, recovery, definitions set by a declaration. Each of
+//     them follows from work admitted earlier, so its amount is bounded by
+//     what was admitted: the running attempts (the workers' slots), the
+//     armed timers, the runs.
+//   - Reads and WaitForFlow are never refused: they queue nothing in the
+//     sequencer or the writer.
+//   - Per connection, limits.maxConcurrentStreams bounds the calls and
+//     streams open at once (grpc.MaxConcurrentStreams); a client's further
+//     calls wait in the client.
+//
+// Memory then stays near a bound that does not grow with the offered
+// load: at most maxPendingRequests calls and maxPendingBytes of their
+// requests in flight, the writer's queue near maxPendingBytes plus what
+// running attempts and timers add, and at most maxQueuedTasks waiting
+// tasks per flow type (plus those released by timers and retries).
+//
 // # What workers see (W1-W4)
 //
 // Task tokens are engine.Token.Encode(): opaque bytes bound to the epoch,

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
 	"github.com/dexzd/dexzd/internal/engine"
+	"github.com/dexzd/dexzd/internal/server"
 	"github.com/dexzd/dexzd/internal/wal"
 )
 
@@ -45,6 +47,18 @@ type sequencer struct {
 	wake    chan struct{}
 	stopped chan struct{} // closed when run returns
 
+	// Admission of new work (admit): the client calls admitted and not
+	// answered yet, and their request bytes; queued reports the log
+	// writer's queued bytes (wal.Writer.QueuedBytes).
+	amu          sync.Mutex
+	pendingReqs  int
+	pendingBytes int64
+	queued       func() int64
+	// refusals counts the calls refused; lastLog is when a line about
+	// them was last logged (UnixNano).
+	refusals atomic.Int64
+	lastLog  atomic.Int64
+
 	// submitted maps the envelopes in flight (by the address of their
 	// first byte: the writer hands OnDurable the same slices) to their
 	// records, so that applying them needs no decoding (known).
@@ -78,9 +92,15 @@ type head struct {
 // holdLimit bounds how long held records wait for the flow's next envelope.
 const holdLimit = 20 * time.Millisecond
 
-func newSequencer(eng *engine.Engine, store Store, clock Clock, submit func([]byte) wal.Future, maxRecord int) *sequencer {
+// logWriter is what the sequencer needs of the log writer.
+type logWriter interface {
+	SubmitAsync(record []byte) wal.Future
+	QueuedBytes() int64
+}
+
+func newSequencer(eng *engine.Engine, store Store, clock Clock, w logWriter, maxRecord int) *sequencer {
 	return &sequencer{
-		eng: eng, store: store, clock: clock, submit: submit, maxRecord: maxRecord,
+		eng: eng, store: store, clock: clock, submit: w.SubmitAsync, queued: w.QueuedBytes, maxRecord: maxRecord,
 		wake: make(chan struct{}, 1), stopped: make(chan struct{}), heads: map[string]*head{},
 		submitted: map[*byte][]engine.Record{},
 	}
@@ -102,6 +122,65 @@ func (s *sequencer) known(raw []byte) []engine.Record {
 	}
 	delete(s.submitted, k)
 	return recs
+}
+
+// Retry hints of the refusals of new work: the pipeline (sequencer and
+// log writer) drains within a few batch writes, a task queue at the
+// workers' pace.
+const (
+	retryPipeline = 100 * time.Millisecond
+	retryTasks    = 500 * time.Millisecond
+)
+
+// admit reserves room for one client call of n request bytes that asks for
+// new work, or refuses it with an *server.OverloadError when the calls
+// admitted and not answered reach lim.MaxPendingRequests, their bytes
+// would pass lim.MaxPendingBytes (a call alone is admitted whatever its
+// size), the sequencer's queue holds lim.MaxPendingRequests functions, or
+// the log writer's queue holds lim.MaxPendingBytes. release, called once
+// the call is answered, frees the room. Work that is not new (results,
+// timers, task starts, recovery) never passes here: it is posted whatever
+// the load, and it is what frees capacity (doc.go: Bounded load).
+func (s *sequencer) admit(n int64, lim AdmissionLimits) (release func(), err error) {
+	refuse := func(limit, msg string) (func(), error) {
+		return nil, &server.OverloadError{Limit: limit, RetryAfter: retryPipeline, Message: msg}
+	}
+	s.mu.Lock()
+	queued := len(s.queue)
+	s.mu.Unlock()
+	if queued >= lim.MaxPendingRequests {
+		return refuse("limits.maxPendingRequests", fmt.Sprintf("%d commands wait for the sequencer", queued))
+	}
+	if q := s.queued(); q >= lim.MaxPendingBytes {
+		return refuse("limits.maxPendingBytes", fmt.Sprintf("%d bytes wait for a log write", q))
+	}
+	s.amu.Lock()
+	defer s.amu.Unlock()
+	switch {
+	case s.pendingReqs >= lim.MaxPendingRequests:
+		return refuse("limits.maxPendingRequests", fmt.Sprintf("%d requests are in progress", s.pendingReqs))
+	case s.pendingReqs > 0 && s.pendingBytes+n > lim.MaxPendingBytes:
+		return refuse("limits.maxPendingBytes", fmt.Sprintf("requests of %d bytes are in progress", s.pendingBytes))
+	}
+	s.pendingReqs++
+	s.pendingBytes += n
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.amu.Lock()
+			s.pendingReqs--
+			s.pendingBytes -= n
+			s.amu.Unlock()
+		})
+	}, nil
+}
+
+// pending returns the admitted client calls not answered yet and their
+// request bytes.
+func (s *sequencer) pending() (int, int64) {
+	s.amu.Lock()
+	defer s.amu.Unlock()
+	return s.pendingReqs, s.pendingBytes
 }
 
 // post queues fn to run on the sequencer goroutine. It never blocks.

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/dexzd/dexzd/api/dexpb"
 	"github.com/dexzd/dexzd/internal/engine"
@@ -25,6 +27,11 @@ import (
 //	                                     attributes above limits.maxPayloadBytes,
 //	                                     maxRequestBytes, maxFlowAttributeBytes;
 //	                                     the message names the key)
+//	*OverloadError                       RESOURCE_EXHAUSTED + RetryInfo (the
+//	                                     hint) + ErrorInfo (reason OVERLOADED,
+//	                                     metadata limit=<key>): new work
+//	                                     refused before anything was done;
+//	                                     only this refusal carries RetryInfo
 //	*WorkerError                         FAILED_PRECONDITION + WorkerError detail
 //	ErrNotServing                        UNAVAILABLE: only when this process
 //	                                     cannot serve (lease, drain, standby)
@@ -40,6 +47,10 @@ func statusOf(err error) error {
 	}
 	if _, ok := status.FromError(err); ok {
 		return err
+	}
+	var oe *OverloadError
+	if errors.As(err, &oe) {
+		return overloadStatus(oe)
 	}
 	var we *WorkerError
 	if errors.As(err, &we) {
@@ -84,6 +95,20 @@ func engineStatus(e *engine.Error) error {
 	default:
 		return status.Error(codes.Internal, msg)
 	}
+}
+
+// OverloadReason is the ErrorInfo reason of an *OverloadError's status.
+const OverloadReason = "OVERLOADED"
+
+func overloadStatus(e *OverloadError) error {
+	st, err := status.New(codes.ResourceExhausted, e.Error()).WithDetails(
+		&errdetails.RetryInfo{RetryDelay: durationpb.New(e.RetryAfter)},
+		&errdetails.ErrorInfo{Reason: OverloadReason, Domain: "dexzd", Metadata: map[string]string{"limit": e.Limit}},
+	)
+	if err != nil {
+		return status.Error(codes.ResourceExhausted, e.Error())
+	}
+	return st.Err()
 }
 
 func withWorkerError(c codes.Code, msg string, detail *dexpb.WorkerError) error {

@@ -43,8 +43,16 @@ type Options struct {
 	// WatchInterval is how often a health Watch re-evaluates; 0 means
 	// 200 ms.
 	WatchInterval time.Duration
-	Logger        *slog.Logger
+	// MaxConcurrentStreams is limits.maxConcurrentStreams: the calls (and
+	// worker streams) one connection may have open at once; a client's
+	// further calls wait in the client for a free stream. 0 means
+	// DefaultMaxConcurrentStreams.
+	MaxConcurrentStreams uint32
+	Logger               *slog.Logger
 }
+
+// DefaultMaxConcurrentStreams is the default Options.MaxConcurrentStreams.
+const DefaultMaxConcurrentStreams = 4096
 
 // Server holds the services. Register them on a grpc.Server created with
 // GRPCOptions; SetBackend when an instance starts serving.
@@ -81,6 +89,9 @@ func New(opts Options) *Server {
 	}
 	if opts.WatchInterval <= 0 {
 		opts.WatchInterval = 200 * time.Millisecond
+	}
+	if opts.MaxConcurrentStreams == 0 {
+		opts.MaxConcurrentStreams = DefaultMaxConcurrentStreams
 	}
 	return &Server{opts: opts, log: opts.Logger, closed: make(chan struct{})}
 }
@@ -147,6 +158,10 @@ func (s *Server) grpcOptions(params keepalive.ServerParameters) []grpc.ServerOpt
 		grpc.MaxSendMsgSize(math.MaxInt32),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: KeepaliveMinTime, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(params),
+		// Bounded load (issue 11): streams per connection, and new work
+		// admitted by the backend (admission.go).
+		grpc.MaxConcurrentStreams(s.opts.MaxConcurrentStreams),
+		grpc.ChainUnaryInterceptor(s.admit),
 	}
 }
 

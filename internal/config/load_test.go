@@ -1,0 +1,46 @@
+package config_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/dexzd/dexzd/internal/config"
+)
+
+// The bounded-load keys have their defaults in Defaults, are printed, can
+// be set, and bad values are refused naming the key.
+//
+// Covers: S4, E28
+func TestLimits_BoundedLoadKeys(t *testing.T) {
+	t.Parallel()
+	d := config.Defaults()
+	if l := d.Limits; l.MaxPendingRequests != 1024 || l.MaxPendingBytes != 64<<20 || l.MaxQueuedTasks != 5000 || l.MaxConcurrentStreams != 4096 {
+		t.Errorf("defaults: %+v", l)
+	}
+	out, err := config.DefaultsYAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"maxPendingRequests: 1024", "maxPendingBytes: 67108864", "maxQueuedTasks: 5000", "maxConcurrentStreams: 4096"} {
+		if !strings.Contains(string(out), k) {
+			t.Errorf("defaults output lacks %q", k)
+		}
+	}
+	c, err := config.Parse([]byte("limits:\n  maxPendingRequests: 10\n  maxPendingBytes: 2097152\n  maxQueuedTasks: 7\n  maxConcurrentStreams: 64\n"), config.ModeDev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := c.Limits; l.MaxPendingRequests != 10 || l.MaxPendingBytes != 2<<20 || l.MaxQueuedTasks != 7 || l.MaxConcurrentStreams != 64 {
+		t.Errorf("parsed: %+v", l)
+	}
+	for doc, want := range map[string]string{
+		"limits:\n  maxPendingRequests: 0\n":   "limits.maxPendingRequests: must be at least 1",
+		"limits:\n  maxPendingBytes: 1000\n":   "limits.maxPendingBytes: must be at least",
+		"limits:\n  maxQueuedTasks: -1\n":      "limits.maxQueuedTasks: must be at least 1",
+		"limits:\n  maxConcurrentStreams: 8\n": "limits.maxConcurrentStreams: must be at least 16",
+	} {
+		if _, err := config.Parse([]byte(doc), config.ModeDev); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: error %v, want %q", doc, err, want)
+		}
+	}
+}
