@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"log/slog"
+	mrand "math/rand/v2"
 	"sync"
 	"time"
 
@@ -14,6 +15,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 // ClientOptions configure a Client.
@@ -37,8 +41,9 @@ type ClientOptions struct {
 	// 500 ms, so that a call waiting for a standby to take over is answered
 	// soon after it serves.
 	RetryBackoff Backoff
-	// RetryTimeout bounds how long one call keeps retrying UNAVAILABLE
-	// (the call's context bounds it too). Default 1 minute.
+	// RetryTimeout bounds how long one call keeps retrying UNAVAILABLE,
+	// and sending again a call the server refused as overloaded (the
+	// call's context bounds it too). Default 1 minute.
 	RetryTimeout time.Duration
 	// Logger receives the client's logs (failovers). Default
 	// slog.Default().
@@ -66,8 +71,12 @@ type ClientOptions struct {
 // answering (UnresponsiveTimeout), across the addresses with backoff (P5);
 // the others (InvokeRPC, StopFlow, SkipTimer) are sent once, to an address
 // that reported itself serving, and never retried: when they end without a
-// definitive answer they return an *OutcomeUnknownError. A Client is safe
-// for concurrent use.
+// definitive answer they return an *OutcomeUnknownError. Every call, once
+// calls included, is sent again when the server refuses it as overloaded
+// (RESOURCE_EXHAUSTED with a RetryInfo detail: it did nothing), after the
+// server's hint plus up to half of it again as jitter, within RetryTimeout;
+// RESOURCE_EXHAUSTED without RetryInfo (a value or request above a limit)
+// is returned at once. A Client is safe for concurrent use.
 type Client struct {
 	opts  ClientOptions
 	conns *connSet
@@ -133,8 +142,9 @@ func (c *Client) call(ctx context.Context, op string, kind idempotency, requestI
 		}
 		return err
 	}
+	refused := false // the last attempt was refused as overloaded and waited for
 	for attempt := 0; ; attempt++ {
-		if attempt > 0 {
+		if attempt > 0 && !refused {
 			if time.Now().After(deadline) {
 				return giveUp(wrapStatus(op, lastErr))
 			}
@@ -143,6 +153,7 @@ func (c *Client) call(ctx context.Context, op string, kind idempotency, requestI
 				return giveUp(ctxError(ctx, op, lastErr))
 			}
 		}
+		refused = false
 		i, confirmed := c.current()
 		e, err := c.conns.get(ctx, i)
 		if err != nil {
@@ -172,6 +183,24 @@ func (c *Client) call(ctx context.Context, op string, kind idempotency, requestI
 			unknownAt = e.addr
 			return giveUp(ctxError(ctx, op, err))
 		}
+		if hint, ok := overloaded(err); ok {
+			// Refused before the server did anything: any call may be sent
+			// again, to the same address.
+			c.confirm(i)
+			wait := hint + mrand.N(hint/2+1)
+			if time.Now().Add(wait).After(deadline) {
+				return giveUp(wrapStatus(op, err))
+			}
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return giveUp(ctxError(ctx, op, err))
+			}
+			lastErr, refused = err, true
+			continue
+		}
 		if status.Code(err) != codes.Unavailable {
 			c.confirm(i)
 			return wrapStatus(op, err)
@@ -186,6 +215,67 @@ func (c *Client) call(ctx context.Context, op string, kind idempotency, requestI
 		lastErr = err
 	}
 }
+
+// overloaded reports whether err is the server's refusal of new work
+// beyond its capacity, RESOURCE_EXHAUSTED with a RetryInfo detail, and
+// returns the delay it asks for (at least 1 ms, at most maxOverloadHint).
+// The server sends RetryInfo only with this refusal, which it gives before
+// acting on the call.
+func overloaded(err error) (time.Duration, bool) {
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != codes.ResourceExhausted {
+		return 0, false
+	}
+	for _, d := range st.Proto().GetDetails() {
+		if d.GetTypeUrl() != retryInfoType {
+			continue
+		}
+		delay, ok := retryDelay(d.GetValue())
+		if !ok {
+			return 0, false
+		}
+		return min(max(delay, time.Millisecond), maxOverloadHint), true
+	}
+	return 0, false
+}
+
+// retryInfoType is the type URL of google.rpc.RetryInfo, whose field 1 is
+// the google.protobuf.Duration retry_delay. The SDK decodes it by hand: it
+// imports only gRPC and protobuf.
+const retryInfoType = "type.googleapis.com/google.rpc.RetryInfo"
+
+// retryDelay decodes a RetryInfo's retry_delay.
+func retryDelay(b []byte) (time.Duration, bool) {
+	var delay time.Duration
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return 0, false
+		}
+		b = b[n:]
+		if num != 1 || typ != protowire.BytesType {
+			if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
+				return 0, false
+			}
+			b = b[n:]
+			continue
+		}
+		v, n := protowire.ConsumeBytes(b)
+		if n < 0 {
+			return 0, false
+		}
+		b = b[n:]
+		var d durationpb.Duration
+		if err := proto.Unmarshal(v, &d); err != nil {
+			return 0, false
+		}
+		delay = d.AsDuration()
+	}
+	return delay, true
+}
+
+// maxOverloadHint caps the server's retry hint.
+const maxOverloadHint = 10 * time.Second
 
 // probe asks the health service whether e serves FlowService, within the
 // detection bound. A server without a health service counts as serving.
