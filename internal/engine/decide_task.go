@@ -183,8 +183,12 @@ func (d *decider) recoverAttempts(c RecoverAttempts) error {
 		if s == nil || s.Phase == PhaseWaiting || s.Attempt.State != AttemptRunning || s.Attempt.Epoch >= c.Epoch {
 			continue
 		}
+		// The takeover, not the step, ended the attempt: the retry counts
+		// against the policy (T2) but waits no backoff, so a flow whose
+		// worker is alive goes on as soon as the new process serves.
+		var now time.Duration
 		d.failAttempt(s, Failure{Type: FailureNotCompleted,
-			Message: fmt.Sprintf("attempt %d of %s was handed out in epoch %d before a takeover", s.Attempt.Number, s.Attempt.Method, s.Attempt.Epoch)}, nil)
+			Message: fmt.Sprintf("attempt %d of %s was handed out in epoch %d before a takeover", s.Attempt.Number, s.Attempt.Method, s.Attempt.Epoch)}, &now)
 	}
 	return nil
 }

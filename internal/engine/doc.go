@@ -101,7 +101,8 @@
 // else, including results for cancelled executions or closed runs, is
 // refused with ErrStaleToken and commits nothing. After a takeover,
 // RecoverAttempts fails every RUNNING attempt of an older epoch with
-// NOT_COMPLETED (it consumes a retry, T2). An ASYNC attempt whose start was
+// NOT_COMPLETED (it consumes a retry, T2, scheduled at once: the takeover
+// ended the attempt, not a failure the backoff should space out). An ASYNC attempt whose start was
 // not durable is still PENDING: it is dispatched again with the same attempt
 // number (T3), as are attempts never handed out (T4); a late result carrying
 // the old epoch is refused.

@@ -414,8 +414,8 @@ func TestDispatch_AsyncSendsFirstAndRerunsAfterCrash(t *testing.T) {
 		h2 := newHarness(t, blobs, 2)
 		defer h2.stop()
 		s2 := h2.session("w2", 5, "a")
-		time.Sleep(2 * time.Second) // the NOT_COMPLETED retries' backoff
-		synctest.Wait()
+		synctest.Wait() // NOT_COMPLETED retries wait no backoff
+
 		byFlow := map[string]*engine.Task{}
 		for _, task := range tasks(s2) {
 			byFlow[task.FlowID] = task
