@@ -1,6 +1,7 @@
 package node
 
 import (
+	"container/heap"
 	"context"
 	"errors"
 	"slices"
@@ -14,10 +15,12 @@ import (
 // The dispatcher hands pending tasks to workers (W1-W5).
 //
 //   - Pending step tasks (DispatchTask effects, and PendingTasks after a
-//     restart) wait in a FIFO queue per flow type until their NotBefore has
-//     passed and a session serving the type has a free slot. Tasks for a
-//     type nobody serves just wait (W5); they stay visible in live state
-//     because the attempt is PENDING in the flow's state.
+//     restart) wait until their NotBefore has passed (in delayed, a heap by
+//     NotBefore, so that a pump does not look at retries that are not due),
+//     then in a FIFO queue per flow type until a session serving the type
+//     has a free slot. Tasks for a type nobody serves just wait (W5); they
+//     stay visible in live state because the attempt is PENDING in the
+//     flow's state.
 //   - A task is reserved for exactly one session (W3): the slot is taken
 //     before the start is decided, so no second session can get it.
 //   - SYNC: the sequencer decides TaskStarted and submits it; the task is
@@ -45,11 +48,15 @@ import (
 type dispatcher struct {
 	c *Core
 
-	mu       sync.Mutex
-	queues   map[string][]*pendingTask // by flow type, FIFO
-	queued   map[taskKey]*pendingTask
-	byRun    map[runKey][]*pendingTask // the queued step tasks of each run
-	dead     map[string]int            // dead tasks still in queues[flowType]
+	mu     sync.Mutex
+	queues map[string][]*pendingTask // by flow type, FIFO
+	queued map[taskKey]*pendingTask
+	byRun  map[runKey][]*pendingTask // the queued step tasks of each run
+	dead   map[string]int            // dead tasks still in queues[flowType]
+	// delayed holds the queued step tasks whose NotBefore had not passed
+	// when they were queued; pump moves them to their queue when it has.
+	delayed  delayHeap
+	nextSeq  uint64 // orders delayed tasks of the same NotBefore
 	sessions map[string]*session
 	running  map[taskKey]*session // reserved or handed out
 	draining bool
@@ -97,6 +104,40 @@ type pendingTask struct {
 	// attempt has timed out (until; zero: no attempt timeout).
 	started *engine.Task
 	until   time.Time
+
+	// delayIdx is the task's index in dispatcher.delayed, -1 when it is
+	// not there; seq orders it there among tasks of the same NotBefore.
+	delayIdx int
+	seq      uint64
+}
+
+// delayHeap orders step tasks by NotBefore, then by when they were queued.
+type delayHeap []*pendingTask
+
+func (h delayHeap) Len() int { return len(h) }
+func (h delayHeap) Less(i, j int) bool {
+	a, b := h[i], h[j]
+	if !a.ref.NotBefore.Equal(b.ref.NotBefore) {
+		return a.ref.NotBefore.Before(b.ref.NotBefore)
+	}
+	return a.seq < b.seq
+}
+func (h delayHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].delayIdx, h[j].delayIdx = i, j
+}
+func (h *delayHeap) Push(x any) {
+	p := x.(*pendingTask)
+	p.delayIdx = len(*h)
+	*h = append(*h, p)
+}
+func (h *delayHeap) Pop() any {
+	old := *h
+	p := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	p.delayIdx = -1
+	return p
 }
 
 const (
@@ -151,9 +192,14 @@ func (d *dispatcher) enqueue(r engine.TaskRef) {
 	k := refKey(d.c.cfg.Epoch, r)
 	d.mu.Lock()
 	if _, ok := d.queued[k]; !ok && d.running[k] == nil {
-		p := &pendingTask{key: k, flowType: r.FlowType, ref: r}
+		d.nextSeq++
+		p := &pendingTask{key: k, flowType: r.FlowType, ref: r, delayIdx: -1, seq: d.nextSeq}
 		d.queue(p)
-		d.queues[r.FlowType] = append(d.queues[r.FlowType], p)
+		if r.NotBefore.After(d.c.clock.Now()) {
+			heap.Push(&d.delayed, p)
+		} else {
+			d.queues[r.FlowType] = append(d.queues[r.FlowType], p)
+		}
 	}
 	d.mu.Unlock()
 	d.signal()
@@ -164,7 +210,7 @@ func (d *dispatcher) enqueue(r engine.TaskRef) {
 func (d *dispatcher) enqueueRPC(rc *rpcCall) {
 	k := tokKey(rc.task.Token)
 	d.mu.Lock()
-	p := &pendingTask{key: k, flowType: rc.task.FlowType, rpc: rc}
+	p := &pendingTask{key: k, flowType: rc.task.FlowType, rpc: rc, delayIdx: -1}
 	d.queue(p)
 	d.queues[p.flowType] = append([]*pendingTask{p}, d.queues[p.flowType]...)
 	d.mu.Unlock()
@@ -219,6 +265,10 @@ func (d *dispatcher) dropRun(flowID, runID string) {
 	for _, p := range ps {
 		delete(d.queued, p.key)
 		p.dead = true
+		if p.delayIdx >= 0 { // not in its queue yet
+			heap.Remove(&d.delayed, p.delayIdx)
+			continue
+		}
 		d.dead[p.flowType]++
 		if d.dead[p.flowType] > len(d.queues[p.flowType])/2 {
 			d.compact(p.flowType)
@@ -249,7 +299,14 @@ func (d *dispatcher) pump() time.Time {
 	}
 	now := d.c.clock.Now()
 	d.expire(now)
+	for len(d.delayed) > 0 && !d.delayed[0].ref.NotBefore.After(now) {
+		p := heap.Pop(&d.delayed).(*pendingTask)
+		d.queues[p.flowType] = append(d.queues[p.flowType], p)
+	}
 	var next time.Time
+	if len(d.delayed) > 0 {
+		next = d.delayed[0].ref.NotBefore
+	}
 	for ft, q := range d.queues {
 		var keep []*pendingTask // the tasks of q[:i] that stay, in order
 		rest := len(q)          // q[rest:] stays as it is
@@ -473,7 +530,7 @@ func (d *dispatcher) requeueLocked(k taskKey, task engine.Task, until time.Time)
 	if _, ok := d.queued[k]; ok || d.running[k] != nil {
 		return
 	}
-	p := &pendingTask{key: k, flowType: task.FlowType, started: &task, until: until}
+	p := &pendingTask{key: k, flowType: task.FlowType, started: &task, until: until, delayIdx: -1}
 	d.queue(p)
 	d.queues[p.flowType] = append([]*pendingTask{p}, d.queues[p.flowType]...)
 	d.signal()

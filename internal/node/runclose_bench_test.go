@@ -14,8 +14,9 @@ import (
 )
 
 // BenchmarkRunClose is the per-completion cost of a run while unrelated
-// work waits: `other` armed timers and `other` queued tasks of other runs
-// (the tasks are of a flow type no worker serves, so they wait, W5). One op
+// work waits: `other` armed timers, `other` queued tasks of a flow type no
+// worker serves (they wait, W5) and `other` retries of the benchmark's own
+// flow type waiting for their backoff, all of other runs. One op
 // is one flow of one step with a flow timeout, started, completed by the
 // worker, closed (which drops the run's timers and queued tasks) and
 // waited for, one at a time; the in-process hot path, without gRPC and
@@ -62,9 +63,10 @@ func benchRunClose(b *testing.B, other int) {
 		b.Fatal(err)
 	}
 
-	// The unrelated work: timers a day away and tasks nobody takes. They
-	// go straight into the timer wheel and the dispatcher (building them
-	// through the engine would take minutes at a million).
+	// The unrelated work: timers a day away, tasks nobody takes and
+	// retries a day away. They go straight into the timer wheel and the
+	// dispatcher (building them through the engine would take minutes at
+	// a million).
 	far := c.clock.Now().Add(24 * time.Hour)
 	for i := range other {
 		flowID := fmt.Sprintf("other-%d", i)
@@ -72,6 +74,8 @@ func benchRunClose(b *testing.B, other int) {
 			At: far.Add(time.Duration(i) * time.Millisecond)})
 		c.disp.enqueue(engine.TaskRef{FlowID: flowID, RunID: "r", FlowType: "idle", StepExecID: "S-1", StepType: "S",
 			Method: engine.MethodExecute, Attempt: 1})
+		c.disp.enqueue(engine.TaskRef{FlowID: flowID, RunID: "r", FlowType: "close", StepExecID: "S-1", StepType: "S",
+			Method: engine.MethodExecute, Attempt: 2, NotBefore: far})
 	}
 
 	s, err := c.OpenSession(ctx, server.WorkerHello{WorkerID: "w", MaxConcurrent: 4,

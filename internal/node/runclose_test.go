@@ -13,6 +13,7 @@ import (
 
 	"github.com/dexzd/dexzd/internal/blob/mem"
 	"github.com/dexzd/dexzd/internal/engine"
+	"github.com/dexzd/dexzd/internal/server"
 )
 
 // Closing a run (NotifyClosed) drops its timers and queued tasks and wakes
@@ -163,6 +164,77 @@ func TestDispatch_DropRunCostDoesNotGrowWithOtherRuns(t *testing.T) {
 		})
 	}
 	closeCostRatio(t, "dispatcher.dropRun+pump", cost(10), cost(100_000))
+}
+
+// A pump costs the same with 10 and with 100,000 retries of other runs
+// waiting for their NotBefore in a served flow type's queue: they wait
+// apart, by NotBefore, and the pump does not look at them (it used to walk
+// and copy all of them, on every completion).
+func TestDispatch_PumpCostDoesNotGrowWithDelayedTasks(t *testing.T) {
+	cost := func(delayed int) time.Duration {
+		c := NewCore(CoreConfig{Epoch: 1, Store: NewMemStore()})
+		d := c.disp
+		// A worker of the type with no free slot: the ready task at the
+		// head waits, as in a busy system.
+		d.sessions["s"] = &session{id: "s", types: map[string]bool{"a": true}, inflight: map[taskKey]time.Time{}}
+		later := time.Now().Add(time.Hour)
+		for i := range delayed {
+			d.enqueue(engine.TaskRef{FlowID: fmt.Sprintf("other-%d", i), RunID: "r", FlowType: "a", StepExecID: "S-1",
+				Method: engine.MethodExecute, Attempt: 2, NotBefore: later})
+		}
+		d.enqueue(engine.TaskRef{FlowID: "f", RunID: "r", FlowType: "a", StepExecID: "S-1", Method: engine.MethodExecute, Attempt: 1})
+		return minDuration(30, func() {}, func() { d.pump() })
+	}
+	closeCostRatio(t, "dispatcher.pump", cost(10), cost(100_000))
+}
+
+// A retry waits for its NotBefore apart from its queue and is handed out
+// once it has passed; closing its run before then forgets it.
+//
+// Covers: E9, E10, E23
+func TestDispatch_DelayedRetryIsHandedOutWhenDueOrDroppedWithItsRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, mem.New(), 1)
+		defer h.stop()
+		ctx := context.Background()
+		s := h.session("w", 5, "a")
+		h.start("f1", "a", "S")
+		h.start("f2", "a", "S")
+		synctest.Wait()
+		after := 10 * time.Second
+		for _, task := range tasks(s) {
+			if a, err := s.Result(ctx, task.Token, engine.TaskFailed{Token: task.Token,
+				Failure: engine.Failure{Type: "Boom"}, RetryAfter: &after}); err != nil || a.Status != server.AckAccepted {
+				t.Fatalf("failure ack = %+v, %v", a, err)
+			}
+		}
+		synctest.Wait()
+		d := h.core.disp
+		counts := func() (delayed, queue, queued int) {
+			d.mu.Lock()
+			defer d.mu.Unlock()
+			return len(d.delayed), len(d.queues["a"]), len(d.queued)
+		}
+		if dl, q, qd := counts(); dl != 2 || q != 0 || qd != 2 {
+			t.Fatalf("two retries not due: %d delayed, %d in the queue, %d queued", dl, q, qd)
+		}
+		if _, err := h.core.Command(ctx, "f1", engine.StopFlow{FlowID: "f1"}); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if dl, q, qd := counts(); dl != 1 || q != 0 || qd != 1 {
+			t.Fatalf("after f1 closed: %d delayed, %d in the queue, %d queued", dl, q, qd)
+		}
+		time.Sleep(11 * time.Second)
+		synctest.Wait()
+		got := tasks(s)
+		if len(got) != 1 || got[0].FlowID != "f2" || got[0].Attempt != 2 {
+			t.Fatalf("after the backoff: %+v", got)
+		}
+		if dl, q, qd := counts(); dl != 0 || q != 0 || qd != 0 {
+			t.Fatalf("after the hand-out: %d delayed, %d in the queue, %d queued", dl, q, qd)
+		}
+	})
 }
 
 // A closed run's queued tasks are dropped, the other runs' are handed out,
