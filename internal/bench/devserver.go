@@ -51,6 +51,9 @@ type DevOptions struct {
 	// port (DevServer.MetricsURL), with a configuration file written into
 	// DataDir.
 	Metrics bool
+	// Config, when set, is more of the configuration file (YAML top-level
+	// keys other than metrics), for example "limits:\n  maxQueuedTasks: 50\n".
+	Config string
 	// ReadyTimeout bounds the wait for dex.FlowService SERVING; default
 	// 30 s.
 	ReadyTimeout time.Duration
@@ -83,20 +86,24 @@ func StartDevServer(ctx context.Context, opts DevOptions) (*DevServer, error) {
 		args = append(args, "--durability", opts.Durability)
 	}
 	var metricsURL string
+	conf := opts.Config
 	if opts.Metrics {
 		maddr, err := freeAddr()
 		if err != nil {
 			return nil, err
 		}
+		conf += "metrics:\n  listen: " + strconv.Quote(maddr) + "\n"
+		metricsURL = "http://" + maddr + "/metrics"
+	}
+	if conf != "" {
 		if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
 			return nil, fmt.Errorf("make the data directory: %w", err)
 		}
 		path := filepath.Join(opts.DataDir, "bench-dev.yaml")
-		if err := os.WriteFile(path, []byte("metrics:\n  listen: "+strconv.Quote(maddr)+"\n"), 0o644); err != nil {
+		if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
 			return nil, fmt.Errorf("write the configuration: %w", err)
 		}
 		args = append(args, "--config", path)
-		metricsURL = "http://" + maddr + "/metrics"
 	}
 	return startServer(ctx, opts.Binary, args, addr, metricsURL, opts.ReadyTimeout)
 }

@@ -43,7 +43,10 @@
 // a flow's latency is still from its start call to its result; elapsed time
 // runs from the first start to the last result. Warmup flows run first, the
 // same way, and are not measured; the measured phase begins when the last
-// warmup flow has finished.
+// warmup flow has finished. Open loop (Rate and Duration, rate.go): the
+// measured phase offers Rate starts per second for Duration, whatever the
+// answers; refused starts (RESOURCE_EXHAUSTED) are counted, accepted ones
+// awaited and checked like any flow.
 //
 // # What is measured
 //

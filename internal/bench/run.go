@@ -56,6 +56,11 @@ type Config struct {
 	// awaits each flow separately (a waiter per started flow), instead of
 	// the closed loop.
 	Burst bool
+	// Rate, when positive, makes the measured phase open loop: Rate starts
+	// per second for Duration, whatever the answers (rate.go); Flows is
+	// then Rate × Duration. The warmup runs closed loop (or in a burst).
+	Rate     float64
+	Duration time.Duration
 	// WorkerConcurrency is the worker's MaxConcurrentTasks (at least 1).
 	WorkerConcurrency int
 	// Warmup is the number of flows run before the measured ones and not
@@ -116,6 +121,14 @@ type Result struct {
 	Branches                                                       int
 	Timer                                                          time.Duration
 	Burst                                                          bool
+	// Rate and Duration are Config's, for an open-loop run. Accepted counts
+	// its starts the server accepted, Refused those it refused with
+	// RESOURCE_EXHAUSTED (neither a completion nor a failure); OfferElapsed
+	// is the time over which the starts were offered.
+	Rate              float64
+	Duration          time.Duration
+	Accepted, Refused int
+	OfferElapsed      time.Duration
 	// StepsPerFlow is the number of step executions of one flow: K for
 	// chain, 1+F for fanout, 1 for timer and signal.
 	StepsPerFlow int
@@ -182,6 +195,12 @@ func (c *Config) applyDefaults() error {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+	var errs []error
+	if c.Rate < 0 || c.Duration < 0 || (c.Rate > 0) != (c.Duration > 0) {
+		errs = append(errs, fmt.Errorf("%s %g and %s %v: want both positive, or neither", "Rate", c.Rate, "Duration", c.Duration))
+	} else if c.Rate > 0 {
+		c.Flows = c.Offered()
+	}
 	checks := []struct {
 		name     string
 		v, least int
@@ -190,7 +209,6 @@ func (c *Config) applyDefaults() error {
 		{"WorkerConcurrency", c.WorkerConcurrency, 1}, {"Warmup", c.Warmup, 0},
 		{"PayloadBytes", c.PayloadBytes, 0}, {"ServerPID", c.ServerPID, 0},
 	}
-	var errs []error
 	switch c.Workload {
 	case WorkloadChain:
 		checks = append(checks, struct {
@@ -248,7 +266,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	res := Result{
 		Workload: cfg.Workload, FlowType: cfg.FlowType, Flows: cfg.Flows, Callers: cfg.Callers,
 		WorkerConcurrency: cfg.WorkerConcurrency, Warmup: cfg.Warmup, PayloadBytes: cfg.PayloadBytes,
-		Burst: cfg.Burst, StepsPerFlow: wl.stepsPerFlow(),
+		Burst: cfg.Burst, StepsPerFlow: wl.stepsPerFlow(), Rate: cfg.Rate, Duration: cfg.Duration,
 		FlowIDPrefix: cfg.FlowType + "-" + tag + "-", ServerPID: cfg.ServerPID,
 	}
 	switch cfg.Workload {
@@ -272,6 +290,17 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		return res, fmt.Errorf("bench: client: %w", err)
 	}
 	defer client.Close()
+	starter := client
+	if cfg.Rate > 0 {
+		// Refusals are counted, not retried: RetryTimeout ends the SDK's
+		// back-off before its first retry.
+		starter, err = dex.Dial(ctx, dex.ClientOptions{Addresses: cfg.Addresses, DialOptions: cfg.DialOptions,
+			Logger: cfg.Logger, RetryTimeout: time.Nanosecond})
+		if err != nil {
+			return res, fmt.Errorf("bench: client: %w", err)
+		}
+		defer starter.Close()
+	}
 	flow := wl.flow()
 	worker, err := dex.NewWorker(dex.WorkerOptions{
 		Addresses: cfg.Addresses, DialOptions: cfg.DialOptions, Logger: cfg.Logger,
@@ -327,7 +356,11 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		if cfg.StoreCPU != nil {
 			st0, stErr = cfg.StoreCPU()
 		}
-		measured = r.phase(runCtx, cfg.Warmup, cfg.Flows, false)
+		if cfg.Rate > 0 {
+			measured = r.ratePhase(runCtx, starter, cfg.Warmup)
+		} else {
+			measured = r.phase(runCtx, cfg.Warmup, cfg.Flows, false)
+		}
 		if stErr == nil {
 			if st1, err := cfg.StoreCPU(); err == nil {
 				c := st1.Sub(st0)
@@ -359,6 +392,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		}
 		res.Completed = len(measured.latencies)
 		res.Failures = int(measured.failures.Load())
+		res.Accepted, res.Refused = int(measured.accepted.Load()), int(measured.refused.Load())
+		res.OfferElapsed = measured.offerElapsed
 		res.Latency = Summarize(measured.latencies)
 	}
 	if rss, err := PeakRSS(os.Getpid()); err == nil {
@@ -372,7 +407,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	res.FailureSamples = slices.Concat(warm.samples, measured.failureSamples())
 	res.FailureSamples = res.FailureSamples[:min(len(res.FailureSamples), maxFailureSamples)]
 
-	if done := res.Completed + res.Failures; done < cfg.Flows {
+	if done := res.Completed + res.Failures + res.Refused; done < cfg.Flows {
 		res.Interrupted = true
 		if err := ctx.Err(); err != nil {
 			return res, fmt.Errorf("bench: interrupted after %d of %d measured flows: %w", done, cfg.Flows, err)
@@ -409,10 +444,14 @@ type phase struct {
 	starts  atomic.Int64 // flows whose start returned
 	done    atomic.Int64
 	// failures counts the failed flows; samples describes the first ones.
-	failures  atomic.Int64
-	mu        sync.Mutex
-	latencies []time.Duration // of the completed flows
-	samples   []string
+	failures atomic.Int64
+	// accepted and refused count an open-loop phase's starts (rate.go);
+	// offerElapsed is the time over which it offered them.
+	accepted, refused atomic.Int64
+	offerElapsed      time.Duration
+	mu                sync.Mutex
+	latencies         []time.Duration // of the completed flows
+	samples           []string
 	// elapsed is the phase's duration; startElapsed, in a burst, the time
 	// until the last start returned.
 	elapsed, startElapsed time.Duration

@@ -42,6 +42,8 @@ type benchOptions struct {
 	steps, branches                   int
 	timer                             time.Duration
 	burst                             bool
+	rate                              float64
+	duration                          time.Duration
 	warmup                            optUint
 	payloadBytes                      int
 	flowType                          string
@@ -112,6 +114,13 @@ waiting, and each started flow is awaited separately; elapsed time runs from
 the first start to the last result. Warmup flows run first, the same way,
 and are not measured.
 
+--rate R --duration D (overload, open loop): R starts per second for D,
+each sent at its time whatever the earlier ones got; a start the server
+refuses as overloaded (RESOURCE_EXHAUSTED) is counted as refused, not sent
+again; every accepted flow is awaited and checked. The report adds the
+accepted starts per second and the refused starts; latency, failures and
+flows/s cover the accepted flows.
+
 Latency is from the start call to the result; percentiles are exact (nearest
 rank over every measured flow). CPU is this process's user+system time (the
 driver and the worker together) over the measured flows; with --server-pid,
@@ -147,6 +156,8 @@ func benchCmd(w bench.Workload) *command {
 			}
 			fs.IntVar(&o.callers, "callers", 32, "run `C` closed-loop callers, each waiting for its flow's result before starting the next (with --burst: C goroutines start the flows)")
 			fs.BoolVar(&o.burst, "burst", false, "start every flow without waiting, then await each separately")
+			fs.Float64Var(&o.rate, "rate", 0, "overload: offer `R` starts per second for --duration, open loop (refused starts are counted, accepted ones awaited); --flows is then R × duration")
+			fs.DurationVar(&o.duration, "duration", 0, "with --rate, offer starts for `DURATION`")
 			fs.IntVar(&o.workerConcurrency, "worker-concurrency", 64, "let the built-in worker run at most `N` tasks at once")
 			fs.Var(&o.warmup, "warmup", "run `N` flows first, not measured (default min(100, flows/10))")
 			fs.IntVar(&o.payloadBytes, "payload-bytes", 0, "carry `B` bytes of payload through every step")
@@ -205,6 +216,19 @@ func (o *benchOptions) config(s *session) (bench.Config, error) {
 			return bench.Config{}, usagef("--metrics-url %q is not an http:// or https:// URL", o.metricsURL)
 		}
 	}
+	switch {
+	case o.rate < 0 || math.IsNaN(o.rate) || math.IsInf(o.rate, 0):
+		return bench.Config{}, usagef("--rate must be a positive number of starts per second, not %v", o.rate)
+	case o.rate > 0 && o.duration <= 0:
+		return bench.Config{}, usagef("--rate needs a positive --duration, not %s", o.duration)
+	case o.rate == 0 && o.duration != 0:
+		return bench.Config{}, usagef("--duration applies only with --rate")
+	case o.rate > 0 && o.burst:
+		return bench.Config{}, usagef("--rate and --burst exclude each other")
+	}
+	if o.rate > 0 {
+		o.flows = bench.Config{Rate: o.rate, Duration: o.duration}.Offered()
+	}
 	warmup := bench.DefaultWarmup(o.flows)
 	if o.warmup.set {
 		warmup = int(o.warmup.v)
@@ -216,7 +240,7 @@ func (o *benchOptions) config(s *session) (bench.Config, error) {
 	return bench.Config{
 		Workload: o.workload, Addresses: s.conns.addrs, DialOptions: dial, FlowType: o.flowType,
 		Flows: o.flows, Steps: o.steps, Branches: o.branches, Timer: o.timer,
-		Callers: o.callers, Burst: o.burst, WorkerConcurrency: o.workerConcurrency,
+		Callers: o.callers, Burst: o.burst, Rate: o.rate, Duration: o.duration, WorkerConcurrency: o.workerConcurrency,
 		Warmup: warmup, PayloadBytes: o.payloadBytes, ServerPID: o.serverPID, MetricsURL: o.metricsURL,
 		Logger: slog.New(slog.NewTextHandler(s.stderr(), &slog.HandlerOptions{Level: slog.LevelWarn})),
 	}, nil
@@ -342,10 +366,16 @@ func benchJSON(r bench.Result) jsonObject {
 		}
 	}
 	mode := "closed"
-	var startSeconds any
+	var startSeconds, ratePerSecond, offeredPerSecond, accepted, refused, acceptedPerSecond any
 	if r.Burst {
 		mode = "burst"
 		startSeconds = round3(r.StartElapsed.Seconds())
+	}
+	if r.Rate > 0 {
+		mode = "open"
+		ratePerSecond, accepted, refused = round3(r.Rate), r.Accepted, r.Refused
+		acceptedPerSecond = round3(r.AcceptedPerSecond())
+		offeredPerSecond = round3(rate(r.Flows, r.OfferElapsed))
 	}
 	var branches, timerMs any
 	if r.Workload == bench.WorkloadFanout {
@@ -367,6 +397,11 @@ func benchJSON(r bench.Result) jsonObject {
 		{"workerConcurrency", r.WorkerConcurrency},
 		{"warmup", r.Warmup},
 		{"payloadBytes", r.PayloadBytes},
+		{"ratePerSecond", ratePerSecond},
+		{"offeredPerSecond", offeredPerSecond},
+		{"accepted", accepted},
+		{"refused", refused},
+		{"acceptedPerSecond", acceptedPerSecond},
 		{"completed", r.Completed},
 		{"failures", r.Failures},
 		{"warmupFailures", r.WarmupFailures},
@@ -460,13 +495,23 @@ func benchTable(w io.Writer, r bench.Result) error {
 	if r.Burst {
 		mode = fmt.Sprintf("burst, %d starting goroutines", r.Callers)
 	}
+	if r.Rate > 0 {
+		mode = fmt.Sprintf("open loop, %g starts/s for %s", r.Rate, r.Duration)
+	}
 	kv := []string{
 		"Workload", fmt.Sprintf("%s: %s, %s, worker concurrency %d, warmup %d%s",
 			r.Workload, what, mode, r.WorkerConcurrency, r.Warmup, payload),
 		"Flow type", fmt.Sprintf("%s (flow IDs %sN)", r.FlowType, r.FlowIDPrefix),
 		"Completed", strconv.Itoa(r.Completed),
-		"Failures", fmt.Sprintf("%d (warmup: %d)", r.Failures, r.WarmupFailures),
 	}
+	if r.Rate > 0 {
+		kv = append(kv, "Offered starts", fmt.Sprintf("%d over %s (%.1f/s)", r.Flows, r.OfferElapsed.Round(time.Millisecond), rate(r.Flows, r.OfferElapsed)),
+			"Accepted starts", fmt.Sprintf("%d (%.1f/s over %s)", r.Accepted, r.AcceptedPerSecond(), r.OfferElapsed.Round(time.Millisecond)),
+			"Refused starts", fmt.Sprintf("%d (RESOURCE_EXHAUSTED)", r.Refused))
+	}
+	kv = append(kv,
+		"Failures", fmt.Sprintf("%d (warmup: %d)", r.Failures, r.WarmupFailures),
+	)
 	if r.Interrupted {
 		kv = append(kv, "Interrupted", fmt.Sprintf("yes, after %d of %d measured flows", r.Completed+r.Failures, r.Flows))
 	}
@@ -552,5 +597,13 @@ func textLatency(d time.Duration) string {
 
 // millis is d in milliseconds, rounded to the microsecond.
 func millis(d time.Duration) float64 { return round3(float64(d) / float64(time.Millisecond)) }
+
+// rate is n per second of d; 0 when d is not positive.
+func rate(n int, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return float64(n) / d.Seconds()
+}
 
 func round3(x float64) float64 { return math.Round(x*1000) / 1000 }

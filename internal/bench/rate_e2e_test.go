@@ -1,0 +1,36 @@
+package bench
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// An open-loop run beyond the server's capacity: the server refuses part
+// of the starts (limits.maxQueuedTasks is small here), the refusals are
+// counted, and every accepted flow completes with the right output.
+func TestRun_OpenLoopCountsRefusals(t *testing.T) {
+	t.Parallel()
+	srv, err := StartDevServer(context.Background(), DevOptions{Binary: serverBinary(t), DataDir: t.TempDir(),
+		Durability: "relaxed", Config: "limits:\n  maxQueuedTasks: 5\n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Stop(10 * time.Second) })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := Run(ctx, Config{Workload: WorkloadChain, Addresses: []string{srv.Addr}, Steps: 2, Callers: 2,
+		WorkerConcurrency: 1, Warmup: 2, Rate: 400, Duration: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatalf("run: %v (%+v)", err, res)
+	}
+	if res.Flows != 200 || res.Accepted+res.Refused != res.Flows {
+		t.Fatalf("offered %d, accepted %d, refused %d: want 200 = accepted + refused", res.Flows, res.Accepted, res.Refused)
+	}
+	if res.Refused == 0 || res.Accepted == 0 {
+		t.Fatalf("accepted %d, refused %d: want both", res.Accepted, res.Refused)
+	}
+	if res.Completed != res.Accepted || res.Failures != 0 {
+		t.Fatalf("completed %d of %d accepted, %d failures", res.Completed, res.Accepted, res.Failures)
+	}
+}
