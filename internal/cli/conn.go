@@ -2,17 +2,23 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
 	"github.com/dexzd/dexzd/api/dexpb"
+	"github.com/dexzd/dexzd/dex"
 )
 
 // retryRule says when a call moves on to the next address of --server.
@@ -52,7 +58,15 @@ func (c *connSet) conn(i int) (*grpc.ClientConn, error) {
 	if c.conns[i] != nil {
 		return c.conns[i], nil
 	}
-	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	opts := []grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		// A server that takes the TCP connection but never answers (a
+		// frozen process) fails the connection after the bound instead of
+		// gRPC's 20 s, and a connection whose server stops answering pings
+		// is closed.
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.DefaultConfig, MinConnectTimeout: unresponsiveAfter}),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: dex.KeepaliveTime, Timeout: unresponsiveAfter, PermitWithoutStream: true}),
+	}
 	if c.token != "" {
 		opts = append(opts, grpc.WithPerRPCCredentials(bearerToken(c.token)))
 	}
@@ -110,7 +124,7 @@ func (c *connSet) call(ctx context.Context, rule retryRule, first int,
 			tried = append(tried, attempt{addr: c.addrs[i], err: lastErr})
 			continue
 		}
-		lastErr = fn(ctx, cc)
+		lastErr = guard(ctx, cc, c.addrs[i], rule, func(ctx context.Context) error { return fn(ctx, cc) })
 		tried = append(tried, attempt{addr: c.addrs[i], reachable: true, err: lastErr})
 		code := status.Code(lastErr)
 		moveOn := rule == onUnavailable && code == codes.Unavailable ||
@@ -135,6 +149,67 @@ func indexOf(addrs []string, addr string, fallback int) int {
 	}
 	return fallback
 }
+
+// unresponsiveAfter is how long an attempt waits for a server that answers
+// nothing, not even a health check, before it gives the address up (the
+// SDK's DefaultUnresponsiveTimeout). A variable for tests.
+var unresponsiveAfter = dex.DefaultUnresponsiveTimeout
+
+// guard runs one attempt fn on cc and gives it up when the server stops
+// answering: after half the bound without an answer it asks the health
+// service, on the same connection, for an answer within the other half;
+// none makes the attempt end UNAVAILABLE (so a safe call moves on to the
+// next address), and any answer, even an error, lets it go on (a long
+// WaitForFlow is never cut off). For a call that must not run twice the
+// error says the request may have taken effect.
+func guard(ctx context.Context, cc *grpc.ClientConn, addr string, rule retryRule, fn func(ctx context.Context) error) error {
+	actx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop, watched := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(watched)
+		half := unresponsiveAfter / 2
+		t := time.NewTimer(half)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+			case <-stop:
+				return
+			case <-actx.Done():
+				return
+			}
+			pctx, pcancel := context.WithTimeout(actx, half)
+			_, err := grpc_health_v1.NewHealthClient(cc).Check(pctx, &grpc_health_v1.HealthCheckRequest{})
+			silent := pctx.Err() != nil || status.Code(err) == codes.Unavailable
+			pcancel()
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if silent && actx.Err() == nil {
+				cancel(errUnresponsive)
+				return
+			}
+			t.Reset(half)
+		}
+	}()
+	err := fn(actx)
+	close(stop)
+	<-watched
+	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(actx), errUnresponsive) {
+		if rule == onUnavailable {
+			return status.Errorf(codes.Unavailable, "%s answered nothing for %s, not even a health check: unresponsive", addr, unresponsiveAfter)
+		}
+		return status.Errorf(codes.Unavailable, "%s answered nothing for %s, not even a health check: unresponsive; the request was sent and may have taken effect",
+			addr, unresponsiveAfter)
+	}
+	return err
+}
+
+// errUnresponsive is the cause of an attempt guard gave up.
+var errUnresponsive = errors.New("server unresponsive")
 
 // waitReady connects cc and reports whether it became ready. It gives up
 // when the connection fails (the address is unreachable) or ctx ends.

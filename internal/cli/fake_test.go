@@ -11,6 +11,8 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	"google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -146,6 +148,17 @@ func (f *fakeServer) ListFlows(ctx context.Context, r *dexpb.ListFlowsRequest) (
 // address.
 func (f *fakeServer) start(t *testing.T) string {
 	t.Helper()
+	return f.serve(t, false)
+}
+
+// startWithHealth is start with a health service that answers SERVING.
+func (f *fakeServer) startWithHealth(t *testing.T) string {
+	t.Helper()
+	return f.serve(t, true)
+}
+
+func (f *fakeServer) serve(t *testing.T, withHealth bool) string {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("listen: %v", err)
@@ -153,6 +166,9 @@ func (f *fakeServer) start(t *testing.T) string {
 	srv := grpc.NewServer()
 	dexpb.RegisterFlowServiceServer(srv, f)
 	dexpb.RegisterAdminServiceServer(srv, f)
+	if withHealth {
+		grpc_health_v1.RegisterHealthServer(srv, health.NewServer())
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
