@@ -142,18 +142,29 @@ func (c *Client) call(ctx context.Context, op string, kind idempotency, requestI
 		}
 		return err
 	}
-	refused := false // the last attempt was refused as overloaded and waited for
+	refused := false         // the last attempt was refused as overloaded and waited for
+	var hinted time.Duration // the retry hint of the last UNAVAILABLE, if it had one
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 && !refused {
 			if time.Now().After(deadline) {
 				return giveUp(wrapStatus(op, lastErr))
 			}
+			wait := hinted
+			if wait > 0 {
+				// A process about to hand over, or a hot standby about to
+				// take over, asks for a quick retry: no growing backoff,
+				// so the call lands soon after the new active serves.
+				wait = min(wait, bo.cfg.Max)
+				wait += mrand.N(wait/5 + 1)
+			} else {
+				wait = bo.next()
+			}
 			i, _ := c.current()
-			if !c.conns.pause(ctx, bo.next(), i) {
+			if !c.conns.pause(ctx, wait, i) {
 				return giveUp(ctxError(ctx, op, lastErr))
 			}
 		}
-		refused = false
+		refused, hinted = false, 0
 		i, confirmed := c.current()
 		e, err := c.conns.get(ctx, i)
 		if err != nil {
@@ -206,6 +217,7 @@ func (c *Client) call(ctx context.Context, op string, kind idempotency, requestI
 			return wrapStatus(op, err)
 		}
 		unknownAt = e.addr
+		hinted, _ = retryHint(err)
 		c.failover(i, op, err)
 		if kind == once {
 			// The server may have acted on the request; sending it again
@@ -219,11 +231,21 @@ func (c *Client) call(ctx context.Context, op string, kind idempotency, requestI
 // overloaded reports whether err is the server's refusal of new work
 // beyond its capacity, RESOURCE_EXHAUSTED with a RetryInfo detail, and
 // returns the delay it asks for (at least 1 ms, at most maxOverloadHint).
-// The server sends RetryInfo only with this refusal, which it gives before
-// acting on the call.
+// The server gives this refusal before acting on the call.
 func overloaded(err error) (time.Duration, bool) {
+	if status.Code(err) != codes.ResourceExhausted {
+		return 0, false
+	}
+	return retryHint(err)
+}
+
+// retryHint returns the delay of err's RetryInfo detail (at least 1 ms, at
+// most maxOverloadHint), if it has one. Besides the overload refusal, an
+// UNAVAILABLE of a process that is stepping down or a hot standby carries
+// one: a short delay, because a new active is about to serve.
+func retryHint(err error) (time.Duration, bool) {
 	st, ok := status.FromError(err)
-	if !ok || st.Code() != codes.ResourceExhausted {
+	if !ok {
 		return 0, false
 	}
 	for _, d := range st.Proto().GetDetails() {

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -30,11 +31,12 @@ import (
 //	*OverloadError                       RESOURCE_EXHAUSTED + RetryInfo (the
 //	                                     hint) + ErrorInfo (reason OVERLOADED,
 //	                                     metadata limit=<key>): new work
-//	                                     refused before anything was done;
-//	                                     only this refusal carries RetryInfo
+//	                                     refused before anything was done
 //	*WorkerError                         FAILED_PRECONDITION + WorkerError detail
 //	ErrNotServing                        UNAVAILABLE: only when this process
-//	                                     cannot serve (lease, drain, standby)
+//	                                     cannot serve (lease, drain, standby);
+//	                                     + RetryInfo (50 ms) while it steps
+//	                                     down, (100 ms) while a hot standby
 //	context.DeadlineExceeded             DEADLINE_EXCEEDED (an expired long
 //	                                     poll or RPC wait)
 //	context.Canceled                     CANCELLED
@@ -119,13 +121,37 @@ func withWorkerError(c codes.Code, msg string, detail *dexpb.WorkerError) error 
 	return st.Err()
 }
 
+// Retry hints of UNAVAILABLE answers from a process that expects a new
+// active soon: it is stepping down (a standby takes over at its next lease
+// poll), or it is a hot standby (it takes over as soon as the lease is
+// free). The SDK retries after the hint instead of a growing backoff, so
+// that a hand-over costs the client little more than the server's part.
+const (
+	SteppingDownRetryHint = 50 * time.Millisecond
+	HotStandbyRetryHint   = 100 * time.Millisecond
+)
+
 // unavailable is the answer of a process that cannot serve.
 func (s *Server) unavailable() error {
 	if msg, ok := s.steppingDown(); ok {
-		return status.Error(codes.Unavailable, msg)
+		return withRetryHint(codes.Unavailable, msg, SteppingDownRetryHint)
 	}
+	msg := ErrNotServing.Error()
 	if r := s.reason.Load(); r != nil && s.backend.Load() == nil {
-		return status.Error(codes.Unavailable, *r)
+		msg = *r
 	}
-	return status.Error(codes.Unavailable, ErrNotServing.Error())
+	if hot := s.hot.Load(); hot != nil && (*hot)() { // no backend serves: that is why we are here
+		return withRetryHint(codes.Unavailable, msg, HotStandbyRetryHint)
+	}
+	return status.Error(codes.Unavailable, msg)
+}
+
+// withRetryHint is a status with a RetryInfo detail asking for a retry
+// after d.
+func withRetryHint(c codes.Code, msg string, d time.Duration) error {
+	st, err := status.New(c, msg).WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(d)})
+	if err != nil {
+		return status.Error(c, msg)
+	}
+	return st.Err()
 }
