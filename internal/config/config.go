@@ -282,8 +282,8 @@ func Defaults() Config {
 const (
 	DefaultMaxPendingRequests   = 1024
 	DefaultMaxPendingBytes      = 64 << 20
-	DefaultMaxQueuedTasks       = 5000
-	DefaultMaxConcurrentStreams = 4096
+	DefaultMaxQueuedTasks       = 1000
+	DefaultMaxConcurrentStreams = 16384
 )
 
 // DefaultsYAML renders Defaults as YAML, for `dex-server-zd config defaults`.

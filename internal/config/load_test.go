@@ -14,14 +14,14 @@ import (
 func TestLimits_BoundedLoadKeys(t *testing.T) {
 	t.Parallel()
 	d := config.Defaults()
-	if l := d.Limits; l.MaxPendingRequests != 1024 || l.MaxPendingBytes != 64<<20 || l.MaxQueuedTasks != 5000 || l.MaxConcurrentStreams != 4096 {
+	if l := d.Limits; l.MaxPendingRequests != 1024 || l.MaxPendingBytes != 64<<20 || l.MaxQueuedTasks != 1000 || l.MaxConcurrentStreams != 16384 {
 		t.Errorf("defaults: %+v", l)
 	}
 	out, err := config.DefaultsYAML()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{"maxPendingRequests: 1024", "maxPendingBytes: 67108864", "maxQueuedTasks: 5000", "maxConcurrentStreams: 4096"} {
+	for _, k := range []string{"maxPendingRequests: 1024", "maxPendingBytes: 67108864", "maxQueuedTasks: 1000", "maxConcurrentStreams: 16384"} {
 		if !strings.Contains(string(out), k) {
 			t.Errorf("defaults output lacks %q", k)
 		}

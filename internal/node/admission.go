@@ -36,11 +36,13 @@ const (
 	// DefaultMaxPendingBytes: eight requests of the default 8 MiB request
 	// limit, or eight full log batches queued (DefaultMaxBatchBytes).
 	DefaultMaxPendingBytes = 64 << 20
-	// DefaultMaxQueuedTasks: about two seconds of work at the measured
-	// ~3,200 steps/s of the chain workload on the local disk (four on
-	// MinIO); a flow that starts behind a full queue waits that long for
-	// each of its steps.
-	DefaultMaxQueuedTasks = 5000
+	// DefaultMaxQueuedTasks: about 0.3 s of work at the ~3,200 steps/s of
+	// the chain workload on the local disk (README), 1.4 s at the ~700
+	// steps/s measured on a loaded machine; a flow that starts behind a
+	// full queue waits that long for each of its steps. With 5000, the
+	// accepted flows of an overload run waited 17-20 s (README: Bounded
+	// load).
+	DefaultMaxQueuedTasks = 1000
 )
 
 func (l AdmissionLimits) withDefaults() AdmissionLimits {

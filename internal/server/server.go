@@ -52,7 +52,7 @@ type Options struct {
 }
 
 // DefaultMaxConcurrentStreams is the default Options.MaxConcurrentStreams.
-const DefaultMaxConcurrentStreams = 4096
+const DefaultMaxConcurrentStreams = 16384
 
 // Server holds the services. Register them on a grpc.Server created with
 // GRPCOptions; SetBackend when an instance starts serving.
