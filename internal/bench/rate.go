@@ -20,7 +20,12 @@ import (
 // back-off does not hide the refusal); every accepted start is awaited and
 // must complete with the right output like any other flow. Waits and
 // publishes go through a second client, on a connection of their own, so
-// that long polls do not take the stream quota of the starts.
+// that long polls do not take the stream quota of the starts. At most
+// MaxStartsInFlight starts are in flight: a start due while that many
+// wait for their answers is not sent and counted in Result.Skipped, so
+// that a driver slower than its schedule (or a server that stops
+// answering) does not pile up calls in this process without bound, which
+// would also hold up the SDK's health checks on the same connection.
 
 // ratePhase runs the measured phase of an open-loop run: Rate starts per
 // second for Duration, numbered from first.
@@ -29,6 +34,7 @@ func (r *runner) ratePhase(ctx context.Context, starter *dex.Client, first int) 
 	p := &phase{total: n, started: time.Now(), latencies: make([]time.Duration, 0, n)}
 	r.current.Store(p)
 	var starts, waiters sync.WaitGroup
+	inflight := make(chan struct{}, MaxStartsInFlight)
 	interval := time.Duration(float64(time.Second) / r.cfg.Rate)
 	begin := time.Now()
 	for i := 0; i < n && ctx.Err() == nil; i++ {
@@ -41,7 +47,15 @@ func (r *runner) ratePhase(ctx context.Context, starter *dex.Client, first int) 
 			t.Stop()
 		}
 		p.next.Add(1)
+		select {
+		case inflight <- struct{}{}:
+		default:
+			p.skipped.Add(1)
+			p.done.Add(1)
+			continue
+		}
 		starts.Go(func() {
+			defer func() { <-inflight }()
 			id := r.idPrefix + fmt.Sprint(first+i)
 			t0 := time.Now()
 			runID, err := r.wl.start(ctx, starter, r.flow, id, first+i, r.pad)
@@ -66,6 +80,9 @@ func (r *runner) ratePhase(ctx context.Context, starter *dex.Client, first int) 
 	p.elapsed = time.Since(p.started)
 	return p
 }
+
+// MaxStartsInFlight bounds the starts an open-loop run has in flight.
+const MaxStartsInFlight = 2048
 
 // Offered is the number of starts an open-loop run offers: Rate × Duration
 // (at least 1); 0 without Rate.

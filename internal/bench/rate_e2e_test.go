@@ -24,8 +24,9 @@ func TestRun_OpenLoopCountsRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatalf("run: %v (%+v)", err, res)
 	}
-	if res.Flows != 200 || res.Accepted+res.Refused != res.Flows {
-		t.Fatalf("offered %d, accepted %d, refused %d: want 200 = accepted + refused", res.Flows, res.Accepted, res.Refused)
+	if res.Flows != 200 || res.Offered != 200 || res.Accepted+res.Refused+res.Skipped != res.Flows {
+		t.Fatalf("offered %d of %d, accepted %d, refused %d, skipped %d: want 200 = accepted + refused + skipped",
+			res.Offered, res.Flows, res.Accepted, res.Refused, res.Skipped)
 	}
 	if res.Refused == 0 || res.Accepted == 0 {
 		t.Fatalf("accepted %d, refused %d: want both", res.Accepted, res.Refused)

@@ -128,7 +128,11 @@ type Result struct {
 	Rate              float64
 	Duration          time.Duration
 	Accepted, Refused int
-	OfferElapsed      time.Duration
+	// Skipped counts the starts an open-loop run did not send because
+	// MaxStartsInFlight were waiting for answers; Offered the starts it
+	// sent or skipped (fewer than Flows when the run stopped early).
+	Skipped, Offered int
+	OfferElapsed     time.Duration
 	// StepsPerFlow is the number of step executions of one flow: K for
 	// chain, 1+F for fanout, 1 for timer and signal.
 	StepsPerFlow int
@@ -393,6 +397,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		res.Completed = len(measured.latencies)
 		res.Failures = int(measured.failures.Load())
 		res.Accepted, res.Refused = int(measured.accepted.Load()), int(measured.refused.Load())
+		res.Skipped, res.Offered = int(measured.skipped.Load()), int(measured.next.Load())
 		res.OfferElapsed = measured.offerElapsed
 		res.Latency = Summarize(measured.latencies)
 	}
@@ -407,7 +412,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	res.FailureSamples = slices.Concat(warm.samples, measured.failureSamples())
 	res.FailureSamples = res.FailureSamples[:min(len(res.FailureSamples), maxFailureSamples)]
 
-	if done := res.Completed + res.Failures + res.Refused; done < cfg.Flows {
+	if done := res.Completed + res.Failures + res.Refused + res.Skipped; done < cfg.Flows {
 		res.Interrupted = true
 		if err := ctx.Err(); err != nil {
 			return res, fmt.Errorf("bench: interrupted after %d of %d measured flows: %w", done, cfg.Flows, err)
@@ -447,11 +452,11 @@ type phase struct {
 	failures atomic.Int64
 	// accepted and refused count an open-loop phase's starts (rate.go);
 	// offerElapsed is the time over which it offered them.
-	accepted, refused atomic.Int64
-	offerElapsed      time.Duration
-	mu                sync.Mutex
-	latencies         []time.Duration // of the completed flows
-	samples           []string
+	accepted, refused, skipped atomic.Int64
+	offerElapsed               time.Duration
+	mu                         sync.Mutex
+	latencies                  []time.Duration // of the completed flows
+	samples                    []string
 	// elapsed is the phase's duration; startElapsed, in a burst, the time
 	// until the last start returned.
 	elapsed, startElapsed time.Duration

@@ -366,16 +366,16 @@ func benchJSON(r bench.Result) jsonObject {
 		}
 	}
 	mode := "closed"
-	var startSeconds, ratePerSecond, offeredPerSecond, accepted, refused, acceptedPerSecond any
+	var startSeconds, ratePerSecond, offeredPerSecond, accepted, refused, skipped, acceptedPerSecond any
 	if r.Burst {
 		mode = "burst"
 		startSeconds = round3(r.StartElapsed.Seconds())
 	}
 	if r.Rate > 0 {
 		mode = "open"
-		ratePerSecond, accepted, refused = round3(r.Rate), r.Accepted, r.Refused
+		ratePerSecond, accepted, refused, skipped = round3(r.Rate), r.Accepted, r.Refused, r.Skipped
 		acceptedPerSecond = round3(r.AcceptedPerSecond())
-		offeredPerSecond = round3(rate(r.Flows, r.OfferElapsed))
+		offeredPerSecond = round3(rate(r.Offered, r.OfferElapsed))
 	}
 	var branches, timerMs any
 	if r.Workload == bench.WorkloadFanout {
@@ -401,6 +401,7 @@ func benchJSON(r bench.Result) jsonObject {
 		{"offeredPerSecond", offeredPerSecond},
 		{"accepted", accepted},
 		{"refused", refused},
+		{"skipped", skipped},
 		{"acceptedPerSecond", acceptedPerSecond},
 		{"completed", r.Completed},
 		{"failures", r.Failures},
@@ -505,9 +506,10 @@ func benchTable(w io.Writer, r bench.Result) error {
 		"Completed", strconv.Itoa(r.Completed),
 	}
 	if r.Rate > 0 {
-		kv = append(kv, "Offered starts", fmt.Sprintf("%d over %s (%.1f/s)", r.Flows, r.OfferElapsed.Round(time.Millisecond), rate(r.Flows, r.OfferElapsed)),
+		kv = append(kv, "Offered starts", fmt.Sprintf("%d over %s (%.1f/s)", r.Offered, r.OfferElapsed.Round(time.Millisecond), rate(r.Offered, r.OfferElapsed)),
 			"Accepted starts", fmt.Sprintf("%d (%.1f/s over %s)", r.Accepted, r.AcceptedPerSecond(), r.OfferElapsed.Round(time.Millisecond)),
-			"Refused starts", fmt.Sprintf("%d (RESOURCE_EXHAUSTED)", r.Refused))
+			"Refused starts", fmt.Sprintf("%d (RESOURCE_EXHAUSTED)", r.Refused),
+			"Skipped starts", fmt.Sprintf("%d (not sent: %d starts in flight)", r.Skipped, bench.MaxStartsInFlight))
 	}
 	kv = append(kv,
 		"Failures", fmt.Sprintf("%d (warmup: %d)", r.Failures, r.WarmupFailures),

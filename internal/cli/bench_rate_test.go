@@ -11,7 +11,7 @@ func TestBench_OpenLoopOutput(t *testing.T) {
 	t.Parallel()
 	res := fixtureChainResult()
 	res.Rate, res.Duration = 10000, time.Minute
-	res.Flows, res.Accepted, res.Refused, res.Completed = 600000, 70000, 530000, 70000
+	res.Flows, res.Offered, res.Accepted, res.Refused, res.Skipped, res.Completed = 600000, 600000, 70000, 520000, 10000, 70000
 	res.OfferElapsed = time.Minute
 	for _, format := range []string{"table", "json"} {
 		t.Run(format, func(t *testing.T) {
