@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"errors"
 	"strings"
 	"testing"
@@ -59,5 +60,53 @@ func TestDecide_StartWithTwelveLargeAttributesIsRefused(t *testing.T) {
 	c.StartStep, c.Input = "s", big // 8 MiB: at both limits
 	if _, err := e.Decide(nil, c, time.Unix(0, 0)); err != nil {
 		t.Fatalf("an input and an attribute of 4 MiB: %v", err)
+	}
+}
+
+// MaxDecisionBytes bounds the encoded records of the largest requests the
+// limits accept, so the node's log record limit (sized from it) never
+// refuses one: an Execute whose movement inputs fill the request, and an
+// RPC with an input at the value limit whose result's movements fill the
+// request.
+//
+// Covers: E28
+func TestEngine_MaxDecisionBytesBoundsTheLargestRequests(t *testing.T) {
+	t.Parallel()
+	n := startedNode(t)
+	big := Value{Type: "bytes", Data: bytes.Repeat([]byte{0xff}, DefaultMaxPayloadBytes)}
+	moves := []Movement{{StepType: "Charge", Input: big}, {StepType: "Charge", Input: big}}
+	encoded := func(recs []Record) int {
+		total := 0
+		for _, r := range recs {
+			b, err := MarshalRecord(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			total += len(b)
+		}
+		return total
+	}
+	limit := n.e.MaxDecisionBytes()
+
+	n.must(TaskStarted{Token: tok(n.st, "Reserve-1", 1)}, base)
+	recs, err := n.e.Decide(n.st, ExecuteResult{Token: tok(n.st, "Reserve-1", 1),
+		Decision: Decision{Kind: DecideMovements, Movements: moves}}, base)
+	if err != nil || len(recs) < 3 {
+		t.Fatalf("Execute with 8 MiB of movement inputs: %v, %d records", err, len(recs))
+	}
+	if got := encoded(recs); got > limit {
+		t.Errorf("Execute: records are %d bytes encoded, above MaxDecisionBytes %d", got, limit)
+	}
+
+	task, err := n.e.RPCTask(n.st, InvokeRPC{FlowID: "o-1", CallID: "c1", Name: "status", Input: big}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err = n.e.Decide(n.st, RPCResult{Token: task.Token, Name: "status", Input: big, Movements: moves}, base)
+	if err != nil {
+		t.Fatalf("RPC result with 8 MiB of movement inputs: %v", err)
+	}
+	if got := encoded(recs); got > limit || got < limit*3/4 {
+		t.Errorf("RPC: records are %d bytes encoded; MaxDecisionBytes %d should bound them closely", got, limit)
 	}
 }
