@@ -55,13 +55,14 @@ type dispatcher struct {
 	dead   map[string]int            // dead tasks still in queues[flowType]
 	// delayed holds the queued step tasks whose NotBefore had not passed
 	// when they were queued; pump moves them to their queue when it has.
-	delayed  delayHeap
-	nextSeq  uint64 // orders delayed tasks of the same NotBefore
-	sessions map[string]*session
-	running  map[taskKey]*session // reserved or handed out
-	draining bool
-	closed   bool
-	idle     chan struct{} // closed and replaced whenever a slot is freed
+	delayed   delayHeap
+	delayedBy map[string]int // len(delayed) by flow type
+	nextSeq   uint64         // orders delayed tasks of the same NotBefore
+	sessions  map[string]*session
+	running   map[taskKey]*session // reserved or handed out
+	draining  bool
+	closed    bool
+	idle      chan struct{} // closed and replaced whenever a slot is freed
 
 	wake chan struct{}
 }
@@ -150,7 +151,7 @@ const (
 func newDispatcher(c *Core) *dispatcher {
 	return &dispatcher{
 		c: c, queues: map[string][]*pendingTask{}, queued: map[taskKey]*pendingTask{},
-		byRun: map[runKey][]*pendingTask{}, dead: map[string]int{},
+		byRun: map[runKey][]*pendingTask{}, dead: map[string]int{}, delayedBy: map[string]int{},
 		sessions: map[string]*session{}, running: map[taskKey]*session{},
 		idle: make(chan struct{}), wake: make(chan struct{}, 1),
 	}
@@ -197,6 +198,7 @@ func (d *dispatcher) enqueue(r engine.TaskRef) {
 		d.queue(p)
 		if r.NotBefore.After(d.c.clock.Now()) {
 			heap.Push(&d.delayed, p)
+			d.delayedBy[p.flowType]++
 		} else {
 			d.queues[r.FlowType] = append(d.queues[r.FlowType], p)
 		}
@@ -267,6 +269,7 @@ func (d *dispatcher) dropRun(flowID, runID string) {
 		p.dead = true
 		if p.delayIdx >= 0 { // not in its queue yet
 			heap.Remove(&d.delayed, p.delayIdx)
+			d.undelayed(p.flowType)
 			continue
 		}
 		d.dead[p.flowType]++
@@ -274,6 +277,20 @@ func (d *dispatcher) dropRun(flowID, runID string) {
 			d.compact(p.flowType)
 		}
 	}
+}
+
+// undelayed counts a task of flowType out of delayed (d.mu held).
+func (d *dispatcher) undelayed(flowType string) {
+	if d.delayedBy[flowType]--; d.delayedBy[flowType] == 0 {
+		delete(d.delayedBy, flowType)
+	}
+}
+
+// waitingLocked is the number of tasks of flowType waiting for a worker:
+// those in its queue, less the dead ones still there, and those waiting
+// for their NotBefore (d.mu held).
+func (d *dispatcher) waitingLocked(flowType string) int {
+	return len(d.queues[flowType]) - d.dead[flowType] + d.delayedBy[flowType]
 }
 
 // compact removes the dead tasks from a flow type's queue (d.mu held). It
@@ -301,6 +318,7 @@ func (d *dispatcher) pump() time.Time {
 	d.expire(now)
 	for len(d.delayed) > 0 && !d.delayed[0].ref.NotBefore.After(now) {
 		p := heap.Pop(&d.delayed).(*pendingTask)
+		d.undelayed(p.flowType)
 		d.queues[p.flowType] = append(d.queues[p.flowType], p)
 	}
 	var next time.Time

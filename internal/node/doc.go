@@ -272,10 +272,11 @@
 // counts back to the sequencer (which drops heads that are fully
 // committed) and performs the effects:
 //
-//	DispatchTask  -> the dispatcher's queue of the flow type (NotBefore kept)
+//	DispatchTask  -> the dispatcher's queue of the flow type (after its NotBefore)
 //	SendTask      -> the task goes to the session that reserved it
 //	ArmTimer      -> the timer wheel
 //	NotifyClosed  -> wake WaitForFlow long polls; drop the run's timers and tasks
+//	                 (indexed by run: the cost does not grow with other runs')
 //	ReplyRPC      -> nothing: the stream that committed the RPC answers its caller
 //
 // The dispatcher (dispatch.go) hands tasks to worker sessions: a slot is
@@ -360,8 +361,9 @@
 //     them follows from work admitted earlier, so its amount is bounded by
 //     what was admitted: the running attempts (the workers' slots), the
 //     armed timers, the runs.
-//   - Reads and WaitForFlow are never refused: they queue nothing in the
-//     sequencer or the writer.
+//   - Reads are never refused: they queue nothing in the sequencer or the
+//     writer. Neither is WaitForFlow, except when MaxFlowWaiters calls
+//     wait already (waiters.go): it is refused the same way then.
 //   - Per connection, limits.maxConcurrentStreams bounds the calls and
 //     streams open at once (grpc.MaxConcurrentStreams); a client's further
 //     calls wait in the client.

@@ -213,6 +213,9 @@ func TestDispatch_DelayedRetryIsHandedOutWhenDueOrDroppedWithItsRun(t *testing.T
 		counts := func() (delayed, queue, queued int) {
 			d.mu.Lock()
 			defer d.mu.Unlock()
+			if w := d.waitingLocked("a"); w != len(d.queued) {
+				t.Errorf("%d tasks counted waiting for admission, %d queued", w, len(d.queued))
+			}
 			return len(d.delayed), len(d.queues["a"]), len(d.queued)
 		}
 		if dl, q, qd := counts(); dl != 2 || q != 0 || qd != 2 {
@@ -260,6 +263,9 @@ func TestDispatch_DropRunForgetsExactlyTheRunsTasks(t *testing.T) {
 		d.mu.Lock()
 		queued, runs, inQueue := len(d.queued), len(d.byRun), len(d.queues["a"])
 		d.mu.Unlock()
+		if n := d.queuedOf("a"); n != 2 {
+			t.Fatalf("admission counts %d tasks waiting, want 2", n)
+		}
 		// Three of five dead: more than half, so the queue was compacted.
 		if queued != 2 || runs != 2 || inQueue != 2 {
 			t.Fatalf("after 3 of 5 runs closed: %d queued, %d runs indexed, %d in the queue", queued, runs, inQueue)
@@ -320,8 +326,8 @@ func TestWaitForFlow_UnknownAndClosedFlowsLeaveNoEntry(t *testing.T) {
 }
 
 // WaitForFlow calls that wait are bounded: beyond the bound a call that
-// would wait is refused with RESOURCE_EXHAUSTED, one that need not wait is
-// answered; calls that end (cancelled or woken) free their place and their
+// would wait is refused as overload (RESOURCE_EXHAUSTED with a retry hint),
+// one that need not wait is answered; calls that end (cancelled or woken) free their place and their
 // entry.
 //
 // Covers: E25
@@ -351,9 +357,9 @@ func TestWaitForFlow_WaitersAreBounded(t *testing.T) {
 			t.Fatalf("3 calls on 2 flows wait on %d entries", n)
 		}
 		_, err := h.core.WaitForFlow(ctx, "run2", "")
-		var ee *engine.Error
-		if !errors.As(err, &ee) || ee.Code != engine.CodeResourceExhausted {
-			t.Fatalf("a fourth waiter: %v, want RESOURCE_EXHAUSTED", err)
+		var oe *server.OverloadError
+		if !errors.As(err, &oe) || oe.RetryAfter <= 0 {
+			t.Fatalf("a fourth waiter: %v, want an overload refusal with a retry hint", err)
 		}
 		if st, err := h.core.WaitForFlow(ctx, "done", ""); err != nil || st.Status != engine.StatusCompleted {
 			t.Fatalf("a closed flow at the bound: %v", err)

@@ -4,17 +4,26 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/dexzd/dexzd/internal/engine"
+	"github.com/dexzd/dexzd/internal/server"
 )
 
 // MaxFlowWaiters bounds the WaitForFlow calls that wait at once in one
-// process (E25). A call beyond it that would have to wait is answered
-// RESOURCE_EXHAUSTED at once; one on a closed or unknown flow is answered
-// as always, since it does not wait. Every waiting call holds a goroutine,
-// a stream and, with its flow, an entry here: the bound keeps that memory
-// fixed however many clients poll.
+// process (E25). A call beyond it that would have to wait is refused at
+// once with a *server.OverloadError (RESOURCE_EXHAUSTED with a retry hint
+// of retryWaiters, which the SDK waits and sends the call again on); one
+// on a closed or unknown flow is answered as always, since it does not
+// wait. Every waiting call holds a goroutine, a stream and, with its flow,
+// an entry here: the bound keeps that memory fixed however many clients
+// poll. It is not a configuration key: 10,000 is more than twice the
+// streams one connection may open (limits.maxConcurrentStreams).
 const MaxFlowWaiters = 10_000
+
+// retryWaiters is the retry hint of a WaitForFlow refused at the bound:
+// waiters leave as flows close and as long polls expire.
+const retryWaiters = time.Second
 
 // WaitForFlow implements server.Backend (E25).
 func (c *Core) WaitForFlow(ctx context.Context, flowID, runID string) (*engine.FlowState, error) {
@@ -32,8 +41,8 @@ func (c *Core) WaitForFlow(ctx context.Context, flowID, runID string) (*engine.F
 		st, err := c.Flow(ctx, flowID, runID)
 		if err == nil && st.Running() && !counted {
 			if counted = c.waiters.enter(); !counted {
-				err = &engine.Error{Code: engine.CodeResourceExhausted, Message: fmt.Sprintf(
-					"%d WaitForFlow calls are waiting, the most this server serves at once; poll again later", c.waiters.limit())}
+				err = &server.OverloadError{Limit: "MaxFlowWaiters", RetryAfter: retryWaiters, Message: fmt.Sprintf(
+					"%d WaitForFlow calls wait already, the most one server holds", c.waiters.limit())}
 			}
 		}
 		if err != nil {
