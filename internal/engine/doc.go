@@ -156,6 +156,15 @@
 // rebuilds. A failure's type, message and stack longer than the payload
 // limit are cut to it on a character boundary.
 //
+// # Size limits (E28)
+//
+// Every value is at most MaxPayloadBytes, the values of one request at most
+// MaxRequestBytes together, and a run's attributes at most
+// MaxFlowAttributeBytes once a write is applied (limits.go). Decide checks
+// them on new commands only, never Apply, so a replay is unaffected by the
+// limits the log was written under. MaxDecisionBytes bounds the encoded
+// records of one accepted request, for the node's log record limit.
+//
 // # Publish request IDs (E16)
 //
 // A client publish may carry a request ID. The run remembers the IDs of
