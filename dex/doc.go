@@ -111,7 +111,9 @@
 // generated per call and reused on every retry; a request ID lands at most
 // once per flow ID, also when the retry reaches a new run that replaced
 // the one that accepted it) are retried with backoff (50 ms to 500 ms by
-// default); InvokeRPC, StopFlow and SkipTimer are sent at most once, after
+// default), or after the retry hint an UNAVAILABLE carries (a server
+// stepping down asks for 50 ms, a standby for 100 ms, so a call lands soon
+// after the new active serves); InvokeRPC, StopFlow and SkipTimer are sent at most once, after
 // the address has answered a call or its health service reported
 // "dex.FlowService" SERVING. A call that changes state and ends without a
 // definitive answer after it was sent (the server stopped answering, the

@@ -35,8 +35,8 @@ import (
 //	*WorkerError                         FAILED_PRECONDITION + WorkerError detail
 //	ErrNotServing                        UNAVAILABLE: only when this process
 //	                                     cannot serve (lease, drain, standby);
-//	                                     + RetryInfo (50 ms) while it steps
-//	                                     down, (100 ms) while a hot standby
+//	                                     + RetryInfo: 50 ms while it steps
+//	                                     down, else 100 ms
 //	context.DeadlineExceeded             DEADLINE_EXCEEDED (an expired long
 //	                                     poll or RPC wait)
 //	context.Canceled                     CANCELLED
@@ -121,14 +121,16 @@ func withWorkerError(c codes.Code, msg string, detail *dexpb.WorkerError) error 
 	return st.Err()
 }
 
-// Retry hints of UNAVAILABLE answers from a process that expects a new
-// active soon: it is stepping down (a standby takes over at its next lease
-// poll), or it is a hot standby (it takes over as soon as the lease is
-// free). The SDK retries after the hint instead of a growing backoff, so
-// that a hand-over costs the client little more than the server's part.
+// Retry hints of the UNAVAILABLE answers of a process that does not serve:
+// while it steps down a standby takes over at its next lease poll; a
+// standby takes over as soon as the lease is free. The SDK retries after
+// the hint instead of a backoff growing towards 500 ms, so that a
+// hand-over or a takeover costs the client little more than the server's
+// part. A refusal is cheap: a client waiting out a crash sends about ten a
+// second.
 const (
 	SteppingDownRetryHint = 50 * time.Millisecond
-	HotStandbyRetryHint   = 100 * time.Millisecond
+	StandbyRetryHint      = 100 * time.Millisecond
 )
 
 // unavailable is the answer of a process that cannot serve.
@@ -140,10 +142,7 @@ func (s *Server) unavailable() error {
 	if r := s.reason.Load(); r != nil && s.backend.Load() == nil {
 		msg = *r
 	}
-	if hot := s.hot.Load(); hot != nil && (*hot)() { // no backend serves: that is why we are here
-		return withRetryHint(codes.Unavailable, msg, HotStandbyRetryHint)
-	}
-	return status.Error(codes.Unavailable, msg)
+	return withRetryHint(codes.Unavailable, msg, StandbyRetryHint)
 }
 
 // withRetryHint is a status with a RetryInfo detail asking for a retry
