@@ -44,6 +44,24 @@ func (Hoard) Options() dex.StepOptions {
 
 var hoardFlow = dex.NewFlow("hoard").Start(Hoard{}).Attributes(attrA, attrB, attrC)
 
+// Fan moves to two Leaf steps whose inputs together fill
+// limits.maxRequestBytes: the largest legal result, whose log record holds
+// the inputs twice (the completion and each step's creation), base64.
+type (
+	Fan  struct{ dex.Step[int] }
+	Leaf struct{ dex.Step[string] }
+)
+
+func (Fan) Execute(_ dex.Context, n int) (dex.Decision, error) {
+	return dex.Move(dex.To[Leaf](jsonString(n)), dex.To[Leaf](jsonString(n))), nil
+}
+
+func (Leaf) Execute(_ dex.Context, s string) (dex.Decision, error) {
+	return dex.GracefulComplete(len(s)), nil
+}
+
+var fanFlow = dex.NewFlow("fan").Start(Fan{}).Steps(Leaf{})
+
 // jsonString is a string whose JSON encoding is n bytes.
 func jsonString(n int) string { return strings.Repeat("x", n-2) }
 
@@ -139,7 +157,7 @@ func TestLimits_RequestAndFlowAttributeLimitsRefuseNamingTheLimit(t *testing.T) 
 
 	// A worker result over the run's attribute limit fails its attempts
 	// (the retry policy applies) and then the flow.
-	w, err := dex.NewWorker(dex.WorkerOptions{Addresses: []string{addr}, Logger: quietLogger(), MaxConcurrentTasks: 4}, hoardFlow)
+	w, err := dex.NewWorker(dex.WorkerOptions{Addresses: []string{addr}, Logger: quietLogger(), MaxConcurrentTasks: 4}, hoardFlow, fanFlow)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,5 +176,20 @@ func TestLimits_RequestAndFlowAttributeLimitsRefuseNamingTheLimit(t *testing.T) 
 		!strings.Contains(res.Error.Message, "after 2 attempts") {
 		t.Fatalf("flow whose result is over the attribute limit: %+v %+v; want FAILED after 2 attempts naming limits.maxFlowAttributeBytes", res, res.Error)
 	}
-	t.Logf("server RSS %d MiB before, %d MiB after", rssBefore>>20, rssBytes(p.Pid())>>20)
+
+	// The largest legal result commits (the log's record limit follows
+	// the request limit) and its steps get their 4 MiB inputs.
+	fanStart := time.Now()
+	if _, err := c.StartFlow(ctx, fanFlow, "fan", 4<<20-256); err != nil {
+		t.Fatal(err)
+	}
+	res, err = c.WaitForFlow(ctx, "fan")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != dex.StatusCompleted || len(res.Outputs) != 2 {
+		t.Fatalf("fan flow: %+v %+v; want COMPLETED with 2 outputs", res, res.Error)
+	}
+	t.Logf("fan flow completed in %v; server RSS %d MiB before, %d MiB after", time.Since(fanStart).Round(time.Millisecond),
+		rssBefore>>20, rssBytes(p.Pid())>>20)
 }
