@@ -38,12 +38,15 @@ func (c Code) String() string {
 
 // Error is every error Decide returns. Field names the offending request
 // field for INVALID_ARGUMENT and RESOURCE_EXHAUSTED. Reason, when set, is a
-// sentinel callers branch on with errors.Is.
+// sentinel callers branch on with errors.Is. Limit, for a
+// RESOURCE_EXHAUSTED a size limit refused, is its configuration key
+// ("limits.maxRequestBytes").
 type Error struct {
 	Code    Code
 	Field   string
 	Message string
 	Reason  error
+	Limit   string
 }
 
 func (e *Error) Error() string {
@@ -89,7 +92,7 @@ func invalidArg(field, format string, args ...any) *Error {
 }
 
 func tooLarge(field string, size, limit int) *Error {
-	return &Error{Code: CodeResourceExhausted, Field: field,
+	return &Error{Code: CodeResourceExhausted, Field: field, Limit: "limits.maxPayloadBytes",
 		Message: fmt.Sprintf("payload of %d bytes exceeds the limit of %d bytes (limits.maxPayloadBytes)", size, limit)}
 }
 

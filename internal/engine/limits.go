@@ -93,7 +93,7 @@ func AttributeBytes(attrs map[string]Value) int {
 // checkRequest enforces MaxRequestBytes on the n value bytes of a request.
 func (d *decider) checkRequest(n int) error {
 	if limit := d.e.cfg.maxRequest(); n > limit {
-		return &Error{Code: CodeResourceExhausted, Field: "request",
+		return &Error{Code: CodeResourceExhausted, Field: "request", Limit: "limits.maxRequestBytes",
 			Message: fmt.Sprintf("the request's values total %d bytes, above limits.maxRequestBytes (%d bytes)", n, limit)}
 	}
 	return nil
@@ -115,7 +115,7 @@ func (d *decider) checkFlowAttributes(field string, cur map[string]Value, ws []A
 		after += n - len(cur[name].Data)
 	}
 	if limit := d.e.cfg.maxFlowAttributes(); after > limit && after > before {
-		return &Error{Code: CodeResourceExhausted, Field: field,
+		return &Error{Code: CodeResourceExhausted, Field: field, Limit: "limits.maxFlowAttributeBytes",
 			Message: fmt.Sprintf("the run's attributes would total %d bytes (%d now), above limits.maxFlowAttributeBytes (%d bytes)", after, before, limit)}
 	}
 	return nil

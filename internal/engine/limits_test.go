@@ -44,7 +44,8 @@ func TestDecide_StartWithTwelveLargeAttributesIsRefused(t *testing.T) {
 	}
 	recs, err := e.Decide(nil, c, time.Unix(0, 0))
 	var ee *Error
-	if !errors.As(err, &ee) || ee.Code != CodeResourceExhausted || !strings.Contains(ee.Message, "limits.maxRequestBytes") ||
+	if !errors.As(err, &ee) || ee.Code != CodeResourceExhausted || ee.Limit != "limits.maxRequestBytes" ||
+		!strings.Contains(ee.Message, "limits.maxRequestBytes") ||
 		!strings.Contains(ee.Message, "50331648 bytes") {
 		t.Fatalf("Decide = %v, %v; want RESOURCE_EXHAUSTED naming limits.maxRequestBytes and the size", recs, err)
 	}

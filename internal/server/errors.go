@@ -27,7 +27,9 @@ import (
 //	                                     request's values or a run's
 //	                                     attributes above limits.maxPayloadBytes,
 //	                                     maxRequestBytes, maxFlowAttributeBytes;
-//	                                     the message names the key)
+//	                                     the message names the key) +
+//	                                     ErrorInfo (reason LIMIT_EXCEEDED,
+//	                                     metadata limit=<key>), no RetryInfo
 //	*OverloadError                       RESOURCE_EXHAUSTED + RetryInfo (the
 //	                                     hint) + ErrorInfo (reason OVERLOADED,
 //	                                     metadata limit=<key>): new work
@@ -93,10 +95,28 @@ func engineStatus(e *engine.Error) error {
 		}
 		return status.Error(codes.FailedPrecondition, msg)
 	case engine.CodeResourceExhausted:
+		if e.Limit != "" {
+			return limitStatus(msg, e.Limit)
+		}
 		return status.Error(codes.ResourceExhausted, msg)
 	default:
 		return status.Error(codes.Internal, msg)
 	}
+}
+
+// LimitReason is the ErrorInfo reason of the status of a request above a
+// size limit (a value, a request's values, a run's attributes): its
+// metadata "limit" is the limit's configuration key. It carries no
+// RetryInfo: the same request is refused again.
+const LimitReason = "LIMIT_EXCEEDED"
+
+func limitStatus(msg, key string) error {
+	st, err := status.New(codes.ResourceExhausted, msg).WithDetails(
+		&errdetails.ErrorInfo{Reason: LimitReason, Domain: "dexzd", Metadata: map[string]string{"limit": key}})
+	if err != nil {
+		return status.Error(codes.ResourceExhausted, msg)
+	}
+	return st.Err()
 }
 
 // OverloadReason is the ErrorInfo reason of an *OverloadError's status.

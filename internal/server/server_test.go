@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -277,6 +279,19 @@ func TestErrors_MapToCodes(t *testing.T) {
 	}
 	if we, ok := details[0].(*dexpb.WorkerError); !ok || we.GetErrorType() != "E" || we.GetStack() != "s" {
 		t.Fatalf("worker error detail = %v", details[0])
+	}
+	// A size limit names its key in the message and in an ErrorInfo, and
+	// carries no RetryInfo (the SDK retries only with one).
+	b.err = &engine.Error{Code: engine.CodeResourceExhausted, Field: "request", Limit: "limits.maxRequestBytes",
+		Message: "the request's values total 9 bytes, above limits.maxRequestBytes (8 bytes)"}
+	_, err = flows.StartFlow(ctx, &dexpb.StartFlowRequest{FlowId: "f", FlowType: "t"})
+	st := status.Convert(err)
+	if st.Code() != codes.ResourceExhausted || !strings.Contains(st.Message(), "limits.maxRequestBytes") || len(st.Details()) != 1 {
+		t.Fatalf("limit error = %v, details %v", err, st.Details())
+	}
+	if ei, ok := st.Details()[0].(*errdetails.ErrorInfo); !ok || ei.GetReason() != server.LimitReason ||
+		ei.GetMetadata()["limit"] != "limits.maxRequestBytes" {
+		t.Fatalf("limit error detail = %v", st.Details()[0])
 	}
 }
 
