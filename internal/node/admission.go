@@ -96,10 +96,10 @@ func (c *Core) refused(err error) {
 	c.log.Warn("refusing new work", "refusedSoFar", n, "err", err)
 }
 
-// queuedOf returns the length of flowType's queue of tasks waiting for a
-// worker (entries of closed runs that were not removed yet included).
+// queuedOf returns the number of flowType's tasks waiting for a worker,
+// retries waiting out their backoff included, closed runs' not.
 func (d *dispatcher) queuedOf(flowType string) int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return len(d.queues[flowType])
+	return d.waitingLocked(flowType)
 }
