@@ -88,7 +88,7 @@ const refusedLogEvery = 10 * time.Second
 // refused counts a refusal and logs one line per refusedLogEvery.
 func (c *Core) refused(err error) {
 	n := c.seq.refusals.Add(1)
-	now := c.clock.Now().UnixNano()
+	now := time.Now().UnixNano()
 	last := c.seq.lastLog.Load()
 	if now-last < int64(refusedLogEvery) || !c.seq.lastLog.CompareAndSwap(last, now) {
 		return

@@ -31,7 +31,6 @@ type CoreConfig struct {
 	Store     Store
 	Engine    *engine.Engine
 	Lease     Validity
-	Clock     Clock        // nil: SystemClock
 	Logger    *slog.Logger // nil: discard
 	// MaxRecordBytes is the largest envelope the writer accepts (its
 	// MaxBatchBytes less the record prefix).
@@ -55,9 +54,8 @@ type CoreConfig struct {
 // hand it to SetWriter; Start; Recover; serve; BeginDrain and WaitIdle on a
 // graceful stop; Stop. Supervise runs the writer and the lease beside it.
 type Core struct {
-	cfg   CoreConfig
-	log   *slog.Logger
-	clock Clock
+	cfg CoreConfig
+	log *slog.Logger
 
 	seq     *sequencer
 	disp    *dispatcher
@@ -81,9 +79,6 @@ var _ server.Backend = (*Core)(nil)
 
 // NewCore returns a core that is not started.
 func NewCore(cfg CoreConfig) *Core {
-	if cfg.Clock == nil {
-		cfg.Clock = SystemClock{}
-	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -100,7 +95,7 @@ func NewCore(cfg CoreConfig) *Core {
 		cfg.MaxRecordBytes = wal.DefaultMaxBatchBytes - 8
 	}
 	c := &Core{
-		cfg: cfg, log: cfg.Logger, clock: cfg.Clock,
+		cfg: cfg, log: cfg.Logger,
 		stopping: make(chan struct{}),
 	}
 	c.waiters.m = map[string]chan struct{}{}
@@ -108,13 +103,13 @@ func NewCore(cfg CoreConfig) *Core {
 	c.defs.m = map[string]server.FlowTypeDecl{}
 	c.defs.unswept = map[string]bool{}
 	c.disp = newDispatcher(c)
-	c.timers = newTimerQueue(c.clock, c.fireTimer)
+	c.timers = newTimerQueue(c.fireTimer)
 	return c
 }
 
 // SetWriter connects the log writer; call it once, before Start.
 func (c *Core) SetWriter(w *wal.Writer) {
-	c.seq = newSequencer(c.cfg.Engine, c.cfg.Store, c.clock, w, c.cfg.MaxRecordBytes)
+	c.seq = newSequencer(c.cfg.Engine, c.cfg.Store, w, c.cfg.MaxRecordBytes)
 }
 
 // Start starts the core's goroutines. Public calls are refused until

@@ -168,11 +168,11 @@ func (d *dispatcher) signal() {
 func (d *dispatcher) run(ctx context.Context) {
 	for {
 		next := d.pump()
-		var t Timer
+		var t *time.Timer
 		var timer <-chan time.Time
 		if !next.IsZero() {
-			t = d.c.clock.NewTimer(max(next.Sub(d.c.clock.Now()), 0))
-			timer = t.C()
+			t = time.NewTimer(max(time.Until(next), 0))
+			timer = t.C
 		}
 		select {
 		case <-d.wake:
@@ -196,7 +196,7 @@ func (d *dispatcher) enqueue(r engine.TaskRef) {
 		d.nextSeq++
 		p := &pendingTask{key: k, flowType: r.FlowType, ref: r, delayIdx: -1, seq: d.nextSeq}
 		d.queue(p)
-		if r.NotBefore.After(d.c.clock.Now()) {
+		if r.NotBefore.After(time.Now()) {
 			heap.Push(&d.delayed, p)
 			d.delayedBy[p.flowType]++
 		} else {
@@ -314,7 +314,7 @@ func (d *dispatcher) pump() time.Time {
 	if d.draining || d.closed || !d.c.leaseValid() {
 		return time.Time{}
 	}
-	now := d.c.clock.Now()
+	now := time.Now()
 	d.expire(now)
 	for len(d.delayed) > 0 && !d.delayed[0].ref.NotBefore.After(now) {
 		p := heap.Pop(&d.delayed).(*pendingTask)
@@ -514,7 +514,7 @@ func (d *dispatcher) sendStarted(tok engine.Token, task engine.Task) {
 	}
 	var until time.Time // the attempt's time-out: it started just now
 	if task.Timeout > 0 {
-		until = d.c.clock.Now().Add(task.Timeout)
+		until = time.Now().Add(task.Timeout)
 	}
 	d.sendStartedLocked(k, task, until)
 }
@@ -532,7 +532,7 @@ func (d *dispatcher) sendStartedLocked(k taskKey, task engine.Task, until time.T
 		}
 		d.running[k] = s
 	}
-	s.inflight[k] = d.c.clock.Now().Add(task.Timeout + reserveGrace)
+	s.inflight[k] = time.Now().Add(task.Timeout + reserveGrace)
 	s.push(server.Outgoing{Task: &task, Until: until})
 }
 

@@ -117,7 +117,7 @@ func (c *Core) InvokeRPC(ctx context.Context, inv engine.InvokeRPC, timeout time
 		return server.RPCResult{}, err
 	}
 	rc := &rpcCall{id: inv.CallID, task: task, timeout: timeout, done: make(chan rpcOutcome, 1)}
-	c.rpcs.add(rc, c.clock.Now())
+	c.rpcs.add(rc, time.Now())
 	c.disp.enqueueRPC(rc)
 	select {
 	case o := <-rc.done:
@@ -129,7 +129,7 @@ func (c *Core) InvokeRPC(ctx context.Context, inv engine.InvokeRPC, timeout time
 		err = ErrNotServing
 	}
 	rc.canceled.Store(true)
-	c.rpcs.abandon(rc, c.clock.Now())
+	c.rpcs.abandon(rc, time.Now())
 	return server.RPCResult{}, err
 }
 

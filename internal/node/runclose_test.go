@@ -29,7 +29,7 @@ func waitTimer(flowID, runID string, idx int, at time.Time) engine.ArmTimer {
 // Covers: E20
 func TestTimers_DropRunRemovesExactlyTheRunsTimers(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	q := newTimerQueue(SystemClock{}, func(engine.ArmTimer) {})
+	q := newTimerQueue(func(engine.ArmTimer) {})
 	// Run f1/r1 has three timers; f1/r2 (another run of the flow) and
 	// f2/r1 (the same run ID in another flow) two each. Fire times
 	// interleave so that the runs' timers mix in the heap.
@@ -72,7 +72,7 @@ func TestTimers_FiredTimerLeavesTheIndex(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var mu sync.Mutex
 		var fired []engine.ArmTimer
-		q := newTimerQueue(SystemClock{}, func(a engine.ArmTimer) {
+		q := newTimerQueue(func(a engine.ArmTimer) {
 			mu.Lock()
 			fired = append(fired, a)
 			mu.Unlock()
@@ -131,7 +131,7 @@ func closeCostRatio(t *testing.T, what string, small, large time.Duration) {
 // other runs.
 func TestTimers_DropRunCostDoesNotGrowWithOtherRuns(t *testing.T) {
 	cost := func(others int) time.Duration {
-		q := newTimerQueue(SystemClock{}, func(engine.ArmTimer) {})
+		q := newTimerQueue(func(engine.ArmTimer) {})
 		far := time.Now().Add(time.Hour)
 		for i := range others {
 			q.arm(waitTimer(fmt.Sprintf("other-%d", i), "r", 0, far.Add(time.Duration(i)*time.Millisecond)))

@@ -38,7 +38,6 @@ import (
 type sequencer struct {
 	eng       *engine.Engine
 	store     Store
-	clock     Clock
 	submit    func(record []byte) wal.Future
 	maxRecord int
 
@@ -98,9 +97,9 @@ type logWriter interface {
 	QueuedBytes() int64
 }
 
-func newSequencer(eng *engine.Engine, store Store, clock Clock, w logWriter, maxRecord int) *sequencer {
+func newSequencer(eng *engine.Engine, store Store, w logWriter, maxRecord int) *sequencer {
 	return &sequencer{
-		eng: eng, store: store, clock: clock, submit: w.SubmitAsync, queued: w.QueuedBytes, maxRecord: maxRecord,
+		eng: eng, store: store, submit: w.SubmitAsync, queued: w.QueuedBytes, maxRecord: maxRecord,
 		wake: make(chan struct{}, 1), stopped: make(chan struct{}), heads: map[string]*head{},
 		submitted: map[*byte][]engine.Record{},
 	}
@@ -206,11 +205,11 @@ func (s *sequencer) run(ctx context.Context) {
 		for _, fn := range q {
 			fn()
 		}
-		var t Timer
+		var t *time.Timer
 		var due <-chan time.Time
 		if next, ok := s.flushHeld(); ok {
-			t = s.clock.NewTimer(max(next.Sub(s.clock.Now()), 0))
-			due = t.C()
+			t = time.NewTimer(max(time.Until(next), 0))
+			due = t.C
 		}
 		select {
 		case <-s.wake:
@@ -229,7 +228,7 @@ func (s *sequencer) run(ctx context.Context) {
 // flushHeld submits the held records that waited holdLimit, each flow's as
 // one envelope, and returns when the next ones are due (ok: some are held).
 func (s *sequencer) flushHeld() (next time.Time, ok bool) {
-	now := s.clock.Now()
+	now := time.Now()
 	for len(s.heldQ) > 0 {
 		r := s.heldQ[0]
 		h, id := r.h, r.flowID
@@ -413,7 +412,7 @@ func (s *sequencer) hold(flowID string, cmd engine.Command) (decision, *engine.F
 	}
 	st, h = s.advance(flowID, st, h, recs)
 	if len(h.held) == 0 {
-		h.heldSince = s.clock.Now()
+		h.heldSince = time.Now()
 		s.heldQ = append(s.heldQ, heldRef{flowID: flowID, h: h, since: h.heldSince})
 	}
 	h.held = append(h.held, recs...)
@@ -433,7 +432,7 @@ func (s *sequencer) against(flowID string, cmd engine.Command) (st *engine.FlowS
 	if err != nil {
 		return nil, nil, nil, decision{err: err}, true
 	}
-	if recs, err = s.eng.Decide(st, cmd, s.clock.Now()); err != nil {
+	if recs, err = s.eng.Decide(st, cmd, time.Now()); err != nil {
 		return st, h, nil, decision{err: err}, true
 	}
 	if len(recs) == 0 {

@@ -19,8 +19,7 @@ import (
 // acknowledgement path) costs O(k log n) for the run's k timers among n
 // armed ones, not a scan of all n.
 type timerQueue struct {
-	clock Clock
-	fire  func(engine.ArmTimer)
+	fire func(engine.ArmTimer)
 
 	mu    sync.Mutex
 	h     timerHeap
@@ -58,8 +57,8 @@ func (h *timerHeap) Pop() any {
 	return e
 }
 
-func newTimerQueue(clock Clock, fire func(engine.ArmTimer)) *timerQueue {
-	return &timerQueue{clock: clock, fire: fire, byRun: map[runKey][]*timerEntry{}, wake: make(chan struct{}, 1)}
+func newTimerQueue(fire func(engine.ArmTimer)) *timerQueue {
+	return &timerQueue{fire: fire, byRun: map[runKey][]*timerEntry{}, wake: make(chan struct{}, 1)}
 }
 
 func (q *timerQueue) signal() {
@@ -136,7 +135,7 @@ func (q *timerQueue) len() int {
 func (q *timerQueue) run(ctx context.Context) {
 	for {
 		q.mu.Lock()
-		now := q.clock.Now()
+		now := time.Now()
 		var due []engine.ArmTimer
 		for q.h.Len() > 0 && !q.h[0].arm.At.After(now) {
 			e := heap.Pop(&q.h).(*timerEntry)
@@ -151,11 +150,11 @@ func (q *timerQueue) run(ctx context.Context) {
 		for _, a := range due {
 			q.fire(a)
 		}
-		var t Timer
+		var t *time.Timer
 		var c <-chan time.Time
 		if wait >= 0 {
-			t = q.clock.NewTimer(wait)
-			c = t.C()
+			t = time.NewTimer(wait)
+			c = t.C
 		}
 		select {
 		case <-q.wake:
