@@ -62,6 +62,11 @@
 //     WaitForFlow returned its result. Percentiles use the nearest-rank
 //     method on the sorted latencies of the completed flows (Percentile), so
 //     they are exact, not estimated.
+//   - Large inputs: with LargeFraction, that fraction of each phase's
+//     flows carries LargePayloadBytes (default and at most just under the
+//     server's default 4 MiB limits.maxPayloadBytes) instead of PayloadBytes
+//     (large.go). Latency and OrdinaryFlowsPerSecond then cover the ordinary
+//     flows, Large the large ones; Completed and FlowsPerSecond count both.
 //   - CPU: this process's user and system time (getrusage RUSAGE_SELF: the
 //     driver, the worker and the SDK together) over the measured phase, and
 //     per completed flow. With ServerPID, the same for that process, read

@@ -57,8 +57,9 @@ func (r *runner) ratePhase(ctx context.Context, starter *dex.Client, first int) 
 		starts.Go(func() {
 			defer func() { <-inflight }()
 			id := r.idPrefix + fmt.Sprint(first+i)
+			pad, large := r.payload(i)
 			t0 := time.Now()
-			runID, err := r.wl.start(ctx, starter, r.flow, id, first+i, r.pad)
+			runID, err := r.wl.start(ctx, starter, r.flow, id, first+i, pad)
 			p.starts.Add(1)
 			if status.Code(err) == codes.ResourceExhausted {
 				p.refused.Add(1)
@@ -66,11 +67,11 @@ func (r *runner) ratePhase(ctx context.Context, starter *dex.Client, first int) 
 				return
 			}
 			if err != nil {
-				r.record(ctx, p, id, 0, fmt.Errorf("start: %w", err))
+				r.record(ctx, p, id, 0, large, fmt.Errorf("start: %w", err))
 				return
 			}
 			p.accepted.Add(1)
-			waiters.Go(func() { r.finish(ctx, p, id, runID, first+i, t0) })
+			waiters.Go(func() { r.finish(ctx, p, id, runID, first+i, pad, large, t0) })
 		})
 	}
 	p.offerElapsed = time.Since(begin)

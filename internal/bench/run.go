@@ -68,6 +68,12 @@ type Config struct {
 	Warmup int
 	// PayloadBytes is the size of the payload every step carries.
 	PayloadBytes int
+	// LargeFraction, in [0, 1], is the fraction of the flows that carry
+	// LargePayloadBytes instead of PayloadBytes (large.go). LargePayloadBytes
+	// is at most MaxLargePayloadBytes, its default when LargeFraction is
+	// positive.
+	LargeFraction     float64
+	LargePayloadBytes int
 	// ServerPID, when positive, names the server process whose CPU time and
 	// peak RSS are measured too (Linux: it must run on this machine).
 	ServerPID int
@@ -121,6 +127,9 @@ type Result struct {
 	Branches                                                       int
 	Timer                                                          time.Duration
 	Burst                                                          bool
+	// LargeFraction and LargePayloadBytes are Config's (large.go).
+	LargeFraction     float64
+	LargePayloadBytes int
 	// Rate and Duration are Config's, for an open-loop run. Accepted counts
 	// its starts the server accepted, Refused those it refused with
 	// RESOURCE_EXHAUSTED (neither a completion nor a failure); OfferElapsed
@@ -152,8 +161,10 @@ type Result struct {
 	// Elapsed is the duration of the measured phase. StartElapsed, with
 	// Burst, is the part of it until the last start was acknowledged.
 	Elapsed, StartElapsed time.Duration
-	// Latency summarises the completed measured flows' latencies.
-	Latency Latency
+	// Latency summarises the latencies of the completed measured flows
+	// without a large payload (all of them without LargeFraction); Large
+	// those of the completed large ones (Large.Count of the Completed).
+	Latency, Large Latency
 	// CPU is this process's CPU time over the measured phase.
 	CPU CPUTime
 	// ServerPID is Config.ServerPID; ServerCPU its CPU time over the
@@ -237,6 +248,7 @@ func (c *Config) applyDefaults() error {
 			errs = append(errs, fmt.Errorf("%s is %d, want at least %d", f.name, f.v, f.least))
 		}
 	}
+	errs = append(errs, c.checkLarge()...)
 	if len(c.Addresses) == 0 {
 		errs = append(errs, errors.New("no server address"))
 	}
@@ -270,7 +282,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	res := Result{
 		Workload: cfg.Workload, FlowType: cfg.FlowType, Flows: cfg.Flows, Callers: cfg.Callers,
 		WorkerConcurrency: cfg.WorkerConcurrency, Warmup: cfg.Warmup, PayloadBytes: cfg.PayloadBytes,
-		Burst: cfg.Burst, StepsPerFlow: wl.stepsPerFlow(), Rate: cfg.Rate, Duration: cfg.Duration,
+		Burst: cfg.Burst, LargeFraction: cfg.LargeFraction, LargePayloadBytes: cfg.LargePayloadBytes, StepsPerFlow: wl.stepsPerFlow(), Rate: cfg.Rate, Duration: cfg.Duration,
 		FlowIDPrefix: cfg.FlowType + "-" + tag + "-", ServerPID: cfg.ServerPID,
 	}
 	switch cfg.Workload {
@@ -334,7 +346,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}()
 
 	r := &runner{cfg: cfg, wl: wl, client: client, flow: flow, idPrefix: res.FlowIDPrefix,
-		pad: strings.Repeat("x", cfg.PayloadBytes), stop: stopRun}
+		pad: strings.Repeat("x", cfg.PayloadBytes), largePad: newLargePad(cfg), stop: stopRun}
 	stopProgress := r.reportProgress()
 	defer stopProgress()
 
@@ -394,12 +406,13 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 				res.Store = &d
 			}
 		}
-		res.Completed = len(measured.latencies)
+		res.Completed = len(measured.latencies) + len(measured.largeLatencies)
 		res.Failures = int(measured.failures.Load())
 		res.Accepted, res.Refused = int(measured.accepted.Load()), int(measured.refused.Load())
 		res.Skipped, res.Offered = int(measured.skipped.Load()), int(measured.next.Load())
 		res.OfferElapsed = measured.offerElapsed
 		res.Latency = Summarize(measured.latencies)
+		res.Large = Summarize(measured.largeLatencies)
 	}
 	if rss, err := PeakRSS(os.Getpid()); err == nil {
 		res.PeakRSS = rss
@@ -434,8 +447,9 @@ type runner struct {
 	client   *dex.Client
 	flow     *dex.Flow
 	idPrefix string
-	pad      string
-	stop     context.CancelCauseFunc
+	// pad is the ordinary flows' payload, largePad the large ones'.
+	pad, largePad string
+	stop          context.CancelCauseFunc
 
 	current atomic.Pointer[phase]
 }
@@ -455,7 +469,8 @@ type phase struct {
 	accepted, refused, skipped atomic.Int64
 	offerElapsed               time.Duration
 	mu                         sync.Mutex
-	latencies                  []time.Duration // of the completed flows
+	latencies                  []time.Duration // of the completed ordinary flows
+	largeLatencies             []time.Duration // of the completed large flows
 	samples                    []string
 	// elapsed is the phase's duration; startElapsed, in a burst, the time
 	// until the last start returned.
@@ -486,18 +501,19 @@ func (r *runner) phase(ctx context.Context, first, n int, warmup bool) *phase {
 					return
 				}
 				id := r.idPrefix + fmt.Sprint(first+i)
+				pad, large := r.payload(i)
 				t0 := time.Now()
-				runID, err := r.wl.start(ctx, r.client, r.flow, id, first+i, r.pad)
+				runID, err := r.wl.start(ctx, r.client, r.flow, id, first+i, pad)
 				p.starts.Add(1)
 				if err != nil {
-					r.record(ctx, p, id, 0, fmt.Errorf("start: %w", err))
+					r.record(ctx, p, id, 0, large, fmt.Errorf("start: %w", err))
 					continue
 				}
 				if !r.cfg.Burst {
-					r.finish(ctx, p, id, runID, first+i, t0)
+					r.finish(ctx, p, id, runID, first+i, pad, large, t0)
 					continue
 				}
-				waiters.Go(func() { r.finish(ctx, p, id, runID, first+i, t0) })
+				waiters.Go(func() { r.finish(ctx, p, id, runID, first+i, pad, large, t0) })
 			}
 		})
 	}
@@ -512,25 +528,25 @@ func (r *runner) phase(ctx context.Context, first, n int, warmup bool) *phase {
 }
 
 // finish does what flow number i waits for from the driver, waits for its
-// result, checks it and records its outcome in p; t0 is when its start
-// call began.
-func (r *runner) finish(ctx context.Context, p *phase, id, runID string, i int, t0 time.Time) {
+// result, checks it (it was started with payload pad, a large one if
+// large) and records its outcome in p; t0 is when its start call began.
+func (r *runner) finish(ctx context.Context, p *phase, id, runID string, i int, pad string, large bool, t0 time.Time) {
 	err := r.wl.release(ctx, r.client, id, i)
 	if err == nil {
 		var res *dex.FlowResult
 		if res, err = r.client.WaitForFlow(ctx, id, dex.WithRunID(runID)); err == nil {
 			if err = checkStatus(res); err == nil {
-				err = r.wl.check(res, i, r.pad)
+				err = r.wl.check(res, i, pad)
 			}
 		}
 	}
-	r.record(ctx, p, id, time.Since(t0), err)
+	r.record(ctx, p, id, time.Since(t0), large, err)
 }
 
-// record records a flow's outcome in p: its latency when err is nil, a
-// failure otherwise. A flow that ctx interrupted counts as neither
-// completed nor failed.
-func (r *runner) record(ctx context.Context, p *phase, id string, lat time.Duration, err error) {
+// record records a flow's outcome in p: its latency (among the large
+// flows' if large) when err is nil, a failure otherwise. A flow that ctx
+// interrupted counts as neither completed nor failed.
+func (r *runner) record(ctx context.Context, p *phase, id string, lat time.Duration, large bool, err error) {
 	if err != nil && ctx.Err() != nil {
 		return
 	}
@@ -542,6 +558,10 @@ func (r *runner) record(ctx context.Context, p *phase, id string, lat time.Durat
 	p.done.Add(1)
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if err == nil && large {
+		p.largeLatencies = append(p.largeLatencies, lat)
+		return
+	}
 	if err == nil {
 		p.latencies = append(p.latencies, lat)
 		return

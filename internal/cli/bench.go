@@ -46,6 +46,8 @@ type benchOptions struct {
 	duration                          time.Duration
 	warmup                            optUint
 	payloadBytes                      int
+	largeFraction                     float64
+	largePayloadBytes                 byteSize
 	flowType                          string
 	serverPID                         int
 	metricsURL                        string
@@ -144,31 +146,41 @@ func benchCmd(w bench.Workload) *command {
 		details:  h.flows + benchCommonDetails,
 		examples: h.examples,
 		setup: func(fs *flag.FlagSet) runFunc {
-			o := &benchOptions{workload: w, warmup: optUint{bits: 31}}
-			fs.IntVar(&o.flows, "flows", 1000, "run `N` measured flows")
-			switch w {
-			case bench.WorkloadChain:
-				fs.IntVar(&o.steps, "steps", 3, "run `K` steps in every flow")
-			case bench.WorkloadFanout:
-				fs.IntVar(&o.branches, "branches", 4, "move to `F` parallel steps in every flow")
-			case bench.WorkloadTimer:
-				fs.DurationVar(&o.timer, "timer", bench.DefaultTimer, "wait for a durable timer of `DURATION` in every flow (at least 1ms)")
-			}
-			fs.IntVar(&o.callers, "callers", 32, "run `C` closed-loop callers, each waiting for its flow's result before starting the next (with --burst: C goroutines start the flows)")
-			fs.BoolVar(&o.burst, "burst", false, "start every flow without waiting, then await each separately")
-			fs.Float64Var(&o.rate, "rate", 0, "overload: offer `R` starts per second for --duration, open loop (refused starts are counted, accepted ones awaited); --flows is then R × duration")
-			fs.DurationVar(&o.duration, "duration", 0, "with --rate, offer starts for `DURATION`")
-			fs.IntVar(&o.workerConcurrency, "worker-concurrency", 64, "let the built-in worker run at most `N` tasks at once")
-			fs.Var(&o.warmup, "warmup", "run `N` flows first, not measured (default min(100, flows/10))")
-			fs.IntVar(&o.payloadBytes, "payload-bytes", 0, "carry `B` bytes of payload through every step")
-			fs.StringVar(&o.flowType, "flow-type", bench.DefaultFlowType(w), "the flow type's `NAME`, also the prefix of the flow IDs")
-			fs.IntVar(&o.serverPID, "server-pid", 0, "also measure the CPU time and peak RSS of the server process `PID` (Linux, same machine)")
-			fs.StringVar(&o.metricsURL, "metrics-url", "", "read the server's store counters from its Prometheus endpoint `URL` (http://HOST:PORT/metrics) before and after the run")
+			o := newBenchOptions(w, fs)
 			return func(ctx context.Context, s *session, _ []string) error {
 				return s.bench(ctx, o)
 			}
 		},
 	}
+}
+
+// newBenchOptions registers the flags of workload w's command on fs and
+// returns the options they fill in.
+func newBenchOptions(w bench.Workload, fs *flag.FlagSet) *benchOptions {
+	o := &benchOptions{workload: w, warmup: optUint{bits: 31}}
+	fs.IntVar(&o.flows, "flows", 1000, "run `N` measured flows")
+	switch w {
+	case bench.WorkloadChain:
+		fs.IntVar(&o.steps, "steps", 3, "run `K` steps in every flow")
+	case bench.WorkloadFanout:
+		fs.IntVar(&o.branches, "branches", 4, "move to `F` parallel steps in every flow")
+	case bench.WorkloadTimer:
+		fs.DurationVar(&o.timer, "timer", bench.DefaultTimer, "wait for a durable timer of `DURATION` in every flow (at least 1ms)")
+	}
+	fs.IntVar(&o.callers, "callers", 32, "run `C` closed-loop callers, each waiting for its flow's result before starting the next (with --burst: C goroutines start the flows)")
+	fs.BoolVar(&o.burst, "burst", false, "start every flow without waiting, then await each separately")
+	fs.Float64Var(&o.rate, "rate", 0, "overload: offer `R` starts per second for --duration, open loop (refused starts are counted, accepted ones awaited); --flows is then R × duration")
+	fs.DurationVar(&o.duration, "duration", 0, "with --rate, offer starts for `DURATION`")
+	fs.IntVar(&o.workerConcurrency, "worker-concurrency", 64, "let the built-in worker run at most `N` tasks at once")
+	fs.Var(&o.warmup, "warmup", "run `N` flows first, not measured (default min(100, flows/10))")
+	fs.IntVar(&o.payloadBytes, "payload-bytes", 0, "carry `B` bytes of payload through every step")
+	fs.Float64Var(&o.largeFraction, "large-fraction", 0, "give a fraction `F` (0 to 1) of the flows, spread evenly, --large-payload-bytes of payload instead; report them apart")
+	o.largePayloadBytes.v = bench.MaxLargePayloadBytes
+	fs.Var(&o.largePayloadBytes, "large-payload-bytes", fmt.Sprintf("with --large-fraction, carry `B` bytes (or NKiB, NMiB) of payload through every step of the large flows (at most %d: the server's default limits.maxPayloadBytes, 4 MiB, less %d for the rest of the value)", bench.MaxLargePayloadBytes, bench.LargeEnvelopeBytes))
+	fs.StringVar(&o.flowType, "flow-type", bench.DefaultFlowType(w), "the flow type's `NAME`, also the prefix of the flow IDs")
+	fs.IntVar(&o.serverPID, "server-pid", 0, "also measure the CPU time and peak RSS of the server process `PID` (Linux, same machine)")
+	fs.StringVar(&o.metricsURL, "metrics-url", "", "read the server's store counters from its Prometheus endpoint `URL` (http://HOST:PORT/metrics) before and after the run")
+	return o
 }
 
 // config checks the flags and turns them into a bench.Config.
@@ -201,6 +213,19 @@ func (o *benchOptions) config(s *session) (bench.Config, error) {
 		if f.v < f.least {
 			return bench.Config{}, usagef("%s must be at least %d, not %d", f.name, f.least, f.v)
 		}
+	}
+	switch lb := o.largePayloadBytes.v; {
+	case math.IsNaN(o.largeFraction) || o.largeFraction < 0 || o.largeFraction > 1:
+		return bench.Config{}, usagef("--large-fraction must be a fraction from 0 to 1, not %v", o.largeFraction)
+	case lb < 1 || lb > bench.MaxLargePayloadBytes:
+		return bench.Config{}, usagef("--large-payload-bytes must be from 1 to %d (limits.maxPayloadBytes %d less %d for the rest of the value), not %d",
+			bench.MaxLargePayloadBytes, bench.MaxPayloadBytes, bench.LargeEnvelopeBytes, lb)
+	case o.largePayloadBytes.set && o.largeFraction == 0:
+		return bench.Config{}, usagef("--large-payload-bytes applies only with a positive --large-fraction")
+	}
+	largeBytes := 0
+	if o.largeFraction > 0 {
+		largeBytes = int(o.largePayloadBytes.v)
 	}
 	if o.flowType == "" {
 		return bench.Config{}, usagef("--flow-type is empty")
@@ -241,7 +266,7 @@ func (o *benchOptions) config(s *session) (bench.Config, error) {
 		Workload: o.workload, Addresses: s.conns.addrs, DialOptions: dial, FlowType: o.flowType,
 		Flows: o.flows, Steps: o.steps, Branches: o.branches, Timer: o.timer,
 		Callers: o.callers, Burst: o.burst, Rate: o.rate, Duration: o.duration, WorkerConcurrency: o.workerConcurrency,
-		Warmup: warmup, PayloadBytes: o.payloadBytes, ServerPID: o.serverPID, MetricsURL: o.metricsURL,
+		Warmup: warmup, PayloadBytes: o.payloadBytes, LargeFraction: o.largeFraction, LargePayloadBytes: largeBytes, ServerPID: o.serverPID, MetricsURL: o.metricsURL,
 		Logger: slog.New(slog.NewTextHandler(s.stderr(), &slog.HandlerOptions{Level: slog.LevelWarn})),
 	}, nil
 }
@@ -377,6 +402,21 @@ func benchJSON(r bench.Result) jsonObject {
 		acceptedPerSecond = round3(r.AcceptedPerSecond())
 		offeredPerSecond = round3(rate(r.Offered, r.OfferElapsed))
 	}
+	var largeFraction, largePayloadBytes, ordinaryCompleted, ordinaryPerSecond, large any
+	if r.LargeFraction > 0 {
+		largeFraction, largePayloadBytes = r.LargeFraction, r.LargePayloadBytes
+		ordinaryCompleted, ordinaryPerSecond = r.OrdinaryCompleted(), round3(r.OrdinaryFlowsPerSecond())
+		large = jsonObject{
+			{"planned", bench.LargeFlows(r.Flows, r.LargeFraction)},
+			{"completed", r.Large.Count},
+			{"flowsPerSecond", round3(r.LargeFlowsPerSecond())},
+			{"latencyMs", jsonObject{
+				{"p50", millis(r.Large.P50)},
+				{"p99", millis(r.Large.P99)},
+				{"max", millis(r.Large.Max)},
+			}},
+		}
+	}
 	var branches, timerMs any
 	if r.Workload == bench.WorkloadFanout {
 		branches = r.Branches
@@ -397,6 +437,8 @@ func benchJSON(r bench.Result) jsonObject {
 		{"workerConcurrency", r.WorkerConcurrency},
 		{"warmup", r.Warmup},
 		{"payloadBytes", r.PayloadBytes},
+		{"largeFraction", largeFraction},
+		{"largePayloadBytes", largePayloadBytes},
 		{"ratePerSecond", ratePerSecond},
 		{"offeredPerSecond", offeredPerSecond},
 		{"accepted", accepted},
@@ -411,6 +453,8 @@ func benchJSON(r bench.Result) jsonObject {
 		{"startSeconds", startSeconds},
 		{"flowsPerSecond", round3(r.FlowsPerSecond())},
 		{"stepsPerSecond", round3(r.StepsPerSecond())},
+		{"ordinaryCompleted", ordinaryCompleted},
+		{"ordinaryFlowsPerSecond", ordinaryPerSecond},
 		{"latencyMs", jsonObject{
 			{"p50", millis(r.Latency.P50)},
 			{"p95", millis(r.Latency.P95)},
@@ -424,6 +468,7 @@ func benchJSON(r bench.Result) jsonObject {
 			{"systemSeconds", round3(r.CPU.System.Seconds())},
 			{"msPerFlow", millis(r.CPU.Per(r.Completed))},
 		}},
+		{"large", large},
 		{"serverCpu", serverCPU},
 		{"peakRssBytes", jsonObject{
 			{"driver", nullIfZero(r.PeakRSS)},
@@ -505,6 +550,11 @@ func benchTable(w io.Writer, r bench.Result) error {
 		"Flow type", fmt.Sprintf("%s (flow IDs %sN)", r.FlowType, r.FlowIDPrefix),
 		"Completed", strconv.Itoa(r.Completed),
 	}
+	if r.LargeFraction > 0 {
+		kv[len(kv)-1] = fmt.Sprintf("%d (%d ordinary, %d large)", r.Completed, r.OrdinaryCompleted(), r.Large.Count)
+		kv = append(kv, "Large inputs", fmt.Sprintf("%g of the flows (%d of %d measured), payload %d B (%s)",
+			r.LargeFraction, bench.LargeFlows(r.Flows, r.LargeFraction), r.Flows, r.LargePayloadBytes, textBytes(int64(r.LargePayloadBytes))))
+	}
 	if r.Rate > 0 {
 		kv = append(kv, "Offered starts", fmt.Sprintf("%d over %s (%.1f/s)", r.Offered, r.OfferElapsed.Round(time.Millisecond), rate(r.Offered, r.OfferElapsed)),
 			"Accepted starts", fmt.Sprintf("%d (%.1f/s over %s)", r.Accepted, r.AcceptedPerSecond(), r.OfferElapsed.Round(time.Millisecond)),
@@ -521,13 +571,24 @@ func benchTable(w io.Writer, r bench.Result) error {
 	if r.Burst {
 		kv = append(kv, "All started after", r.StartElapsed.Round(time.Millisecond).String())
 	}
+	flows, p50 := strconv.FormatFloat(r.FlowsPerSecond(), 'f', 1, 64), textLatency(r.Latency.P50)
+	if r.LargeFraction > 0 {
+		flows += fmt.Sprintf(" (ordinary %.1f, large %.1f)", r.OrdinaryFlowsPerSecond(), r.LargeFlowsPerSecond())
+		p50 += " (latency of the ordinary flows; large ones below)"
+	}
 	kv = append(kv,
-		"Flows/s", strconv.FormatFloat(r.FlowsPerSecond(), 'f', 1, 64),
+		"Flows/s", flows,
 		"Steps/s", fmt.Sprintf("%.1f (%d per flow)", r.StepsPerSecond(), r.StepsPerFlow),
-		"Latency p50", textLatency(r.Latency.P50),
+		"Latency p50", p50,
 		"Latency p95", textLatency(r.Latency.P95),
 		"Latency p99", textLatency(r.Latency.P99),
 		"Latency max", textLatency(r.Latency.Max),
+	)
+	if r.LargeFraction > 0 {
+		kv = append(kv, "Large flows", fmt.Sprintf("%d completed, latency p50 %s, p99 %s, max %s",
+			r.Large.Count, textLatency(r.Large.P50), textLatency(r.Large.P99), textLatency(r.Large.Max)))
+	}
+	kv = append(kv,
 		"CPU per flow", fmt.Sprintf("%s (driver and worker: user %s, system %s)", textLatency(r.CPU.Per(r.Completed)),
 			r.CPU.User.Round(time.Millisecond), r.CPU.System.Round(time.Millisecond)),
 	)
@@ -609,3 +670,36 @@ func rate(n int, d time.Duration) float64 {
 }
 
 func round3(x float64) float64 { return math.Round(x*1000) / 1000 }
+
+// byteSize is a flag holding a number of bytes, given as an integer or
+// with the suffix KiB or MiB, that records whether it was given.
+type byteSize struct {
+	v   int64
+	set bool
+}
+
+func (b *byteSize) String() string {
+	if b == nil {
+		return ""
+	}
+	return strconv.FormatInt(b.v, 10)
+}
+
+func (b *byteSize) Set(s string) error {
+	num, unit := s, int64(1)
+	for _, u := range []struct {
+		suffix string
+		unit   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}} {
+		if n, ok := strings.CutSuffix(s, u.suffix); ok {
+			num, unit = n, u.unit
+			break
+		}
+	}
+	v, err := strconv.ParseInt(strings.TrimSpace(num), 10, 64)
+	if err != nil || v > math.MaxInt32/unit || v < math.MinInt32/unit {
+		return errors.New("not a number of bytes (N, NKiB or NMiB)")
+	}
+	b.v, b.set = v*unit, true
+	return nil
+}
