@@ -353,7 +353,11 @@
 //     limits.maxPendingBytes, and, for a StartFlow, when the flow type's
 //     queue of tasks waiting for a worker holds limits.maxQueuedTasks. The
 //     hint is 100 ms for the pipeline limits (a few batch writes drain
-//     them) and 500 ms for a task queue (workers drain it).
+//     them) and 500 ms for a task queue (workers drain it). An InvokeRPC
+//     stops counting once its task is queued for a worker
+//     (server.ReleaseAdmission): waiting for the worker loads neither the
+//     sequencer nor the log, and a few slow RPCs must not refuse all new
+//     work.
 //   - Work that is not new is never refused and never counted against a
 //     caller: worker results and failures (they free slots and close
 //     runs), RPC results, task starts, timers firing, retries of attempts

@@ -119,6 +119,11 @@ func (c *Core) InvokeRPC(ctx context.Context, inv engine.InvokeRPC, timeout time
 	rc := &rpcCall{id: inv.CallID, task: task, timeout: timeout, done: make(chan rpcOutcome, 1)}
 	c.rpcs.add(rc, time.Now())
 	c.disp.enqueueRPC(rc)
+	// Waiting for the worker loads neither the sequencer nor the log: the
+	// call stops counting against limits.maxPendingRequests (a few slow
+	// RPCs would otherwise refuse all new work, found in review). Its
+	// result commits like a worker's, never refused.
+	server.ReleaseAdmission(ctx)
 	select {
 	case o := <-rc.done:
 		c.rpcs.remove(rc.id)

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -92,6 +93,29 @@ func (s *Server) admit(ctx context.Context, req any, info *grpc.UnaryServerInfo,
 	if err != nil {
 		return nil, statusOf(err)
 	}
-	defer release()
-	return handler(ctx, req)
+	once := &releaseOnce{release: release}
+	defer once.do()
+	return handler(context.WithValue(ctx, releaseKey{}, once), req)
+}
+
+// releaseKey is the context key of a call's admission release.
+type releaseKey struct{}
+
+type releaseOnce struct {
+	sync.Once
+	release func()
+}
+
+func (r *releaseOnce) do() { r.Do(r.release) }
+
+// ReleaseAdmission gives the capacity the call of ctx holds back before
+// the call ends, once the call stops loading the sequencer and the log: an
+// InvokeRPC waiting for a worker's answer must not count as work in
+// progress, else a few slow RPCs would make the server refuse all new
+// work. Its result is then committed like a worker's (never refused). It
+// does nothing for a call that holds no capacity, and more than once.
+func ReleaseAdmission(ctx context.Context) {
+	if r, ok := ctx.Value(releaseKey{}).(*releaseOnce); ok {
+		r.do()
+	}
 }
