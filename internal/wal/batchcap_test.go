@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/dexzd/dexzd/internal/blob"
 	"github.com/dexzd/dexzd/internal/blob/mem"
 	"github.com/dexzd/dexzd/internal/wal"
 )
@@ -60,6 +61,37 @@ func TestWriter_BatchCapAndLargeRecordAlone(t *testing.T) {
 		// [x], [a], [bbb…] alone (94 > 40), [c ddd…] (5+34 <= 40), [e].
 		if want := []int{1, 1, 1, 2, 1}; !slices.Equal(sizes, want) {
 			t.Fatalf("batch sizes %v, want %v", sizes, want)
+		}
+	})
+}
+
+// A record above MaxBatchBytes, written alone, gets an attempt cut-off
+// stretched in proportion: on a store that takes capped batches within
+// AttemptTimeout, the largest legal record is written too. Before, every
+// attempt of a 3x record on such a store was cut off until LogWriteLimit
+// passed and the write failed (the process would exit, L10).
+//
+// Covers: L10, G1
+func TestWriter_LargeRecordGetsAProportionalAttemptTimeout(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		s := mem.New()
+		rec := record(s)
+		// The store uploads 1000 bytes per 100 ms: a capped batch (1000
+		// bytes) takes just under AttemptTimeout.
+		w, _ := newWriter(t, s, func(c *wal.WriterConfig) {
+			c.MaxBatchBytes = 1000
+			c.MaxRecordBytes = 3000
+			c.AttemptTimeout = 110 * time.Millisecond
+		})
+		rec.setFault(func(op, key string) mem.Fault {
+			if op != blob.OpPutIfAbsent {
+				return mem.Fault{}
+			}
+			return mem.Fault{Latency: 300 * time.Millisecond} // the 2996-byte record at 1000 bytes per 100 ms
+		})
+		if _, err := w.Submit(t.Context(), make([]byte, 2996)); err != nil {
+			t.Fatalf("a record of 3x MaxBatchBytes on a store that takes capped batches in time: %v", err)
 		}
 	})
 }

@@ -492,6 +492,21 @@ func (a *applier) run(ctx context.Context) {
 	}
 }
 
+// attemptTimeout is the cut-off of one write of n bytes: AttemptTimeout,
+// stretched in proportion for a batch above MaxBatchBytes (a record larger
+// than the cap goes alone, up to MaxRecordBytes), so that every batch gets
+// the same assumed minimum upload rate (MaxBatchBytes per AttemptTimeout)
+// and the largest legal record is not cut off on a store that takes the
+// capped batches in time (found in review: a 19 MiB record under a 2 s cut
+// off needs 9.5 MiB/s). LogWriteLimit still bounds all attempts.
+func (w *Writer) attemptTimeout(n int) time.Duration {
+	d := w.cfg.AttemptTimeout
+	if n > w.cfg.MaxBatchBytes && w.cfg.MaxBatchBytes > 0 {
+		d = time.Duration(float64(d) * float64(n) / float64(w.cfg.MaxBatchBytes))
+	}
+	return min(d, LogWriteLimit)
+}
+
 // write stores data at seq create-if-absent (G1, L4), retrying transient
 // errors with the same bytes until LogWriteLimit has passed since the first
 // attempt (L10). A write that finds the key taken reads it back: its own
@@ -499,7 +514,7 @@ func (a *applier) run(ctx context.Context) {
 // writer is fenced (G4); anything else is a conflict or corruption.
 func (w *Writer) write(ctx context.Context, seq uint64, data []byte) error {
 	key := w.cfg.Layout.LogKey(seq)
-	r := newRetrier(LogWriteLimit, w.cfg.AttemptTimeout, func(err error, wait time.Duration) {
+	r := newRetrier(LogWriteLimit, w.attemptTimeout(len(data)), func(err error, wait time.Duration) {
 		w.retries.Add(1)
 		w.log.Warn("log write retry", "seq", seq, "key", key, "backoff", wait, "err", err)
 	})
