@@ -264,12 +264,15 @@ func TestClient_RequestIDCallsRetryElsewhereOrNameTheirRequestID(t *testing.T) {
 	if !errors.As(err, &ou) || ou.RequestID != "pub-2" || !strings.Contains(err.Error(), `request ID "pub-2" (PublishWithID)`) {
 		t.Errorf("Publish err = %v, want an OutcomeUnknownError naming request ID pub-2", err)
 	}
-	// A call whose context ends keeps the context's error in the chain.
+	// A call whose context ends keeps the context's error in the chain; once
+	// it was sent, the error names the generated request ID. (On a loaded
+	// machine the context can end before anything was sent: the outcome is
+	// then known, nothing happened, and a plain context error is right.)
 	short, cancel := context.WithTimeout(ctx, unresponsive/4)
 	defer cancel()
 	_, err = onlyFrozen.StartFlow(short, testFlow, "order-44", Order{ID: "44"})
-	if !errors.As(err, &ou) || ou.RequestID == "" || !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("StartFlow with a short context: err = %v, want an OutcomeUnknownError with the generated request ID", err)
+	if !errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ou) && ou.RequestID == "" {
+		t.Errorf("StartFlow with a short context: err = %v, want the context's error (in an OutcomeUnknownError with the generated request ID, if it was sent)", err)
 	}
 }
 
