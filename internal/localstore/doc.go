@@ -87,9 +87,10 @@
 // follows, writes the metadata last and renames the directory into place.
 // A bad stream is ErrCorrupt (ErrIncompatible for another store format),
 // and leaves nothing behind. The stream does not depend on Pebble's file
-// format, so a snapshot survives a Pebble upgrade. The wal package wraps
-// it (EncodeSnapshot) with the number of the first batch it does not
-// cover: applied+1.
+// format, so a snapshot survives a Pebble upgrade. The wal package stores
+// the stream in parts (WriteSnapshotFrom, snapshot format version 2; see
+// wal's doc) with the number of the first batch it does not cover:
+// applied+1.
 //
 // # A full disk
 //
