@@ -7,6 +7,7 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+	"unsafe"
 
 	"github.com/dexzd/dexzd/internal/blob"
 	"github.com/dexzd/dexzd/internal/blob/mem"
@@ -92,6 +93,44 @@ func TestWriter_LargeRecordGetsAProportionalAttemptTimeout(t *testing.T) {
 		})
 		if _, err := w.Submit(t.Context(), make([]byte, 2996)); err != nil {
 			t.Fatalf("a record of 3x MaxBatchBytes on a store that takes capped batches in time: %v", err)
+		}
+	})
+}
+
+// OnDurable receives the very slices that were submitted (the contract in
+// WriterConfig.OnDurable that the node's sequencer relies on), in order,
+// also for a record written alone above MaxBatchBytes.
+//
+// Covers: G1
+func TestWriter_OnDurableGetsTheSubmittedSlices(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		s := mem.New()
+		w, a := newWriter(t, s, func(c *wal.WriterConfig) {
+			c.MaxBatchBytes = 40
+			c.MaxRecordBytes = 100
+		})
+		recs := [][]byte{[]byte("a"), make([]byte, 90), []byte("bc"), []byte("d")}
+		var futs []wal.Future
+		for _, r := range recs {
+			futs = append(futs, w.SubmitAsync(r))
+		}
+		for _, f := range futs {
+			if _, err := f.Result(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var got [][]byte
+		for _, b := range a.get() {
+			got = append(got, b.Records...)
+		}
+		if len(got) != len(recs) {
+			t.Fatalf("OnDurable saw %d records, want %d", len(got), len(recs))
+		}
+		for i := range recs {
+			if unsafe.SliceData(got[i]) != unsafe.SliceData(recs[i]) || len(got[i]) != len(recs[i]) {
+				t.Errorf("record %d reached OnDurable as a copy, not the submitted slice", i)
+			}
 		}
 	})
 }

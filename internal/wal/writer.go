@@ -40,6 +40,13 @@ type WriterConfig struct {
 	// every batch once it is durable and before any of its submitters is
 	// told. The node applies the batch to its local store here. An error
 	// stops the writer (the batch's submitters get the error).
+	//
+	// Contract: each of the batch's Records is the very slice a submitter
+	// passed to Submit or SubmitAsync (same backing array, same length),
+	// in submission order; the writer never copies records. The node's
+	// sequencer relies on it to find the decoded records of the envelopes
+	// it submitted (by unsafe.SliceData) instead of decoding them again.
+	// TestWriter_OnDurableGetsTheSubmittedSlices pins it.
 	OnDurable func(Batch) error
 	// MaxBatchBytes caps the encoded size of a batch's records (4 bytes of
 	// length plus the payload each) that group commit gathers: a record
