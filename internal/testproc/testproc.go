@@ -11,11 +11,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -87,16 +89,54 @@ func Cleanup() {
 
 // FreeAddr returns a loopback address with a port that was free a moment
 // ago, for a process that must come back on the same address after a
-// restart.
+// restart. The port is picked at random below the kernel's ephemeral range
+// (ip_local_port_range): a port from that range (what listening on port 0
+// gives) can be taken, between the check and the child's bind, as the
+// source port of any outgoing connection of a busy machine, which failed a
+// clean-clone CI run with "bind: address already in use". A port is not
+// handed out twice by one test binary.
 func FreeAddr(tb testing.TB) string {
 	tb.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
+	low := ephemeralLow()
+	freeMu.Lock()
+	defer freeMu.Unlock()
+	for range 200 {
+		port := freeFloor + rand.IntN(low-freeFloor)
+		if handedOut[port] {
+			continue
+		}
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue
+		}
+		_ = l.Close()
+		handedOut[port] = true
+		return fmt.Sprintf("127.0.0.1:%d", port)
 	}
-	addr := l.Addr().String()
-	_ = l.Close()
-	return addr
+	tb.Fatalf("no free loopback port between %d and %d after 200 tries", freeFloor, low)
+	return ""
+}
+
+// freeFloor is the lowest port FreeAddr hands out.
+const freeFloor = 20000
+
+var (
+	freeMu    sync.Mutex
+	handedOut = map[int]bool{}
+)
+
+// ephemeralLow returns the first port of the kernel's ephemeral range
+// (32768 when it cannot be read, Linux's default).
+func ephemeralLow() int {
+	low := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil && n > freeFloor+1000 {
+				low = n
+			}
+		}
+	}
+	return low
 }
 
 var servingLine = regexp.MustCompile(`msg=serving .*addr=([0-9.:]+)`)
