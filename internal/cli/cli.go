@@ -6,8 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -157,6 +159,24 @@ func (a *app) runCommand(ctx context.Context, line *commandLine) int {
 	return s.finish(ctx, runCmd(cctx, s, args))
 }
 
+// checkServerAddr refuses an address of --server (or DEX_SERVER) that is
+// not HOST:PORT as a usage error, so that "localhost" or
+// "http://host:8801" is not reported later as an unreachable server.
+func checkServerAddr(addr string) error {
+	const want = "HOST:PORT expected, for example 127.0.0.1:8801"
+	if strings.Contains(addr, "://") {
+		return usagef("--server %q: %s, without a scheme", addr, want)
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || host == "" {
+		return usagef("--server %q: %s", addr, want)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return usagef("--server %q: port %q is not a number from 1 to 65535; %s", addr, port, want)
+	}
+	return nil
+}
+
 func (a *app) defaultServer() string {
 	if v := strings.TrimSpace(a.getenv(serverEnv)); v != "" {
 		return v
@@ -236,6 +256,11 @@ func newSession(a *app, opts *globals, c *command, timeoutSet bool, words []stri
 	addrs := splitList(opts.server)
 	if len(addrs) == 0 {
 		return nil, usagef("--server is empty")
+	}
+	for _, addr := range addrs {
+		if err := checkServerAddr(addr); err != nil {
+			return nil, err
+		}
 	}
 	token := ""
 	if opts.credentialFile != "" {

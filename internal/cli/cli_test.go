@@ -195,3 +195,19 @@ func TestShellQuote(t *testing.T) {
 		}
 	}
 }
+
+// An address that is not HOST:PORT, in --server or DEX_SERVER, is a usage
+// error (exit 2) naming the address, not an unreachable server.
+func TestServer_NotHostPortIsAUsageError(t *testing.T) {
+	t.Parallel()
+	for _, bad := range []string{"localhost", "http://127.0.0.1:8801", "127.0.0.1:8801,dns:///x:1", ":8801", "127.0.0.1:0", "127.0.0.1:http", "[::1"} {
+		r := runCLI(t, "flow", "describe", "a", "--server", bad)
+		if r.code != exitUsage {
+			t.Errorf("--server %q: exit %d, want 2; stderr:\n%s", bad, r.code, r.stderr)
+		}
+		r.wantStderr(t, "HOST:PORT expected")
+	}
+	r := runCLIEnv(t, map[string]string{serverEnv: "https://dex.example:8801"}, "flow", "describe", "a")
+	r.wantCode(t, exitUsage)
+	r.wantStderr(t, `"https://dex.example:8801"`, "without a scheme")
+}

@@ -309,7 +309,8 @@ func flowWaitCmd() *command {
 		summary: "Wait until a flow execution closes and print its result",
 		details: `Waits for the run that is the latest when the command starts (or --run),
 polling again each time the server's long poll expires, until the run closes or
---timeout passes (default: no bound; Ctrl-C stops). A failed, cancelled or
+--timeout passes (default: no bound; Ctrl-C stops). It keeps waiting through a
+server restart or failover, saying so once on stderr. A failed, cancelled or
 terminated flow is a result, not an error: the command exits 0 and prints the
 status and error; it exits 1 when --timeout passes first.`,
 		examples: []string{
@@ -324,6 +325,12 @@ status and error; it exits 1 when --timeout passes first.`,
 		},
 	}
 }
+
+// The backoff of flow wait while no address of --server serves.
+const (
+	waitRetryMin = 200 * time.Millisecond
+	waitRetryMax = 2 * time.Second
+)
 
 func (s *session) flowWait(ctx context.Context, flowID, runID string) error {
 	info := callInfo{flowID: flowID, runID: runID}
@@ -341,6 +348,7 @@ func (s *session) flowWait(ctx context.Context, flowID, runID string) error {
 	}
 	stop := startProgress(s.stderr(), fmt.Sprintf("waiting for flow %s (run %s)", flowID, runID))
 	defer stop()
+	outage := time.Duration(0) // the backoff while no address serves; 0 while one does
 	for {
 		poll := waitPoll
 		if dl, ok := ctx.Deadline(); ok {
@@ -365,12 +373,29 @@ func (s *session) flowWait(ctx context.Context, flowID, runID string) error {
 			}
 			return resultText(s.out.w, resp.GetResult())
 		}
+		if status.Code(err) == codes.Unavailable && ctx.Err() == nil {
+			// Every address is down or not serving: a restart or a
+			// failover. Keep waiting until --timeout, saying so once per
+			// outage.
+			if outage == 0 {
+				fmt.Fprintf(s.stderr(), "dexcli: server restarting or failing over (%s), still waiting\n", status.Convert(err).Message())
+			}
+			outage = min(max(2*outage, waitRetryMin), waitRetryMax)
+			t := time.NewTimer(outage)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+			}
+			continue
+		}
 		if status.Code(err) != codes.DeadlineExceeded || ctx.Err() != nil {
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 				break
 			}
 			return s.fail(ctx, err, info)
 		}
+		outage = 0
 	}
 	return &failure{
 		msg:       fmt.Sprintf("flow wait: DEADLINE_EXCEEDED: flow %q (run %s) did not close within %s", flowID, runID, s.timeout),

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -337,4 +338,26 @@ func TestFlowWrites_Requests(t *testing.T) {
 	} {
 		runCLI(t, append([]string{"--server", addr}, args...)...).wantCode(t, exitUsage)
 	}
+}
+
+// flow wait keeps waiting while every address answers UNAVAILABLE (a
+// restart or failover), says so once on stderr, and prints the result once
+// a server answers again.
+func TestFlowWait_KeepsWaitingThroughARestart(t *testing.T) {
+	t.Parallel()
+	f := fixtureServer()
+	var polls atomic.Int32
+	f.waitForFlow = func(context.Context, *dexpb.WaitForFlowRequest) (*dexpb.WaitForFlowResponse, error) {
+		if polls.Add(1) <= 3 {
+			return nil, status.Error(codes.Unavailable, "this process is a standby")
+		}
+		return &dexpb.WaitForFlowResponse{Result: fixtureResult()}, nil
+	}
+	r := runCLI(t, "--server", f.start(t), "flow", "wait", "order-42", "--timeout", "20s")
+	r.wantCode(t, exitOK)
+	r.wantStderr(t, "server restarting or failing over (this process is a standby), still waiting")
+	if n := strings.Count(r.stderr, "still waiting"); n != 1 {
+		t.Errorf("said %d times that it is still waiting, want once per outage:\n%s", n, r.stderr)
+	}
+	r.wantStdout(t, "order-42")
 }
