@@ -59,11 +59,19 @@ func (a *app) scan(args []string) (*commandLine, error) {
 			helpWord, line.help = true, true
 		case line.group == nil:
 			if line.group = a.findGroup(t); line.group == nil {
-				return line, usagef("unknown command %q", t)
+				var names []string
+				for _, g := range a.groups {
+					names = append(names, g.name)
+				}
+				return line, usagef("unknown command %q%s", t, didYouMean(t, names, ""))
 			}
 		case line.cmd == nil:
 			if line.cmd = line.group.find(t); line.cmd == nil {
-				return line, usagef("unknown command \"%s %s\"", line.group.name, t)
+				var names []string
+				for _, c := range line.group.commands {
+					names = append(names, c.name)
+				}
+				return line, usagef("unknown command \"%s %s\"%s", line.group.name, t, didYouMean(t, names, line.group.name+" "))
 			}
 		case helpWord:
 			return line, usagef("help takes a group and a command, not %q", t)
@@ -281,4 +289,49 @@ func parseJSONArg(s string) ([]byte, error) {
 		return nil, fmt.Errorf("not valid JSON (%w); quote strings, e.g. '\"text\"'", err)
 	}
 	return buf.Bytes(), nil
+}
+
+// didYouMean suggests the name closest to typed (at most 2 edits away, or
+// one that typed starts), as "; did you mean \"prefix name\"?", or "".
+func didYouMean(typed string, names []string, prefix string) string {
+	best, bestD := "", 3
+	for _, n := range names {
+		d := editDistance(typed, n)
+		if len(typed) >= 2 && strings.HasPrefix(n, typed) {
+			d = min(d, 1)
+		}
+		if d < bestD {
+			best, bestD = n, d
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf("; did you mean \"%s%s\"?", prefix, best)
+}
+
+// editDistance is the Levenshtein distance of a and b, with a swap of two
+// adjacent letters counted as one edit.
+func editDistance(a, b string) int {
+	prev2 := make([]int, len(b)+1)
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				cur[j] = min(cur[j], prev2[j-2]+1)
+			}
+		}
+		prev2, prev, cur = prev, cur, prev2
+	}
+	return prev[len(b)]
 }

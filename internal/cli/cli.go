@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -135,7 +136,11 @@ func (a *app) runCommand(ctx context.Context, line *commandLine) int {
 			a.printHelp(a.stdout, g, c)
 			return exitOK
 		}
-		return a.usageFailure(usageError{msg: err.Error()}, g, c)
+		msg := err.Error()
+		if m := badValue.FindStringSubmatch(msg); m != nil && isDurationFlag(fs, m[2]) {
+			msg = fmt.Sprintf("--%s %q: not a duration; give a number with a unit of ms, s, m or h, for example 90s, 15m, 24h (72h for three days)", m[2], m[1])
+		}
+		return a.usageFailure(usageError{msg: msg}, g, c)
 	}
 	args := slices.Concat(line.args, fs.Args())
 	if len(args) < c.minArgs {
@@ -157,6 +162,24 @@ func (a *app) runCommand(ctx context.Context, line *commandLine) int {
 	}
 	defer cancel()
 	return s.finish(ctx, runCmd(cctx, s, args))
+}
+
+// badValue matches the flag package's error for a value a flag cannot
+// parse.
+var badValue = regexp.MustCompile(`^invalid value "(.*)" for flag -([^:]+): parse error$`)
+
+// isDurationFlag reports whether fs's flag name holds a time.Duration.
+func isDurationFlag(fs *flag.FlagSet, name string) bool {
+	f := fs.Lookup(name)
+	if f == nil {
+		return false
+	}
+	g, ok := f.Value.(flag.Getter)
+	if !ok {
+		return false
+	}
+	_, ok = g.Get().(time.Duration)
+	return ok
 }
 
 // checkServerAddr refuses an address of --server (or DEX_SERVER) that is
