@@ -116,6 +116,10 @@ type Lifecycle struct {
 // API configures the gRPC listener.
 type API struct {
 	Listen string `yaml:"listen"`
+	// Reflection serves the gRPC server reflection service, so that tools
+	// such as grpcurl list and call the API without the proto files.
+	// Default true.
+	Reflection bool `yaml:"reflection"`
 }
 
 // Metrics configures the metrics listener; empty disables it.
@@ -263,7 +267,7 @@ func Defaults() Config {
 		},
 		Dev:       Dev{DurabilityMode: DurabilityStrict},
 		Lifecycle: Lifecycle{AttemptDrainTimeout: 30 * time.Second},
-		API:       API{Listen: "127.0.0.1:8801"},
+		API:       API{Listen: "127.0.0.1:8801", Reflection: true},
 		Storage:   Storage{Backend: BackendFS},
 		Limits: Limits{MaxPayloadBytes: 4 << 20, WaitForFlowMax: 60 * time.Second,
 			MaxRequestBytes: DefaultMaxRequestBytes, MaxFlowAttributeBytes: DefaultMaxFlowAttributeBytes,

@@ -94,7 +94,7 @@ func startAPI(cfg *config.Config, log *slog.Logger, lis net.Listener, standby bo
 	opts := server.Options{NodeID: cfg.NodeID, MaxPayloadBytes: cfg.Limits.MaxPayloadBytes,
 		MaxRequestBytes: cfg.Limits.MaxRequestBytes, MaxFlowAttributeBytes: cfg.Limits.MaxFlowAttributeBytes,
 		WaitForFlowMax: cfg.Limits.WaitForFlowMax, Logger: log, AdminCredential: cred,
-		MaxConcurrentStreams: cfg.Limits.MaxConcurrentStreams}
+		MaxConcurrentStreams: cfg.Limits.MaxConcurrentStreams, NoReflection: !cfg.API.Reflection}
 	if lis == nil {
 		var err error
 		if lis, err = net.Listen("tcp", cfg.API.Listen); err != nil {

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/reflection"
 
 	"github.com/dexzd/dexzd/api/dexpb"
 	"github.com/dexzd/dexzd/internal/engine"
@@ -48,7 +49,10 @@ type Options struct {
 	// further calls wait in the client for a free stream. 0 means
 	// DefaultMaxConcurrentStreams.
 	MaxConcurrentStreams uint32
-	Logger               *slog.Logger
+	// NoReflection leaves out the gRPC server reflection service
+	// (api.reflection: false).
+	NoReflection bool
+	Logger       *slog.Logger
 }
 
 // DefaultMaxConcurrentStreams is the default Options.MaxConcurrentStreams.
@@ -171,6 +175,11 @@ func (s *Server) Register(g *grpc.Server) {
 	dexpb.RegisterWorkerTaskServiceServer(g, &workerService{s: s})
 	dexpb.RegisterAdminServiceServer(g, &adminService{s: s})
 	grpc_health_v1.RegisterHealthServer(g, &healthService{s: s})
+	if !s.opts.NoReflection {
+		// grpcurl and other tools list and call the API without the proto
+		// files: FlowService, WorkerTaskService, AdminService and health.
+		reflection.Register(g)
+	}
 }
 
 // SetBackend makes b the serving instance; nil removes it.
