@@ -14,6 +14,15 @@ echo "dev: building bin/dex-server-zd, bin/dexcli and bin/example-worker" >&2
 go build -o bin/ ./cmd/dex-server-zd ./cmd/dexcli
 go build -o bin/example-worker ./examples/worker
 
+# A second `make dev` must not start a second example worker against the
+# first server: refuse at once, naming who holds the data directory.
+if bin/dexcli --server "$listen" --timeout 1s admin describe >/dev/null 2>&1; then
+	holder=""
+	if [[ -s "$data/dev.lock" ]]; then holder=" (process $(head -c 20 "$data/dev.lock" | tr -d '\n') holds $data/dev.lock)"; fi
+	echo "dev: a server already answers on $listen$holder; stop it (Ctrl-C in its terminal) or set DEX_LISTEN and DEX_DATA_DIR" >&2
+	exit 1
+fi
+
 pids=()
 stop() {
 	trap - EXIT INT TERM
@@ -27,12 +36,12 @@ pids+=($!)
 
 # Wait until the server answers before the worker connects.
 for _ in $(seq 1 150); do
-	if bin/dexcli --server "$listen" --timeout 1s admin describe >/dev/null 2>&1; then
-		break
-	fi
 	if ! kill -0 "${pids[0]}" 2>/dev/null; then
 		echo "dev: dex-server-zd exited; see its log above" >&2
 		exit 1
+	fi
+	if bin/dexcli --server "$listen" --timeout 1s admin describe >/dev/null 2>&1; then
+		break
 	fi
 	sleep 0.2
 done

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -82,6 +83,9 @@ func TestProcess_SecondProcessOnTheDirectoryFails(t *testing.T) {
 	}
 	if !strings.Contains(p2.log(), filepath.Join(dir, "dev.lock")) {
 		t.Fatalf("the error does not name dev.lock:\n%s", p2.log())
+	}
+	if want := fmt.Sprintf("locked by dex-server-zd process %d", p1.Pid()); !strings.Contains(p2.log(), want) {
+		t.Fatalf("the error does not name the holder (%q):\n%s", want, p2.log())
 	}
 	p1.Signal(t, syscall.SIGTERM)
 	if code := p1.wait(t); code != 0 {

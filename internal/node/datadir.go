@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -55,8 +56,15 @@ func lockDataDir(dir string) (*dirLock, error) {
 		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 		return &dirLock{f: f, locked: true}, nil
 	case errors.Is(err, unix.EWOULDBLOCK):
+		holder := "another dex-server-zd process"
+		b := make([]byte, 20)
+		if n, _ := f.ReadAt(b, 0); n > 0 {
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(b[:n]))); err == nil && pid > 0 {
+				holder = fmt.Sprintf("dex-server-zd process %d", pid)
+			}
+		}
 		_ = f.Close()
-		return nil, fmt.Errorf("%w: %s is locked by another dex-server-zd process; stop it or use another --data-dir", ErrDirLocked, path)
+		return nil, fmt.Errorf("%w: %s is locked by %s; stop it or use another --data-dir", ErrDirLocked, path, holder)
 	case errors.Is(err, unix.ENOLCK), errors.Is(err, unix.EOPNOTSUPP), errors.Is(err, unix.ENOSYS), errors.Is(err, unix.EINVAL):
 		return &dirLock{f: f}, nil
 	default:
