@@ -49,9 +49,9 @@ over, or the same one took the lease back. Node epochs are decimal strings.`,
 					})
 				}
 				return keyValues(s.out.w,
-					"nodeId", d.GetNodeId(),
-					"nodeEpoch", strconv.FormatUint(d.GetNodeEpoch(), 10),
-					"holderProcessId", d.GetHolderProcessId())
+					"Node ID", d.GetNodeId(),
+					"Node epoch", strconv.FormatUint(d.GetNodeEpoch(), 10),
+					"Holder process ID", d.GetHolderProcessId())
 			}
 		},
 	}

@@ -66,7 +66,7 @@ func TestAdminDescribe_EpochIsADecimalString(t *testing.T) {
 
 	r = runCLI(t, "--server", addr, "admin", "describe")
 	r.wantCode(t, exitOK)
-	r.wantStdout(t, "nodeId", "node-a", "nodeEpoch", "18446744073709551615", "holderProcessId", "proc-1")
+	r.wantStdout(t, "Node ID", "node-a", "Node epoch", "18446744073709551615", "Holder process ID", "proc-1")
 	if strings.Contains(r.stdout, "e+") {
 		t.Errorf("epoch printed in exponent form:\n%s", r.stdout)
 	}
