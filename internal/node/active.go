@@ -26,6 +26,7 @@ import (
 	"github.com/dexzd/dexzd/internal/engine"
 	"github.com/dexzd/dexzd/internal/lease"
 	"github.com/dexzd/dexzd/internal/server"
+	"github.com/dexzd/dexzd/internal/serving"
 	"github.com/dexzd/dexzd/internal/wal"
 )
 
@@ -255,7 +256,7 @@ type leasePeriod struct {
 	holder *lease.Holder
 	// stateDir is the local store's directory; open opens it.
 	stateDir string
-	open     func(dir string) (Store, error)
+	open     func(dir string) (serving.Store, error)
 	ready    func(net.Addr)
 	// onServing, when set, is called once the period serves.
 	onServing func()
@@ -296,9 +297,9 @@ func (p *leasePeriod) run(ctx context.Context) (sd *steppedDown, err error) {
 	log := p.log.With("epoch", p.holder.Epoch())
 	p.metrics.setEpoch(p.holder.Epoch())
 	p.metrics.setStandbyState(StandbyNotStandby)
-	serving := false
+	served := false
 	defer func() {
-		if err == nil || serving || errors.Is(err, ErrAbandoned) {
+		if err == nil || served || errors.Is(err, ErrAbandoned) {
 			return
 		}
 		if lerr := p.holder.Err(); lerr != nil {
@@ -346,12 +347,12 @@ func (p *leasePeriod) run(ctx context.Context) (sd *steppedDown, err error) {
 			return nil, err
 		}
 	}
-	limitStateCache(store, p.cfg.Limits.StateCacheBytes) // before the replay fills it
+	serving.LimitStateCache(store, p.cfg.Limits.StateCacheBytes) // before the replay fills it
 	var from uint64
 	if seq, ok := store.Applied(); ok {
 		from = seq + 1
 	}
-	next, err := wal.Fence(rctx, p.blobs, p.layout, p.holder.Epoch(), from, replayWhile(rctx, store))
+	next, err := wal.Fence(rctx, p.blobs, p.layout, p.holder.Epoch(), from, serving.ReplayWhile(rctx, store))
 	if errors.Is(err, wal.ErrTruncated) && p.boot != nil {
 		// The log was truncated past the store (a process that was away
 		// for long): restore the newest snapshot and replay its tail.
@@ -359,10 +360,10 @@ func (p *leasePeriod) run(ctx context.Context) (sd *steppedDown, err error) {
 		if store, err = p.boot.bootstrap(rctx, store, true); err != nil {
 			return nil, err
 		}
-		limitStateCache(store, p.cfg.Limits.StateCacheBytes)
+		serving.LimitStateCache(store, p.cfg.Limits.StateCacheBytes)
 		seq, _ := store.Applied()
 		from = seq + 1
-		next, err = wal.Fence(rctx, p.blobs, p.layout, p.holder.Epoch(), from, replayWhile(rctx, store))
+		next, err = wal.Fence(rctx, p.blobs, p.layout, p.holder.Epoch(), from, serving.ReplayWhile(rctx, store))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("replay and fence the log: %w", err)
@@ -375,11 +376,11 @@ func (p *leasePeriod) run(ctx context.Context) (sd *steppedDown, err error) {
 	// A log record holds the records of one request: never refuse one the
 	// engine accepted (engine.MaxDecisionBytes).
 	maxBatch := max(2*srv.MaxMessageBytes(), eng.MaxDecisionBytes()) + (1 << 20)
-	core := NewCore(CoreConfig{
+	core := serving.NewCore(serving.CoreConfig{
 		NodeID: p.cfg.NodeID, ProcessID: p.holder.ProcessID(), Epoch: p.holder.Epoch(), Store: store,
 		Engine: eng,
 		Lease:  p.holder, Logger: log, MaxRecordBytes: maxBatch - 8, Metrics: p.metrics,
-		Admission: AdmissionLimits{MaxPendingRequests: p.cfg.Limits.MaxPendingRequests,
+		Admission: serving.AdmissionLimits{MaxPendingRequests: p.cfg.Limits.MaxPendingRequests,
 			MaxPendingBytes: p.cfg.Limits.MaxPendingBytes, MaxQueuedTasks: p.cfg.Limits.MaxQueuedTasks},
 	})
 	// maxBatch is the largest record; group commit gathers records into
@@ -412,7 +413,7 @@ func (p *leasePeriod) run(ctx context.Context) (sd *steppedDown, err error) {
 		}
 		return nil, err
 	}
-	serving = true
+	served = true
 	snapCtx, cancelSnapshots := context.WithCancel(supCtx)
 	snapDone := make(chan struct{})
 	go func() {

@@ -10,6 +10,7 @@ import (
 	"github.com/dexzd/dexzd/internal/blob/mem"
 	"github.com/dexzd/dexzd/internal/engine"
 	"github.com/dexzd/dexzd/internal/server"
+	"github.com/dexzd/dexzd/internal/serving"
 	"github.com/dexzd/dexzd/internal/wal"
 )
 
@@ -17,7 +18,7 @@ import (
 // close no run count nothing.
 func TestFlowCounts_CountsRecordKinds(t *testing.T) {
 	t.Parallel()
-	var c flowCounts
+	var c serving.FlowCounts
 	for _, b := range []engine.RecordBody{
 		engine.FlowStarted{}, engine.FlowStarted{},
 		engine.FlowClosed{CloseInfo: engine.CloseInfo{Status: engine.StatusCompleted}},
@@ -34,21 +35,21 @@ func TestFlowCounts_CountsRecordKinds(t *testing.T) {
 		engine.StepEnded{}, engine.ChannelPublished{}, engine.AttributesSet{}, engine.DefinitionSet{},
 		engine.ConditionSatisfied{}, engine.WaitTimerFired{},
 	} {
-		c.count(b)
+		c.Count(b)
 	}
-	want := flowCounts{
-		started:  2,
-		closed:   [numCloseStatuses]uint32{closeCompleted: 1, closeFailed: 1, closeCanceled: 1, closeTerminated: 1, closeOther: 1},
-		attempts: [numAttemptOutcomes]uint32{attemptSucceeded: 3, attemptFailed: 1, attemptTimedOut: 1, attemptNotCompleted: 2},
+	want := serving.FlowCounts{
+		Started:  2,
+		Closed:   [serving.NumCloseStatuses]uint32{serving.CloseCompleted: 1, serving.CloseFailed: 1, serving.CloseCanceled: 1, serving.CloseTerminated: 1, serving.CloseOther: 1},
+		Attempts: [serving.NumAttemptOutcomes]uint32{serving.AttemptSucceeded: 3, serving.AttemptFailed: 1, serving.AttemptTimedOut: 1, serving.AttemptNotCompleted: 2},
 	}
 	if c != want {
 		t.Fatalf("counts = %+v, want %+v", c, want)
 	}
 	m := NewMetrics()
-	m.countFlows(&c)
-	m.countFlows(&c)
+	m.CountFlows(&c)
+	m.CountFlows(&c)
 	var nilMetrics *Metrics
-	nilMetrics.countFlows(&c) // a nil *Metrics records nothing
+	nilMetrics.CountFlows(&c) // a nil *Metrics records nothing
 	text := metricsText(t, m)
 	for _, line := range []string{
 		"dexzd_flows_started_total 4\n",
@@ -69,13 +70,13 @@ func TestFlowCounts_CountsRecordKinds(t *testing.T) {
 func newMetricsHarness(t *testing.T, blobs *mem.Store, epoch uint64, m *Metrics) *harness {
 	t.Helper()
 	ctx := context.Background()
-	store := NewMemStore()
+	store := serving.NewMemStore()
 	metered := m.MeterStore(blobs)
-	next, err := wal.Fence(ctx, metered, testLayout, epoch, 0, ReplayApply(store))
+	next, err := wal.Fence(ctx, metered, testLayout, epoch, 0, serving.ReplayApply(store))
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := NewCore(CoreConfig{NodeID: "n1", ProcessID: "p", Epoch: epoch, Store: store, Metrics: m})
+	c := serving.NewCore(serving.CoreConfig{NodeID: "n1", ProcessID: "p", Epoch: epoch, Store: store, Metrics: m})
 	w, err := wal.NewWriter(wal.WriterConfig{Store: metered, Layout: testLayout, Epoch: epoch, NextSeq: next,
 		OnDurable: c.OnDurable, OnBatch: m.WriterHook()})
 	if err != nil {
@@ -152,10 +153,10 @@ func TestFlowMetrics_CountWhatTheCoreCommits(t *testing.T) {
 			t.Fatalf("ack = %+v", a)
 		}
 
-		want := flowCounts{
-			started:  3,
-			closed:   [numCloseStatuses]uint32{closeCompleted: 2, closeCanceled: 1},
-			attempts: [numAttemptOutcomes]uint32{attemptSucceeded: 2, attemptFailed: 1, attemptTimedOut: 1, attemptNotCompleted: 1},
+		want := serving.FlowCounts{
+			Started:  3,
+			Closed:   [serving.NumCloseStatuses]uint32{serving.CloseCompleted: 2, serving.CloseCanceled: 1},
+			Attempts: [serving.NumAttemptOutcomes]uint32{serving.AttemptSucceeded: 2, serving.AttemptFailed: 1, serving.AttemptTimedOut: 1, serving.AttemptNotCompleted: 1},
 		}
 		if got := flowMetricsOf(m); got != want {
 			t.Fatalf("flow metrics = %+v, want %+v", got, want)
@@ -181,52 +182,15 @@ func TestFlowMetrics_CountWhatTheCoreCommits(t *testing.T) {
 	})
 }
 
-// flowMetricsOf reads m's flow counters back as flowCounts.
-func flowMetricsOf(m *Metrics) flowCounts {
-	var c flowCounts
-	c.started = uint32(m.flows.started.Load())
-	for i := range c.closed {
-		c.closed[i] = uint32(m.flows.closed[i].Load())
+// flowMetricsOf reads m's flow counters back as serving.FlowCounts.
+func flowMetricsOf(m *Metrics) serving.FlowCounts {
+	var c serving.FlowCounts
+	c.Started = uint32(m.flows.started.Load())
+	for i := range c.Closed {
+		c.Closed[i] = uint32(m.flows.closed[i].Load())
 	}
-	for i := range c.attempts {
-		c.attempts[i] = uint32(m.flows.attempts[i].Load())
+	for i := range c.Attempts {
+		c.Attempts[i] = uint32(m.flows.attempts[i].Load())
 	}
 	return c
-}
-
-// The counting applyBatch does per record, against what applying a record
-// costs: a decision's records (start a flow, create and schedule a step).
-func BenchmarkFlowCounts(b *testing.B) {
-	now := time.Unix(1e9, 0).UTC()
-	recs := []engine.Record{
-		{FlowID: "f", RunID: "r", At: now, Body: engine.FlowStarted{FlowType: "a"}},
-		{FlowID: "f", RunID: "r", At: now, Body: engine.StepCreated{StepExecID: "S-1", StepType: "S", N: 1}},
-		{FlowID: "f", RunID: "r", At: now, Body: engine.AttemptScheduled{StepExecID: "S-1", Method: engine.MethodExecute, Attempt: 1}},
-		{FlowID: "f", RunID: "r", At: now, Body: engine.ExecuteCompleted{StepExecID: "S-1", Attempt: 1, Kind: engine.DecideGracefulComplete}},
-		{FlowID: "f", RunID: "r", At: now, Body: engine.FlowClosed{CloseInfo: engine.CloseInfo{Status: engine.StatusCompleted}}},
-	}
-	env, err := encodeEnvelope(recs)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Run("count", func(b *testing.B) {
-		var c flowCounts
-		for b.Loop() {
-			for _, r := range recs {
-				c.count(r.Body)
-			}
-		}
-		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(recs)), "ns/record")
-	})
-	b.Run("applyBatch", func(b *testing.B) {
-		store := NewMemStore()
-		seq := uint64(0)
-		for b.Loop() {
-			seq++
-			if _, err := applyBatch(store, wal.Batch{Seq: seq, Records: [][]byte{env}}); err != nil {
-				b.Fatal(err)
-			}
-		}
-		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(recs)), "ns/record")
-	})
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/dexzd/dexzd/internal/blob"
 	"github.com/dexzd/dexzd/internal/lease"
+	"github.com/dexzd/dexzd/internal/serving"
 	"github.com/dexzd/dexzd/internal/wal"
 )
 
@@ -34,7 +35,7 @@ const (
 type hotStandby struct {
 	// store is the local store; a bootstrap replaces it (Store returns
 	// the current one).
-	store  Store
+	store  serving.Store
 	boot   *bootstrapper
 	blobs  blob.Store
 	layout wal.Layout
@@ -53,14 +54,14 @@ type hotStandby struct {
 	applied  uint64 // batches applied since the start
 }
 
-func newHotStandby(store Store, blobs blob.Store, layout wal.Layout, poll, behind time.Duration, log *slog.Logger) *hotStandby {
+func newHotStandby(store serving.Store, blobs blob.Store, layout wal.Layout, poll, behind time.Duration, log *slog.Logger) *hotStandby {
 	return &hotStandby{store: store, blobs: blobs, layout: layout, poll: poll, behind: behind, log: log,
 		base: StandbyFollowing, caughtUp: time.Now()}
 }
 
 // Store returns the local store the standby follows into: the one it was
 // given, or the one a bootstrap restored. Call it once follow returned.
-func (h *hotStandby) Store() Store {
+func (h *hotStandby) Store() serving.Store {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.store
@@ -127,7 +128,7 @@ func (h *hotStandby) follow(ctx context.Context) {
 			next = seq + 1
 		}
 		f := wal.NewFollower(h.blobs, h.layout, next)
-		err := h.round(ctx, f, ReplayApply(h.store), &bo)
+		err := h.round(ctx, f, serving.ReplayApply(h.store), &bo)
 		if ctx.Err() != nil {
 			return
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/dexzd/dexzd/internal/blob"
 	"github.com/dexzd/dexzd/internal/blob/mem"
 	"github.com/dexzd/dexzd/internal/lease"
+	"github.com/dexzd/dexzd/internal/serving"
 	"github.com/dexzd/dexzd/internal/wal"
 )
 
@@ -35,8 +36,8 @@ func appendFences(t *testing.T, blobs blob.Store, layout wal.Layout, epoch *uint
 	}
 }
 
-func newTestHot(blobs blob.Store, layout wal.Layout) (*hotStandby, *MemStore) {
-	store := NewMemStore()
+func newTestHot(blobs blob.Store, layout wal.Layout) (*hotStandby, *serving.MemStore) {
+	store := serving.NewMemStore()
 	return newHotStandby(store, blobs, layout, hotPoll, hotBehind, slog.New(slog.DiscardHandler)), store
 }
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dexzd/dexzd/internal/blob/mem"
+	"github.com/dexzd/dexzd/internal/serving"
 	"github.com/dexzd/dexzd/internal/wal"
 )
 
@@ -232,7 +233,7 @@ func TestMetrics_NilRecordsNothing(t *testing.T) {
 		t.Errorf("MeterStore on a nil *Metrics = %T, want the store itself", got)
 	}
 	m.ObserveBatch(wal.BatchStats{Duration: time.Second})
-	m.countFlows(&flowCounts{started: 1})
+	m.CountFlows(&serving.FlowCounts{Started: 1})
 }
 
 // A fresh process's text: every family once with HELP and TYPE, in the

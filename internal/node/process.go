@@ -19,6 +19,7 @@ import (
 	"github.com/dexzd/dexzd/internal/config"
 	"github.com/dexzd/dexzd/internal/lease"
 	"github.com/dexzd/dexzd/internal/server"
+	"github.com/dexzd/dexzd/internal/serving"
 	"github.com/dexzd/dexzd/internal/wal"
 )
 
@@ -33,7 +34,7 @@ type RunOptions struct {
 	Listener net.Listener
 	// OpenStore opens the local store in dir; nil means OpenLocalStore
 	// (Pebble).
-	OpenStore func(dir string) (Store, error)
+	OpenStore func(dir string) (serving.Store, error)
 	// Ready, when set, is called with the API address once the node serves.
 	Ready func(addr net.Addr)
 	// Abandon, when closed, ends Run the way a crash would: nothing is
@@ -169,7 +170,7 @@ func Run(ctx context.Context, o RunOptions) (err error) {
 
 	open, restore := o.OpenStore, restorer(nil)
 	if open == nil {
-		open, restore = func(dir string) (Store, error) { return OpenLocalStore(dir, log) }, restorePebble(log)
+		open, restore = func(dir string) (serving.Store, error) { return serving.OpenLocalStore(dir, log) }, restorePebble(log)
 	}
 	stateDir := cfg.LocalStore.Dir
 	if stateDir == "" {
@@ -211,7 +212,7 @@ func OpenDataLog(dir string, mode fs.Mode, segments bool, opts ...seglog.Option)
 // tell workers to drain and wait up to lifecycle.attemptDrainTimeout for
 // the results of running attempts, end the streams, flush the writer,
 // release the lease.
-func shutdown(log *slog.Logger, cfg *config.Config, srv *server.Server, g *grpc.Server, core *Core,
+func shutdown(log *slog.Logger, cfg *config.Config, srv *server.Server, g *grpc.Server, core *serving.Core,
 	w *wal.Writer, holder *lease.Holder, supDone <-chan error) error {
 	drain := cfg.Lifecycle.AttemptDrainTimeout
 	log.Info("shutting down: draining", "attemptDrainTimeout", drain)

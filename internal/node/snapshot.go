@@ -21,6 +21,7 @@ import (
 	"github.com/dexzd/dexzd/internal/blob"
 	"github.com/dexzd/dexzd/internal/lease"
 	"github.com/dexzd/dexzd/internal/localstore"
+	"github.com/dexzd/dexzd/internal/serving"
 	"github.com/dexzd/dexzd/internal/wal"
 )
 
@@ -40,35 +41,17 @@ const snapshotCheckInterval = time.Second
 // log since the last one has grown to half its size (see snapshotDue).
 const snapshotMinBatches = 1000
 
-// checkpointTo writes a snapshot of store to w and returns the applied
-// sequence number it reflects; ok is false for a store that cannot write
-// snapshots (the in-memory store of tests), and nothing is written.
-func checkpointTo(store Store, w io.Writer) (seq uint64, ok bool, err error) {
-	switch s := store.(type) {
-	case *cachedStore:
-		return checkpointTo(s.Store, w)
-	case pebbleStore:
-		seq, err := s.s.Checkpoint(w)
-		return seq, true, err
-	}
-	return 0, false, nil
-}
-
 // restorer rebuilds a local store in dir from a snapshot stream.
-type restorer func(dir string, r io.Reader) (Store, error)
+type restorer func(dir string, r io.Reader) (serving.Store, error)
 
 // restorePebble is the restorer of the Pebble local store: it removes
 // what is in dir and restores the snapshot there.
 func restorePebble(log *slog.Logger) restorer {
-	return func(dir string, r io.Reader) (Store, error) {
+	return func(dir string, r io.Reader) (serving.Store, error) {
 		if err := os.RemoveAll(dir); err != nil {
 			return nil, fmt.Errorf("remove the local store %s before a restore: %w", dir, err)
 		}
-		s, err := localstore.Restore(dir, r, localstore.Options{Logger: log})
-		if err != nil {
-			return nil, err
-		}
-		return newCachedStore(pebbleStore{s}, defaultStateCacheEntries), nil
+		return serving.RestoreLocalStore(dir, r, log)
 	}
 }
 
@@ -87,7 +70,7 @@ type bootstrapper struct {
 // errNoSnapshot. It returns the store to use: store itself when nothing
 // was restored, else the restored one (store is then closed). On an error
 // after store was closed it returns nil.
-func (b *bootstrapper) bootstrap(ctx context.Context, store Store, must bool) (Store, error) {
+func (b *bootstrapper) bootstrap(ctx context.Context, store serving.Store, must bool) (serving.Store, error) {
 	next, r, ok, err := wal.OpenLatest(ctx, b.blobs, b.layout)
 	switch {
 	case err != nil:
@@ -126,7 +109,7 @@ func (b *bootstrapper) bootstrap(ctx context.Context, store Store, must bool) (S
 type snapshotter struct {
 	blobs  blob.Store
 	layout wal.Layout
-	store  Store
+	store  serving.Store
 	holder *lease.Holder
 	// every is snapshots.everyBatches, keep snapshots.keep.
 	every, keep int
@@ -223,7 +206,7 @@ func (s *snapshotter) once(ctx context.Context) (uint64, int, error) {
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		_, ok, err := checkpointTo(s.store, pw)
+		_, ok, err := serving.Checkpoint(s.store, pw)
 		if err == nil && !ok {
 			err = errors.New("this local store cannot write snapshots")
 		}

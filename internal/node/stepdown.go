@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/dexzd/dexzd/internal/server"
+	"github.com/dexzd/dexzd/internal/serving"
 	"github.com/dexzd/dexzd/internal/wal"
 )
 
@@ -88,7 +89,7 @@ type steppedDown struct {
 // that finish before the release keep their answers; the ones still open
 // at the release answer UNAVAILABLE. A failure answers the request with
 // the error and returns it (the process exits 1).
-func (p *leasePeriod) stepDown(log *slog.Logger, req *stepDownRequest, core *Core, w *wal.Writer,
+func (p *leasePeriod) stepDown(log *slog.Logger, req *stepDownRequest, core *serving.Core, w *wal.Writer,
 	supDone <-chan error) (*steppedDown, error) {
 	epoch := p.holder.Epoch()
 	msg := fmt.Sprintf("this process stepped down as the active process of node %q (epoch %d); retry on the active process",

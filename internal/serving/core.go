@@ -1,4 +1,4 @@
-package node
+package serving
 
 import (
 	"context"
@@ -38,9 +38,9 @@ type CoreConfig struct {
 	// HeartbeatInterval and PingInterval go to workers in Welcome.
 	HeartbeatInterval time.Duration
 	PingInterval      time.Duration
-	// Metrics count the flows and step attempts of every durable batch;
-	// nil counts nothing.
-	Metrics *Metrics
+	// Metrics count the flows and step attempts of every durable batch
+	// (flowcounts.go); nil counts nothing.
+	Metrics FlowCounter
 	// Admission bounds the new work accepted from clients (admission.go);
 	// zero fields take the defaults.
 	Admission AdmissionLimits
@@ -52,7 +52,8 @@ type CoreConfig struct {
 //
 // Life: NewCore; create the wal.Writer with OnDurable: core.OnDurable and
 // hand it to SetWriter; Start; Recover; serve; BeginDrain and WaitIdle on a
-// graceful stop; Stop. Supervise runs the writer and the lease beside it.
+// graceful stop; Stop. Package node runs the writer and the lease beside
+// it (node.Supervise).
 type Core struct {
 	cfg CoreConfig
 	log *slog.Logger
@@ -182,7 +183,9 @@ func (c *Core) OnDurable(b wal.Batch) error {
 	if err != nil {
 		return err
 	}
-	c.cfg.Metrics.countFlows(&a.flows)
+	if c.cfg.Metrics != nil {
+		c.cfg.Metrics.CountFlows(&a.flows)
+	}
 	if len(a.envelopes) > 0 {
 		c.seq.post(func() {
 			for flowID, n := range a.envelopes {

@@ -1,4 +1,4 @@
-package node
+package serving
 
 import (
 	"encoding/binary"
@@ -81,8 +81,8 @@ type applied struct {
 	states map[string]*engine.FlowState
 	// envelopes counts the batch's envelopes per flow ID.
 	envelopes map[string]int
-	// flows counts the batch's records for the metrics (flowmetrics.go).
-	flows flowCounts
+	// flows counts the batch's records for the metrics (flowcounts.go).
+	flows FlowCounts
 }
 
 // applyBatch applies one log batch to the store (T1): every envelope's
@@ -131,7 +131,7 @@ func applyBatchWith(store Store, b wal.Batch, known func(raw []byte) []engine.Re
 					}
 					declared[typ] = [2]string{rec.FlowID, rec.RunID}
 				}
-				out.flows.count(rec.Body)
+				out.flows.Count(rec.Body)
 				out.effects = append(out.effects, eff...)
 				if st != nil {
 					out.states[rec.FlowID] = st

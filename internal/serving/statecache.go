@@ -1,4 +1,4 @@
-package node
+package serving
 
 import (
 	"container/list"
@@ -209,9 +209,9 @@ func (c *stateCache) size() (entries, bytes int) {
 	return c.lru.Len(), c.bytes
 }
 
-// limitStateCache sets the byte budget of store's state cache
+// LimitStateCache sets the byte budget of store's state cache
 // (limits.stateCacheBytes), if it has one; 0 keeps the default.
-func limitStateCache(store Store, bytes int) {
+func LimitStateCache(store Store, bytes int) {
 	if cs, ok := store.(*cachedStore); ok && bytes > 0 {
 		cs.c.setMaxBytes(bytes)
 	}

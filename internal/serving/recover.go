@@ -1,4 +1,4 @@
-package node
+package serving
 
 import (
 	"context"
@@ -20,10 +20,10 @@ func ReplayApply(store Store) func(wal.Batch) error {
 	}
 }
 
-// replayWhile is ReplayApply that applies nothing more once ctx ended: a
+// ReplayWhile is ReplayApply that applies nothing more once ctx ended: a
 // takeover's replay runs while its lease holds, and stops at the next
 // batch (not after the batches already read ahead) when the lease stops.
-func replayWhile(ctx context.Context, store Store) func(wal.Batch) error {
+func ReplayWhile(ctx context.Context, store Store) func(wal.Batch) error {
 	apply := ReplayApply(store)
 	return func(b wal.Batch) error {
 		if err := ctx.Err(); err != nil {

@@ -1,8 +1,9 @@
-package node
+package serving
 
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 
 	"github.com/dexzd/dexzd/internal/engine"
@@ -18,6 +19,35 @@ func OpenLocalStore(dir string, log *slog.Logger) (Store, error) {
 		return nil, err
 	}
 	return newCachedStore(pebbleStore{s}, defaultStateCacheEntries), nil
+}
+
+// RestoreLocalStore restores the Pebble local store in dir from a snapshot
+// stream (localstore.Restore; dir must hold no store) and opens it as
+// OpenLocalStore does.
+func RestoreLocalStore(dir string, r io.Reader, log *slog.Logger) (Store, error) {
+	s, err := localstore.Restore(dir, r, localstore.Options{Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	return newCachedStore(pebbleStore{s}, defaultStateCacheEntries), nil
+}
+
+// WrapLocalStore is s as a Store, without the state cache.
+func WrapLocalStore(s *localstore.Store) Store { return pebbleStore{s} }
+
+// Checkpoint writes a snapshot of store to w (localstore.Checkpoint) and
+// returns the applied sequence number it reflects; ok is false for a store
+// that cannot write snapshots (the in-memory store of tests), and nothing
+// is written.
+func Checkpoint(store Store, w io.Writer) (seq uint64, ok bool, err error) {
+	switch s := store.(type) {
+	case *cachedStore:
+		return Checkpoint(s.Store, w)
+	case pebbleStore:
+		seq, err := s.s.Checkpoint(w)
+		return seq, true, err
+	}
+	return 0, false, nil
 }
 
 // pebbleStore adapts *localstore.Store: not found is (nil, nil) here.

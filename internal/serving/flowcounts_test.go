@@ -1,0 +1,46 @@
+package serving
+
+import (
+	"testing"
+	"time"
+
+	"github.com/dexzd/dexzd/internal/engine"
+	"github.com/dexzd/dexzd/internal/wal"
+)
+
+// The counting applyBatch does per record, against what applying a record
+// costs: a decision's records (start a flow, create and schedule a step).
+func BenchmarkFlowCounts(b *testing.B) {
+	now := time.Unix(1e9, 0).UTC()
+	recs := []engine.Record{
+		{FlowID: "f", RunID: "r", At: now, Body: engine.FlowStarted{FlowType: "a"}},
+		{FlowID: "f", RunID: "r", At: now, Body: engine.StepCreated{StepExecID: "S-1", StepType: "S", N: 1}},
+		{FlowID: "f", RunID: "r", At: now, Body: engine.AttemptScheduled{StepExecID: "S-1", Method: engine.MethodExecute, Attempt: 1}},
+		{FlowID: "f", RunID: "r", At: now, Body: engine.ExecuteCompleted{StepExecID: "S-1", Attempt: 1, Kind: engine.DecideGracefulComplete}},
+		{FlowID: "f", RunID: "r", At: now, Body: engine.FlowClosed{CloseInfo: engine.CloseInfo{Status: engine.StatusCompleted}}},
+	}
+	env, err := encodeEnvelope(recs)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("count", func(b *testing.B) {
+		var c FlowCounts
+		for b.Loop() {
+			for _, r := range recs {
+				c.Count(r.Body)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(recs)), "ns/record")
+	})
+	b.Run("applyBatch", func(b *testing.B) {
+		store := NewMemStore()
+		seq := uint64(0)
+		for b.Loop() {
+			seq++
+			if _, err := applyBatch(store, wal.Batch{Seq: seq, Records: [][]byte{env}}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(recs)), "ns/record")
+	})
+}
