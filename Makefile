@@ -38,7 +38,7 @@ test-integration: ## Run only the store conformance and integration tests agains
 .PHONY: fuzz
 fuzz: ## Fuzz the batch and envelope decoders for FUZZTIME each (default 60s).
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $${FUZZTIME:-60s} ./internal/wal
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeEnvelope$$' -fuzztime $${FUZZTIME:-60s} ./internal/node
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeEnvelope$$' -fuzztime $${FUZZTIME:-60s} ./internal/serving
 
 .PHONY: bench
 bench: ## Run the log append benchmarks on every backend (MinIO and PostgreSQL started here).

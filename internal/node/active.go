@@ -24,6 +24,7 @@ import (
 	"github.com/dexzd/dexzd/internal/blob"
 	"github.com/dexzd/dexzd/internal/config"
 	"github.com/dexzd/dexzd/internal/engine"
+	"github.com/dexzd/dexzd/internal/flowstore"
 	"github.com/dexzd/dexzd/internal/lease"
 	"github.com/dexzd/dexzd/internal/server"
 	"github.com/dexzd/dexzd/internal/serving"
@@ -256,7 +257,7 @@ type leasePeriod struct {
 	holder *lease.Holder
 	// stateDir is the local store's directory; open opens it.
 	stateDir string
-	open     func(dir string) (serving.Store, error)
+	open     func(dir string) (flowstore.Store, error)
 	ready    func(net.Addr)
 	// onServing, when set, is called once the period serves.
 	onServing func()
@@ -347,7 +348,7 @@ func (p *leasePeriod) run(ctx context.Context) (sd *steppedDown, err error) {
 			return nil, err
 		}
 	}
-	serving.LimitStateCache(store, p.cfg.Limits.StateCacheBytes) // before the replay fills it
+	flowstore.LimitStateCache(store, p.cfg.Limits.StateCacheBytes) // before the replay fills it
 	var from uint64
 	if seq, ok := store.Applied(); ok {
 		from = seq + 1
@@ -360,7 +361,7 @@ func (p *leasePeriod) run(ctx context.Context) (sd *steppedDown, err error) {
 		if store, err = p.boot.bootstrap(rctx, store, true); err != nil {
 			return nil, err
 		}
-		serving.LimitStateCache(store, p.cfg.Limits.StateCacheBytes)
+		flowstore.LimitStateCache(store, p.cfg.Limits.StateCacheBytes)
 		seq, _ := store.Applied()
 		from = seq + 1
 		next, err = wal.Fence(rctx, p.blobs, p.layout, p.holder.Epoch(), from, serving.ReplayWhile(rctx, store))

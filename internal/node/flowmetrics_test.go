@@ -9,6 +9,7 @@ import (
 
 	"github.com/dexzd/dexzd/internal/blob/mem"
 	"github.com/dexzd/dexzd/internal/engine"
+	"github.com/dexzd/dexzd/internal/flowstore"
 	"github.com/dexzd/dexzd/internal/server"
 	"github.com/dexzd/dexzd/internal/serving"
 	"github.com/dexzd/dexzd/internal/wal"
@@ -70,7 +71,7 @@ func TestFlowCounts_CountsRecordKinds(t *testing.T) {
 func newMetricsHarness(t *testing.T, blobs *mem.Store, epoch uint64, m *Metrics) *harness {
 	t.Helper()
 	ctx := context.Background()
-	store := serving.NewMemStore()
+	store := flowstore.NewMemStore()
 	metered := m.MeterStore(blobs)
 	next, err := wal.Fence(ctx, metered, testLayout, epoch, 0, serving.ReplayApply(store))
 	if err != nil {

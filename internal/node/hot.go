@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/dexzd/dexzd/internal/blob"
+	"github.com/dexzd/dexzd/internal/flowstore"
 	"github.com/dexzd/dexzd/internal/lease"
 	"github.com/dexzd/dexzd/internal/serving"
 	"github.com/dexzd/dexzd/internal/wal"
@@ -35,7 +36,7 @@ const (
 type hotStandby struct {
 	// store is the local store; a bootstrap replaces it (Store returns
 	// the current one).
-	store  serving.Store
+	store  flowstore.Store
 	boot   *bootstrapper
 	blobs  blob.Store
 	layout wal.Layout
@@ -54,14 +55,14 @@ type hotStandby struct {
 	applied  uint64 // batches applied since the start
 }
 
-func newHotStandby(store serving.Store, blobs blob.Store, layout wal.Layout, poll, behind time.Duration, log *slog.Logger) *hotStandby {
+func newHotStandby(store flowstore.Store, blobs blob.Store, layout wal.Layout, poll, behind time.Duration, log *slog.Logger) *hotStandby {
 	return &hotStandby{store: store, blobs: blobs, layout: layout, poll: poll, behind: behind, log: log,
 		base: StandbyFollowing, caughtUp: time.Now()}
 }
 
 // Store returns the local store the standby follows into: the one it was
 // given, or the one a bootstrap restored. Call it once follow returned.
-func (h *hotStandby) Store() serving.Store {
+func (h *hotStandby) Store() flowstore.Store {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.store

@@ -10,8 +10,8 @@ import (
 
 	"github.com/dexzd/dexzd/internal/blob"
 	"github.com/dexzd/dexzd/internal/blob/mem"
+	"github.com/dexzd/dexzd/internal/flowstore"
 	"github.com/dexzd/dexzd/internal/lease"
-	"github.com/dexzd/dexzd/internal/serving"
 	"github.com/dexzd/dexzd/internal/wal"
 )
 
@@ -36,8 +36,8 @@ func appendFences(t *testing.T, blobs blob.Store, layout wal.Layout, epoch *uint
 	}
 }
 
-func newTestHot(blobs blob.Store, layout wal.Layout) (*hotStandby, *serving.MemStore) {
-	store := serving.NewMemStore()
+func newTestHot(blobs blob.Store, layout wal.Layout) (*hotStandby, *flowstore.MemStore) {
+	store := flowstore.NewMemStore()
 	return newHotStandby(store, blobs, layout, hotPoll, hotBehind, slog.New(slog.DiscardHandler)), store
 }
 

@@ -14,9 +14,9 @@ import (
 
 	"github.com/dexzd/dexzd/internal/blob"
 	"github.com/dexzd/dexzd/internal/config"
+	"github.com/dexzd/dexzd/internal/flowstore"
 	"github.com/dexzd/dexzd/internal/lease"
 	"github.com/dexzd/dexzd/internal/server"
-	"github.com/dexzd/dexzd/internal/serving"
 	"github.com/dexzd/dexzd/internal/wal"
 )
 
@@ -32,7 +32,7 @@ type lifecycle struct {
 	// whole life, so a take-back is by the same holder.
 	leaseCfg lease.Config
 	stateDir string
-	open     func(dir string) (serving.Store, error)
+	open     func(dir string) (flowstore.Store, error)
 	ready    func(net.Addr)
 	abandon  <-chan struct{}
 	// stuckBound is A7's bound (DefaultStuckStoreBound unless a test
@@ -49,14 +49,14 @@ func (l *lifecycle) hot() bool { return l.cfg.Standby.Mode == config.StandbyHot 
 // store the standby kept open (hot). After a step down it holds off and
 // then either serves again (a take-back, or a later takeover as a
 // standby) or stops.
-func (l *lifecycle) run(ctx context.Context, holder *lease.Holder, store serving.Store) error {
+func (l *lifecycle) run(ctx context.Context, holder *lease.Holder, store flowstore.Store) error {
 	var pending *stepDownRequest // a step down answered once the take-back serves
 	var outcome server.StepDownOutcome
 	for {
 		open := l.open
 		if store != nil {
 			st := store
-			open = func(string) (serving.Store, error) { return st, nil }
+			open = func(string) (flowstore.Store, error) { return st, nil }
 		}
 		p := &leasePeriod{cfg: l.cfg, log: l.log, blobs: l.blobs, layout: l.layout, inst: l.api.serving(),
 			addr: l.api.lis.Addr(), holder: holder, stateDir: l.stateDir, open: open, ready: l.ready,
@@ -86,7 +86,7 @@ func (l *lifecycle) run(ctx context.Context, holder *lease.Holder, store serving
 // standby waits for the lease as a standby (S1-S3, S7-S9): cold waits idle
 // (store must be nil), hot follows the log into store (opened here when
 // nil). It returns the holder and, when hot, the open local store.
-func (l *lifecycle) standby(ctx context.Context, store serving.Store) (*lease.Holder, serving.Store, error) {
+func (l *lifecycle) standby(ctx context.Context, store flowstore.Store) (*lease.Holder, flowstore.Store, error) {
 	ph := l.enterStandby()
 	if l.hot() {
 		if store == nil {
@@ -142,12 +142,12 @@ func (l *lifecycle) enterStandby() *apiPhase {
 // nil when a failed restore lost it).
 type follower struct {
 	hs   *hotStandby
-	stop func() serving.Store
+	stop func() flowstore.Store
 }
 
 // follow starts following the log into store, reported on ph's
 // dex.HotStandby and in the metrics (S3, S10, H3).
-func (l *lifecycle) follow(ctx context.Context, ph *apiPhase, store serving.Store) *follower {
+func (l *lifecycle) follow(ctx context.Context, ph *apiPhase, store flowstore.Store) *follower {
 	hs := newHotStandby(store, l.blobs, l.layout, l.cfg.Standby.HeldLeasePollInterval, l.cfg.Standby.BehindLagThreshold,
 		l.log.With("standbyMode", config.StandbyHot))
 	hs.boot = l.boot
@@ -156,7 +156,7 @@ func (l *lifecycle) follow(ctx context.Context, ph *apiPhase, store serving.Stor
 	fctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); hs.follow(fctx) }()
-	return &follower{hs: hs, stop: func() serving.Store {
+	return &follower{hs: hs, stop: func() flowstore.Store {
 		cancel()
 		<-done
 		ph.srv.SetHotStandby(nil)
@@ -170,7 +170,7 @@ func (l *lifecycle) follow(ctx context.Context, ph *apiPhase, store serving.Stor
 // released or expires (S7, S8, S9). The follower is stopped when it
 // returns, with the local store it followed into (nil if a failed restore
 // lost it: the lease period then opens it anew).
-func (l *lifecycle) followUntilAcquired(ctx context.Context, ph *apiPhase, store serving.Store) (*lease.Holder, serving.Store, error) {
+func (l *lifecycle) followUntilAcquired(ctx context.Context, ph *apiPhase, store flowstore.Store) (*lease.Holder, flowstore.Store, error) {
 	f := l.follow(ctx, ph, store)
 	holder, err := f.hs.acquire(ctx, l.leaseCfg, l.cfg.Standby.LaggingTakeoverDelay)
 	store = f.stop()
@@ -201,7 +201,7 @@ func (l *lifecycle) followUntilAcquired(ctx context.Context, ph *apiPhase, store
 //     the lease either way.
 //
 // A hot process follows the log during the hold-off (A5).
-func (l *lifecycle) holdOff(ctx context.Context, sd *steppedDown) (*lease.Holder, serving.Store, *stepDownRequest,
+func (l *lifecycle) holdOff(ctx context.Context, sd *steppedDown) (*lease.Holder, flowstore.Store, *stepDownRequest,
 	server.StepDownOutcome, error) {
 	holdOff := l.cfg.Standby.StepDownHoldOff
 	out := server.StepDownOutcome{NodeID: l.cfg.NodeID, ReleasedEpoch: sd.epoch, HoldOff: holdOff}
@@ -213,7 +213,7 @@ func (l *lifecycle) holdOff(ctx context.Context, sd *steppedDown) (*lease.Holder
 	l.metrics.setStandbyState(StandbyStateCold)
 	log.Info("stepped down; holding off before competing for the lease again", "holdOff", holdOff)
 
-	var store serving.Store
+	var store flowstore.Store
 	var f *follower
 	stopFollowing := func() {
 		if f != nil {
@@ -223,7 +223,7 @@ func (l *lifecycle) holdOff(ctx context.Context, sd *steppedDown) (*lease.Holder
 	}
 	defer stopFollowing()
 	// asStandby answers the step down and goes on as a standby.
-	asStandby := func() (*lease.Holder, serving.Store, *stepDownRequest, server.StepDownOutcome, error) {
+	asStandby := func() (*lease.Holder, flowstore.Store, *stepDownRequest, server.StepDownOutcome, error) {
 		sd.req.reply(out, nil)
 		stopFollowing()
 		h, st, err := l.standby(ctx, store)

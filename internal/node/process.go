@@ -17,6 +17,7 @@ import (
 	"github.com/dexzd/dexzd/internal/blob/fs"
 	"github.com/dexzd/dexzd/internal/blob/seglog"
 	"github.com/dexzd/dexzd/internal/config"
+	"github.com/dexzd/dexzd/internal/flowstore"
 	"github.com/dexzd/dexzd/internal/lease"
 	"github.com/dexzd/dexzd/internal/server"
 	"github.com/dexzd/dexzd/internal/serving"
@@ -34,7 +35,7 @@ type RunOptions struct {
 	Listener net.Listener
 	// OpenStore opens the local store in dir; nil means OpenLocalStore
 	// (Pebble).
-	OpenStore func(dir string) (serving.Store, error)
+	OpenStore func(dir string) (flowstore.Store, error)
 	// Ready, when set, is called with the API address once the node serves.
 	Ready func(addr net.Addr)
 	// Abandon, when closed, ends Run the way a crash would: nothing is
@@ -170,7 +171,7 @@ func Run(ctx context.Context, o RunOptions) (err error) {
 
 	open, restore := o.OpenStore, restorer(nil)
 	if open == nil {
-		open, restore = func(dir string) (serving.Store, error) { return serving.OpenLocalStore(dir, log) }, restorePebble(log)
+		open, restore = func(dir string) (flowstore.Store, error) { return flowstore.OpenLocal(dir, log) }, restorePebble(log)
 	}
 	stateDir := cfg.LocalStore.Dir
 	if stateDir == "" {

@@ -18,8 +18,8 @@ import (
 	"github.com/dexzd/dexzd/internal/blob/postgres"
 	"github.com/dexzd/dexzd/internal/blob/s3"
 	"github.com/dexzd/dexzd/internal/config"
+	"github.com/dexzd/dexzd/internal/flowstore"
 	"github.com/dexzd/dexzd/internal/lease"
-	"github.com/dexzd/dexzd/internal/serving"
 	"github.com/dexzd/dexzd/internal/wal"
 )
 
@@ -34,7 +34,7 @@ type ServeOptions struct {
 	Listener net.Listener
 	// OpenStore opens the local store in dir; nil means OpenLocalStore
 	// (Pebble).
-	OpenStore func(dir string) (serving.Store, error)
+	OpenStore func(dir string) (flowstore.Store, error)
 	// Ready, when set, is called with the API address once the process
 	// serves as the active one.
 	Ready func(addr net.Addr)
@@ -158,7 +158,7 @@ func Serve(ctx context.Context, o ServeOptions) error {
 	stateDir := filepath.Join(cfg.LocalStore.Dir, StateDir)
 	open, restore := o.OpenStore, restorer(nil)
 	if open == nil {
-		open, restore = func(dir string) (serving.Store, error) { return serving.OpenLocalStore(dir, log) }, restorePebble(log)
+		open, restore = func(dir string) (flowstore.Store, error) { return flowstore.OpenLocal(dir, log) }, restorePebble(log)
 	}
 	l := &lifecycle{cfg: cfg, log: log, blobs: blobs, layout: layout, api: api, metrics: m,
 		leaseCfg: lease.Config{

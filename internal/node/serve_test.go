@@ -13,8 +13,8 @@ import (
 	"github.com/dexzd/dexzd/internal/blob/fs"
 	"github.com/dexzd/dexzd/internal/blob/mem"
 	"github.com/dexzd/dexzd/internal/config"
+	"github.com/dexzd/dexzd/internal/flowstore"
 	"github.com/dexzd/dexzd/internal/lease"
-	"github.com/dexzd/dexzd/internal/serving"
 	"github.com/dexzd/dexzd/internal/wal"
 )
 
@@ -44,7 +44,7 @@ func TestServe_FailedTakeoverReleasesTheLease(t *testing.T) {
 	broken := errors.New("disk on fire")
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	err := Serve(ctx, ServeOptions{Config: cfg, OpenStore: func(string) (serving.Store, error) { return nil, broken }})
+	err := Serve(ctx, ServeOptions{Config: cfg, OpenStore: func(string) (flowstore.Store, error) { return nil, broken }})
 	if !errors.Is(err, broken) || ExitCode(err) != 1 {
 		t.Fatalf("Serve = %v (exit %d), want the open error and exit 1", err, ExitCode(err))
 	}

@@ -19,9 +19,9 @@ import (
 	"time"
 
 	"github.com/dexzd/dexzd/internal/blob"
+	"github.com/dexzd/dexzd/internal/flowstore"
 	"github.com/dexzd/dexzd/internal/lease"
 	"github.com/dexzd/dexzd/internal/localstore"
-	"github.com/dexzd/dexzd/internal/serving"
 	"github.com/dexzd/dexzd/internal/wal"
 )
 
@@ -42,16 +42,16 @@ const snapshotCheckInterval = time.Second
 const snapshotMinBatches = 1000
 
 // restorer rebuilds a local store in dir from a snapshot stream.
-type restorer func(dir string, r io.Reader) (serving.Store, error)
+type restorer func(dir string, r io.Reader) (flowstore.Store, error)
 
 // restorePebble is the restorer of the Pebble local store: it removes
 // what is in dir and restores the snapshot there.
 func restorePebble(log *slog.Logger) restorer {
-	return func(dir string, r io.Reader) (serving.Store, error) {
+	return func(dir string, r io.Reader) (flowstore.Store, error) {
 		if err := os.RemoveAll(dir); err != nil {
 			return nil, fmt.Errorf("remove the local store %s before a restore: %w", dir, err)
 		}
-		return serving.RestoreLocalStore(dir, r, log)
+		return flowstore.RestoreLocal(dir, r, log)
 	}
 }
 
@@ -70,7 +70,7 @@ type bootstrapper struct {
 // errNoSnapshot. It returns the store to use: store itself when nothing
 // was restored, else the restored one (store is then closed). On an error
 // after store was closed it returns nil.
-func (b *bootstrapper) bootstrap(ctx context.Context, store serving.Store, must bool) (serving.Store, error) {
+func (b *bootstrapper) bootstrap(ctx context.Context, store flowstore.Store, must bool) (flowstore.Store, error) {
 	next, r, ok, err := wal.OpenLatest(ctx, b.blobs, b.layout)
 	switch {
 	case err != nil:
@@ -109,7 +109,7 @@ func (b *bootstrapper) bootstrap(ctx context.Context, store serving.Store, must 
 type snapshotter struct {
 	blobs  blob.Store
 	layout wal.Layout
-	store  serving.Store
+	store  flowstore.Store
 	holder *lease.Holder
 	// every is snapshots.everyBatches, keep snapshots.keep.
 	every, keep int
@@ -206,7 +206,7 @@ func (s *snapshotter) once(ctx context.Context) (uint64, int, error) {
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		_, ok, err := serving.Checkpoint(s.store, pw)
+		_, ok, err := flowstore.Checkpoint(s.store, pw)
 		if err == nil && !ok {
 			err = errors.New("this local store cannot write snapshots")
 		}

@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/dexzd/dexzd/internal/blob/mem"
+	"github.com/dexzd/dexzd/internal/flowstore"
 	"github.com/dexzd/dexzd/internal/lease"
 	"github.com/dexzd/dexzd/internal/localstore"
-	"github.com/dexzd/dexzd/internal/serving"
 	"github.com/dexzd/dexzd/internal/wal"
 )
 
@@ -60,7 +60,7 @@ func TestSnapshotter_CutOffByGracefulStopIsNotAFailure(t *testing.T) {
 	}
 	var out lockedBuffer
 	m := NewMetrics()
-	sn := &snapshotter{blobs: blobs, layout: layout, store: serving.WrapLocalStore(ls), holder: h, every: 1, keep: 2,
+	sn := &snapshotter{blobs: blobs, layout: layout, store: flowstore.WrapLocal(ls), holder: h, every: 1, keep: 2,
 		log:  slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		next: func() uint64 { return 6 }, written: func() uint64 { return 100 }, metrics: m}
 

@@ -15,8 +15,8 @@ import (
 
 	"github.com/dexzd/dexzd/api/dexpb"
 	"github.com/dexzd/dexzd/internal/config"
+	"github.com/dexzd/dexzd/internal/flowstore"
 	"github.com/dexzd/dexzd/internal/node"
-	"github.com/dexzd/dexzd/internal/serving"
 	"github.com/dexzd/dexzd/internal/testproc"
 )
 
@@ -209,7 +209,7 @@ func TestStepDown_RefusedWhileInProgressOrStale(t *testing.T) {
 // stuckStore is a local store whose Close blocks until released: a task
 // stuck on the store.
 type stuckStore struct {
-	serving.Store
+	flowstore.Store
 	release chan struct{}
 }
 
@@ -245,8 +245,8 @@ func TestStepDown_StuckStoreExitsWithoutTakingTheLease(t *testing.T) {
 	go func() {
 		done <- node.Run(ctx, node.RunOptions{Mode: config.ModeDev, Config: cfg, DataDir: dir, Listener: lis,
 			Ready: func(a net.Addr) { ready <- a }, StuckStoreBound: 1500 * time.Millisecond,
-			OpenStore: func(d string) (serving.Store, error) {
-				s, err := serving.OpenLocalStore(d, nil)
+			OpenStore: func(d string) (flowstore.Store, error) {
+				s, err := flowstore.OpenLocal(d, nil)
 				if err != nil {
 					return nil, err
 				}

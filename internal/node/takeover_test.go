@@ -19,8 +19,8 @@ import (
 	"github.com/dexzd/dexzd/internal/blob"
 	"github.com/dexzd/dexzd/internal/blob/mem"
 	"github.com/dexzd/dexzd/internal/config"
+	"github.com/dexzd/dexzd/internal/flowstore"
 	"github.com/dexzd/dexzd/internal/lease"
-	"github.com/dexzd/dexzd/internal/serving"
 	"github.com/dexzd/dexzd/internal/wal"
 )
 
@@ -51,12 +51,12 @@ func crashedActive(t *testing.T, blobs *mem.Store, flows int) uint64 {
 // slowStore is a local store whose Apply of each batch below until takes
 // per: a long replay.
 type slowStore struct {
-	*serving.MemStore
+	*flowstore.MemStore
 	until uint64
 	per   time.Duration
 }
 
-func (s *slowStore) Apply(seq uint64, fn func(tx serving.StoreTx) error) error {
+func (s *slowStore) Apply(seq uint64, fn func(tx flowstore.Tx) error) error {
 	if seq < s.until {
 		time.Sleep(s.per)
 	}
@@ -133,7 +133,7 @@ type takeoverProc struct {
 
 // startTakeover starts a cold standby process (ProcessID "new") on blobs
 // whose local store is store; restore, when set, restores a snapshot.
-func startTakeover(t *testing.T, blobs *mem.Store, store serving.Store, restore restorer) *takeoverProc {
+func startTakeover(t *testing.T, blobs *mem.Store, store flowstore.Store, restore restorer) *takeoverProc {
 	t.Helper()
 	cfg := config.Defaults()
 	cfg.NodeID = "n1"
@@ -149,7 +149,7 @@ func startTakeover(t *testing.T, blobs *mem.Store, store serving.Store, restore 
 		leaseCfg: lease.Config{Store: leaseBlobs(blobs, testLayout.LeaseKey(), m), Key: testLayout.LeaseKey(),
 			NodeID: cfg.NodeID, ProcessID: "new", Duration: cfg.Lease.Duration,
 			PollInterval: cfg.Standby.HeldLeasePollInterval, Logger: log},
-		stateDir: "state", open: func(string) (serving.Store, error) { return store, nil }, stuckBound: DefaultStuckStoreBound}
+		stateDir: "state", open: func(string) (flowstore.Store, error) { return store, nil }, stuckBound: DefaultStuckStoreBound}
 	if restore != nil {
 		l.boot = &bootstrapper{blobs: blobs, layout: testLayout, dir: "state", restore: restore, log: log}
 	}
@@ -256,23 +256,23 @@ func TestTakeover_RecoveryLongerThanTheLeaseKeepsRenewing(t *testing.T) {
 		name string
 		// setup prepares the durable store after the crashed active's log
 		// ends at next, and returns the standby's local store and restorer.
-		setup func(t *testing.T, blobs *mem.Store, next uint64) (serving.Store, restorer)
+		setup func(t *testing.T, blobs *mem.Store, next uint64) (flowstore.Store, restorer)
 	}{
-		{"replay", func(t *testing.T, blobs *mem.Store, next uint64) (serving.Store, restorer) {
-			return &slowStore{MemStore: serving.NewMemStore(), until: next, per: recovery / batches}, nil
+		{"replay", func(t *testing.T, blobs *mem.Store, next uint64) (flowstore.Store, restorer) {
+			return &slowStore{MemStore: flowstore.NewMemStore(), until: next, per: recovery / batches}, nil
 		}},
-		{"snapshot restore", func(t *testing.T, blobs *mem.Store, next uint64) (serving.Store, restorer) {
+		{"snapshot restore", func(t *testing.T, blobs *mem.Store, next uint64) (flowstore.Store, restorer) {
 			ok := func(context.Context) error { return nil }
 			if err := wal.WriteSnapshot(t.Context(), blobs, testLayout, next, []byte("snapshot"), ok, 1); err != nil {
 				t.Fatal(err)
 			}
-			return serving.NewMemStore(), func(_ string, r io.Reader) (serving.Store, error) {
+			return flowstore.NewMemStore(), func(_ string, r io.Reader) (flowstore.Store, error) {
 				if _, err := io.ReadAll(r); err != nil {
 					return nil, err
 				}
 				time.Sleep(recovery) // a large snapshot from object storage
-				st := serving.NewMemStore()
-				return st, st.Apply(next-1, func(serving.StoreTx) error { return nil })
+				st := flowstore.NewMemStore()
+				return st, st.Apply(next-1, func(flowstore.Tx) error { return nil })
 			}
 		}},
 	} {
@@ -431,7 +431,7 @@ func TestTakeover_LeaseLostDuringRecoveryStopsWithoutServing(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				blobs := mem.New()
 				next := crashedActive(t, blobs, batches)
-				store := &slowStore{MemStore: serving.NewMemStore(), until: next, per: recovery / batches}
+				store := &slowStore{MemStore: flowstore.NewMemStore(), until: next, per: recovery / batches}
 				p := startTakeover(t, blobs, store, nil)
 				<-p.acquired
 				time.Sleep(lease.RenewalInterval(takeoverLease) + time.Second) // one renewal, then the loss

@@ -9,7 +9,7 @@ import (
 )
 
 // Backend is what the gRPC handlers need from the serving instance of the
-// node (package node implements it). Its methods take and return engine
+// node (serving.Core implements it). Its methods take and return engine
 // types; the handlers convert to and from the protobuf contract.
 //
 // Errors: *engine.Error values carry their API code (E28); ErrNotServing

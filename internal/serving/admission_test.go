@@ -12,6 +12,7 @@ import (
 	"github.com/dexzd/dexzd/internal/blob"
 	"github.com/dexzd/dexzd/internal/blob/mem"
 	"github.com/dexzd/dexzd/internal/engine"
+	"github.com/dexzd/dexzd/internal/flowstore"
 	"github.com/dexzd/dexzd/internal/server"
 	"github.com/dexzd/dexzd/internal/wal"
 )
@@ -20,7 +21,7 @@ import (
 func newLimitedHarness(t *testing.T, blobs *mem.Store, lim AdmissionLimits) *harness {
 	t.Helper()
 	ctx := context.Background()
-	store := NewMemStore()
+	store := flowstore.NewMemStore()
 	next, err := wal.Fence(ctx, blobs, testLayout, 1, 0, ReplayApply(store))
 	if err != nil {
 		t.Fatal(err)

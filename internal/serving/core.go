@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dexzd/dexzd/internal/engine"
+	"github.com/dexzd/dexzd/internal/flowstore"
 	"github.com/dexzd/dexzd/internal/server"
 	"github.com/dexzd/dexzd/internal/wal"
 )
@@ -28,7 +29,7 @@ type CoreConfig struct {
 	NodeID    string
 	ProcessID string
 	Epoch     uint64
-	Store     Store
+	Store     flowstore.Store
 	Engine    *engine.Engine
 	Lease     Validity
 	Logger    *slog.Logger // nil: discard
@@ -306,8 +307,8 @@ func (c *Core) Flow(_ context.Context, flowID, runID string) (*engine.FlowState,
 
 // ListFlows implements server.Backend.
 func (c *Core) ListFlows(_ context.Context, q server.ListQuery) ([]engine.Summary, string, error) {
-	out, next, err := c.cfg.Store.ListFlows(ListQuery(q))
-	if errors.Is(err, ErrBadPageToken) {
+	out, next, err := c.cfg.Store.ListFlows(flowstore.ListQuery(q))
+	if errors.Is(err, flowstore.ErrBadPageToken) {
 		return nil, "", &engine.Error{Code: engine.CodeInvalidArgument, Field: "pageToken", Message: err.Error()}
 	}
 	return out, next, err

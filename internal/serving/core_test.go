@@ -10,6 +10,7 @@ import (
 	"github.com/dexzd/dexzd/internal/blob"
 	"github.com/dexzd/dexzd/internal/blob/mem"
 	"github.com/dexzd/dexzd/internal/engine"
+	"github.com/dexzd/dexzd/internal/flowstore"
 	"github.com/dexzd/dexzd/internal/server"
 	"github.com/dexzd/dexzd/internal/wal"
 )
@@ -34,7 +35,7 @@ type harness struct {
 func newHarness(t *testing.T, blobs *mem.Store, epoch uint64) *harness {
 	t.Helper()
 	ctx := context.Background()
-	store := NewMemStore()
+	store := flowstore.NewMemStore()
 	next, err := wal.Fence(ctx, blobs, testLayout, epoch, 0, ReplayApply(store))
 	if err != nil {
 		t.Fatal(err)

@@ -1,10 +1,9 @@
 // Package serving is the serving core of an active process: one lease
 // period's sequencer, the log writer's apply hook, the dispatcher of tasks
 // to worker sessions, the timer wheel, the WaitForFlow waiters, pending RPC
-// calls, admission of new work, the recovery of the serving state after a
-// replay (Recover), and the local-state adapter it reads and applies to
-// (Store: the Pebble local store behind a state cache, or MemStore). Core
-// implements server.Backend.
+// calls, admission of new work, and the recovery of the serving state after
+// a replay (Recover). It reads and applies to the local state of package
+// flowstore (a flowstore.Store). Core implements server.Backend.
 //
 // Package node runs it: it opens the local store, replays and fences the
 // log (ReplayApply, ReplayWhile), creates the Core and the wal.Writer whose
@@ -72,7 +71,7 @@
 // (definition, and the defaults as the flow's config unless the client
 // gave one). Declarations are durable through the runs that took them:
 // applying a batch records, per flow type, the run whose start (or
-// definition_set) took the type's latest declaration (StoreTx.PutFlowType,
+// definition_set) took the type's latest declaration (flowstore.Tx.PutFlowType,
 // the local store's type index, carried by replay, snapshots and hot
 // standbys). After a restart the registry is seeded from that run's
 // definition and defaults, closed runs included (and, for a store written

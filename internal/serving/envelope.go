@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/dexzd/dexzd/internal/engine"
+	"github.com/dexzd/dexzd/internal/flowstore"
 	"github.com/dexzd/dexzd/internal/wal"
 )
 
@@ -90,16 +91,16 @@ type applied struct {
 // result is stored atomically with the batch's sequence number. A fence
 // batch only advances the position. It returns the effects and the touched
 // states; replay ignores them.
-func applyBatch(store Store, b wal.Batch) (applied, error) {
+func applyBatch(store flowstore.Store, b wal.Batch) (applied, error) {
 	return applyBatchWith(store, b, nil)
 }
 
 // applyBatchWith is applyBatch with known: the records of envelopes this
 // process encoded itself (the sequencer's), which need no decoding; nil, or
 // a nil answer, decodes.
-func applyBatchWith(store Store, b wal.Batch, known func(raw []byte) []engine.Record) (applied, error) {
+func applyBatchWith(store flowstore.Store, b wal.Batch, known func(raw []byte) []engine.Record) (applied, error) {
 	out := applied{states: map[string]*engine.FlowState{}, envelopes: map[string]int{}}
-	err := store.Apply(b.Seq, func(tx StoreTx) error {
+	err := store.Apply(b.Seq, func(tx flowstore.Tx) error {
 		var declared map[string][2]string // flow type -> the run that took its declaration last
 		for i, raw := range b.Records {
 			recs, err := decodeKnown(raw, known)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/dexzd/dexzd/internal/engine"
+	"github.com/dexzd/dexzd/internal/flowstore"
 	"github.com/dexzd/dexzd/internal/wal"
 )
 
@@ -33,7 +34,7 @@ func BenchmarkFlowCounts(b *testing.B) {
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(recs)), "ns/record")
 	})
 	b.Run("applyBatch", func(b *testing.B) {
-		store := NewMemStore()
+		store := flowstore.NewMemStore()
 		seq := uint64(0)
 		for b.Loop() {
 			seq++

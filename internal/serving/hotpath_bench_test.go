@@ -9,6 +9,7 @@ import (
 
 	"github.com/dexzd/dexzd/internal/blob/mem"
 	"github.com/dexzd/dexzd/internal/engine"
+	"github.com/dexzd/dexzd/internal/flowstore"
 	"github.com/dexzd/dexzd/internal/server"
 	"github.com/dexzd/dexzd/internal/wal"
 )
@@ -31,7 +32,7 @@ var chainDef = &engine.FlowDefinition{Type: "chain", Steps: map[string]engine.St
 func benchChain(b *testing.B, callers int) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	store, err := OpenLocalStore(b.TempDir(), nil)
+	store, err := flowstore.OpenLocal(b.TempDir(), nil)
 	if err != nil {
 		b.Fatal(err)
 	}

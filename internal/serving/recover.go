@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/dexzd/dexzd/internal/engine"
+	"github.com/dexzd/dexzd/internal/flowstore"
 	"github.com/dexzd/dexzd/internal/server"
 	"github.com/dexzd/dexzd/internal/wal"
 )
@@ -13,7 +14,7 @@ import (
 // in the log (and the new fence) is applied to the store without effects
 // (T1). Effects of replayed batches are not performed; Recover rebuilds
 // what the serving core needs from the committed state instead.
-func ReplayApply(store Store) func(wal.Batch) error {
+func ReplayApply(store flowstore.Store) func(wal.Batch) error {
 	return func(b wal.Batch) error {
 		_, err := applyBatch(store, b)
 		return err
@@ -23,7 +24,7 @@ func ReplayApply(store Store) func(wal.Batch) error {
 // ReplayWhile is ReplayApply that applies nothing more once ctx ended: a
 // takeover's replay runs while its lease holds, and stops at the next
 // batch (not after the batches already read ahead) when the lease stops.
-func ReplayWhile(ctx context.Context, store Store) func(wal.Batch) error {
+func ReplayWhile(ctx context.Context, store flowstore.Store) func(wal.Batch) error {
 	apply := ReplayApply(store)
 	return func(b wal.Batch) error {
 		if err := ctx.Err(); err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/dexzd/dexzd/internal/blob/mem"
 	"github.com/dexzd/dexzd/internal/engine"
+	"github.com/dexzd/dexzd/internal/flowstore"
 	"github.com/dexzd/dexzd/internal/server"
 	"github.com/dexzd/dexzd/internal/wal"
 )
@@ -38,7 +39,7 @@ var closeDef = &engine.FlowDefinition{Type: "close", Steps: map[string]engine.St
 func benchRunClose(b *testing.B, other int) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	store, err := OpenLocalStore(b.TempDir(), nil)
+	store, err := flowstore.OpenLocal(b.TempDir(), nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/dexzd/dexzd/internal/blob/mem"
 	"github.com/dexzd/dexzd/internal/engine"
+	"github.com/dexzd/dexzd/internal/flowstore"
 	"github.com/dexzd/dexzd/internal/server"
 )
 
@@ -149,7 +150,7 @@ func TestTimers_DropRunCostDoesNotGrowWithOtherRuns(t *testing.T) {
 // take the head of the queue (it used to copy the whole queue).
 func TestDispatch_DropRunCostDoesNotGrowWithOtherRuns(t *testing.T) {
 	cost := func(others int) time.Duration {
-		c := NewCore(CoreConfig{Epoch: 1, Store: NewMemStore()})
+		c := NewCore(CoreConfig{Epoch: 1, Store: flowstore.NewMemStore()})
 		d := c.disp
 		for i := range others {
 			d.enqueue(engine.TaskRef{FlowID: fmt.Sprintf("other-%d", i), RunID: "r", FlowType: "idle", StepExecID: "S-1", Method: engine.MethodExecute, Attempt: 1})
@@ -172,7 +173,7 @@ func TestDispatch_DropRunCostDoesNotGrowWithOtherRuns(t *testing.T) {
 // and copy all of them, on every completion).
 func TestDispatch_PumpCostDoesNotGrowWithDelayedTasks(t *testing.T) {
 	cost := func(delayed int) time.Duration {
-		c := NewCore(CoreConfig{Epoch: 1, Store: NewMemStore()})
+		c := NewCore(CoreConfig{Epoch: 1, Store: flowstore.NewMemStore()})
 		d := c.disp
 		// A worker of the type with no free slot: the ready task at the
 		// head waits, as in a busy system.

@@ -10,6 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/dexzd/dexzd/internal/engine"
+	"github.com/dexzd/dexzd/internal/flowstore"
 	"github.com/dexzd/dexzd/internal/server"
 	"github.com/dexzd/dexzd/internal/wal"
 )
@@ -37,7 +38,7 @@ import (
 // dispatches it again with the same number.
 type sequencer struct {
 	eng       *engine.Engine
-	store     Store
+	store     flowstore.Store
 	submit    func(record []byte) wal.Future
 	maxRecord int
 
@@ -97,7 +98,7 @@ type logWriter interface {
 	QueuedBytes() int64
 }
 
-func newSequencer(eng *engine.Engine, store Store, w logWriter, maxRecord int) *sequencer {
+func newSequencer(eng *engine.Engine, store flowstore.Store, w logWriter, maxRecord int) *sequencer {
 	return &sequencer{
 		eng: eng, store: store, submit: w.SubmitAsync, queued: w.QueuedBytes, maxRecord: maxRecord,
 		wake: make(chan struct{}, 1), stopped: make(chan struct{}), heads: map[string]*head{},

@@ -1,4 +1,4 @@
-package serving
+package flowstore
 
 import (
 	"errors"
@@ -10,10 +10,10 @@ import (
 	"github.com/dexzd/dexzd/internal/localstore"
 )
 
-// OpenLocalStore opens the Pebble local store in dir (package localstore)
+// OpenLocal opens the Pebble local store in dir (package localstore)
 // as a Store, with the decoded states of recently written flows cached in
 // memory (cachedStore).
-func OpenLocalStore(dir string, log *slog.Logger) (Store, error) {
+func OpenLocal(dir string, log *slog.Logger) (Store, error) {
 	s, err := localstore.Open(dir, localstore.Options{Logger: log})
 	if err != nil {
 		return nil, err
@@ -21,10 +21,10 @@ func OpenLocalStore(dir string, log *slog.Logger) (Store, error) {
 	return newCachedStore(pebbleStore{s}, defaultStateCacheEntries), nil
 }
 
-// RestoreLocalStore restores the Pebble local store in dir from a snapshot
+// RestoreLocal restores the Pebble local store in dir from a snapshot
 // stream (localstore.Restore; dir must hold no store) and opens it as
-// OpenLocalStore does.
-func RestoreLocalStore(dir string, r io.Reader, log *slog.Logger) (Store, error) {
+// OpenLocal does.
+func RestoreLocal(dir string, r io.Reader, log *slog.Logger) (Store, error) {
 	s, err := localstore.Restore(dir, r, localstore.Options{Logger: log})
 	if err != nil {
 		return nil, err
@@ -32,8 +32,8 @@ func RestoreLocalStore(dir string, r io.Reader, log *slog.Logger) (Store, error)
 	return newCachedStore(pebbleStore{s}, defaultStateCacheEntries), nil
 }
 
-// WrapLocalStore is s as a Store, without the state cache.
-func WrapLocalStore(s *localstore.Store) Store { return pebbleStore{s} }
+// WrapLocal is s as a Store, without the state cache.
+func WrapLocal(s *localstore.Store) Store { return pebbleStore{s} }
 
 // Checkpoint writes a snapshot of store to w (localstore.Checkpoint) and
 // returns the applied sequence number it reflects; ok is false for a store
@@ -57,7 +57,7 @@ var _ Store = pebbleStore{}
 
 func (p pebbleStore) Applied() (uint64, bool) { return p.s.Applied() }
 
-func (p pebbleStore) Apply(seq uint64, fn func(tx StoreTx) error) error {
+func (p pebbleStore) Apply(seq uint64, fn func(tx Tx) error) error {
 	return p.s.Apply(seq, func(tx *localstore.Tx) error { return fn(pebbleTx{tx}) })
 }
 

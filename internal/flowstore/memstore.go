@@ -1,4 +1,4 @@
-package serving
+package flowstore
 
 import (
 	"cmp"
@@ -80,7 +80,7 @@ func (tx *memTx) PutFlowType(flowType, flowID, runID string) error {
 }
 
 // Apply implements Store.
-func (m *MemStore) Apply(seq uint64, fn func(tx StoreTx) error) error {
+func (m *MemStore) Apply(seq uint64, fn func(tx Tx) error) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.ok && seq <= m.applied {

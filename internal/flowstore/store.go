@@ -1,4 +1,4 @@
-package serving
+package flowstore
 
 import (
 	"errors"
@@ -7,7 +7,7 @@ import (
 	"github.com/dexzd/dexzd/internal/engine"
 )
 
-// Store is the local store as the node uses it: the committed, materialised
+// Store is the local store as the serving core and the node use it: the committed, materialised
 // state of every flow, and the sequence number of the last log batch applied
 // to it. Package localstore (Pebble) implements it through an adapter;
 // MemStore is an in-memory implementation for tests.
@@ -24,7 +24,7 @@ type Store interface {
 	// atomically: either fn's writes and the new position are both stored or
 	// neither is. seq must be greater than Applied(). An error from fn
 	// aborts the transaction and is returned.
-	Apply(seq uint64, fn func(tx StoreTx) error) error
+	Apply(seq uint64, fn func(tx Tx) error) error
 
 	// Flow returns the latest run of flowID, or (nil, nil) when the flow ID
 	// has none. The caller owns the returned value.
@@ -44,7 +44,7 @@ type Store interface {
 	RunningFlows(fn func(st *engine.FlowState) error) error
 
 	// FlowTypes calls fn for every flow type with a recorded declaration
-	// (StoreTx.PutFlowType): the flow ID and run ID of the run holding its
+	// (Tx.PutFlowType): the flow ID and run ID of the run holding its
 	// latest one, until fn returns an error, which it returns.
 	FlowTypes(fn func(flowType, flowID, runID string) error) error
 
@@ -52,8 +52,8 @@ type Store interface {
 	Close() error
 }
 
-// StoreTx is one Apply transaction.
-type StoreTx interface {
+// Tx is one Apply transaction.
+type Tx interface {
 	// Flow returns the latest run of flowID as the transaction sees it, or
 	// (nil, nil). The caller owns the returned value.
 	Flow(flowID string) (*engine.FlowState, error)

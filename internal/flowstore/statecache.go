@@ -1,4 +1,4 @@
-package serving
+package flowstore
 
 import (
 	"container/list"
@@ -8,9 +8,9 @@ import (
 )
 
 // cachedStore keeps the decoded committed state of recently written flows
-// in memory in front of a Store, so that the hot path (the sequencer's
-// load, applyBatch's read inside the transaction, WaitForFlow) clones a
-// state instead of decoding it from the store's encoding.
+// in memory in front of a Store, so that the serving core's hot path (the
+// sequencer's load, applyBatch's read inside the transaction, WaitForFlow)
+// clones a state instead of decoding it from the store's encoding.
 //
 // Only Apply fills the cache, after its transaction committed, with a copy
 // of every state the transaction put: a read that missed the cache never
@@ -34,9 +34,9 @@ func newCachedStore(s Store, entries int) *cachedStore {
 }
 
 // Apply implements Store: fn's puts enter the cache once committed.
-func (s *cachedStore) Apply(seq uint64, fn func(tx StoreTx) error) error {
+func (s *cachedStore) Apply(seq uint64, fn func(tx Tx) error) error {
 	tx := &cachedTx{c: s.c}
-	err := s.Store.Apply(seq, func(inner StoreTx) error {
+	err := s.Store.Apply(seq, func(inner Tx) error {
 		tx.inner = inner
 		defer func() { tx.inner = nil }()
 		return fn(tx)
@@ -68,11 +68,11 @@ func (s *cachedStore) Run(flowID, runID string) (*engine.FlowState, error) {
 
 type cachedTx struct {
 	c     *stateCache
-	inner StoreTx
+	inner Tx
 	puts  map[string]*engine.FlowState // by flow ID: the latest put
 }
 
-// Flow implements StoreTx. A flow this transaction already put is read
+// Flow implements Tx. A flow this transaction already put is read
 // from the transaction itself.
 func (tx *cachedTx) Flow(flowID string) (*engine.FlowState, error) {
 	if _, ok := tx.puts[flowID]; !ok {
@@ -83,7 +83,7 @@ func (tx *cachedTx) Flow(flowID string) (*engine.FlowState, error) {
 	return tx.inner.Flow(flowID)
 }
 
-// PutFlow implements StoreTx; the caller may change st afterwards, so the
+// PutFlow implements Tx; the caller may change st afterwards, so the
 // cache keeps a copy.
 func (tx *cachedTx) PutFlow(st *engine.FlowState) error {
 	if err := tx.inner.PutFlow(st); err != nil {
@@ -96,7 +96,7 @@ func (tx *cachedTx) PutFlow(st *engine.FlowState) error {
 	return nil
 }
 
-// PutFlowType implements StoreTx.
+// PutFlowType implements Tx.
 func (tx *cachedTx) PutFlowType(flowType, flowID, runID string) error {
 	return tx.inner.PutFlowType(flowType, flowID, runID)
 }
