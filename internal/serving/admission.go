@@ -26,34 +26,34 @@ type AdmissionLimits struct {
 
 // Admission defaults (README: Bounded load has the measurements).
 const (
-	// DefaultMaxPendingRequests: at the measured ~1,000 flows/s (4 log
+	// defaultMaxPendingRequests: at the measured ~1,000 flows/s (4 log
 	// records each) and up to 32,000 records/s on MinIO, 1024 calls in
 	// progress are a few batch writes of work, far more than the callers
 	// group commit needs to fill its batches (256 submitters fill batches
 	// of 128 records), and far fewer than the tens of thousands at which
 	// an unbounded server stopped answering its health checks.
-	DefaultMaxPendingRequests = 1024
-	// DefaultMaxPendingBytes: eight requests of the default 8 MiB request
+	defaultMaxPendingRequests = 1024
+	// defaultMaxPendingBytes: eight requests of the default 8 MiB request
 	// limit, or eight full log batches queued (DefaultMaxBatchBytes).
-	DefaultMaxPendingBytes = 64 << 20
-	// DefaultMaxQueuedTasks: about 0.3 s of work at the ~3,200 steps/s of
+	defaultMaxPendingBytes = 64 << 20
+	// defaultMaxQueuedTasks: about 0.3 s of work at the ~3,200 steps/s of
 	// the chain workload on the local disk (README), 1.4 s at the ~700
 	// steps/s measured on a loaded machine; a flow that starts behind a
 	// full queue waits that long for each of its steps. With 5000, the
 	// accepted flows of an overload run waited 17-20 s (README: Bounded
 	// load).
-	DefaultMaxQueuedTasks = 1000
+	defaultMaxQueuedTasks = 1000
 )
 
 func (l AdmissionLimits) withDefaults() AdmissionLimits {
 	if l.MaxPendingRequests <= 0 {
-		l.MaxPendingRequests = DefaultMaxPendingRequests
+		l.MaxPendingRequests = defaultMaxPendingRequests
 	}
 	if l.MaxPendingBytes <= 0 {
-		l.MaxPendingBytes = DefaultMaxPendingBytes
+		l.MaxPendingBytes = defaultMaxPendingBytes
 	}
 	if l.MaxQueuedTasks <= 0 {
-		l.MaxQueuedTasks = DefaultMaxQueuedTasks
+		l.MaxQueuedTasks = defaultMaxQueuedTasks
 	}
 	return l
 }

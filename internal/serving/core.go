@@ -17,9 +17,6 @@ import (
 	"github.com/dexzd/dexzd/internal/wal"
 )
 
-// ErrNotServing is server.ErrNotServing: this process cannot serve.
-var ErrNotServing = server.ErrNotServing
-
 // Validity is what the core needs of the lease: whether it may still act as
 // the holder (lease.Holder.Valid).
 type Validity interface{ Valid() bool }
@@ -128,7 +125,7 @@ func (c *Core) Start(ctx context.Context) {
 }
 
 // Stop ends every goroutine, wakes long polls and RPC callers with
-// ErrNotServing and ends worker sessions. Records already submitted are
+// server.ErrNotServing and ends worker sessions. Records already submitted are
 // still written by the writer; the caller stops it afterwards.
 func (c *Core) Stop() {
 	c.serving.Store(false)

@@ -488,7 +488,7 @@ func (d *dispatcher) noWaitFor(tok engine.Token, stepType string) bool {
 // stale attempt is dropped, one that is not due yet waits again.
 func (d *dispatcher) startFailed(p *pendingTask, err error) {
 	d.release(p.key)
-	if errors.Is(err, engine.ErrStaleToken) || engine.CodeOf(err) == engine.CodeNotFound || errors.Is(err, ErrNotServing) {
+	if errors.Is(err, engine.ErrStaleToken) || engine.CodeOf(err) == engine.CodeNotFound || errors.Is(err, server.ErrNotServing) {
 		return
 	}
 	if engine.CodeOf(err) == engine.CodeFailedPrecondition {
@@ -615,7 +615,7 @@ func (d *dispatcher) add(s *session) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.draining || d.closed {
-		return ErrNotServing
+		return server.ErrNotServing
 	}
 	d.sessions[s.id] = s
 	d.signal()

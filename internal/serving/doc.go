@@ -127,7 +127,7 @@
 //     what was admitted: the running attempts (the workers' slots), the
 //     armed timers, the runs.
 //   - Reads are never refused: they queue nothing in the sequencer or the
-//     writer. Neither is WaitForFlow, except when MaxFlowWaiters calls
+//     writer. Neither is WaitForFlow, except when maxFlowWaiters calls
 //     wait already (waiters.go): it is refused the same way then.
 //   - Per connection, limits.maxConcurrentStreams bounds the calls and
 //     streams open at once (grpc.MaxConcurrentStreams); a client's further

@@ -15,8 +15,8 @@ import (
 	"github.com/dexzd/dexzd/internal/wal"
 )
 
-// DefaultRPCTimeout bounds an RPC call whose request sets no timeout.
-const DefaultRPCTimeout = 30 * time.Second
+// defaultRPCTimeout bounds an RPC call whose request sets no timeout.
+const defaultRPCTimeout = 30 * time.Second
 
 // An RPC call (E22) is not logged until its result commits: InvokeRPC builds
 // the task on the sequencer (Engine.RPCTask checks it against the head
@@ -107,7 +107,7 @@ func (r *rpcCalls) get(id string) *rpcCall {
 // InvokeRPC implements server.Backend.
 func (c *Core) InvokeRPC(ctx context.Context, inv engine.InvokeRPC, timeout time.Duration) (server.RPCResult, error) {
 	if timeout <= 0 {
-		timeout = DefaultRPCTimeout
+		timeout = defaultRPCTimeout
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -131,7 +131,7 @@ func (c *Core) InvokeRPC(ctx context.Context, inv engine.InvokeRPC, timeout time
 	case <-ctx.Done():
 		err = ctx.Err()
 	case <-c.stopping:
-		err = ErrNotServing
+		err = server.ErrNotServing
 	}
 	rc.canceled.Store(true)
 	c.rpcs.abandon(rc, time.Now())
@@ -182,7 +182,7 @@ func (c *Core) buildRPCTask(ctx context.Context, inv engine.InvokeRPC) (engine.T
 			if ctx.Err() != nil {
 				return engine.Task{}, ctx.Err()
 			}
-			return engine.Task{}, fmt.Errorf("%w: %w", ErrNotServing, err)
+			return engine.Task{}, fmt.Errorf("%w: %w", server.ErrNotServing, err)
 		}
 	}
 }
@@ -227,7 +227,7 @@ func (c *Core) rpcResult(ctx context.Context, tok engine.Token, rr engine.RPCRes
 		err = d.err
 	}
 	if err != nil {
-		if errors.Is(err, ErrNotServing) {
+		if errors.Is(err, server.ErrNotServing) {
 			return server.Ack{}, err
 		}
 		if rc != nil {

@@ -277,7 +277,7 @@ func call[T any](ctx context.Context, s *sequencer, fn func() T) (T, error) {
 	case <-ctx.Done():
 		return zero, ctx.Err()
 	case <-s.stopped:
-		return zero, ErrNotServing
+		return zero, server.ErrNotServing
 	}
 }
 
@@ -297,7 +297,7 @@ func (d decision) result(ctx context.Context) error {
 		return d.err
 	}
 	if _, err := d.fut.Wait(ctx); err != nil {
-		return fmt.Errorf("%w: %w", ErrNotServing, err)
+		return fmt.Errorf("%w: %w", server.ErrNotServing, err)
 	}
 	return nil
 }
@@ -392,7 +392,7 @@ func (s *sequencer) submitEnvelope(flowID string, h *head, all []engine.Record, 
 			s.smu.Unlock()
 			// Refused at once: the writer stopped. The heads may now be
 			// ahead of the log; decide nothing more.
-			s.broken = fmt.Errorf("%w: %w", ErrNotServing, err)
+			s.broken = fmt.Errorf("%w: %w", server.ErrNotServing, err)
 			return fut, s.broken
 		}
 	default:

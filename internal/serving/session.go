@@ -41,7 +41,7 @@ var _ server.Session = (*session)(nil)
 // that were started without one, and adds the session to the dispatcher.
 func (c *Core) OpenSession(_ context.Context, h server.WorkerHello) (server.Session, error) {
 	if !c.Serving() {
-		return nil, ErrNotServing
+		return nil, server.ErrNotServing
 	}
 	s := &session{
 		c: c, id: fmt.Sprintf("%d-%s", c.cfg.Epoch, strconv.FormatUint(c.rpcSeq.Add(1), 10)), workerID: h.WorkerID,
@@ -159,7 +159,7 @@ func (s *session) Result(ctx context.Context, tok engine.Token, cmd engine.Comma
 		return server.Ack{}, err
 	}
 	if o.d.err != nil {
-		if errors.Is(o.d.err, ErrNotServing) {
+		if errors.Is(o.d.err, server.ErrNotServing) {
 			return server.Ack{}, o.d.err
 		}
 		return o.ack, nil

@@ -10,7 +10,7 @@ import (
 	"github.com/dexzd/dexzd/internal/server"
 )
 
-// MaxFlowWaiters bounds the WaitForFlow calls that wait at once in one
+// maxFlowWaiters bounds the WaitForFlow calls that wait at once in one
 // process (E25). A call beyond it that would have to wait is refused at
 // once with a *server.OverloadError (RESOURCE_EXHAUSTED with a retry hint
 // of retryWaiters, which the SDK waits and sends the call again on); one
@@ -19,7 +19,7 @@ import (
 // an entry here: the bound keeps that memory fixed however many clients
 // poll. It is not a configuration key: 10,000 is more than twice the
 // streams one connection may open (limits.maxConcurrentStreams).
-const MaxFlowWaiters = 10_000
+const maxFlowWaiters = 10_000
 
 // retryWaiters is the retry hint of a WaitForFlow refused at the bound:
 // waiters leave as flows close and as long polls expire.
@@ -62,7 +62,7 @@ func (c *Core) WaitForFlow(ctx context.Context, flowID, runID string) (*engine.F
 			return nil, ctx.Err()
 		case <-c.stopping:
 			c.waiters.release(flowID, ch)
-			return nil, ErrNotServing
+			return nil, server.ErrNotServing
 		}
 	}
 }
@@ -76,7 +76,7 @@ type waiters struct {
 	m       map[string]chan struct{} // by flow: closed at its next close
 	refs    map[chan struct{}]int    // calls holding each channel
 	waiting int                      // calls counted by enter
-	max     int                      // 0: MaxFlowWaiters
+	max     int                      // 0: maxFlowWaiters
 }
 
 // acquire returns the channel closed at flowID's next close, held until
@@ -146,7 +146,7 @@ func (w *waiters) limit() int {
 	if w.max > 0 {
 		return w.max
 	}
-	return MaxFlowWaiters
+	return maxFlowWaiters
 }
 
 // len returns the number of flow entries and of channels still held.
