@@ -150,8 +150,8 @@
 // only on a hot standby that is following (H2, H3). AdminService.
 // Describe answers UNAVAILABLE on a standby: it is not the active process,
 // and A8 keeps FAILED_PRECONDITION for a step down or its hold-off in
-// progress. The gate consults the lease on
-// every call (serving.Core.Serving: Holder.Valid), so a process whose lease ran out
+// progress. The gate consults the lease on every call
+// (serving.Core.Serving: Holder.Valid), so a process whose lease ran out
 // (a freeze longer than the lease) answers UNAVAILABLE and NOT_SERVING at
 // once, before its renewal loop notices and it exits 1 (L15, L11).
 //

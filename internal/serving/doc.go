@@ -68,29 +68,28 @@
 // A worker's Hello declares its flow types: each one's definition and
 // default step options. The registry (Core.defs) keeps the latest
 // declaration of each type in memory; StartFlow stores it in the new run
-// (definition, and the defaults as the flow's config unless the client
-// gave one). Declarations are durable through the runs that took them:
-// applying a batch records, per flow type, the run whose start (or
-// definition_set) took the type's latest declaration (flowstore.Tx.PutFlowType,
-// the local store's type index, carried by replay, snapshots and hot
-// standbys). After a restart the registry is seeded from that run's
-// definition and defaults, closed runs included (and, for a store written
-// before the index existed, from each type's latest running run), so
-// starts before a worker reconnects get the latest declaration used. A
-// type declared but never started has no run to keep it: it is known again
-// once a worker of it connects. A run started with none (no worker
-// had declared the type, nor a seed) gets it from register when a worker
-// declares the type: SetDefinition, logged, re-resolves the options of the
-// steps the run already has (engine doc: Flow definitions), so replay,
-// snapshots, a hot standby and a takeover keep what the worker declared.
-// register is posted to the sequencer before the session joins the
-// dispatcher, so the definition is decided before that worker can be
-// handed one of the run's attempts. A new or changed declaration looks
-// for such runs (a scan of the running flows, on the sequencer); so does
-// the first declaration of a seeded type for which recovery found running
-// runs without a definition (a crash came before their definition_set was
-// durable), even when it equals the seed. A run keeps the first
-// definition it got.
+// (definition, and the defaults as the flow's config unless the client gave
+// one). Declarations are durable through the runs that took them: applying a
+// batch records, per flow type, the run whose start (or definition_set) took
+// the type's latest declaration (flowstore.Tx.PutFlowType, the local store's
+// type index, carried by replay, snapshots and hot standbys). After a
+// restart the registry is seeded from that run's definition and defaults,
+// closed runs included (and, for a store written before the index existed,
+// from each type's latest running run), so starts before a worker reconnects
+// get the latest declaration used. A type declared but never started has no
+// run to keep it: it is known again once a worker of it connects. A run
+// started with none (no worker had declared the type, nor a seed) gets it
+// from register when a worker declares the type: SetDefinition, logged,
+// re-resolves the options of the steps the run already has (engine doc: Flow
+// definitions), so replay, snapshots, a hot standby and a takeover keep what
+// the worker declared. register is posted to the sequencer before the
+// session joins the dispatcher, so the definition is decided before that
+// worker can be handed one of the run's attempts. A new or changed
+// declaration looks for such runs (a scan of the running flows, on the
+// sequencer); so does the first declaration of a seeded type for which
+// recovery found running runs without a definition (a crash came before
+// their definition_set was durable), even when it equals the seed. A run
+// keeps the first definition it got.
 //
 // # Bounded load (admission.go, issue 11)
 //
