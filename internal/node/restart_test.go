@@ -43,7 +43,7 @@ func TestDev_RestartAfterCrashKeepsAcknowledgedState(t *testing.T) {
 
 	// r-2's Execute is SYNC: its start is durable before it is handed out,
 	// so the crash fails it (T2). (An ASYNC start may not be durable yet;
-	// T3, core_test.go.)
+	// T3, internal/serving/core_test.go.)
 	if _, err := n1.flows.StartFlow(ctx, &dexpb.StartFlowRequest{FlowType: "order", FlowId: "r-2",
 		StartStep: &dexpb.Movement{StepType: "Start", Options: &dexpb.StepOptions{Execute: &dexpb.StepMethodOptions{
 			Durability: dexpb.AttemptDurability_ATTEMPT_DURABILITY_SYNC}}}}); err != nil {
