@@ -249,8 +249,8 @@ func flowPublishCmd() *command {
 carries a request ID (random unless --request-id is given); a retry with the
 same request ID queues nothing twice.`,
 		examples: []string{
-			"dexcli flow publish order-42 approve true",
-			`dexcli flow publish order-42 items '{"sku":"a1"}' '{"sku":"b2"}' --request-id batch-7`,
+			`dexcli flow publish ap-7 approve '{"approved":true,"by":"ana"}'`,
+			`dexcli flow publish ap-7 approve '{"approved":false,"by":"bo"}' '{"approved":true,"by":"cy"}' --request-id votes-7`,
 		},
 		defaultTimeout: defaultCallTimeout,
 		setup: func(fs *flag.FlagSet) runFunc {
@@ -300,7 +300,7 @@ before the answer. The call is not retried on another --server address once it
 reached a server, since it could run twice.`,
 		examples: []string{
 			"dexcli flow rpc order-42 status",
-			`dexcli flow rpc order-42 addItem '{"sku":"a1"}' --attempt-timeout 10s`,
+			`dexcli flow rpc counter-1 add 5 --attempt-timeout 10s`,
 		},
 		defaultTimeout: 40 * time.Second,
 		setup: func(fs *flag.FlagSet) runFunc {
@@ -365,8 +365,8 @@ func flowSkipTimerCmd() *command {
 		name: "skip-timer", args: "FLOW_ID STEP_EXECUTION_ID", minArgs: 2, maxArgs: 2,
 		summary: "Fire a pending timer of a step execution's Wait now",
 		examples: []string{
-			"dexcli flow skip-timer order-42 AwaitApproval-1 --timer-index 0",
-			"dexcli flow skip-timer order-42 AwaitApproval-1 --timer-id approval-deadline",
+			"dexcli flow skip-timer ap-7 AwaitApproval-1 --timer-index 0",
+			"dexcli flow skip-timer ap-7 AwaitApproval-1 --timer-id timeout",
 		},
 		defaultTimeout: defaultCallTimeout,
 		setup: func(fs *flag.FlagSet) runFunc {
@@ -468,7 +468,8 @@ func flowSetAttrsCmd() *command {
 		name: "set-attrs", args: "FLOW_ID name=JSON [name=JSON...]", minArgs: 2, maxArgs: -1,
 		summary: "Set attributes of a running flow, atomically",
 		examples: []string{
-			`dexcli flow set-attrs order-42 'status="on-hold"' 'priority=3'`,
+			`dexcli flow set-attrs order-42 'status="on-hold"'`,
+			"dexcli flow set-attrs counter-1 count=10",
 		},
 		defaultTimeout: defaultCallTimeout,
 		setup: func(fs *flag.FlagSet) runFunc {
