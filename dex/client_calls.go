@@ -26,7 +26,7 @@ type callOptions struct {
 type startOptions struct {
 	requestID     string
 	timeout       time.Duration
-	timeoutPolicy dexpb.FlowTimeoutPolicy
+	timeoutPolicy FlowTimeoutPolicy
 	reuse         IDReusePolicy
 	attrs         []AttributeValue
 	stepOptions   *StepOptions
@@ -52,31 +52,10 @@ func WithRequestID(id string) StartOption {
 	return startFunc(func(o *startOptions) { o.requestID = id })
 }
 
-// FlowTimeoutPolicy says how a flow ends when its timeout expires (E24).
-type FlowTimeoutPolicy = dexpb.FlowTimeoutPolicy
-
-// The flow timeout policies.
-const (
-	TimeoutFail   = dexpb.FlowTimeoutPolicy_FLOW_TIMEOUT_POLICY_FAIL
-	TimeoutCancel = dexpb.FlowTimeoutPolicy_FLOW_TIMEOUT_POLICY_CANCEL
-)
-
 // WithFlowTimeout bounds the flow execution (E24).
 func WithFlowTimeout(d time.Duration, p FlowTimeoutPolicy) StartOption {
 	return startFunc(func(o *startOptions) { o.timeout, o.timeoutPolicy = d, p })
 }
-
-// IDReusePolicy decides whether a flow ID with earlier runs may start again
-// (E3).
-type IDReusePolicy = dexpb.IdReusePolicy
-
-// The ID reuse policies; the zero value refuses while a run is active.
-const (
-	ReuseDisallow              = dexpb.IdReusePolicy_ID_REUSE_POLICY_DISALLOW
-	ReuseAllowIfNotRunning     = dexpb.IdReusePolicy_ID_REUSE_POLICY_ALLOW_IF_NOT_RUNNING
-	ReuseAllowIfPreviousFailed = dexpb.IdReusePolicy_ID_REUSE_POLICY_ALLOW_IF_PREVIOUS_FAILED
-	ReuseTerminateIfRunning    = dexpb.IdReusePolicy_ID_REUSE_POLICY_TERMINATE_IF_RUNNING
-)
 
 // WithIDReusePolicy sets the ID reuse policy.
 func WithIDReusePolicy(p IDReusePolicy) StartOption {
@@ -128,8 +107,8 @@ func (c *Client) StartFlow(ctx context.Context, flow *Flow, flowID string, input
 	req := &dexpb.StartFlowRequest{
 		FlowType:          d.name,
 		FlowId:            flowID,
-		FlowTimeoutPolicy: so.timeoutPolicy,
-		IdReusePolicy:     so.reuse,
+		FlowTimeoutPolicy: dexpb.FlowTimeoutPolicy(so.timeoutPolicy),
+		IdReusePolicy:     dexpb.IdReusePolicy(so.reuse),
 		RequestId:         so.requestID,
 	}
 	if so.timeout > 0 {
@@ -176,26 +155,16 @@ func startMovement(d *flowDef, input any, opts *StepOptions) (*dexpb.Movement, e
 	return m, nil
 }
 
-// StopType says how StopFlow ends a flow (E23).
-type StopType = dexpb.StopType
-
-// The stop types.
-const (
-	StopCancel    = dexpb.StopType_STOP_TYPE_CANCEL
-	StopTerminate = dexpb.StopType_STOP_TYPE_TERMINATE
-	StopFail      = dexpb.StopType_STOP_TYPE_FAIL
-)
-
 // StopFlow cancels, terminates or fails an active flow execution (E23) and
 // returns its final status. It is sent at most once.
 func (c *Client) StopFlow(ctx context.Context, flowID string, how StopType, reason string, opts ...CallOption) (FlowStatus, error) {
 	o := applyCall(opts)
 	var resp *dexpb.StopFlowResponse
 	err := c.call(ctx, "StopFlow", once, "", func(ctx context.Context, fc dexpb.FlowServiceClient) (err error) {
-		resp, err = fc.StopFlow(ctx, &dexpb.StopFlowRequest{FlowId: flowID, RunId: o.runID, Type: how, Reason: reason})
+		resp, err = fc.StopFlow(ctx, &dexpb.StopFlowRequest{FlowId: flowID, RunId: o.runID, Type: dexpb.StopType(how), Reason: reason})
 		return err
 	})
-	return resp.GetStatus(), err
+	return FlowStatus(resp.GetStatus()), err
 }
 
 // Publish appends messages to channels of the flow's latest run,
@@ -461,7 +430,7 @@ type FlowList struct {
 // ListFlows lists flow executions (E27).
 func (c *Client) ListFlows(ctx context.Context, q ListQuery) (*FlowList, error) {
 	req := &dexpb.ListFlowsRequest{
-		FlowType: q.FlowType, Statuses: q.Statuses,
+		FlowType: q.FlowType, Statuses: statusesProto(q.Statuses),
 		PageSize: uint32(max(q.PageSize, 0)), PageToken: q.PageToken,
 	}
 	if !q.StartedFrom.IsZero() {
@@ -483,4 +452,15 @@ func (c *Client) ListFlows(ctx context.Context, q ListQuery) (*FlowList, error) 
 		out.Flows = append(out.Flows, summaryOf(s))
 	}
 	return out, nil
+}
+
+func statusesProto(ss []FlowStatus) []dexpb.FlowStatus {
+	if ss == nil {
+		return nil
+	}
+	out := make([]dexpb.FlowStatus, len(ss))
+	for i, s := range ss {
+		out[i] = dexpb.FlowStatus(s)
+	}
+	return out
 }

@@ -81,7 +81,7 @@ func TestClient_StartFlowFailsOverAndReusesRequestID(t *testing.T) {
 	if a := r.GetInitialAttributes(); len(a) != 1 || decodeJSON[string](t, a[0].GetValue()) != "new" {
 		t.Errorf("initial attributes = %v", a)
 	}
-	if r.GetFlowTimeoutPolicy() != dex.TimeoutCancel || r.GetFlowTimeout().AsDuration() != time.Hour {
+	if r.GetFlowTimeoutPolicy() != dexpb.FlowTimeoutPolicy(dex.TimeoutCancel) || r.GetFlowTimeout().AsDuration() != time.Hour {
 		t.Errorf("timeout = %v %v", r.GetFlowTimeout(), r.GetFlowTimeoutPolicy())
 	}
 
@@ -119,7 +119,7 @@ func TestClient_WaitForFlowPollsAgainAfterDeadlineExceeded(t *testing.T) {
 			return nil, status.Error(codes.DeadlineExceeded, "long poll expired")
 		}
 		return &dexpb.WaitForFlowResponse{Result: &dexpb.FlowResult{
-			FlowType: "order", FlowId: r.GetFlowId(), RunId: "run-1", Status: dex.StatusCompleted,
+			FlowType: "order", FlowId: r.GetFlowId(), RunId: "run-1", Status: dexpb.FlowStatus(dex.StatusCompleted),
 			Outputs: []*dexpb.StepOutput{{
 				StepType: "Ship", StepExecutionId: "Ship-1", Output: jsonValue(t, Receipt{OrderID: "42", Cents: 1200}),
 				Time: timestamppb.Now(),
@@ -156,7 +156,7 @@ func TestClient_WaitForFlowPollsAgainAfterDeadlineExceeded(t *testing.T) {
 func TestClient_WaitForFlowReturnsFailedFlowAsResult(t *testing.T) {
 	t.Parallel()
 	fs := &fakeFlowServer{waitForFlow: func(*dexpb.WaitForFlowRequest) (*dexpb.WaitForFlowResponse, error) {
-		return &dexpb.WaitForFlowResponse{Result: &dexpb.FlowResult{Status: dex.StatusFailed, Error: &dexpb.FlowError{
+		return &dexpb.WaitForFlowResponse{Result: &dexpb.FlowResult{Status: dexpb.FlowStatus(dex.StatusFailed), Error: &dexpb.FlowError{
 			Type: dexpb.FlowErrorType_FLOW_ERROR_TYPE_WORKER_API_FAIL, Message: "card declined", StepExecutionId: "Charge-1",
 			LastAttemptFailure: &dexpb.AttemptFailure{Attempt: 3, ErrorType: "*payments.Declined"},
 		}}}, nil
@@ -292,10 +292,10 @@ func TestClient_SkipTimerStopAndList(t *testing.T) {
 			if r.GetFlowId() == "missing" {
 				return nil, status.Error(codes.NotFound, "flow missing")
 			}
-			return &dexpb.StopFlowResponse{Status: dex.StatusFailed}, nil
+			return &dexpb.StopFlowResponse{Status: dexpb.FlowStatus(dex.StatusFailed)}, nil
 		},
 		listFlows: func(r *dexpb.ListFlowsRequest) (*dexpb.ListFlowsResponse, error) {
-			return &dexpb.ListFlowsResponse{Flows: []*dexpb.FlowSummary{{FlowId: "a", FlowType: r.GetFlowType(), Status: dex.StatusRunning}}, NextPageToken: "next"}, nil
+			return &dexpb.ListFlowsResponse{Flows: []*dexpb.FlowSummary{{FlowId: "a", FlowType: r.GetFlowType(), Status: dexpb.FlowStatus(dex.StatusRunning)}}, NextPageToken: "next"}, nil
 		},
 	}
 	c := dial(t, serve(t, nil, fs))
@@ -349,7 +349,7 @@ func TestClient_OnceCallGoesToTheServingAddress(t *testing.T) {
 	t.Parallel()
 	standby := &fakeFlowServer{}
 	active := &fakeFlowServer{stopFlow: func(*dexpb.StopFlowRequest) (*dexpb.StopFlowResponse, error) {
-		return &dexpb.StopFlowResponse{Status: dex.StatusCanceled}, nil
+		return &dexpb.StopFlowResponse{Status: dexpb.FlowStatus(dex.StatusCanceled)}, nil
 	}}
 	c := dial(t, serveWithHealth(t, standby, healthpb.HealthCheckResponse_NOT_SERVING),
 		serveWithHealth(t, active, healthpb.HealthCheckResponse_SERVING))

@@ -11,16 +11,6 @@ import (
 	"github.com/dexzd/dexzd/api/dexpb"
 )
 
-// TaskKind says which handler a task runs.
-type TaskKind = dexpb.TaskKind
-
-// The task kinds.
-const (
-	KindWaitFor = dexpb.TaskKind_TASK_KIND_WAIT_FOR
-	KindExecute = dexpb.TaskKind_TASK_KIND_EXECUTE
-	KindRPC     = dexpb.TaskKind_TASK_KIND_RPC
-)
-
 // TaskInfo identifies the handler invocation a Context belongs to.
 type TaskInfo struct {
 	// Kind is the handler: KindWaitFor, KindExecute or KindRPC.
@@ -104,7 +94,7 @@ type handlerState struct {
 func newHandlerState(f *flowDef, t *dexpb.Task) *handlerState {
 	st := &handlerState{
 		flow:   f,
-		kind:   t.GetKind(),
+		kind:   TaskKind(t.GetKind()),
 		attrs:  make(map[string]*dexpb.EncodedValue, len(t.GetAttributes())),
 		queues: t.GetChannelQueueSizes(),
 		staged: map[string]*dexpb.EncodedValue{},

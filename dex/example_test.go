@@ -126,7 +126,7 @@ func ExampleWorker_HandleTask() {
 	in, _ := json.Marshal(Visitor{Name: "Ada"})
 	msg, _ := json.Marshal("nice to meet you")
 	answer := w.HandleTask(context.Background(), &dexpb.Task{
-		Kind: dex.KindExecute, TaskToken: []byte("t1"), FlowType: "greet",
+		Kind: dexpb.TaskKind(dex.KindExecute), TaskToken: []byte("t1"), FlowType: "greet",
 		StepType: "Greet", StepExecutionId: "Greet-1", Attempt: 1,
 		Input: &dexpb.EncodedValue{Encoding: "json", Data: in},
 		ConditionResults: &dexpb.ConditionResults{Channels: []*dexpb.ChannelResult{{

@@ -106,7 +106,7 @@ func TestStepOptions_Proto(t *testing.T) {
 		t.Error("zero options are not unset")
 	}
 	p := StepOptions{
-		WaitFor: MethodOptions{Retry: &RetryPolicy{MaximumAttempts: Unlimited, MaximumTotalDuration: NoBound}},
+		WaitFor: MethodOptions{Retry: &RetryPolicy{MaximumAttempts: Unlimited, MaximumTotalDuration: Unlimited}},
 		Execute: MethodOptions{Retry: &RetryPolicy{MaximumInterval: time.Minute, MaximumTotalDuration: time.Hour}},
 	}.proto()
 	wr := p.GetWaitFor().GetRetryPolicy()

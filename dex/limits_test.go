@@ -32,7 +32,7 @@ func TestWorker_ReceivesTasksAboveGRPCsDefaultLimit(t *testing.T) {
 		t.Fatalf("hello.max_task_bytes = %d, want %d (no limit of the worker's own)", got, math.MaxInt32)
 	}
 	big := Order{ID: strings.Repeat("x", 4<<20), Cents: 1}
-	sess.send(task(dex.KindExecute, "big", "Ship", jsonValue(t, big)))
+	sess.send(task(dexpb.TaskKind(dex.KindExecute), "big", "Ship", jsonValue(t, big)))
 	res := sess.result(t)
 	if res.GetTaskResult() == nil {
 		t.Fatalf("result of a 4 MiB task = %v, want a TaskResult", res)
@@ -67,13 +67,13 @@ func TestWorker_ResultTooLargeForTheServerFailsTheAttempt(t *testing.T) {
 	runWorker(t, dex.WorkerOptions{Addresses: []string{addr}}, testFlow)
 	sess := ws.session(t)
 
-	sess.send(task(dex.KindExecute, "large", "Ship", jsonValue(t, Order{ID: strings.Repeat("y", 8192)})))
+	sess.send(task(dexpb.TaskKind(dex.KindExecute), "large", "Ship", jsonValue(t, Order{ID: strings.Repeat("y", 8192)})))
 	f := sess.result(t).GetTaskFailure()
 	if string(f.GetTaskToken()) != "large" || f.GetErrorType() != "dex.ResultTooLarge" ||
 		!strings.Contains(f.GetMessage(), "more than the 4096 bytes the server accepts") {
 		t.Fatalf("answer to the large result = %v, want a dex.ResultTooLarge failure naming the limit", f)
 	}
-	sess.send(task(dex.KindExecute, "small", "Ship", jsonValue(t, Order{ID: "s"})))
+	sess.send(task(dexpb.TaskKind(dex.KindExecute), "small", "Ship", jsonValue(t, Order{ID: "s"})))
 	res := sess.result(t)
 	if string(tokenOf(res)) != "small" || res.GetTaskResult() == nil {
 		t.Fatalf("answer to the small task = %v, want its TaskResult on the same stream", res)
@@ -97,7 +97,7 @@ func TestClient_ReceivesAnswersAboveGRPCsDefaultLimit(t *testing.T) {
 	out := Receipt{OrderID: strings.Repeat("z", 4<<20)}
 	fs := &fakeFlowServer{waitForFlow: func(r *dexpb.WaitForFlowRequest) (*dexpb.WaitForFlowResponse, error) {
 		return &dexpb.WaitForFlowResponse{Result: &dexpb.FlowResult{
-			FlowType: "order", FlowId: r.GetFlowId(), RunId: "run-1", Status: dex.StatusCompleted,
+			FlowType: "order", FlowId: r.GetFlowId(), RunId: "run-1", Status: dexpb.FlowStatus(dex.StatusCompleted),
 			Outputs: []*dexpb.StepOutput{{StepType: "Ship", StepExecutionId: "Ship-1", Output: jsonValue(t, out)}},
 		}}, nil
 	}}

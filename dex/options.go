@@ -58,51 +58,13 @@ type RetryPolicy struct {
 	// "unlimited" explicitly, overriding an inherited limit.
 	MaximumAttempts int
 	// MaximumTotalDuration bounds the whole retrying from the first attempt.
-	// NoBound (-1) sets "no bound" explicitly.
+	// Unlimited (-1) sets "no bound" explicitly.
 	MaximumTotalDuration time.Duration
 }
 
-// Unlimited is RetryPolicy.MaximumAttempts for "no limit", explicitly.
+// Unlimited sets RetryPolicy.MaximumAttempts or MaximumTotalDuration to "no
+// limit" explicitly, overriding an inherited limit.
 const Unlimited = -1
-
-// NoBound is RetryPolicy.MaximumTotalDuration for "no bound", explicitly.
-const NoBound time.Duration = -1
-
-// Durability says when an attempt's start is made durable (W4).
-//
-// The server default is ASYNC (the task is sent at once and its start is
-// logged with its result; after a crash the attempt may run again with the
-// same number, consuming no retry, T3), except for a method with a
-// recovery path, which is SYNC: an Execute with a recovery step and a
-// WaitFor whose failure policy is PROCEED. Set DurabilitySync for a
-// handler whose every run must count against its retry policy.
-type Durability = dexpb.AttemptDurability
-
-// The durabilities; the zero value inherits.
-const (
-	DurabilitySync  = dexpb.AttemptDurability_ATTEMPT_DURABILITY_SYNC
-	DurabilityAsync = dexpb.AttemptDurability_ATTEMPT_DURABILITY_ASYNC
-)
-
-// WaitForFailurePolicy says what happens when a WaitFor runs out of retries
-// (E11).
-type WaitForFailurePolicy = dexpb.WaitForFailurePolicy
-
-// The WaitFor failure policies; the zero value inherits.
-const (
-	WaitForFailFlow = dexpb.WaitForFailurePolicy_WAIT_FOR_FAILURE_POLICY_FAIL_FLOW
-	WaitForProceed  = dexpb.WaitForFailurePolicy_WAIT_FOR_FAILURE_POLICY_PROCEED
-)
-
-// ExecuteFailurePolicy says what happens when an Execute runs out of retries
-// (E12).
-type ExecuteFailurePolicy = dexpb.ExecuteFailurePolicy
-
-// The Execute failure policies; the zero value inherits.
-const (
-	ExecuteFailFlow          = dexpb.ExecuteFailurePolicy_EXECUTE_FAILURE_POLICY_FAIL_FLOW
-	ExecuteProceedToRecovery = dexpb.ExecuteFailurePolicy_EXECUTE_FAILURE_POLICY_PROCEED_TO_RECOVERY_STEP
-)
 
 // isZero reports whether nothing is set.
 func (o StepOptions) isZero() bool {
@@ -133,7 +95,7 @@ func (o StepOptions) validate() []error {
 			if r.MaximumAttempts < Unlimited {
 				errs = append(errs, fmt.Errorf("%s.Retry.MaximumAttempts %d is invalid", m.name, r.MaximumAttempts))
 			}
-			if r.MaximumTotalDuration < NoBound {
+			if r.MaximumTotalDuration < Unlimited {
 				errs = append(errs, fmt.Errorf("%s.Retry.MaximumTotalDuration is negative", m.name))
 			}
 		}
@@ -155,12 +117,12 @@ func (o StepOptions) proto() *dexpb.StepOptions {
 	p := &dexpb.StepOptions{
 		WaitFor:                 o.WaitFor.proto(),
 		Execute:                 o.Execute.proto(),
-		WaitForFailurePolicy:    o.WaitForFailure,
-		ExecuteFailurePolicy:    o.ExecuteFailure,
+		WaitForFailurePolicy:    dexpb.WaitForFailurePolicy(o.WaitForFailure),
+		ExecuteFailurePolicy:    dexpb.ExecuteFailurePolicy(o.ExecuteFailure),
 		ExecuteRecoveryStepType: o.Recovery.name,
 	}
 	if o.Recovery.name != "" && p.ExecuteFailurePolicy == 0 {
-		p.ExecuteFailurePolicy = ExecuteProceedToRecovery
+		p.ExecuteFailurePolicy = dexpb.ExecuteFailurePolicy(ExecuteProceedToRecovery)
 	}
 	return p
 }
@@ -169,7 +131,7 @@ func (o MethodOptions) proto() *dexpb.StepMethodOptions {
 	if o.isZero() {
 		return nil
 	}
-	p := &dexpb.StepMethodOptions{Durability: o.Durability}
+	p := &dexpb.StepMethodOptions{Durability: dexpb.AttemptDurability(o.Durability)}
 	if o.AttemptTimeout > 0 {
 		p.AttemptTimeout = durationpb.New(o.AttemptTimeout)
 	}
@@ -191,7 +153,7 @@ func (o MethodOptions) proto() *dexpb.StepMethodOptions {
 			rp.MaximumAttempts = proto.Uint32(uint32(r.MaximumAttempts))
 		}
 		switch {
-		case r.MaximumTotalDuration == NoBound:
+		case r.MaximumTotalDuration == Unlimited:
 			rp.MaximumTotalDuration = durationpb.New(0)
 		case r.MaximumTotalDuration > 0:
 			rp.MaximumTotalDuration = durationpb.New(r.MaximumTotalDuration)

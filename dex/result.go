@@ -7,21 +7,6 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
-// FlowStatus is a flow execution's status (E8).
-type FlowStatus = dexpb.FlowStatus
-
-// The flow statuses. Every status but StatusRunning is terminal.
-const (
-	StatusRunning    = dexpb.FlowStatus_FLOW_STATUS_RUNNING
-	StatusCompleted  = dexpb.FlowStatus_FLOW_STATUS_COMPLETED
-	StatusFailed     = dexpb.FlowStatus_FLOW_STATUS_FAILED
-	StatusCanceled   = dexpb.FlowStatus_FLOW_STATUS_CANCELED
-	StatusTerminated = dexpb.FlowStatus_FLOW_STATUS_TERMINATED
-)
-
-// FlowErrorType classifies why a flow failed or was stopped (E8).
-type FlowErrorType = dexpb.FlowErrorType
-
 // FlowError says why a flow execution ended other than COMPLETED (E7).
 type FlowError struct {
 	Type            FlowErrorType
@@ -45,7 +30,7 @@ func flowErrorOf(p *dexpb.FlowError) *FlowError {
 	if p == nil {
 		return nil
 	}
-	e := &FlowError{Type: p.GetType(), Message: p.GetMessage(), StepType: p.GetStepType(), StepExecutionID: p.GetStepExecutionId()}
+	e := &FlowError{Type: FlowErrorType(p.GetType()), Message: p.GetMessage(), StepType: p.GetStepType(), StepExecutionID: p.GetStepExecutionId()}
 	if p.GetLastAttemptFailure() != nil {
 		e.LastAttempt = attemptFailureOf(p.GetLastAttemptFailure())
 	}
@@ -120,7 +105,7 @@ func flowResultOf(p *dexpb.FlowResult) *FlowResult {
 		FlowType:  p.GetFlowType(),
 		FlowID:    p.GetFlowId(),
 		RunID:     p.GetRunId(),
-		Status:    p.GetStatus(),
+		Status:    FlowStatus(p.GetStatus()),
 		Outputs:   outputsOf(p.GetOutputs()),
 		Error:     flowErrorOf(p.GetError()),
 		CloseTime: timeOf(p.GetCloseTime()),
@@ -141,7 +126,7 @@ func summaryOf(p *dexpb.FlowSummary) *FlowSummary {
 		FlowType:    p.GetFlowType(),
 		FlowID:      p.GetFlowId(),
 		RunID:       p.GetRunId(),
-		Status:      p.GetStatus(),
+		Status:      FlowStatus(p.GetStatus()),
 		StartTime:   timeOf(p.GetStartTime()),
 		CloseTime:   timeOf(p.GetCloseTime()),
 		FlowTimeout: p.GetFlowTimeout().AsDuration(),

@@ -69,7 +69,7 @@ func (r *registry) run(ctx context.Context, t *dexpb.Task) *dexpb.PollWorkerTask
 	res := &dexpb.TaskResult{TaskToken: token}
 	var stack string
 	var err error
-	switch t.GetKind() {
+	switch TaskKind(t.GetKind()) {
 	case KindWaitFor:
 		stack, err = r.runWaitFor(tc, f, t, res)
 	case KindExecute:
@@ -231,7 +231,7 @@ func failure(token []byte, err error, stack string) *dexpb.PollWorkerTaskRequest
 
 func infoOf(t *dexpb.Task) TaskInfo {
 	info := TaskInfo{
-		Kind:            t.GetKind(),
+		Kind:            TaskKind(t.GetKind()),
 		FlowType:        t.GetFlowType(),
 		FlowID:          t.GetFlowId(),
 		RunID:           t.GetRunId(),

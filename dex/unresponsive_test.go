@@ -182,14 +182,14 @@ func TestClient_OnceCallToAnUnresponsiveServerHasAnUnknownOutcome(t *testing.T) 
 	frozen := &fakeFlowServer{}
 	frozenAddr, f := serveFreezable(t, nil, frozen)
 	other := &fakeFlowServer{stopFlow: func(*dexpb.StopFlowRequest) (*dexpb.StopFlowResponse, error) {
-		return &dexpb.StopFlowResponse{Status: dex.StatusCanceled}, nil
+		return &dexpb.StopFlowResponse{Status: dexpb.FlowStatus(dex.StatusCanceled)}, nil
 	}}
 	c := dialUnresponsive(t, dex.ClientOptions{Addresses: []string{frozenAddr, serve(t, nil, other)}})
 	ctx := testCtx(t)
 	frozen.stopFlow = func(*dexpb.StopFlowRequest) (*dexpb.StopFlowResponse, error) {
 		stopped <- struct{}{}
 		f.freeze() // the server received the call, then froze
-		return &dexpb.StopFlowResponse{Status: dex.StatusCanceled}, nil
+		return &dexpb.StopFlowResponse{Status: dexpb.FlowStatus(dex.StatusCanceled)}, nil
 	}
 	began := time.Now()
 	_, err := c.StopFlow(ctx, "order-42", dex.StopCancel, "")
@@ -285,7 +285,7 @@ func TestClient_LongCallToALiveServerIsNotCutOff(t *testing.T) {
 	t.Parallel()
 	fs := &fakeFlowServer{waitForFlow: func(r *dexpb.WaitForFlowRequest) (*dexpb.WaitForFlowResponse, error) {
 		time.Sleep(4 * unresponsive)
-		return &dexpb.WaitForFlowResponse{Result: &dexpb.FlowResult{FlowId: r.GetFlowId(), Status: dex.StatusCompleted}}, nil
+		return &dexpb.WaitForFlowResponse{Result: &dexpb.FlowResult{FlowId: r.GetFlowId(), Status: dexpb.FlowStatus(dex.StatusCompleted)}}, nil
 	}}
 	other := &fakeFlowServer{}
 	c := dialUnresponsive(t, dex.ClientOptions{Addresses: []string{serve(t, nil, fs), serve(t, nil, other)}})
@@ -324,7 +324,7 @@ func TestWorker_LeavesAnUnresponsiveServerWithinTheBound(t *testing.T) {
 	if took := time.Since(began); took > unresponsive+300*time.Millisecond {
 		t.Errorf("the worker reached the next address %v after the freeze, want within the bound %v (plus a margin)", took, unresponsive)
 	}
-	sb.send(task(dex.KindExecute, "t-1", "Ship", jsonValue(t, Order{ID: "1"})))
+	sb.send(task(dexpb.TaskKind(dex.KindExecute), "t-1", "Ship", jsonValue(t, Order{ID: "1"})))
 	if r := sb.result(t); r.GetTaskResult() == nil {
 		t.Errorf("result on the next address = %v", r)
 	}

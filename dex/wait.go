@@ -215,7 +215,7 @@ type AttemptFailure struct {
 	// Attempt is the failed attempt's number.
 	Attempt int
 	// Kind says why it failed (worker error, timeout, ...).
-	Kind dexpb.AttemptFailureKind
+	Kind AttemptFailureKind
 	// Type, Message and Stack are the worker's error type, message and
 	// stack for a worker error, or the server's explanation.
 	Type, Message, Stack string
@@ -235,9 +235,9 @@ func attemptFailureOf(p *dexpb.AttemptFailure) *AttemptFailure {
 		return &AttemptFailure{Message: "WaitFor failed"}
 	}
 	f := &AttemptFailure{
-		Method:  p.GetMethod(),
+		Method:  TaskKind(p.GetMethod()),
 		Attempt: int(p.GetAttempt()),
-		Kind:    p.GetKind(),
+		Kind:    AttemptFailureKind(p.GetKind()),
 		Type:    p.GetErrorType(),
 		Message: p.GetMessage(),
 		Stack:   p.GetStack(),

@@ -164,7 +164,7 @@ func TestWorker_WaitForAndExecuteRoundTrip(t *testing.T) {
 	sess := ws.session(t)
 
 	// WaitFor: a Wait with IDs, plus a staged attribute write.
-	sess.send(task(dex.KindWaitFor, "t1", "Await", jsonValue(t, Order{ID: "42", Cents: 1200})))
+	sess.send(task(dexpb.TaskKind(dex.KindWaitFor), "t1", "Await", jsonValue(t, Order{ID: "42", Cents: 1200})))
 	res := sess.result(t).GetTaskResult()
 	if string(res.GetTaskToken()) != "t1" {
 		t.Fatalf("token = %q", res.GetTaskToken())
@@ -190,7 +190,7 @@ func TestWorker_WaitForAndExecuteRoundTrip(t *testing.T) {
 	}
 
 	// Execute: the approval won; the notes condition consumed nothing.
-	ex := task(dex.KindExecute, "t2", "Await", jsonValue(t, Order{ID: "42", Cents: 1200}))
+	ex := task(dexpb.TaskKind(dex.KindExecute), "t2", "Await", jsonValue(t, Order{ID: "42", Cents: 1200}))
 	ex.ConditionResults = &dexpb.ConditionResults{
 		Timers: []*dexpb.TimerResult{{TimerIndex: 0, ConditionId: "deadline"}},
 		Channels: []*dexpb.ChannelResult{
@@ -212,7 +212,7 @@ func TestWorker_WaitForAndExecuteRoundTrip(t *testing.T) {
 	}
 
 	// Execute: the timer fired.
-	ex = task(dex.KindExecute, "t3", "Await", jsonValue(t, Order{ID: "43"}))
+	ex = task(dexpb.TaskKind(dex.KindExecute), "t3", "Await", jsonValue(t, Order{ID: "43"}))
 	ex.ConditionResults = &dexpb.ConditionResults{Timers: []*dexpb.TimerResult{{TimerIndex: 0, ConditionId: "deadline", Fired: true}}}
 	sess.send(ex)
 	res = sess.result(t).GetTaskResult()
@@ -222,7 +222,7 @@ func TestWorker_WaitForAndExecuteRoundTrip(t *testing.T) {
 
 	// Reserve: staged attribute write and channel publish commit with the
 	// movement.
-	sess.send(task(dex.KindExecute, "t4", "Reserve", jsonValue(t, Order{ID: "44"})))
+	sess.send(task(dexpb.TaskKind(dex.KindExecute), "t4", "Reserve", jsonValue(t, Order{ID: "44"})))
 	res = sess.result(t).GetTaskResult()
 	if m := res.GetExecute().GetDecision().GetMovements().GetMovements(); len(m) != 1 || m[0].GetStepType() != "Await" {
 		t.Errorf("decision = %v", res.GetExecute().GetDecision())
@@ -240,10 +240,10 @@ func TestWorker_ExecuteLearnsWaitForFailure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ex := task(dex.KindExecute, "t1", "Await", jsonValue(t, Order{ID: "1"}))
+	ex := task(dexpb.TaskKind(dex.KindExecute), "t1", "Await", jsonValue(t, Order{ID: "1"}))
 	ex.WaitForFailed = true
 	ex.WaitForFailure = &dexpb.AttemptFailure{
-		Method: dex.KindWaitFor, Attempt: 3, Kind: dexpb.AttemptFailureKind_ATTEMPT_FAILURE_KIND_WORKER_ERROR,
+		Method: dexpb.TaskKind(dex.KindWaitFor), Attempt: 3, Kind: dexpb.AttemptFailureKind_ATTEMPT_FAILURE_KIND_WORKER_ERROR,
 		ErrorType: "*net.OpError", Message: "connection refused",
 	}
 	res := w.HandleTask(context.Background(), ex).GetTaskResult()
@@ -253,7 +253,7 @@ func TestWorker_ExecuteLearnsWaitForFailure(t *testing.T) {
 	}
 
 	// A nil Wait is the empty Wait, satisfied at once.
-	res = w.HandleTask(context.Background(), task(dex.KindWaitFor, "t2", "Await", jsonValue(t, Order{ID: "no-wait"}))).GetTaskResult()
+	res = w.HandleTask(context.Background(), task(dexpb.TaskKind(dex.KindWaitFor), "t2", "Await", jsonValue(t, Order{ID: "no-wait"}))).GetTaskResult()
 	if wt := res.GetWaitFor().GetWait(); wt == nil || wt.GetKind() != nil {
 		t.Errorf("wait = %v, want empty", wt)
 	}
@@ -268,7 +268,7 @@ func TestWorker_RPCRoundTrip(t *testing.T) {
 	sess := ws.session(t)
 
 	rpc := &dexpb.Task{
-		Kind: dex.KindRPC, TaskToken: []byte("r1"), FlowType: "order", FlowId: "f", RunId: "r", Attempt: 1,
+		Kind: dexpb.TaskKind(dex.KindRPC), TaskToken: []byte("r1"), FlowType: "order", FlowId: "f", RunId: "r", Attempt: 1,
 		RpcName: "add", Input: jsonValue(t, 7),
 		Attributes:        []*dexpb.Attribute{{Name: "counter", Value: jsonValue(t, 5)}},
 		ChannelQueueSizes: map[string]uint32{"notes": 2},
@@ -286,14 +286,14 @@ func TestWorker_RPCRoundTrip(t *testing.T) {
 	}
 
 	// status reads the attribute handed out with the task.
-	sess.send(&dexpb.Task{Kind: dex.KindRPC, TaskToken: []byte("r2"), FlowType: "order", RpcName: "status",
+	sess.send(&dexpb.Task{Kind: dexpb.TaskKind(dex.KindRPC), TaskToken: []byte("r2"), FlowType: "order", RpcName: "status",
 		Attributes: []*dexpb.Attribute{{Name: "status", Value: jsonValue(t, "charged")}}})
 	if out := decodeJSON[string](t, sess.result(t).GetTaskResult().GetRpc().GetOutput()); out != "charged" {
 		t.Errorf("status = %q", out)
 	}
 
 	// An RPC error is a TaskFailure.
-	sess.send(&dexpb.Task{Kind: dex.KindRPC, TaskToken: []byte("r3"), FlowType: "order", RpcName: "add", Input: jsonValue(t, -1)})
+	sess.send(&dexpb.Task{Kind: dexpb.TaskKind(dex.KindRPC), TaskToken: []byte("r3"), FlowType: "order", RpcName: "add", Input: jsonValue(t, -1)})
 	if f := sess.result(t).GetTaskFailure(); f.GetMessage() != "negative" {
 		t.Errorf("failure = %v", f)
 	}
@@ -307,7 +307,7 @@ func TestWorker_DecisionsEncode(t *testing.T) {
 		t.Fatal(err)
 	}
 	run := func(step string, o Order) *dexpb.PollWorkerTaskRequest {
-		return w.HandleTask(context.Background(), task(dex.KindExecute, "t", step, jsonValue(t, o)))
+		return w.HandleTask(context.Background(), task(dexpb.TaskKind(dex.KindExecute), "t", step, jsonValue(t, o)))
 	}
 	if d := run("Ship", Order{ID: "1", Cents: 5}).GetTaskResult().GetExecute().GetDecision(); d.GetGracefulComplete() == nil ||
 		decodeJSON[Receipt](t, d.GetGracefulComplete().GetOutput()) != (Receipt{OrderID: "1", Cents: 5}) ||
@@ -334,7 +334,7 @@ func TestWorker_DecisionsEncode(t *testing.T) {
 		t.Errorf("failure = %v", f)
 	}
 	// An input that does not decode is a DecodeError.
-	f = w.HandleTask(context.Background(), task(dex.KindExecute, "t", "Ship", &dexpb.EncodedValue{Encoding: "json", Data: []byte(`"x"`)})).GetTaskFailure()
+	f = w.HandleTask(context.Background(), task(dexpb.TaskKind(dex.KindExecute), "t", "Ship", &dexpb.EncodedValue{Encoding: "json", Data: []byte(`"x"`)})).GetTaskFailure()
 	if f.GetErrorType() != "dex.DecodeError" {
 		t.Errorf("failure = %v", f)
 	}
@@ -348,7 +348,7 @@ func TestWorker_ReportsErrorsWithTypeStackAndRetryAfter(t *testing.T) {
 	runWorker(t, dex.WorkerOptions{Addresses: []string{addr}}, testFlow)
 	sess := ws.session(t)
 
-	sess.send(task(dex.KindExecute, "declined", "Charge", jsonValue(t, Order{ID: "declined"})))
+	sess.send(task(dexpb.TaskKind(dex.KindExecute), "declined", "Charge", jsonValue(t, Order{ID: "declined"})))
 	f := sess.result(t).GetTaskFailure()
 	if f.GetErrorType() != "*dex_test.chargeError" || f.GetMessage() != "charge declined: card declined: 51" || f.GetRetryAfter() != nil {
 		t.Errorf("failure = %v", f)
@@ -357,7 +357,7 @@ func TestWorker_ReportsErrorsWithTypeStackAndRetryAfter(t *testing.T) {
 		t.Errorf("stack = %q", f.GetStack())
 	}
 
-	sess.send(task(dex.KindExecute, "busy", "Charge", jsonValue(t, Order{ID: "busy"})))
+	sess.send(task(dexpb.TaskKind(dex.KindExecute), "busy", "Charge", jsonValue(t, Order{ID: "busy"})))
 	f = sess.result(t).GetTaskFailure()
 	if f.GetRetryAfter().AsDuration() != 3*time.Second || f.GetErrorType() != "*errors.errorString" || f.GetMessage() != "gateway busy for busy" {
 		t.Errorf("failure = %v", f)
@@ -366,7 +366,7 @@ func TestWorker_ReportsErrorsWithTypeStackAndRetryAfter(t *testing.T) {
 		t.Errorf("stack does not show where RetryAfter was called: %q", f.GetStack())
 	}
 
-	sess.send(task(dex.KindExecute, "panic", "Charge", jsonValue(t, Order{ID: "panic"})))
+	sess.send(task(dexpb.TaskKind(dex.KindExecute), "panic", "Charge", jsonValue(t, Order{ID: "panic"})))
 	f = sess.result(t).GetTaskFailure()
 	if f.GetErrorType() != "dex.Panic" || !strings.Contains(f.GetMessage(), "charge panic exploded") {
 		t.Errorf("failure = %v", f)
@@ -395,7 +395,7 @@ func TestWorker_PongsAndHeartbeats(t *testing.T) {
 		t.Fatal("no pong")
 	}
 
-	tk := task(dex.KindExecute, "hb", "Charge", jsonValue(t, Order{ID: "gate"}))
+	tk := task(dexpb.TaskKind(dex.KindExecute), "hb", "Charge", jsonValue(t, Order{ID: "gate"}))
 	sess.send(tk)
 	deadline := time.After(10 * time.Second)
 	for found := false; !found; {
@@ -426,7 +426,7 @@ func TestWorker_ReconnectsToNextAddressAfterUnavailable(t *testing.T) {
 	if standby.refusals.Load() == 0 {
 		t.Error("the worker did not try the first address")
 	}
-	sess.send(task(dex.KindExecute, "t", "Ship", jsonValue(t, Order{ID: "1"})))
+	sess.send(task(dexpb.TaskKind(dex.KindExecute), "t", "Ship", jsonValue(t, Order{ID: "1"})))
 	if res := sess.result(t); res.GetTaskResult() == nil {
 		t.Errorf("result = %v", res)
 	}
@@ -437,7 +437,7 @@ func TestWorker_ReconnectsToNextAddressAfterUnavailable(t *testing.T) {
 	standby.unavailable.Store(false)
 	sess.end <- status.Error(codes.Unavailable, "stepped down")
 	sess = standby.session(t)
-	sess.send(task(dex.KindExecute, "t2", "Ship", jsonValue(t, Order{ID: "2"})))
+	sess.send(task(dexpb.TaskKind(dex.KindExecute), "t2", "Ship", jsonValue(t, Order{ID: "2"})))
 	if res := sess.result(t); res.GetTaskResult() == nil {
 		t.Errorf("result = %v", res)
 	}
@@ -452,11 +452,11 @@ func TestWorker_ResendsResultsOfRunningTasksAfterReconnect(t *testing.T) {
 	sess := ws.session(t)
 
 	// A task that was running when the stream broke.
-	tk := task(dex.KindExecute, "running", "Charge", jsonValue(t, Order{ID: "gate"}))
+	tk := task(dexpb.TaskKind(dex.KindExecute), "running", "Charge", jsonValue(t, Order{ID: "gate"}))
 	sess.send(tk)
 	// A result sent but never acknowledged.
 	sess.noAck.Store(true)
-	sess.send(task(dex.KindExecute, "unacked", "Ship", jsonValue(t, Order{ID: "1"})))
+	sess.send(task(dexpb.TaskKind(dex.KindExecute), "unacked", "Ship", jsonValue(t, Order{ID: "1"})))
 	if tok := tokenOf(sess.result(t)); string(tok) != "unacked" {
 		t.Fatalf("token = %q", tok)
 	}
@@ -482,7 +482,7 @@ func TestWorker_GracefulStopWaitsForRunningTasks(t *testing.T) {
 	_, stop := runWorker(t, dex.WorkerOptions{Addresses: []string{addr}, DrainTimeout: 10 * time.Second, Logger: slog.New(logs)}, testFlow)
 	sess := ws.session(t)
 
-	tk := task(dex.KindExecute, "slow", "Charge", jsonValue(t, Order{ID: "gate"}))
+	tk := task(dexpb.TaskKind(dex.KindExecute), "slow", "Charge", jsonValue(t, Order{ID: "gate"}))
 	sess.send(tk)
 	waitHeartbeatOrRunning(t, sess)
 	stopped := make(chan error, 1)
@@ -493,7 +493,7 @@ func TestWorker_GracefulStopWaitsForRunningTasks(t *testing.T) {
 		t.Fatal("the worker did not begin to stop")
 	}
 	// A task that arrives while stopping is handed back at once.
-	sess.send(task(dex.KindExecute, "late", "Ship", jsonValue(t, Order{ID: "2"})))
+	sess.send(task(dexpb.TaskKind(dex.KindExecute), "late", "Ship", jsonValue(t, Order{ID: "2"})))
 	if f := sess.result(t).GetTaskFailure(); f.GetErrorType() != "dex.WorkerStopping" || string(f.GetTaskToken()) != "late" {
 		t.Errorf("late task failure = %v", f)
 	}
@@ -586,7 +586,7 @@ func TestWorker_DeliversResultsDuringDrainThenReconnects(t *testing.T) {
 	runWorker(t, dex.WorkerOptions{Addresses: []string{addr}}, testFlow)
 	sess := ws.session(t)
 
-	tk := task(dex.KindExecute, "draining", "Charge", jsonValue(t, Order{ID: "gate"}))
+	tk := task(dexpb.TaskKind(dex.KindExecute), "draining", "Charge", jsonValue(t, Order{ID: "gate"}))
 	sess.send(tk)
 	sess.toWorker <- &dexpb.PollWorkerTaskResponse{Message: &dexpb.PollWorkerTaskResponse_Drain{Drain: &dexpb.Drain{
 		Reason: dexpb.DrainReason_DRAIN_REASON_STEP_DOWN, Timeout: durationpb.New(5 * time.Second),

@@ -43,12 +43,12 @@ func decode[T any](t *testing.T, ev *dexpb.EncodedValue) T {
 }
 
 func execute(flow, step string, attempt uint32, in *dexpb.EncodedValue) *dexpb.Task {
-	return &dexpb.Task{Kind: dex.KindExecute, TaskToken: []byte("t"), FlowType: flow, FlowId: "f", RunId: "r",
+	return &dexpb.Task{Kind: dexpb.TaskKind(dex.KindExecute), TaskToken: []byte("t"), FlowType: flow, FlowId: "f", RunId: "r",
 		StepType: step, StepExecutionId: step + "-1", Attempt: attempt, Input: in}
 }
 
 func rpc(name string, in *dexpb.EncodedValue, count int, t *testing.T) *dexpb.Task {
-	return &dexpb.Task{Kind: dex.KindRPC, TaskToken: []byte("t"), FlowType: "counter", FlowId: "c", RunId: "r",
+	return &dexpb.Task{Kind: dexpb.TaskKind(dex.KindRPC), TaskToken: []byte("t"), FlowType: "counter", FlowId: "c", RunId: "r",
 		RpcName: name, Input: in, Attributes: []*dexpb.Attribute{{Name: "count", Value: value(t, count)}}}
 }
 
@@ -123,7 +123,7 @@ func TestApprovalFlow_Outcomes(t *testing.T) {
 	w := newWorker(t)
 	req := flows.Request{ID: "r1", Amount: 10}
 
-	wt := w.HandleTask(context.Background(), &dexpb.Task{Kind: dex.KindWaitFor, TaskToken: []byte("t"), FlowType: "approval",
+	wt := w.HandleTask(context.Background(), &dexpb.Task{Kind: dexpb.TaskKind(dex.KindWaitFor), TaskToken: []byte("t"), FlowType: "approval",
 		StepType: "AwaitApproval", Input: value(t, req)}).GetTaskResult().GetWaitFor().GetWait()
 	if c := wt.GetAnyOf().GetConditions(); len(c) != 2 || c[0].GetChannel().GetChannel() != "approve" || c[1].GetId() != "timeout" {
 		t.Fatalf("wait = %v", wt)
@@ -178,7 +178,7 @@ func TestCounterFlow_RPCs(t *testing.T) {
 	if len(m) != 1 || m[0].GetStepType() != "Finished" || decode[int](t, m[0].GetInput()) != 8 {
 		t.Fatalf("finish movements = %v", m)
 	}
-	res = w.HandleTask(ctx, &dexpb.Task{Kind: dex.KindExecute, TaskToken: []byte("t"), FlowType: "counter",
+	res = w.HandleTask(ctx, &dexpb.Task{Kind: dexpb.TaskKind(dex.KindExecute), TaskToken: []byte("t"), FlowType: "counter",
 		StepType: "Finished", Input: m[0].GetInput()}).GetTaskResult()
 	if decode[int](t, res.GetExecute().GetDecision().GetGracefulComplete().GetOutput()) != 8 {
 		t.Errorf("Finished = %v", res)

@@ -22,7 +22,7 @@ func TestChainStep_MovesOnThenCompletes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return &dexpb.Task{Kind: dex.KindExecute, TaskToken: []byte("t"), FlowType: "bench-test", FlowId: "f", RunId: "r",
+		return &dexpb.Task{Kind: dexpb.TaskKind(dex.KindExecute), TaskToken: []byte("t"), FlowType: "bench-test", FlowId: "f", RunId: "r",
 			StepType: "ChainStep", StepExecutionId: "ChainStep-1", Attempt: 1,
 			Input: &dexpb.EncodedValue{Encoding: "json", Data: data}}
 	}

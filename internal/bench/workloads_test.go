@@ -25,7 +25,7 @@ func handle(t *testing.T, flow *dex.Flow, kind dex.TaskKind, step string, in any
 	if err != nil {
 		t.Fatal(err)
 	}
-	ans := w.HandleTask(context.Background(), &dexpb.Task{Kind: kind, TaskToken: []byte("t"), FlowType: flow.Name(),
+	ans := w.HandleTask(context.Background(), &dexpb.Task{Kind: dexpb.TaskKind(kind), TaskToken: []byte("t"), FlowType: flow.Name(),
 		FlowId: "f", RunId: "r", StepType: step, StepExecutionId: step + "-1", Attempt: 1,
 		Input: &dexpb.EncodedValue{Encoding: "json", Data: data}, ConditionResults: cr})
 	res := ans.GetTaskResult()
