@@ -35,12 +35,11 @@ func (Attribute[T]) attributeDef() {}
 // handler last Set, else the value handed out with the task, else T's zero
 // value. It fails only when the stored value does not decode as T.
 func (a Attribute[T]) Get(ctx Context) (T, error) {
-	v, _, err := a.Lookup(ctx)
+	v, _, err := a.lookup(ctx)
 	return v, err
 }
 
-// Lookup is Get that also reports whether the attribute has a value.
-func (a Attribute[T]) Lookup(ctx Context) (v T, ok bool, err error) {
+func (a Attribute[T]) lookup(ctx Context) (v T, ok bool, err error) {
 	ev := ctx.state().attribute(a.name)
 	if ev == nil {
 		return v, false, nil

@@ -104,7 +104,7 @@ func (c Channel[T]) Messages(r Results) []T {
 }
 
 // ChannelCondition waits for messages on one channel. Give it an ID with
-// WithID to tell several conditions on one channel apart in Results.
+// WithID to tell several conditions on one channel apart with Satisfied.
 type ChannelCondition[T any] struct {
 	id       string
 	channel  string
@@ -132,17 +132,6 @@ func (c ChannelCondition[T]) Satisfied(r Results) bool {
 		}
 	}
 	return false
-}
-
-// Messages returns the messages this condition consumed, in queue order.
-// A condition with an ID is matched by ID, otherwise by channel name (then
-// it is Channel.Messages).
-func (c ChannelCondition[T]) Messages(r Results) []T {
-	var out []T
-	for _, ch := range c.results(r) {
-		out = append(out, decodeMessages[T](r, ch)...)
-	}
-	return out
 }
 
 func (c ChannelCondition[T]) results(r Results) []*dexpb.ChannelResult {

@@ -87,10 +87,10 @@ type Client struct {
 	confirmed bool // cur answered a call since the last failover
 }
 
-// Dial creates a Client. It does not connect: connections are opened on
-// the first call to each address (with that call's context), so Dial does
-// not fail when a server is down.
-func Dial(_ context.Context, opts ClientOptions) (*Client, error) {
+// NewClient creates a Client. It does not connect: connections are opened
+// on the first call to each address (with that call's context), so
+// NewClient does not fail when a server is down.
+func NewClient(opts ClientOptions) (*Client, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}

@@ -19,6 +19,19 @@ type CallOption interface{ applyCall(*callOptions) }
 // StartOption adjusts StartFlow.
 type StartOption interface{ applyStart(*startOptions) }
 
+// PublishOption adjusts Publish.
+type PublishOption interface{ applyPublish(*publishOptions) }
+
+// RequestOption is an option of both StartFlow and Publish.
+type RequestOption interface {
+	StartOption
+	PublishOption
+}
+
+type publishOptions struct {
+	requestID string
+}
+
 type callOptions struct {
 	runID string
 }
@@ -44,13 +57,18 @@ type startFunc func(*startOptions)
 
 func (f startFunc) applyStart(o *startOptions) { f(o) }
 
-// WithRequestID sets StartFlow's request ID. By default each StartFlow call
-// generates one and reuses it when it retries, so a retried start is
-// idempotent (E3); pass your own to make starts from several processes or
-// restarts idempotent too.
-func WithRequestID(id string) StartOption {
-	return startFunc(func(o *startOptions) { o.requestID = id })
-}
+// WithRequestID sets the request ID of StartFlow or Publish. By default
+// each call generates one and reuses it when it retries, so a retried call
+// is idempotent (E3, E16); pass your own to make calls from several
+// processes or restarts idempotent too, or to retry a call that returned an
+// *OutcomeUnknownError. A Publish with the empty request ID is sent at most
+// once.
+func WithRequestID(id string) RequestOption { return requestIDOption(id) }
+
+type requestIDOption string
+
+func (o requestIDOption) applyStart(s *startOptions)     { s.requestID = string(o) }
+func (o requestIDOption) applyPublish(p *publishOptions) { p.requestID = string(o) }
 
 // WithFlowTimeout bounds the flow execution (E24).
 func WithFlowTimeout(d time.Duration, p FlowTimeoutPolicy) StartOption {
@@ -167,21 +185,23 @@ func (c *Client) StopFlow(ctx context.Context, flowID string, how StopType, reas
 	return FlowStatus(resp.GetStatus()), err
 }
 
-// Publish appends messages to channels of the flow's latest run,
-// atomically and in order (E16). Each call has its own request ID, reused
-// when it retries, so a retry never queues the messages twice.
+// Publish appends msgs to channels of the flow's latest run, atomically and
+// in order (E16):
 //
-//	err := c.Publish(ctx, "order-42", Approve.Message(true))
-func (c *Client) Publish(ctx context.Context, flowID string, msgs ...Message) error {
-	return c.PublishWithID(ctx, flowID, NewRequestID(), msgs...)
-}
-
-// PublishWithID is Publish with the caller's request ID: a publish whose
-// request ID the flow ID already accepted queues nothing, also in a later
-// run (a retry whose first response was lost may arrive after the run that
-// accepted it closed and a new one started). The server remembers the last
-// 1,000 request IDs per flow ID.
-func (c *Client) PublishWithID(ctx context.Context, flowID, requestID string, msgs ...Message) error {
+//	err := c.Publish(ctx, "order-42", []dex.Message{Approve.Message(true)})
+//
+// Each call has its own request ID (or the one WithRequestID gives), reused
+// when it retries, so a retry never queues the messages twice: a publish
+// whose request ID the flow ID already accepted queues nothing, also in a
+// later run (a retry whose first response was lost may arrive after the run
+// that accepted it closed and a new one started). The server remembers the
+// last 1,000 request IDs per flow ID.
+func (c *Client) Publish(ctx context.Context, flowID string, msgs []Message, opts ...PublishOption) error {
+	po := publishOptions{requestID: NewRequestID()}
+	for _, o := range opts {
+		o.applyPublish(&po)
+	}
+	requestID := po.requestID
 	req := &dexpb.PublishToChannelRequest{FlowId: flowID, RequestId: requestID}
 	for _, m := range msgs {
 		if m.err != nil {
@@ -215,7 +235,7 @@ func GetAttribute[T any](ctx context.Context, c *Client, flowID string, a Attrib
 	if !ok {
 		return zero, nil
 	}
-	out, err := decodeValue[T](v.Proto())
+	out, err := decodeValue[T](v.ev)
 	if err != nil {
 		return zero, fmt.Errorf("dex: attribute %q: %w", a.name, err)
 	}
@@ -236,7 +256,7 @@ func (c *Client) GetAttributes(ctx context.Context, flowID string, names []strin
 	}
 	out := make(map[string]Value, len(resp.GetAttributes()))
 	for _, a := range resp.GetAttributes() {
-		out[a.GetName()] = ValueOf(a.GetValue())
+		out[a.GetName()] = valueOf(a.GetValue())
 	}
 	return out, nil
 }
@@ -360,10 +380,19 @@ func (c *Client) GetFlowSummary(ctx context.Context, flowID string, opts ...Call
 	return summaryOf(resp.GetSummary()), nil
 }
 
-// GetFlowState returns the flow execution's live state (E26) as the API
-// defines it: active step executions with their phase, Wait and last
-// failure, queued messages, attributes, outputs, pending tasks.
-func (c *Client) GetFlowState(ctx context.Context, flowID string, opts ...CallOption) (*dexpb.FlowState, error) {
+// GetFlowState returns the flow execution's live state (E26): its active
+// step executions with their phase, attempt and last failure, its queued
+// messages, attributes and outputs. dexraw.FlowState returns every field
+// the API has (Waits, timers, options, pending tasks).
+func (c *Client) GetFlowState(ctx context.Context, flowID string, opts ...CallOption) (*FlowState, error) {
+	p, err := c.flowState(ctx, flowID, opts)
+	if err != nil {
+		return nil, err
+	}
+	return flowStateOf(p), nil
+}
+
+func (c *Client) flowState(ctx context.Context, flowID string, opts []CallOption) (*dexpb.FlowState, error) {
 	o := applyCall(opts)
 	var resp *dexpb.GetFlowStateResponse
 	err := c.call(ctx, "GetFlowState", retryable, "", func(ctx context.Context, fc dexpb.FlowServiceClient) (err error) {
@@ -389,15 +418,28 @@ type HistoryQuery struct {
 // HistoryPage is a page of semantic history events, oldest first.
 type HistoryPage struct {
 	RunID         string
-	Events        []*dexpb.HistoryEvent
+	Events        []HistoryEvent
 	NextPageToken string // empty on the last page
 }
 
-// History returns a page of the flow execution's history (E26).
-func (c *Client) History(ctx context.Context, flowID string, q HistoryQuery, opts ...CallOption) (*HistoryPage, error) {
+// GetFlowHistory returns a page of the flow execution's history (E26).
+// dexraw.History returns every field the API has.
+func (c *Client) GetFlowHistory(ctx context.Context, flowID string, q HistoryQuery, opts ...CallOption) (*HistoryPage, error) {
+	resp, err := c.history(ctx, flowID, q, opts)
+	if err != nil {
+		return nil, err
+	}
+	page := &HistoryPage{RunID: resp.GetRunId(), NextPageToken: resp.GetNextPageToken()}
+	for _, e := range resp.GetEvents() {
+		page.Events = append(page.Events, historyEventOf(e))
+	}
+	return page, nil
+}
+
+func (c *Client) history(ctx context.Context, flowID string, q HistoryQuery, opts []CallOption) (*dexpb.GetHistoryEventsResponse, error) {
 	o := applyCall(opts)
 	var resp *dexpb.GetHistoryEventsResponse
-	err := c.call(ctx, "History", retryable, "", func(ctx context.Context, fc dexpb.FlowServiceClient) (err error) {
+	err := c.call(ctx, "GetFlowHistory", retryable, "", func(ctx context.Context, fc dexpb.FlowServiceClient) (err error) {
 		resp, err = fc.GetHistoryEvents(ctx, &dexpb.GetHistoryEventsRequest{
 			FlowId: flowID, RunId: o.runID, PageSize: uint32(max(q.PageSize, 0)),
 			PageToken: q.PageToken, FirstEventId: q.FirstEventID,
@@ -407,7 +449,7 @@ func (c *Client) History(ctx context.Context, flowID string, q HistoryQuery, opt
 	if err != nil {
 		return nil, err
 	}
-	return &HistoryPage{RunID: resp.GetRunId(), Events: resp.GetEvents(), NextPageToken: resp.GetNextPageToken()}, nil
+	return resp, nil
 }
 
 // ListQuery filters ListFlows; zero fields match everything.

@@ -21,7 +21,7 @@ import (
 
 func dial(t *testing.T, addrs ...string) *dex.Client {
 	t.Helper()
-	c, err := dex.Dial(context.Background(), dex.ClientOptions{
+	c, err := dex.NewClient(dex.ClientOptions{
 		Addresses:    addrs,
 		RetryBackoff: dex.Backoff{Initial: 5 * time.Millisecond, Max: 20 * time.Millisecond},
 		Logger:       quietLogger(),
@@ -249,7 +249,7 @@ func TestClient_PublishAndAttributes(t *testing.T) {
 	c := dial(t, serve(t, nil, fs))
 	ctx := testCtx(t)
 
-	if err := c.Publish(ctx, "order-42", Approve.Message(true), Notes.Message("a"), Notes.Message("b")); err != nil {
+	if err := c.Publish(ctx, "order-42", []dex.Message{Approve.Message(true), Notes.Message("a"), Notes.Message("b")}); err != nil {
 		t.Fatal(err)
 	}
 	if len(pubs) != 2 || pubs[0].GetRequestId() == "" || pubs[0].GetRequestId() != pubs[1].GetRequestId() {
@@ -329,7 +329,7 @@ func TestClient_SkipTimerStopAndList(t *testing.T) {
 // Covers: P5
 func TestClient_GivesUpAfterRetryTimeout(t *testing.T) {
 	t.Parallel()
-	c, err := dex.Dial(context.Background(), dex.ClientOptions{
+	c, err := dex.NewClient(dex.ClientOptions{
 		Addresses:    []string{serve(t, nil, &fakeFlowServer{})},
 		RetryBackoff: dex.Backoff{Initial: 5 * time.Millisecond, Max: 10 * time.Millisecond},
 		RetryTimeout: 100 * time.Millisecond,

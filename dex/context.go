@@ -38,8 +38,8 @@ type TaskInfo struct {
 // movements (Schedule) are staged on the Context and commit atomically with
 // the handler's result (E6); nothing blocks on the server inside a handler.
 //
-// Only the SDK implements Context. To unit-test handlers, run tasks through
-// Worker.HandleTask.
+// Only the SDK implements Context. To test handlers, run their flows with
+// package dex/dextest (or single tasks with dexraw.HandleTask).
 type Context interface {
 	context.Context
 	// Info identifies the task.

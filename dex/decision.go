@@ -6,7 +6,7 @@ import (
 	"github.com/dexzd/dexzd/api/dexpb"
 )
 
-// Decision is what a step's Execute returns (E5): movements (GoTo, Move) or
+// Decision is what a step's Execute returns (E5): movements (Move) or
 // one of the close decisions (GracefulComplete, ForceComplete, ForceFail,
 // DeadEnd). A nil Decision fails the attempt.
 type Decision interface {
@@ -73,14 +73,12 @@ func movementsProto(ms []Movement) ([]*dexpb.Movement, error) {
 	return out, nil
 }
 
-// GoTo moves to step S with input in: dex.GoTo[Charge](order). It is
-// Move(To[S](in)).
-func GoTo[S StepWithInput[T], T any](in T) Decision {
-	return moveDecision{ms: []Movement{To[S](in)}}
-}
-
-// Move schedules several step executions that run in parallel, in order
-// (which decides their step execution IDs).
+// Move moves the flow on to one or more step executions:
+//
+//	return dex.Move(dex.To[Charge](order)), nil
+//
+// Several movements run in parallel; their order decides their step
+// execution IDs.
 func Move(ms ...Movement) Decision { return moveDecision{ms: ms} }
 
 type moveDecision struct{ ms []Movement }

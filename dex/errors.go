@@ -49,7 +49,7 @@ var (
 // own unless it is idempotent: StartFlow and Publish carry a request ID
 // and are retried with it until RetryTimeout or the context ends, and
 // report this error only then, with the request ID to retry with
-// (WithRequestID, PublishWithID): a retry with it applies the call at most
+// (WithRequestID): a retry with it applies the call at most
 // once. InvokeRPC, StopFlow and SkipTimer carry none and are sent at most
 // once: read the flow's state (GetFlowSummary, GetFlowState) before
 // sending them again.
@@ -73,8 +73,6 @@ type OutcomeUnknownError struct {
 func (e *OutcomeUnknownError) Error() string {
 	var hint string
 	switch {
-	case e.RequestID != "" && e.Op == "Publish":
-		hint = fmt.Sprintf("send it again with request ID %q (PublishWithID) to apply it at most once", e.RequestID)
 	case e.RequestID != "":
 		hint = fmt.Sprintf("retry with request ID %q (dex.WithRequestID) to apply it at most once", e.RequestID)
 	default:

@@ -2,14 +2,12 @@ package dex_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log"
 	"os/signal"
 	"syscall"
 	"time"
 
-	"github.com/dexzd/dexzd/api/dexpb"
 	"github.com/dexzd/dexzd/dex"
 )
 
@@ -75,7 +73,7 @@ func ExampleNewWorker() {
 
 func ExampleClient_StartFlow() {
 	ctx := context.Background()
-	c, err := dex.Dial(ctx, dex.ClientOptions{Addresses: []string{"127.0.0.1:8801"}})
+	c, err := dex.NewClient(dex.ClientOptions{Addresses: []string{"127.0.0.1:8801"}})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -85,7 +83,7 @@ func ExampleClient_StartFlow() {
 	if _, err := c.StartFlow(ctx, GreetFlow, "visit-1", Visitor{Name: "Ada"}); err != nil {
 		log.Fatal(err)
 	}
-	if err := c.Publish(ctx, "visit-1", Hello.Message("welcome")); err != nil {
+	if err := c.Publish(ctx, "visit-1", []dex.Message{Hello.Message("welcome")}); err != nil {
 		log.Fatal(err)
 	}
 	res, err := c.WaitForFlow(ctx, "visit-1")
@@ -104,7 +102,7 @@ func ExampleClient_StartFlow() {
 
 func ExampleInvokeRPC() {
 	ctx := context.Background()
-	c, err := dex.Dial(ctx, dex.ClientOptions{Addresses: []string{"127.0.0.1:8801"}})
+	c, err := dex.NewClient(dex.ClientOptions{Addresses: []string{"127.0.0.1:8801"}})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -114,30 +112,4 @@ func ExampleInvokeRPC() {
 		log.Fatal(err)
 	}
 	fmt.Println(n)
-}
-
-// HandleTask runs a handler exactly as a worker would, without a server:
-// the way to unit-test steps.
-func ExampleWorker_HandleTask() {
-	w, err := dex.NewWorker(dex.WorkerOptions{Addresses: []string{"unused:1"}}, GreetFlow)
-	if err != nil {
-		log.Fatal(err)
-	}
-	in, _ := json.Marshal(Visitor{Name: "Ada"})
-	msg, _ := json.Marshal("nice to meet you")
-	answer := w.HandleTask(context.Background(), &dexpb.Task{
-		Kind: dexpb.TaskKind(dex.KindExecute), TaskToken: []byte("t1"), FlowType: "greet",
-		StepType: "Greet", StepExecutionId: "Greet-1", Attempt: 1,
-		Input: &dexpb.EncodedValue{Encoding: "json", Data: in},
-		ConditionResults: &dexpb.ConditionResults{Channels: []*dexpb.ChannelResult{{
-			Channel: "hello", Satisfied: true,
-			Messages: []*dexpb.EncodedValue{{Encoding: "json", Data: msg}},
-		}}},
-	})
-	res := answer.GetTaskResult()
-	fmt.Println(string(res.GetExecute().GetDecision().GetGracefulComplete().GetOutput().GetData()))
-	fmt.Println(res.GetWrites().GetAttributeWrites()[0].GetName(), string(res.GetWrites().GetAttributeWrites()[0].GetValue().GetData()))
-	// Output:
-	// "hello Ada, nice to meet you"
-	// greeted 1
 }

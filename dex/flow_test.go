@@ -49,7 +49,7 @@ type MovesToUndeclared struct{ dex.Step[Order] }
 func (MovesToUndeclared) MovesTo() []dex.StepRef { return []dex.StepRef{dex.Ref[Ship]()} }
 
 func (MovesToUndeclared) Execute(ctx dex.Context, o Order) (dex.Decision, error) {
-	return dex.GoTo[Ship](o), nil
+	return dex.Move(dex.To[Ship](o)), nil
 }
 
 type BadOptions struct{ dex.Step[Order] }

@@ -1,7 +1,6 @@
 package dex_test
 
 import (
-	"context"
 	"sync"
 	"testing"
 	"time"
@@ -38,7 +37,7 @@ func TestClient_UnavailableWithHintRetriesSoon(t *testing.T) {
 		}
 		return &dexpb.GetFlowSummaryResponse{Summary: &dexpb.FlowSummary{FlowId: "f1", RunId: "r1"}}, nil
 	}}
-	c, err := dex.Dial(context.Background(), dex.ClientOptions{
+	c, err := dex.NewClient(dex.ClientOptions{
 		Addresses:    []string{serve(t, nil, fs)},
 		RetryBackoff: dex.Backoff{Initial: 50 * time.Millisecond, Max: 500 * time.Millisecond},
 		Logger:       quietLogger(),

@@ -1,7 +1,6 @@
 package dex_test
 
 import (
-	"context"
 	"errors"
 	"sync"
 	"testing"
@@ -97,7 +96,7 @@ func TestClient_OverloadNotRetried(t *testing.T) {
 	slow := &fakeFlowServer{startFlow: func(*dexpb.StartFlowRequest) (*dexpb.StartFlowResponse, error) {
 		return nil, refusal(time.Hour)
 	}}
-	c2, err := dex.Dial(context.Background(), dex.ClientOptions{Addresses: []string{serve(t, nil, slow)},
+	c2, err := dex.NewClient(dex.ClientOptions{Addresses: []string{serve(t, nil, slow)},
 		RetryTimeout: time.Second, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)

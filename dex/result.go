@@ -54,7 +54,7 @@ func outputsOf(ps []*dexpb.StepOutput) []StepOutput {
 			StepExecutionID: p.GetStepExecutionId(),
 			Force:           p.GetForceComplete(),
 			Time:            timeOf(p.GetTime()),
-			Value:           ValueOf(p.GetOutput()),
+			Value:           valueOf(p.GetOutput()),
 		})
 	}
 	return out
@@ -81,14 +81,6 @@ func (r *FlowResult) Err() error {
 	return r.Error
 }
 
-// Output decodes the last output into ptr; ErrNoValue when there is none.
-func (r *FlowResult) Output(ptr any) error {
-	if len(r.Outputs) == 0 {
-		return ErrNoValue
-	}
-	return r.Outputs[len(r.Outputs)-1].Value.Decode(ptr)
-}
-
 // Output returns the flow's last output as a T:
 //
 //	receipt, err := dex.Output[Receipt](res)
@@ -97,7 +89,7 @@ func Output[T any](r *FlowResult) (T, error) {
 	if len(r.Outputs) == 0 || !r.Outputs[len(r.Outputs)-1].Value.IsSet() {
 		return v, ErrNoValue
 	}
-	return decodeValue[T](r.Outputs[len(r.Outputs)-1].Value.Proto())
+	return decodeValue[T](r.Outputs[len(r.Outputs)-1].Value.ev)
 }
 
 func flowResultOf(p *dexpb.FlowResult) *FlowResult {

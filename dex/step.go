@@ -37,7 +37,7 @@ type StepType interface {
 	bindStep(self any) (*stepDef, error)
 }
 
-// StepWithInput is a step type whose input is T, as GoTo and To require.
+// StepWithInput is a step type whose input is T, as To requires.
 type StepWithInput[T any] interface {
 	StepType
 	stepInput(T)

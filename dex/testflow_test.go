@@ -37,7 +37,7 @@ type Reserve struct{ dex.Step[Order] }
 func (Reserve) Execute(ctx dex.Context, o Order) (dex.Decision, error) {
 	Status.Set(ctx, "reserved")
 	Notes.Publish(ctx, "reserved "+o.ID)
-	return dex.GoTo[Await](o), nil
+	return dex.Move(dex.To[Await](o)), nil
 }
 
 type Await struct{ dex.Step[Order] }
@@ -67,7 +67,7 @@ func (Await) Execute(ctx dex.Context, o Order, r dex.Results) (dex.Decision, err
 			dex.To[Ship](o).WithOptions(dex.StepOptions{Execute: dex.MethodOptions{AttemptTimeout: 5 * time.Second}}).SkipWaitFor(),
 		), nil
 	}
-	if deadline.Fired(r) {
+	if r.TimerFired(dex.TimerID(deadline.ID())) {
 		return dex.ForceFail("not approved in time"), nil
 	}
 	return dex.DeadEnd(), nil
@@ -109,9 +109,9 @@ func (Charge) Execute(ctx dex.Context, o Order) (dex.Decision, error) {
 			return nil, ctx.Err()
 		}
 	case "undeclared":
-		return dex.GoTo[Refund](o), nil // not in MovesTo
+		return dex.Move(dex.To[Refund](o)), nil // not in MovesTo
 	}
-	return dex.GoTo[Ship](o), nil
+	return dex.Move(dex.To[Ship](o)), nil
 }
 
 func chargeBusy(o Order) error {

@@ -125,7 +125,7 @@ func dialUnresponsive(t *testing.T, opts dex.ClientOptions) *dex.Client {
 	opts.RetryBackoff = dex.Backoff{Initial: 5 * time.Millisecond, Max: 20 * time.Millisecond}
 	opts.UnresponsiveTimeout = unresponsive
 	opts.Logger = quietLogger()
-	c, err := dex.Dial(context.Background(), opts)
+	c, err := dex.NewClient(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +244,7 @@ func TestClient_RequestIDCallsRetryElsewhereOrNameTheirRequestID(t *testing.T) {
 	if run, err := c.StartFlow(ctx, testFlow, "order-42", Order{ID: "42"}, dex.WithRequestID("start-1")); err != nil || run.RunID != "run-1" {
 		t.Fatalf("StartFlow = %+v, %v", run, err)
 	}
-	if err := c.PublishWithID(ctx, "order-42", "pub-1", Approve.Message(true)); err != nil {
+	if err := c.Publish(ctx, "order-42", []dex.Message{Approve.Message(true)}, dex.WithRequestID("pub-1")); err != nil {
 		t.Fatal(err)
 	}
 	if len(ids) != 2 || ids[0] != "start-1" || ids[1] != "pub-1" {
@@ -260,8 +260,8 @@ func TestClient_RequestIDCallsRetryElsewhereOrNameTheirRequestID(t *testing.T) {
 		!strings.Contains(err.Error(), `retry with request ID "start-2" (dex.WithRequestID)`) {
 		t.Errorf("StartFlow err = %v, want an OutcomeUnknownError naming request ID start-2", err)
 	}
-	err = onlyFrozen.PublishWithID(ctx, "order-43", "pub-2", Approve.Message(true))
-	if !errors.As(err, &ou) || ou.RequestID != "pub-2" || !strings.Contains(err.Error(), `request ID "pub-2" (PublishWithID)`) {
+	err = onlyFrozen.Publish(ctx, "order-43", []dex.Message{Approve.Message(true)}, dex.WithRequestID("pub-2"))
+	if !errors.As(err, &ou) || ou.RequestID != "pub-2" || !strings.Contains(err.Error(), `request ID "pub-2" (dex.WithRequestID)`) {
 		t.Errorf("Publish err = %v, want an OutcomeUnknownError naming request ID pub-2", err)
 	}
 	// A call whose context ends keeps the context's error in the chain; once
@@ -351,7 +351,7 @@ func TestClient_ReconnectsSoonAfterTheServerRestarts(t *testing.T) {
 		return srv
 	}
 	srv := start(lis)
-	c, err := dex.Dial(context.Background(), dex.ClientOptions{Addresses: []string{addr}, Logger: quietLogger()})
+	c, err := dex.NewClient(dex.ClientOptions{Addresses: []string{addr}, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,8 +21,8 @@ type Value struct {
 	ev *dexpb.EncodedValue
 }
 
-// ValueOf wraps an EncodedValue of the API; nil means "no value".
-func ValueOf(ev *dexpb.EncodedValue) Value { return Value{ev: ev} }
+// valueOf wraps an EncodedValue of the API; nil means "no value".
+func valueOf(ev *dexpb.EncodedValue) Value { return Value{ev: ev} }
 
 // IsSet reports whether there is a value. An unset value is different from an
 // encoded JSON null.
@@ -37,9 +37,6 @@ func (v Value) Type() string { return v.ev.GetType() }
 
 // Data is the encoded bytes.
 func (v Value) Data() []byte { return v.ev.GetData() }
-
-// Proto returns the value as the API message (nil when unset).
-func (v Value) Proto() *dexpb.EncodedValue { return v.ev }
 
 // Decode decodes the value into ptr, like json.Unmarshal. An unset value
 // leaves *ptr unchanged and returns ErrNoValue.

@@ -33,9 +33,8 @@ type TimerCondition struct {
 // Timer is a durable timer that fires d after the Wait is stored.
 func Timer(d time.Duration) TimerCondition { return TimerCondition{d: d} }
 
-// WithID names the timer, so that Execute (TimerCondition.Fired,
-// Results.TimerFiredID) and SkipTimer can refer to it. IDs must be unique
-// within a Wait.
+// WithID names the timer, so that Execute (Results.TimerFired with
+// TimerID) and SkipTimer can refer to it. IDs must be unique within a Wait.
 func (t TimerCondition) WithID(id string) TimerCondition {
 	t.id = id
 	return t
@@ -43,17 +42,6 @@ func (t TimerCondition) WithID(id string) TimerCondition {
 
 // ID is the timer's ID, empty when it has none.
 func (t TimerCondition) ID() string { return t.id }
-
-// Fired reports whether the timer fired (or was skipped) by the time the
-// Wait was satisfied. A timer with an ID is matched by ID; without an ID,
-// Fired reports whether any timer of the Wait fired (use Results.TimerFired
-// to ask by index).
-func (t TimerCondition) Fired(r Results) bool {
-	if t.id == "" {
-		return r.AnyTimerFired()
-	}
-	return r.TimerFiredID(t.id)
-}
 
 func (t TimerCondition) waitProto() (*dexpb.Wait, error) { return untilProto(t) }
 
@@ -125,12 +113,13 @@ func waitToProto(w Wait) (*dexpb.Wait, error) {
 }
 
 // Results is what Execute learns about its satisfied Wait (E18): which
-// timers fired and which messages each channel condition consumed, or that
-// the WaitFor failed (E11). Channel.Received, Channel.Messages,
-// ChannelCondition.Messages and TimerCondition.Fired read it typed.
+// timers fired (TimerFired), which messages each channel's conditions
+// consumed (Channel.Received, Channel.Messages), which condition of an AnyOf
+// won (ChannelCondition.Satisfied), or that the WaitFor failed
+// (WaitForError).
 //
 // Timers are indexed from 0 in declaration order, counting timer conditions
-// only; channel conditions likewise among themselves (E15).
+// only (E15).
 type Results struct {
 	pb      *dexpb.ConditionResults
 	failure *dexpb.AttemptFailure
@@ -138,64 +127,22 @@ type Results struct {
 	st      *handlerState // collects decode errors; nil outside a task
 }
 
-// AnyTimerFired reports whether at least one timer fired or was skipped.
-func (r Results) AnyTimerFired() bool {
-	for _, t := range r.pb.GetTimers() {
-		if t.GetFired() {
-			return true
+// TimerFired reports whether the timer t selects (TimerID or TimerIndex)
+// fired, or was skipped, by the time the Wait was satisfied.
+func (r Results) TimerFired(t TimerRef) bool { return r.timer(t).GetFired() }
+
+// TimerSkipped reports whether the timer t selects fired because a client
+// called SkipTimer (E19).
+func (r Results) TimerSkipped(t TimerRef) bool { return r.timer(t).GetSkipped() }
+
+func (r Results) timer(t TimerRef) *dexpb.TimerResult {
+	for _, tr := range r.pb.GetTimers() {
+		if (t.id != "" && tr.GetConditionId() == t.id) || (t.id == "" && int(tr.GetTimerIndex()) == t.index) {
+			return tr
 		}
 	}
-	return false
+	return nil
 }
-
-// TimerFired reports whether the timer with this index (from 0, counting
-// timers only) fired.
-func (r Results) TimerFired(index int) bool {
-	for _, t := range r.pb.GetTimers() {
-		if int(t.GetTimerIndex()) == index {
-			return t.GetFired()
-		}
-	}
-	return false
-}
-
-// TimerFiredID reports whether the timer with this condition ID fired.
-func (r Results) TimerFiredID(id string) bool {
-	for _, t := range r.pb.GetTimers() {
-		if t.GetConditionId() == id {
-			return t.GetFired()
-		}
-	}
-	return false
-}
-
-// TimerSkipped reports whether the timer with this index fired because a
-// client called SkipTimer.
-func (r Results) TimerSkipped(index int) bool {
-	for _, t := range r.pb.GetTimers() {
-		if int(t.GetTimerIndex()) == index {
-			return t.GetSkipped()
-		}
-	}
-	return false
-}
-
-// NumTimers is the number of timer conditions of the Wait.
-func (r Results) NumTimers() int { return len(r.pb.GetTimers()) }
-
-// ChannelSatisfied reports whether the channel condition with this index
-// (from 0, counting channel conditions only) held and consumed messages.
-func (r Results) ChannelSatisfied(index int) bool {
-	for _, c := range r.pb.GetChannels() {
-		if int(c.GetChannelConditionIndex()) == index {
-			return c.GetSatisfied()
-		}
-	}
-	return false
-}
-
-// Proto returns the results as the API message.
-func (r Results) Proto() *dexpb.ConditionResults { return r.pb }
 
 // WaitForError is nil unless the step's WaitFor exhausted its retries and the
 // step's WaitForFailure policy is WaitForProceed (E11); then it is an

@@ -167,17 +167,6 @@ func NewWorker(opts WorkerOptions, flows ...*Flow) (*Worker, error) {
 	}, nil
 }
 
-// Hello returns the Hello the worker sends when it connects: its ID, its
-// flow types with their declarations, and its concurrency.
-func (w *Worker) Hello() *dexpb.Hello { return w.hello }
-
-// HandleTask runs one task synchronously, as Run does for every task it
-// receives, and returns the message that answers it (a TaskResult or a
-// TaskFailure). Test helpers use it to run handlers without a stream.
-func (w *Worker) HandleTask(ctx context.Context, t *dexpb.Task) *dexpb.PollWorkerTaskRequest {
-	return w.reg.run(ctx, t)
-}
-
 // Run polls for tasks until ctx ends, reconnecting with backoff and moving
 // through the address list (P5). When ctx ends it stops gracefully: it takes
 // no new tasks (a task that still arrives is answered with a TaskFailure of

@@ -15,6 +15,7 @@ import (
 
 	"github.com/dexzd/dexzd/api/dexpb"
 	"github.com/dexzd/dexzd/dex"
+	"github.com/dexzd/dexzd/dex/dexraw"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -246,14 +247,14 @@ func TestWorker_ExecuteLearnsWaitForFailure(t *testing.T) {
 		Method: dexpb.TaskKind(dex.KindWaitFor), Attempt: 3, Kind: dexpb.AttemptFailureKind_ATTEMPT_FAILURE_KIND_WORKER_ERROR,
 		ErrorType: "*net.OpError", Message: "connection refused",
 	}
-	res := w.HandleTask(context.Background(), ex).GetTaskResult()
+	res := dexraw.HandleTask(context.Background(), w, ex).GetTaskResult()
 	reason := res.GetExecute().GetDecision().GetForceFail().GetReason()
 	if !strings.Contains(reason, "wait failed: attempt 3") || !strings.Contains(reason, "connection refused") {
 		t.Errorf("reason = %q", reason)
 	}
 
 	// A nil Wait is the empty Wait, satisfied at once.
-	res = w.HandleTask(context.Background(), task(dexpb.TaskKind(dex.KindWaitFor), "t2", "Await", jsonValue(t, Order{ID: "no-wait"}))).GetTaskResult()
+	res = dexraw.HandleTask(context.Background(), w, task(dexpb.TaskKind(dex.KindWaitFor), "t2", "Await", jsonValue(t, Order{ID: "no-wait"}))).GetTaskResult()
 	if wt := res.GetWaitFor().GetWait(); wt == nil || wt.GetKind() != nil {
 		t.Errorf("wait = %v, want empty", wt)
 	}
@@ -307,7 +308,7 @@ func TestWorker_DecisionsEncode(t *testing.T) {
 		t.Fatal(err)
 	}
 	run := func(step string, o Order) *dexpb.PollWorkerTaskRequest {
-		return w.HandleTask(context.Background(), task(dexpb.TaskKind(dex.KindExecute), "t", step, jsonValue(t, o)))
+		return dexraw.HandleTask(context.Background(), w, task(dexpb.TaskKind(dex.KindExecute), "t", step, jsonValue(t, o)))
 	}
 	if d := run("Ship", Order{ID: "1", Cents: 5}).GetTaskResult().GetExecute().GetDecision(); d.GetGracefulComplete() == nil ||
 		decodeJSON[Receipt](t, d.GetGracefulComplete().GetOutput()) != (Receipt{OrderID: "1", Cents: 5}) ||
@@ -334,7 +335,7 @@ func TestWorker_DecisionsEncode(t *testing.T) {
 		t.Errorf("failure = %v", f)
 	}
 	// An input that does not decode is a DecodeError.
-	f = w.HandleTask(context.Background(), task(dexpb.TaskKind(dex.KindExecute), "t", "Ship", &dexpb.EncodedValue{Encoding: "json", Data: []byte(`"x"`)})).GetTaskFailure()
+	f = dexraw.HandleTask(context.Background(), w, task(dexpb.TaskKind(dex.KindExecute), "t", "Ship", &dexpb.EncodedValue{Encoding: "json", Data: []byte(`"x"`)})).GetTaskFailure()
 	if f.GetErrorType() != "dex.DecodeError" {
 		t.Errorf("failure = %v", f)
 	}

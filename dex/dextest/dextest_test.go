@@ -10,7 +10,6 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/dexzd/dexzd/api/dexpb"
 	"github.com/dexzd/dexzd/dex"
 	"github.com/dexzd/dexzd/dex/dextest"
 	"github.com/dexzd/dexzd/examples/flows"
@@ -28,12 +27,12 @@ func ctxT(t *testing.T) context.Context {
 }
 
 // history returns every event of the flow's latest run.
-func history(ctx context.Context, t *testing.T, c *dex.Client, flowID string) []*dexpb.HistoryEvent {
+func history(ctx context.Context, t *testing.T, c *dex.Client, flowID string) []dex.HistoryEvent {
 	t.Helper()
-	var out []*dexpb.HistoryEvent
+	var out []dex.HistoryEvent
 	q := dex.HistoryQuery{}
 	for {
-		p, err := c.History(ctx, flowID, q)
+		p, err := c.GetFlowHistory(ctx, flowID, q)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -46,11 +45,11 @@ func history(ctx context.Context, t *testing.T, c *dex.Client, flowID string) []
 }
 
 // executeFailures returns the failed Execute attempts of stepType.
-func executeFailures(events []*dexpb.HistoryEvent, stepType string) []*dexpb.StepAttemptFailedEvent {
-	var out []*dexpb.StepAttemptFailedEvent
+func executeFailures(events []dex.HistoryEvent, stepType string) []dex.HistoryEvent {
+	var out []dex.HistoryEvent
 	for _, e := range events {
-		if f := e.GetExecuteFailed(); f != nil && f.GetStepType() == stepType {
-			out = append(out, f)
+		if e.Kind == dex.EventExecuteFailed && e.StepType == stepType {
+			out = append(out, e)
 		}
 	}
 	return out
@@ -58,15 +57,15 @@ func executeFailures(events []*dexpb.HistoryEvent, stepType string) []*dexpb.Ste
 
 // waiting polls the flow's live state until a step execution waits, and
 // returns it.
-func waiting(ctx context.Context, t *testing.T, c *dex.Client, flowID string) *dexpb.StepExecutionState {
+func waiting(ctx context.Context, t *testing.T, c *dex.Client, flowID string) dex.StepState {
 	t.Helper()
 	for {
 		st, err := c.GetFlowState(ctx, flowID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, s := range st.GetStepExecutions() {
-			if s.GetPhase() == dexpb.StepPhase_STEP_PHASE_WAITING {
+		for _, s := range st.Steps {
+			if s.Phase == dex.PhaseWaiting {
 				return s
 			}
 		}
@@ -120,23 +119,23 @@ func TestOrderFlow_RetriedChargeShips(t *testing.T) {
 		t.Fatalf("Charge failed %d times, want 2: %v", len(fails), fails)
 	}
 	for i, f := range fails {
-		if f.GetFailure().GetAttempt() != uint32(i+1) || f.GetFailure().GetMessage() != flows.ErrGatewayBusy.Error() {
+		if f.Failure.Attempt != i+1 || f.Failure.Message != flows.ErrGatewayBusy.Error() {
 			t.Errorf("Charge failure %d = %v", i+1, f)
 		}
 	}
-	var done *dexpb.HistoryEvent
-	for _, e := range events {
-		if ec := e.GetExecuteCompleted(); ec != nil && ec.GetStepType() == "Charge" {
-			done = e
+	var done *dex.HistoryEvent
+	for i, e := range events {
+		if e.Kind == dex.EventExecuteCompleted && e.StepType == "Charge" {
+			done = &events[i]
 		}
 	}
-	if done == nil || done.GetExecuteCompleted().GetAttempt() != 3 {
+	if done == nil || done.Attempt != 3 {
 		t.Fatalf("Charge completed: %v; want attempt 3", done)
 	}
 	// E10: attempt 3 is handed out 50 ms (the retry-after) after attempt 2
 	// failed, not after the policy's 200 ms (100 ms doubled).
-	handoff := done.GetTime().AsTime().Add(-done.GetExecuteCompleted().GetDuration().AsDuration())
-	if gap := handoff.Sub(fails[1].GetFailure().GetTime().AsTime()); gap < 45*time.Millisecond || gap >= 200*time.Millisecond {
+	handoff := done.Time.Add(-done.Duration)
+	if gap := handoff.Sub(fails[1].Failure.Time); gap < 45*time.Millisecond || gap >= 200*time.Millisecond {
 		t.Errorf("attempt 3 started %v after attempt 2 failed; want about 50ms", gap)
 	}
 }
@@ -164,7 +163,7 @@ func TestOrderFlow_DeclinedCardRecoversToCancel(t *testing.T) {
 	if len(fails) != 4 {
 		t.Fatalf("Charge failed %d times, want 4 (MaximumAttempts)", len(fails))
 	}
-	if last := fails[3]; last.GetFailure().GetErrorType() != "*flows.DeclinedError" {
+	if last := fails[3]; last.Failure.Type != "*flows.DeclinedError" {
 		t.Errorf("last Charge failure = %v; want a DeclinedError", last)
 	}
 }
@@ -184,7 +183,7 @@ func TestApprovalFlow(t *testing.T) {
 			t.Fatal(err)
 		}
 		waiting(ctx, t, c, "req-1")
-		if err := c.Publish(ctx, "req-1", flows.Approve.Message(flows.Vote{Approved: true, By: "ann"})); err != nil {
+		if err := c.Publish(ctx, "req-1", []dex.Message{flows.Approve.Message(flows.Vote{Approved: true, By: "ann"})}); err != nil {
 			t.Fatal(err)
 		}
 		if got, want := result[flows.Verdict](ctx, t, c, "req-1"), (flows.Verdict{RequestID: "1", Outcome: "approved", By: "ann"}); got != want {
@@ -197,14 +196,14 @@ func TestApprovalFlow(t *testing.T) {
 			t.Fatal(err)
 		}
 		step := waiting(ctx, t, c, "req-2")
-		if err := c.SkipTimer(ctx, "req-2", step.GetStepExecutionId(), dex.TimerID(flows.ApprovalTimeout.ID())); err != nil {
+		if err := c.SkipTimer(ctx, "req-2", step.StepExecutionID, dex.TimerID(flows.ApprovalTimeout.ID())); err != nil {
 			t.Fatal(err)
 		}
 		if got, want := result[flows.Verdict](ctx, t, c, "req-2"), (flows.Verdict{RequestID: "2", Outcome: "timed-out"}); got != want {
 			t.Errorf("verdict = %+v, want %+v", got, want)
 		}
 		// The timer is no longer pending.
-		err := c.SkipTimer(ctx, "req-2", step.GetStepExecutionId(), dex.TimerID(flows.ApprovalTimeout.ID()))
+		err := c.SkipTimer(ctx, "req-2", step.StepExecutionID, dex.TimerID(flows.ApprovalTimeout.ID()))
 		if !errors.Is(err, dex.ErrFailedPrecondition) && !errors.Is(err, dex.ErrNotFound) {
 			t.Errorf("second SkipTimer = %v, want FAILED_PRECONDITION or NOT_FOUND", err)
 		}
@@ -226,7 +225,7 @@ func TestPublishRetriedAfterNewRunLandsOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	waiting(ctx, t, c, "req-3")
-	if err := c.PublishWithID(ctx, "req-3", "vote-3", vote); err != nil {
+	if err := c.Publish(ctx, "req-3", []dex.Message{vote}, dex.WithRequestID("vote-3")); err != nil {
 		t.Fatal(err)
 	}
 	if got := result[flows.Verdict](ctx, t, c, "req-3"); got.Outcome != "approved" {
@@ -237,17 +236,17 @@ func TestPublishRetriedAfterNewRunLandsOnce(t *testing.T) {
 	}
 	step := waiting(ctx, t, c, "req-3")
 	// The retry of the first publish (its response was lost).
-	if err := c.PublishWithID(ctx, "req-3", "vote-3", vote); err != nil {
+	if err := c.Publish(ctx, "req-3", []dex.Message{vote}, dex.WithRequestID("vote-3")); err != nil {
 		t.Fatal(err)
 	}
 	st, err := c.GetFlowState(ctx, "req-3")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(st.GetChannels()) != 0 {
-		t.Fatalf("run 2 queued the retried publish: %v", st.GetChannels())
+	if len(st.Channels) != 0 {
+		t.Fatalf("run 2 queued the retried publish: %v", st.Channels)
 	}
-	if err := c.SkipTimer(ctx, "req-3", step.GetStepExecutionId(), dex.TimerID(flows.ApprovalTimeout.ID())); err != nil {
+	if err := c.SkipTimer(ctx, "req-3", step.StepExecutionID, dex.TimerID(flows.ApprovalTimeout.ID())); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := result[flows.Verdict](ctx, t, c, "req-3"), (flows.Verdict{RequestID: "3b", Outcome: "timed-out"}); got != want {
@@ -334,7 +333,7 @@ func TestRestart_FlowsCompleteAfterACrash(t *testing.T) {
 	if env.Addr() != addr {
 		t.Errorf("address after Restart = %s, want %s", env.Addr(), addr)
 	}
-	if err := c.Publish(ctx, "req-r", flows.Approve.Message(flows.Vote{Approved: true, By: "bob"})); err != nil {
+	if err := c.Publish(ctx, "req-r", []dex.Message{flows.Approve.Message(flows.Vote{Approved: true, By: "bob"})}); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := <-verdict, (flows.Verdict{RequestID: "r", Outcome: "approved", By: "bob"}); got != want {
@@ -401,7 +400,7 @@ func TestRestart_RunningAttemptRunsAgain(t *testing.T) {
 		t.Errorf("output = %q", got)
 	}
 	fails := executeFailures(history(ctx, t, c, "hold-1"), "Hold")
-	if len(fails) != 1 || fails[0].GetFailure().GetKind() != dexpb.AttemptFailureKind_ATTEMPT_FAILURE_KIND_NOT_COMPLETED {
+	if len(fails) != 1 || fails[0].Failure.Kind != dex.FailureNotCompleted {
 		t.Errorf("Hold failures = %v; want attempt 1 NOT_COMPLETED", fails)
 	}
 }

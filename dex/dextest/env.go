@@ -168,7 +168,7 @@ func (e *Env) start(ctx context.Context, flows []*dex.Flow, opts []Option) error
 	if err != nil {
 		return err
 	}
-	e.client, err = dex.Dial(ctx, dex.ClientOptions{
+	e.client, err = dex.NewClient(dex.ClientOptions{
 		Addresses: []string{e.addr}, Logger: e.log.With("component", "client"), DialOptions: dial, RetryBackoff: quick,
 	})
 	if err != nil {

@@ -42,7 +42,7 @@ func cli() int {
 }
 
 func run(ctx context.Context, addrs []string, o flows.Order) error {
-	c, err := dex.Dial(ctx, dex.ClientOptions{Addresses: addrs})
+	c, err := dex.NewClient(dex.ClientOptions{Addresses: addrs})
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/dexzd/dexzd/api/dexpb"
 	"github.com/dexzd/dexzd/dex"
+	"github.com/dexzd/dexzd/dex/dexraw"
 	"github.com/dexzd/dexzd/examples/flows"
 )
 
@@ -68,7 +69,7 @@ func TestOrderFlow_ChargeRetriesThenShips(t *testing.T) {
 	ctx := context.Background()
 	order := flows.Order{ID: "42", Cents: 1200, Card: "visa"}
 
-	res := w.HandleTask(ctx, execute("order", "Reserve", 1, value(t, order))).GetTaskResult()
+	res := dexraw.HandleTask(ctx, w, execute("order", "Reserve", 1, value(t, order))).GetTaskResult()
 	if m := res.GetExecute().GetDecision().GetMovements().GetMovements(); len(m) != 1 || m[0].GetStepType() != "Charge" {
 		t.Fatalf("Reserve decided %v", res.GetExecute().GetDecision())
 	}
@@ -76,16 +77,16 @@ func TestOrderFlow_ChargeRetriesThenShips(t *testing.T) {
 		t.Errorf("Reserve wrote %v", w)
 	}
 	for attempt := uint32(1); attempt <= 2; attempt++ {
-		f := w.HandleTask(ctx, execute("order", "Charge", attempt, value(t, order))).GetTaskFailure()
+		f := dexraw.HandleTask(ctx, w, execute("order", "Charge", attempt, value(t, order))).GetTaskFailure()
 		if f.GetMessage() != flows.ErrGatewayBusy.Error() || f.GetRetryAfter() == nil {
 			t.Fatalf("Charge attempt %d = %v, want a transient failure with retry-after", attempt, f)
 		}
 	}
-	res = w.HandleTask(ctx, execute("order", "Charge", 3, value(t, order))).GetTaskResult()
+	res = dexraw.HandleTask(ctx, w, execute("order", "Charge", 3, value(t, order))).GetTaskResult()
 	if m := res.GetExecute().GetDecision().GetMovements().GetMovements(); len(m) != 1 || m[0].GetStepType() != "Ship" {
 		t.Fatalf("Charge attempt 3 decided %v", res.GetExecute().GetDecision())
 	}
-	res = w.HandleTask(ctx, execute("order", "Ship", 1, value(t, order))).GetTaskResult()
+	res = dexraw.HandleTask(ctx, w, execute("order", "Ship", 1, value(t, order))).GetTaskResult()
 	got := decode[flows.Receipt](t, res.GetExecute().GetDecision().GetGracefulComplete().GetOutput())
 	if want := (flows.Receipt{OrderID: "42", Status: "shipped", Cents: 1200, Tracking: "TRK-42"}); got != want {
 		t.Errorf("receipt = %+v, want %+v", got, want)
@@ -97,13 +98,13 @@ func TestOrderFlow_DeclinedCardRecoversToCancel(t *testing.T) {
 	t.Parallel()
 	w := newWorker(t)
 	order := flows.Order{ID: "43", Cents: 500, Card: "declined"}
-	f := w.HandleTask(context.Background(), execute("order", "Charge", 4, value(t, order))).GetTaskFailure()
+	f := dexraw.HandleTask(context.Background(), w, execute("order", "Charge", 4, value(t, order))).GetTaskFailure()
 	if f.GetErrorType() != "*flows.DeclinedError" || f.GetRetryAfter() != nil {
 		t.Errorf("failure = %v", f)
 	}
 	// The server runs the recovery step once the retries are exhausted.
 	var charge *dexpb.StepDeclaration
-	for _, s := range w.Hello().GetFlowTypes()[0].GetSteps() {
+	for _, s := range dexraw.Hello(w).GetFlowTypes()[0].GetSteps() {
 		if s.GetStepType() == "Charge" {
 			charge = s
 		}
@@ -111,7 +112,7 @@ func TestOrderFlow_DeclinedCardRecoversToCancel(t *testing.T) {
 	if o := charge.GetOptions(); o.GetExecuteRecoveryStepType() != "Cancel" || o.GetExecute().GetRetryPolicy().GetMaximumAttempts() != 4 {
 		t.Errorf("Charge options = %v", o)
 	}
-	res := w.HandleTask(context.Background(), execute("order", "Cancel", 1, value(t, order))).GetTaskResult()
+	res := dexraw.HandleTask(context.Background(), w, execute("order", "Cancel", 1, value(t, order))).GetTaskResult()
 	if got := decode[flows.Receipt](t, res.GetExecute().GetDecision().GetGracefulComplete().GetOutput()); got.Status != "canceled" {
 		t.Errorf("receipt = %+v", got)
 	}
@@ -123,7 +124,7 @@ func TestApprovalFlow_Outcomes(t *testing.T) {
 	w := newWorker(t)
 	req := flows.Request{ID: "r1", Amount: 10}
 
-	wt := w.HandleTask(context.Background(), &dexpb.Task{Kind: dexpb.TaskKind(dex.KindWaitFor), TaskToken: []byte("t"), FlowType: "approval",
+	wt := dexraw.HandleTask(context.Background(), w, &dexpb.Task{Kind: dexpb.TaskKind(dex.KindWaitFor), TaskToken: []byte("t"), FlowType: "approval",
 		StepType: "AwaitApproval", Input: value(t, req)}).GetTaskResult().GetWaitFor().GetWait()
 	if c := wt.GetAnyOf().GetConditions(); len(c) != 2 || c[0].GetChannel().GetChannel() != "approve" || c[1].GetId() != "timeout" {
 		t.Fatalf("wait = %v", wt)
@@ -149,7 +150,7 @@ func TestApprovalFlow_Outcomes(t *testing.T) {
 	} {
 		task := execute("approval", "AwaitApproval", 1, value(t, req))
 		task.ConditionResults = tt.results
-		res := w.HandleTask(context.Background(), task).GetTaskResult()
+		res := dexraw.HandleTask(context.Background(), w, task).GetTaskResult()
 		if got := decode[flows.Verdict](t, res.GetExecute().GetDecision().GetGracefulComplete().GetOutput()); got != tt.want {
 			t.Errorf("verdict = %+v, want %+v", got, tt.want)
 		}
@@ -162,23 +163,23 @@ func TestCounterFlow_RPCs(t *testing.T) {
 	w := newWorker(t)
 	ctx := context.Background()
 
-	res := w.HandleTask(ctx, rpc("add", value(t, 5), 3, t)).GetTaskResult()
+	res := dexraw.HandleTask(ctx, w, rpc("add", value(t, 5), 3, t)).GetTaskResult()
 	if decode[int](t, res.GetRpc().GetOutput()) != 8 || decode[int](t, res.GetWrites().GetAttributeWrites()[0].GetValue()) != 8 {
 		t.Errorf("add = %v", res)
 	}
-	res = w.HandleTask(ctx, rpc("get", value(t, struct{}{}), 8, t)).GetTaskResult()
+	res = dexraw.HandleTask(ctx, w, rpc("get", value(t, struct{}{}), 8, t)).GetTaskResult()
 	if decode[int](t, res.GetRpc().GetOutput()) != 8 || res.GetWrites() != nil {
 		t.Errorf("get = %v", res)
 	}
-	if f := w.HandleTask(ctx, rpc("add", value(t, -1), 8, t)).GetTaskFailure(); f.GetMessage() != "a counter only grows" {
+	if f := dexraw.HandleTask(ctx, w, rpc("add", value(t, -1), 8, t)).GetTaskFailure(); f.GetMessage() != "a counter only grows" {
 		t.Errorf("add -1 = %v", f)
 	}
-	res = w.HandleTask(ctx, rpc("finish", nil, 8, t)).GetTaskResult()
+	res = dexraw.HandleTask(ctx, w, rpc("finish", nil, 8, t)).GetTaskResult()
 	m := res.GetRpc().GetMovements()
 	if len(m) != 1 || m[0].GetStepType() != "Finished" || decode[int](t, m[0].GetInput()) != 8 {
 		t.Fatalf("finish movements = %v", m)
 	}
-	res = w.HandleTask(ctx, &dexpb.Task{Kind: dexpb.TaskKind(dex.KindExecute), TaskToken: []byte("t"), FlowType: "counter",
+	res = dexraw.HandleTask(ctx, w, &dexpb.Task{Kind: dexpb.TaskKind(dex.KindExecute), TaskToken: []byte("t"), FlowType: "counter",
 		StepType: "Finished", Input: m[0].GetInput()}).GetTaskResult()
 	if decode[int](t, res.GetExecute().GetDecision().GetGracefulComplete().GetOutput()) != 8 {
 		t.Errorf("Finished = %v", res)

@@ -43,7 +43,7 @@ type Reserve struct{ dex.Step[Order] }
 
 func (Reserve) Execute(ctx dex.Context, o Order) (dex.Decision, error) {
 	OrderStatus.Set(ctx, "reserved")
-	return dex.GoTo[Charge](o), nil
+	return dex.Move(dex.To[Charge](o)), nil
 }
 
 // Charge charges the card. The simulated gateway is busy for the first two
@@ -66,7 +66,7 @@ func (Charge) Execute(ctx dex.Context, o Order) (dex.Decision, error) {
 		return nil, dex.RetryAfter(50*time.Millisecond, ErrGatewayBusy)
 	}
 	OrderStatus.Set(ctx, "charged")
-	return dex.GoTo[Ship](o), nil
+	return dex.Move(dex.To[Ship](o)), nil
 }
 
 // Ship ships the order and completes the flow with a receipt.

@@ -36,7 +36,7 @@ func (ChainStep) Execute(_ dex.Context, in ChainInput) (dex.Decision, error) {
 		return dex.GracefulComplete(ChainOutput{Value: in.Value, Pad: in.Pad}), nil
 	}
 	in.Left--
-	return dex.GoTo[ChainStep](in), nil
+	return dex.Move(dex.To[ChainStep](in)), nil
 }
 
 // ChainFlow is the chain flow under the type name flowType.

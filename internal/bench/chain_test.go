@@ -8,6 +8,7 @@ import (
 
 	"github.com/dexzd/dexzd/api/dexpb"
 	"github.com/dexzd/dexzd/dex"
+	"github.com/dexzd/dexzd/dex/dexraw"
 )
 
 func TestChainStep_MovesOnThenCompletes(t *testing.T) {
@@ -27,7 +28,7 @@ func TestChainStep_MovesOnThenCompletes(t *testing.T) {
 			Input: &dexpb.EncodedValue{Encoding: "json", Data: data}}
 	}
 
-	res := w.HandleTask(context.Background(), task(ChainInput{Value: 10, Left: 3, Pad: "xyz"})).GetTaskResult()
+	res := dexraw.HandleTask(context.Background(), w, task(ChainInput{Value: 10, Left: 3, Pad: "xyz"})).GetTaskResult()
 	m := res.GetExecute().GetDecision().GetMovements().GetMovements()
 	if len(m) != 1 || m[0].GetStepType() != "ChainStep" {
 		t.Fatalf("decision = %v, want a movement to ChainStep", res.GetExecute().GetDecision())
@@ -40,7 +41,7 @@ func TestChainStep_MovesOnThenCompletes(t *testing.T) {
 		t.Errorf("next input = %+v, want %+v", next, want)
 	}
 
-	res = w.HandleTask(context.Background(), task(ChainInput{Value: 12, Left: 1, Pad: "xyz"})).GetTaskResult()
+	res = dexraw.HandleTask(context.Background(), w, task(ChainInput{Value: 12, Left: 1, Pad: "xyz"})).GetTaskResult()
 	gc := res.GetExecute().GetDecision().GetGracefulComplete()
 	if gc == nil {
 		t.Fatalf("decision = %v, want GracefulComplete", res.GetExecute().GetDecision())

@@ -301,7 +301,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if err := waitServing(ctx, cfg.Addresses, cfg.DialOptions, cfg.ReadyTimeout); err != nil {
 		return res, err
 	}
-	client, err := dex.Dial(ctx, dex.ClientOptions{Addresses: cfg.Addresses, DialOptions: cfg.DialOptions, Logger: cfg.Logger})
+	client, err := dex.NewClient(dex.ClientOptions{Addresses: cfg.Addresses, DialOptions: cfg.DialOptions, Logger: cfg.Logger})
 	if err != nil {
 		return res, fmt.Errorf("bench: client: %w", err)
 	}
@@ -310,7 +310,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if cfg.Rate > 0 {
 		// Refusals are counted, not retried: RetryTimeout ends the SDK's
 		// back-off before its first retry.
-		starter, err = dex.Dial(ctx, dex.ClientOptions{Addresses: cfg.Addresses, DialOptions: cfg.DialOptions,
+		starter, err = dex.NewClient(dex.ClientOptions{Addresses: cfg.Addresses, DialOptions: cfg.DialOptions,
 			Logger: cfg.Logger, RetryTimeout: time.Nanosecond})
 		if err != nil {
 			return res, fmt.Errorf("bench: client: %w", err)

@@ -104,7 +104,7 @@ func (TimerStep) WaitFor(_ dex.Context, in TimerInput) (dex.Wait, error) {
 
 // Execute completes the flow.
 func (TimerStep) Execute(_ dex.Context, in TimerInput, r dex.Results) (dex.Decision, error) {
-	if !r.AnyTimerFired() {
+	if !r.TimerFired(dex.TimerIndex(0)) {
 		return dex.ForceFail("Execute ran before the timer fired"), nil
 	}
 	return dex.GracefulComplete(ChainOutput{Value: in.Value + 1, Pad: in.Pad}), nil
@@ -281,7 +281,7 @@ func (signalWorkload) start(ctx context.Context, c *dex.Client, f *dex.Flow, id 
 }
 
 func (signalWorkload) release(ctx context.Context, c *dex.Client, id string, i int) error {
-	if err := c.Publish(ctx, id, SignalChannel.Message(Signal{Value: signalValue(i)})); err != nil {
+	if err := c.Publish(ctx, id, []dex.Message{SignalChannel.Message(Signal{Value: signalValue(i)})}); err != nil {
 		return fmt.Errorf("publish: %w", err)
 	}
 	return nil

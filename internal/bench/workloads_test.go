@@ -10,6 +10,7 @@ import (
 
 	"github.com/dexzd/dexzd/api/dexpb"
 	"github.com/dexzd/dexzd/dex"
+	"github.com/dexzd/dexzd/dex/dexraw"
 	"github.com/dexzd/dexzd/internal/config"
 )
 
@@ -25,7 +26,7 @@ func handle(t *testing.T, flow *dex.Flow, kind dex.TaskKind, step string, in any
 	if err != nil {
 		t.Fatal(err)
 	}
-	ans := w.HandleTask(context.Background(), &dexpb.Task{Kind: dexpb.TaskKind(kind), TaskToken: []byte("t"), FlowType: flow.Name(),
+	ans := dexraw.HandleTask(context.Background(), w, &dexpb.Task{Kind: dexpb.TaskKind(kind), TaskToken: []byte("t"), FlowType: flow.Name(),
 		FlowId: "f", RunId: "r", StepType: step, StepExecutionId: step + "-1", Attempt: 1,
 		Input: &dexpb.EncodedValue{Encoding: "json", Data: data}, ConditionResults: cr})
 	res := ans.GetTaskResult()
@@ -123,7 +124,7 @@ func outputs(t *testing.T, pad string, step string, values ...int64) *dex.FlowRe
 			t.Fatal(err)
 		}
 		res.Outputs = append(res.Outputs, dex.StepOutput{StepType: step, StepExecutionID: step + "-" + string(rune('1'+i)),
-			Value: dex.ValueOf(&dexpb.EncodedValue{Encoding: "json", Data: data})})
+			Value: dexraw.Value(&dexpb.EncodedValue{Encoding: "json", Data: data})})
 	}
 	return res
 }

@@ -291,7 +291,7 @@ func TestBenchChain_DevServer(t *testing.T) {
 // waitCompleted waits until n flows of flowType have completed.
 func waitCompleted(t *testing.T, addr, flowType string, n int) {
 	t.Helper()
-	c, err := dex.Dial(context.Background(), dex.ClientOptions{Addresses: []string{addr}})
+	c, err := dex.NewClient(dex.ClientOptions{Addresses: []string{addr}})
 	if err != nil {
 		t.Fatal(err)
 	}

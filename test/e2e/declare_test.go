@@ -65,7 +65,7 @@ func TestDevRestart_FlowStartedBeforeTheDeclarationFollowsIt(t *testing.T) {
 		go func() { done <- w.Run(wctx) }()
 		return func() { cancel(); <-done }
 	}
-	c, err := dex.Dial(ctx, dex.ClientOptions{Addresses: []string{addr}, Logger: quietLogger()})
+	c, err := dex.NewClient(dex.ClientOptions{Addresses: []string{addr}, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}

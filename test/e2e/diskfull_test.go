@@ -166,7 +166,7 @@ func testDiskFull(t *testing.T, small string, size int) {
 	var wg sync.WaitGroup
 	defer func() { stopWorker(); wg.Wait() }()
 	wg.Go(func() { _ = w.Run(wctx) })
-	c, err := dex.Dial(ctx, dex.ClientOptions{Addresses: []string{addr}, Logger: quietLogger()})
+	c, err := dex.NewClient(dex.ClientOptions{Addresses: []string{addr}, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,8 +28,12 @@ type (
 	Third  struct{ dex.Step[int] }
 )
 
-func (First) Execute(_ dex.Context, n int) (dex.Decision, error)  { return dex.GoTo[Second](n + 1), nil }
-func (Second) Execute(_ dex.Context, n int) (dex.Decision, error) { return dex.GoTo[Third](n + 1), nil }
+func (First) Execute(_ dex.Context, n int) (dex.Decision, error) {
+	return dex.Move(dex.To[Second](n + 1)), nil
+}
+func (Second) Execute(_ dex.Context, n int) (dex.Decision, error) {
+	return dex.Move(dex.To[Third](n + 1)), nil
+}
 func (Third) Execute(_ dex.Context, n int) (dex.Decision, error) {
 	return dex.GracefulComplete(n + 1), nil
 }
@@ -57,7 +61,7 @@ func chainWorkerAndClient(t *testing.T, ctx context.Context, addr string) (c *de
 	var once sync.Once
 	stopWorker = func() { once.Do(func() { cancel(); <-workerDone }) }
 	t.Cleanup(stopWorker)
-	c, err = dex.Dial(ctx, dex.ClientOptions{Addresses: []string{addr}, Logger: quietLogger(), RetryBackoff: fast})
+	c, err = dex.NewClient(dex.ClientOptions{Addresses: []string{addr}, Logger: quietLogger(), RetryBackoff: fast})
 	if err != nil {
 		t.Fatal(err)
 	}

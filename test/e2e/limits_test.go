@@ -45,7 +45,7 @@ func limitsServer(t *testing.T, ctx context.Context, opts dex.WorkerOptions) (c 
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err = dex.Dial(ctx, dex.ClientOptions{Addresses: []string{addr}, Logger: quietLogger()})
+	c, err = dex.NewClient(dex.ClientOptions{Addresses: []string{addr}, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -102,7 +102,7 @@ func TestMeasure_MemoryOfLargeRequests(t *testing.T) {
 	p := testproc.Start(t, "dev", "--data-dir", data, "--listen", addr)
 	p.Serving(t, 30*time.Second)
 	t.Logf("started: %s", procMem(p.Pid()))
-	c, err := dex.Dial(ctx, dex.ClientOptions{Addresses: []string{addr}, Logger: quietLogger()})
+	c, err := dex.NewClient(dex.ClientOptions{Addresses: []string{addr}, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +161,7 @@ func TestMeasure_MemoryOfLargeRequests(t *testing.T) {
 	p2 := testproc.Start(t, "dev", "--data-dir", data, "--listen", addr)
 	p2.Serving(t, 60*time.Second)
 	t.Logf("restarted: %s", procMem(p2.Pid()))
-	c2, err := dex.Dial(ctx, dex.ClientOptions{Addresses: []string{addr}, Logger: quietLogger()})
+	c2, err := dex.NewClient(dex.ClientOptions{Addresses: []string{addr}, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}

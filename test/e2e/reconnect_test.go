@@ -27,7 +27,7 @@ func TestDevRestart_ClientIsAnsweredSoonAfterTheServerIsBack(t *testing.T) {
 	p1.Serving(t, 30*time.Second)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	c, err := dex.Dial(ctx, dex.ClientOptions{Addresses: []string{addr}, Logger: quietLogger()})
+	c, err := dex.NewClient(dex.ClientOptions{Addresses: []string{addr}, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}

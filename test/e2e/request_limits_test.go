@@ -101,7 +101,7 @@ func TestLimits_RequestAndFlowAttributeLimitsRefuseNamingTheLimit(t *testing.T) 
 	addr := testproc.FreeAddr(t)
 	p := testproc.Start(t, "dev", "--data-dir", filepath.Join(dir, "data"), "--listen", addr)
 	p.Serving(t, 30*time.Second)
-	c, err := dex.Dial(ctx, dex.ClientOptions{Addresses: []string{addr}, Logger: quietLogger()})
+	c, err := dex.NewClient(dex.ClientOptions{Addresses: []string{addr}, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +147,7 @@ func TestLimits_RequestAndFlowAttributeLimitsRefuseNamingTheLimit(t *testing.T) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := st.GetAttributes(); len(got) != 1 || got[0].GetName() != "a" {
+	if got := st.Attributes; len(got) != 1 || !got["a"].IsSet() {
 		t.Fatalf("attributes after the refused write: %v", got)
 	}
 	// Replacing the attribute with one of the same size is accepted.

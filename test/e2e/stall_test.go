@@ -132,11 +132,11 @@ func describeStall(ctx context.Context, c *dex.Client, id string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s:", id)
 	if st, err := c.GetFlowState(ctx, id); err == nil {
-		for _, s := range st.GetStepExecutions() {
-			fmt.Fprintf(&b, " step %s attempt %d %v;", s.GetStepExecutionId(), s.GetAttempt().GetAttempt(), s.GetAttempt().GetStatus())
+		for _, s := range st.Steps {
+			fmt.Fprintf(&b, " step %s attempt %d %v;", s.StepExecutionID, s.Attempt.Attempt, s.Attempt.Status)
 		}
 	}
-	if h, err := c.History(ctx, id, dex.HistoryQuery{}); err == nil {
+	if h, err := c.GetFlowHistory(ctx, id, dex.HistoryQuery{}); err == nil {
 		for _, e := range h.Events {
 			fmt.Fprintf(&b, " [%s]", e.String())
 		}

@@ -53,8 +53,12 @@ type (
 	Third  struct{ dex.Step[int] }
 )
 
-func (First) Execute(_ dex.Context, n int) (dex.Decision, error)  { return dex.GoTo[Second](n + 1), nil }
-func (Second) Execute(_ dex.Context, n int) (dex.Decision, error) { return dex.GoTo[Third](n + 1), nil }
+func (First) Execute(_ dex.Context, n int) (dex.Decision, error) {
+	return dex.Move(dex.To[Second](n + 1)), nil
+}
+func (Second) Execute(_ dex.Context, n int) (dex.Decision, error) {
+	return dex.Move(dex.To[Third](n + 1)), nil
+}
 func (Third) Execute(_ dex.Context, n int) (dex.Decision, error) {
 	return dex.GracefulComplete(n + 1), nil
 }
@@ -390,7 +394,7 @@ func runWorker(t *testing.T, ctx context.Context, addrs []string, maxTasks int, 
 // dialClient dials a client on addrs, closed when the test ends.
 func dialClient(t *testing.T, ctx context.Context, addrs []string) *dex.Client {
 	t.Helper()
-	c, err := dex.Dial(ctx, dex.ClientOptions{Addresses: addrs, Logger: quietLogger(), RetryBackoff: fastBackoff})
+	c, err := dex.NewClient(dex.ClientOptions{Addresses: addrs, Logger: quietLogger(), RetryBackoff: fastBackoff})
 	if err != nil {
 		t.Fatal(err)
 	}

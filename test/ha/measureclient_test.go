@@ -47,7 +47,7 @@ type (
 
 func (PauseA) Execute(_ dex.Context, n int) (dex.Decision, error) {
 	time.Sleep(100 * time.Millisecond)
-	return dex.GoTo[PauseB](n + 1), nil
+	return dex.Move(dex.To[PauseB](n + 1)), nil
 }
 
 func (PauseB) Execute(_ dex.Context, n int) (dex.Decision, error) {
@@ -282,7 +282,7 @@ func startClientLoad(t *testing.T, ctx context.Context, addrs []string) *clientL
 
 func sdkClient(t *testing.T, ctx context.Context, addrs []string) *dex.Client {
 	t.Helper()
-	c, err := dex.Dial(ctx, dex.ClientOptions{Addresses: addrs, Logger: quietLogger()})
+	c, err := dex.NewClient(dex.ClientOptions{Addresses: addrs, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -402,7 +402,7 @@ func (l *clientLoad) finish(at, served time.Time) clientFigures {
 		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 		defer cancel()
 		var lines []string
-		if h, err := l.flowC.History(ctx, worst.id, dex.HistoryQuery{}); err != nil {
+		if h, err := l.flowC.GetFlowHistory(ctx, worst.id, dex.HistoryQuery{}); err != nil {
 			lines = append(lines, err.Error())
 		} else {
 			for _, e := range h.Events {

@@ -102,7 +102,7 @@ func standbyConnsServed(t *testing.T, backend string, handOver bool) {
 	defer cancel()
 
 	attempts := &attemptLog{}
-	c, err := dex.Dial(ctx, dex.ClientOptions{Addresses: []string{a.addr, b.addr}, Logger: quietLogger(),
+	c, err := dex.NewClient(dex.ClientOptions{Addresses: []string{a.addr, b.addr}, Logger: quietLogger(),
 		RetryBackoff: fastBackoff, DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(attempts.interceptor)}})
 	if err != nil {
 		t.Fatal(err)

@@ -52,7 +52,7 @@ func freezeActive(t *testing.T, backend string) {
 	workerDone := make(chan error, 1)
 	go func() { workerDone <- w.Run(wctx) }()
 	defer func() { stopWorker(); <-workerDone }()
-	c, err := dex.Dial(ctx, dex.ClientOptions{Addresses: addrs, Logger: slog.New(logs.with("client")),
+	c, err := dex.NewClient(dex.ClientOptions{Addresses: addrs, Logger: slog.New(logs.with("client")),
 		RetryBackoff: fastBackoff, UnresponsiveTimeout: detectBound})
 	if err != nil {
 		t.Fatal(err)
