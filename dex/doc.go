@@ -1,6 +1,9 @@
 // Package dex is the Go SDK of Dex-ZD: define flows of typed steps, serve
 // them from a Worker, and start, drive and read them with a Client. It
-// depends only on the generated API (api/dexpb), gRPC and protobuf.
+// depends only on the generated API (api/dexpb), gRPC and protobuf, but its
+// exported API is its own types: the API's protobuf messages are reachable
+// only through package dex/dexraw, the escape hatch for advanced uses
+// (tools that show a flow's full state, tests that hand-make Tasks).
 //
 // # Defining a flow
 //
@@ -13,7 +16,7 @@
 //
 //	func (Reserve) Execute(ctx dex.Context, o Order) (dex.Decision, error) {
 //		Status.Set(ctx, "reserved")
-//		return dex.GoTo[AwaitApproval](o), nil // the compiler checks o's type
+//		return dex.Move(dex.To[AwaitApproval](o)), nil // the compiler checks o's type
 //	}
 //
 //	type AwaitApproval struct{ dex.Step[Order] }
@@ -24,7 +27,7 @@
 //
 //	func (AwaitApproval) Execute(ctx dex.Context, o Order, r dex.Results) (dex.Decision, error) {
 //		if ok, got := Approve.Received(r); got && ok {
-//			return dex.GoTo[Charge](o), nil
+//			return dex.Move(dex.To[Charge](o)), nil
 //		}
 //		return dex.ForceFail("not approved in time"), nil
 //	}
@@ -61,14 +64,15 @@
 // is the empty Wait (satisfied at once). Timer(d) is a TimerCondition with
 // duration d; Channel.ForOne/ForN/AtLeast/AtMost/AtLeastAtMost map to the
 // ChannelBound values. WithID sets WaitCondition.id (unique within a Wait).
-// In Results, timers are looked up by timer_index (Results.TimerFired, from
-// 0 counting timers only) or by condition_id (TimerCondition.Fired,
-// Results.TimerFiredID); channel conditions by condition_id when the
-// condition has one, else by channel name (ChannelCondition.Messages,
-// Channel.Messages, Channel.Received). Results.WaitForError reports
-// Task.wait_for_failed with Task.wait_for_failure (E11).
+// In Results, timers are looked up by condition_id (Results.TimerFired and
+// TimerSkipped with TimerID) or by timer_index (with TimerIndex, from 0
+// counting timers only), as SkipTimer selects them; messages by channel
+// name (Channel.Received, Channel.Messages); ChannelCondition.Satisfied by
+// condition_id when the condition has one, else by channel name.
+// Results.WaitForError reports Task.wait_for_failed with
+// Task.wait_for_failure (E11).
 //
-// Decisions. GoTo and Move map to StepDecision.movements (To gives one
+// Decisions. Move maps to StepDecision.movements (To gives one
 // Movement; WithOptions and SkipWaitFor set its options and skip_wait_for);
 // GracefulComplete, ForceComplete, ForceFail and DeadEnd to the close
 // decisions. An RPC's Schedule calls become RpcResult.movements.
@@ -120,7 +124,7 @@
 // connection broke, UNAVAILABLE, or the context ended) returns an
 // *OutcomeUnknownError (errors.Is(err, ErrOutcomeUnknown)): a call sent at
 // most once at once, StartFlow and Publish only when their retries give
-// up, naming the request ID to retry with (WithRequestID, PublishWithID).
+// up, naming the request ID to retry with (WithRequestID).
 // WaitForFlow polls again after each DEADLINE_EXCEEDED until its context
 // ends (E25).
 //
@@ -153,11 +157,20 @@
 //
 // # Testing
 //
-// Worker.HandleTask runs one task through the same code path as Run,
-// without a stream. The Client and the Worker take a Dialer or a Conn
-// (any grpc.ClientConnInterface), so a test helper can connect them to an
-// in-process server. To run whole flows in a unit test, use package
-// dex/dextest: dextest.Start(t, flows...) runs a real server in the test's
-// process on its temporary directory, a worker serving the flows and a
-// client, and stops them when the test ends.
+// To run whole flows in a unit test, use package dex/dextest:
+// dextest.Start(t, flows...) runs a real server in the test's process on
+// its temporary directory, a worker serving the flows and a client, and
+// stops them when the test ends. The Client and the Worker take a Dialer or
+// a Conn (any grpc.ClientConnInterface), so a test helper can connect them
+// to an in-process server; dexraw.HandleTask runs one hand-made Task
+// through the same code path as Worker.Run, without a stream.
+//
+// # Names
+//
+// Client methods are named after the FlowService calls they make
+// (StartFlow, Publish, GetFlowSummary, GetFlowState, GetFlowHistory,
+// ListFlows, ...); the generic GetAttribute and InvokeRPC are functions
+// because methods cannot have type parameters. Constructors are New...
+// (NewClient, NewWorker, NewFlow), declarations Define... (DefineAttribute,
+// DefineChannel, DefineRPC), options With....
 package dex
