@@ -452,8 +452,8 @@ func (c *Client) history(ctx context.Context, flowID string, q HistoryQuery, opt
 	return resp, nil
 }
 
-// ListQuery filters ListFlows; zero fields match everything.
-type ListQuery struct {
+// FlowQuery filters ListFlows; zero fields match everything.
+type FlowQuery struct {
 	FlowType string
 	Statuses []FlowStatus
 	// StartedFrom (inclusive) and StartedTo (exclusive) bound the start
@@ -463,14 +463,14 @@ type ListQuery struct {
 	PageToken              string
 }
 
-// FlowList is a page of flow executions, newest start first.
-type FlowList struct {
+// FlowPage is a page of flow executions, newest start first.
+type FlowPage struct {
 	Flows         []*FlowSummary
 	NextPageToken string // empty on the last page
 }
 
 // ListFlows lists flow executions (E27).
-func (c *Client) ListFlows(ctx context.Context, q ListQuery) (*FlowList, error) {
+func (c *Client) ListFlows(ctx context.Context, q FlowQuery) (*FlowPage, error) {
 	req := &dexpb.ListFlowsRequest{
 		FlowType: q.FlowType, Statuses: statusesProto(q.Statuses),
 		PageSize: uint32(max(q.PageSize, 0)), PageToken: q.PageToken,
@@ -489,7 +489,7 @@ func (c *Client) ListFlows(ctx context.Context, q ListQuery) (*FlowList, error) 
 	if err != nil {
 		return nil, err
 	}
-	out := &FlowList{NextPageToken: resp.GetNextPageToken()}
+	out := &FlowPage{NextPageToken: resp.GetNextPageToken()}
 	for _, s := range resp.GetFlows() {
 		out.Flows = append(out.Flows, summaryOf(s))
 	}

@@ -320,7 +320,7 @@ func TestClient_SkipTimerStopAndList(t *testing.T) {
 		t.Errorf("err = %v, want ErrNotFound", err)
 	}
 
-	list, err := c.ListFlows(ctx, dex.ListQuery{FlowType: "order"})
+	list, err := c.ListFlows(ctx, dex.FlowQuery{FlowType: "order"})
 	if err != nil || len(list.Flows) != 1 || list.Flows[0].FlowType != "order" || list.NextPageToken != "next" {
 		t.Errorf("list = %+v, %v", list, err)
 	}
@@ -339,7 +339,7 @@ func TestClient_GivesUpAfterRetryTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if _, err := c.ListFlows(testCtx(t), dex.ListQuery{}); !errors.Is(err, dex.ErrUnavailable) {
+	if _, err := c.ListFlows(testCtx(t), dex.FlowQuery{}); !errors.Is(err, dex.ErrUnavailable) {
 		t.Errorf("err = %v, want ErrUnavailable", err)
 	}
 }

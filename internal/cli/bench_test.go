@@ -299,7 +299,7 @@ func waitCompleted(t *testing.T, addr, flowType string, n int) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		l, err := c.ListFlows(ctx, dex.ListQuery{FlowType: flowType, Statuses: []dex.FlowStatus{dex.StatusCompleted}, PageSize: n})
+		l, err := c.ListFlows(ctx, dex.FlowQuery{FlowType: flowType, Statuses: []dex.FlowStatus{dex.StatusCompleted}, PageSize: n})
 		cancel()
 		if err == nil && len(l.Flows) >= n {
 			return

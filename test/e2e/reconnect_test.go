@@ -32,7 +32,7 @@ func TestDevRestart_ClientIsAnsweredSoonAfterTheServerIsBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if _, err := c.ListFlows(ctx, dex.ListQuery{}); err != nil {
+	if _, err := c.ListFlows(ctx, dex.FlowQuery{}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -43,7 +43,7 @@ func TestDevRestart_ClientIsAnsweredSoonAfterTheServerIsBack(t *testing.T) {
 	go func() {
 		for ctx.Err() == nil {
 			cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
-			_, err := c.ListFlows(cctx, dex.ListQuery{})
+			_, err := c.ListFlows(cctx, dex.FlowQuery{})
 			ccancel()
 			if err == nil {
 				answered <- time.Now()

@@ -214,7 +214,7 @@ func startClientLoad(t *testing.T, ctx context.Context, addrs []string) *clientL
 		defer l.started.Done()
 		for lctx.Err() == nil {
 			cctx, ccancel := context.WithTimeout(lctx, 15*time.Second)
-			_, err := probeC.ListFlows(cctx, dex.ListQuery{PageSize: 1})
+			_, err := probeC.ListFlows(cctx, dex.FlowQuery{PageSize: 1})
 			ccancel()
 			if lctx.Err() != nil {
 				return

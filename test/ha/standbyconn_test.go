@@ -108,7 +108,7 @@ func standbyConnsServed(t *testing.T, backend string, handOver bool) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if _, err := c.ListFlows(ctx, dex.ListQuery{PageSize: 1}); err != nil {
+	if _, err := c.ListFlows(ctx, dex.FlowQuery{PageSize: 1}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -119,7 +119,7 @@ func standbyConnsServed(t *testing.T, backend string, handOver bool) {
 		defer close(loadDone)
 		for lctx.Err() == nil {
 			cctx, ccancel := context.WithTimeout(lctx, 2*time.Second)
-			_, _ = c.ListFlows(cctx, dex.ListQuery{PageSize: 1})
+			_, _ = c.ListFlows(cctx, dex.FlowQuery{PageSize: 1})
 			ccancel()
 			time.Sleep(10 * time.Millisecond)
 		}
