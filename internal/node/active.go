@@ -366,6 +366,21 @@ func (p *leasePeriod) run(ctx context.Context) (sd *steppedDown, err error) {
 		from = seq + 1
 		next, err = wal.Fence(rctx, p.blobs, p.layout, p.holder.Epoch(), from, serving.ReplayWhile(rctx, store))
 	}
+	if errors.Is(err, wal.ErrLocalAhead) {
+		// The local store applied batches the log no longer holds (a host
+		// crash lost the tail of a log written without fsync): the log is
+		// the truth. Rebuild the store from it; fencing after the store's
+		// position would leave a gap that readers take for the log's end.
+		log.Warn("the local store is ahead of the log; rebuilding it from the log", "err", err)
+		if store, err = p.rebuild(rctx, store); err != nil {
+			return nil, err
+		}
+		from = 0
+		if seq, ok := store.Applied(); ok {
+			from = seq + 1
+		}
+		next, err = wal.Fence(rctx, p.blobs, p.layout, p.holder.Epoch(), from, serving.ReplayWhile(rctx, store))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("replay and fence the log: %w", err)
 	}
@@ -498,4 +513,26 @@ func (p *leasePeriod) releaseAfterFailure(log *slog.Logger, cause error) {
 		return
 	}
 	log.Info("lease released after a failed takeover", "cause", cause)
+}
+
+// rebuild replaces the local store with an empty one, restored from the
+// newest snapshot if the node has one, for a replay of the log from there.
+func (p *leasePeriod) rebuild(ctx context.Context, store flowstore.Store) (flowstore.Store, error) {
+	if err := store.Close(); err != nil {
+		return nil, fmt.Errorf("rebuild the local store: close it: %w", err)
+	}
+	if err := os.RemoveAll(p.stateDir); err != nil {
+		return nil, fmt.Errorf("rebuild the local store: remove %s: %w", p.stateDir, err)
+	}
+	store, err := p.open(p.stateDir)
+	if err != nil {
+		return nil, fmt.Errorf("rebuild the local store: open %s: %w", p.stateDir, err)
+	}
+	if p.boot != nil {
+		if store, err = p.boot.bootstrap(ctx, store, false); err != nil {
+			return nil, fmt.Errorf("rebuild the local store: %w", err)
+		}
+	}
+	flowstore.LimitStateCache(store, p.cfg.Limits.StateCacheBytes)
+	return store, nil
 }

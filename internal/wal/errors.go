@@ -36,6 +36,13 @@ var (
 	// the reader must restore from the newest snapshot (LoadLatest).
 	ErrTruncated = errors.New("log truncated past the reader's position")
 
+	// ErrLocalAhead: Fence was asked to go on after a batch the log does
+	// not hold (and truncation did not delete): the caller's local store
+	// applied writes the log lost, as a host crash can do to a log written
+	// without fsync (dev's processCrashSafe). The local store must be
+	// rebuilt from the log; fencing after it would leave a gap.
+	ErrLocalAhead = errors.New("the local store is ahead of the log")
+
 	// ErrConditionalWritesIgnored: the startup probe found that the durable
 	// store does not enforce create-if-absent or replace-if-unchanged (G6).
 	ErrConditionalWritesIgnored = errors.New("the durable store ignores conditional writes (If-None-Match/If-Match)")

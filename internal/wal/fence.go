@@ -25,6 +25,11 @@ import (
 // It returns the sequence number the writer uses next (one past the fence).
 // On success apply has seen every batch in [fromSeq, nextSeq).
 //
+// The batch below fromSeq must be in the log, or below the manifest's log
+// start (covered by a snapshot): a local store that applied a batch the log
+// lost is ErrLocalAhead, never fenced after, since that would leave a gap
+// that readers take for the log's end.
+//
 // Errors: ErrFenced if a batch of a higher epoch is found; ErrTruncated if
 // the batch at the reader's position was deleted by truncation (restore from
 // the newest snapshot first); *CorruptError for an undecodable batch or
@@ -37,6 +42,11 @@ import (
 // is safe: it finds its own fence and the batches after it and writes no
 // second fence.
 func Fence(ctx context.Context, store blob.Store, layout Layout, epoch, fromSeq uint64, apply func(Batch) error) (uint64, error) {
+	if fromSeq > 0 {
+		if err := checkApplied(ctx, store, layout, fromSeq-1); err != nil {
+			return 0, err
+		}
+	}
 	var lastEpoch uint64
 	ownFence := false
 	reads := newPrefetcher(ctx, store, layout, ReplayReadAhead)
@@ -100,6 +110,34 @@ func Fence(ctx context.Context, store blob.Store, layout Layout, epoch, fromSeq 
 			return 0, fmt.Errorf("fence at %d: write %s: %w", seq, key, err)
 		}
 	}
+}
+
+// checkApplied returns ErrLocalAhead when batch seq, which the caller's
+// local store applied, is neither in the log nor below its log start.
+func checkApplied(ctx context.Context, store blob.Store, layout Layout, seq uint64) error {
+	_, err := readBatchRetry(ctx, store, layout, seq)
+	switch {
+	case err == nil:
+		return nil
+	case !errors.Is(err, blob.ErrNotFound):
+		return fmt.Errorf("fence: read the last applied batch %d: %w", seq, err)
+	}
+	var m manifest
+	var found bool
+	r := newRetrier(LogWriteLimit, DefaultAttemptTimeout, nil)
+	err = r.do(ctx, func(ctx context.Context) error {
+		var err error
+		m, _, found, err = readManifest(ctx, store, layout)
+		return err
+	})
+	switch {
+	case err != nil:
+		return fmt.Errorf("fence: read manifest: %w", err)
+	case found && seq < m.LogStart:
+		return nil // covered by a snapshot, and may be deleted
+	}
+	return fmt.Errorf("%w: it applied batch %d, which %s does not hold (a host crash lost the log's tail?)",
+		ErrLocalAhead, seq, layout.LogKey(seq))
 }
 
 // readBatchRetry reads batch seq, retrying transient errors within

@@ -139,6 +139,7 @@ func TestFence_OldWriterLosesRace(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		s := mem.New()
+		plant(s, wal.Batch{Seq: 41, Epoch: 7, Kind: wal.KindRecords}) // what the local store applied last
 		var a applied
 		if _, err := wal.Fence(t.Context(), s, layout, 8, 42, a.apply); err != nil {
 			t.Fatal(err)
@@ -182,6 +183,7 @@ func TestFence_ReplyLost(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		s := mem.New()
+		plant(s, wal.Batch{Seq: 9, Epoch: 2, Kind: wal.KindRecords}) // what the local store applied last
 		rec := record(s)
 		lost := true
 		rec.setFault(func(op, key string) mem.Fault {
@@ -199,13 +201,13 @@ func TestFence_ReplyLost(t *testing.T) {
 		if got := a.seqs(); !slices.Equal(got, []uint64{10}) {
 			t.Fatalf("applied %v, want the fence once", got)
 		}
-		if keys := logKeys(s); len(keys) != 1 {
-			t.Fatalf("log holds %v, want one fence", keys)
+		if keys := logKeys(s); len(keys) != 2 {
+			t.Fatalf("log holds %v, want batch 9 and one fence", keys)
 		}
 		// Fencing again with the same epoch finds the fence and writes none.
 		var b applied
 		next, err = wal.Fence(t.Context(), s, layout, 3, 10, b.apply)
-		if err != nil || next != 11 || len(logKeys(s)) != 1 {
+		if err != nil || next != 11 || len(logKeys(s)) != 2 {
 			t.Fatalf("second Fence = %d, %v, keys %v", next, err, logKeys(s))
 		}
 	})
@@ -378,5 +380,32 @@ func TestFence_ReadsAhead(t *testing.T) {
 			t.Fatalf("replaying %d batches took %v, want at most 200ms", n, d)
 		}
 		t.Logf("replayed %d batches in %v at 5 ms per request", n, d)
+	})
+}
+
+// Fence refuses to go on after a batch the log does not hold (the local
+// store is ahead: a host crash lost the log's tail), writing nothing; a
+// batch below the manifest's log start (covered by a snapshot) is fine.
+//
+// Covers: G2, T1
+func TestFence_LocalStoreAheadOfTheLog(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		s := mem.New()
+		plant(s, wal.Batch{Seq: 0, Epoch: 1, Kind: wal.KindFence})
+		var a applied
+		_, err := wal.Fence(t.Context(), s, layout, 2, 3, a.apply) // the store applied 1 and 2; the log has 0
+		if !errors.Is(err, wal.ErrLocalAhead) || !strings.Contains(err.Error(), layout.LogKey(2)) {
+			t.Fatalf("Fence after a batch the log lost = %v; want ErrLocalAhead naming %s", err, layout.LogKey(2))
+		}
+		if keys := logKeys(s); len(keys) != 1 || len(a.get()) != 0 {
+			t.Fatalf("Fence wrote %v or applied %v; want nothing", keys, a.seqs())
+		}
+		// Restored from a snapshot at 3: batch 2 is below the log start.
+		s.SetRaw(layout.ManifestKey(), []byte(`{"version":1,"logStart":3,"snapshots":[3]}`))
+		next, err := wal.Fence(t.Context(), s, layout, 2, 3, a.apply)
+		if err != nil || next != 4 {
+			t.Fatalf("Fence after a snapshot's position = %d, %v; want 4, nil", next, err)
+		}
 	})
 }
