@@ -26,8 +26,8 @@
 //	lease lost, log write limit, fenced: exit 1 (L7, L9, L10, G4, L11)
 //
 // Everything from the renewal on is one lease period (leasePeriod.run in
-// active.go), shared with serve; so is the API surface (startAPI) and the
-// metrics listener.
+// leaseperiod.go), shared with serve; so is the API surface (startAPI in
+// apisurface.go) and the metrics listener.
 //
 // The renewal starts before the recovery, not after it: a recovery can
 // take longer than lease.duration (a snapshot restored from object
