@@ -14,9 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dexzd/dexzd/internal/blob"
-	"github.com/dexzd/dexzd/internal/blob/fs"
-	"github.com/dexzd/dexzd/internal/blob/postgres"
-	"github.com/dexzd/dexzd/internal/blob/s3"
+	"github.com/dexzd/dexzd/internal/blob/open"
 	"github.com/dexzd/dexzd/internal/config"
 	"github.com/dexzd/dexzd/internal/flowstore"
 	"github.com/dexzd/dexzd/internal/lease"
@@ -59,15 +57,10 @@ var ErrLocalStoreInUse = errors.New("local store directory is in use by another 
 // configuration error (exit 2), so that such a mistake is never taken for
 // a store outage and waited out.
 func CheckServeConfig(cfg *config.Config) error {
-	if _, err := wal.NewLayout(storePrefix(cfg.Storage), cfg.NodeID); err != nil {
+	if _, err := wal.NewLayout(open.Prefix(cfg.Storage), cfg.NodeID); err != nil {
 		return fmt.Errorf("nodeId and storage prefix: %w", err)
 	}
-	if cfg.Storage.Backend == config.BackendPostgres {
-		if err := postgres.CheckConfig(postgres.Config{DSN: cfg.Storage.Postgres.DSN, Table: cfg.Storage.Postgres.Table}); err != nil {
-			return fmt.Errorf("storage.postgres: %w", err)
-		}
-	}
-	return nil
+	return open.CheckPostgres(cfg.Storage)
 }
 
 // Serve runs `dex-server-zd serve`: one process of a node on its durable
@@ -111,7 +104,7 @@ func Serve(ctx context.Context, o ServeOptions) error {
 		return err
 	}
 	defer unlock()
-	layout, err := wal.NewLayout(storePrefix(cfg.Storage), cfg.NodeID)
+	layout, err := wal.NewLayout(open.Prefix(cfg.Storage), cfg.NodeID)
 	if err != nil {
 		return fmt.Errorf("nodeId and storage prefix: %w", err)
 	}
@@ -143,7 +136,7 @@ func Serve(ctx context.Context, o ServeOptions) error {
 	notServing(fmt.Sprintf("starting: opening the durable store (%s); retry on the active process", backend))
 	blobs, err = storeWait{layout: layout, log: log, backend: backend, waiting: notServing,
 		open: func(ctx context.Context) (blob.Store, error) {
-			s, _, err := OpenDurableStore(ctx, cfg.Storage)
+			s, err := open.Store(ctx, cfg.Storage)
 			if err != nil {
 				return nil, err
 			}
@@ -184,46 +177,6 @@ func Serve(ctx context.Context, o ServeOptions) error {
 		return err
 	}
 	return l.run(ctx, holder, store)
-}
-
-// storePrefix is the key prefix of the node's layout for st:
-// storage.s3.prefix for s3, none otherwise.
-func storePrefix(st config.Storage) string {
-	if st.Backend == config.BackendS3 {
-		return st.S3.Prefix
-	}
-	return ""
-}
-
-// OpenDurableStore opens the durable store storage.backend names and
-// returns it with the key prefix of the node's layout (wal.NewLayout):
-// storage.s3.prefix for s3, none otherwise. S3 credentials come from the
-// standard AWS sources (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, shared
-// files, roles); PostgreSQL creates its table if it is missing; fs uses
-// strict durability and is safe for several processes on one host.
-func OpenDurableStore(ctx context.Context, st config.Storage) (blob.Store, string, error) {
-	switch st.Backend {
-	case config.BackendS3:
-		s, err := s3.New(ctx, s3.Config{Bucket: st.S3.Bucket, Endpoint: st.S3.Endpoint, Region: st.S3.Region,
-			PathStyle: st.S3.PathStyle})
-		if err != nil {
-			return nil, "", fmt.Errorf("storage.s3: %w", err)
-		}
-		return s, storePrefix(st), nil
-	case config.BackendPostgres:
-		s, err := postgres.New(ctx, postgres.Config{DSN: st.Postgres.DSN, Table: st.Postgres.Table})
-		if err != nil {
-			return nil, "", fmt.Errorf("storage.postgres: %w", err)
-		}
-		return s, "", nil
-	case config.BackendFS:
-		s, err := fs.Open(st.FS.Dir, fs.Strict)
-		if err != nil {
-			return nil, "", fmt.Errorf("storage.fs.dir: %w", err)
-		}
-		return s, "", nil
-	}
-	return nil, "", fmt.Errorf("storage.backend: unknown backend %q", st.Backend)
 }
 
 // lockLocalStoreDir creates dir and takes an exclusive, non-blocking flock

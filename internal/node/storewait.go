@@ -47,7 +47,7 @@ func StoreUnavailable(err error) bool {
 // storeWait opens the durable store at startup and checks it, waiting
 // while it is unavailable (StoreUnavailable).
 type storeWait struct {
-	// open opens the store (OpenDurableStore, metered).
+	// open opens the store (open.Store, metered).
 	open   func(ctx context.Context) (blob.Store, error)
 	layout wal.Layout
 	log    *slog.Logger
