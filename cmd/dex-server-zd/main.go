@@ -141,14 +141,14 @@ func runNode(mode config.Mode, args []string, stderr io.Writer) int {
 		<-ctx.Done()
 		stop() // a second signal kills at once
 	}()
-	err = node.Run(ctx, node.RunOptions{Mode: mode, Config: cfg, DataDir: *dataDir, Logger: log, Metrics: node.NewMetrics()})
+	err = node.RunLocal(ctx, node.LocalOptions{Mode: mode, Config: cfg, DataDir: *dataDir, Logger: log, Metrics: node.NewMetrics()})
 	code := node.ExitCode(err)
 	logExit(log, err, code)
 	return code
 }
 
 // runServe runs `dex-server-zd serve`: a process of a node on its durable
-// store, active, or cold or hot standby (package node, Serve).
+// store, active, or cold or hot standby (package node, RunServe).
 func runServe(args []string, stderr io.Writer) int {
 	fl := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fl.SetOutput(stderr)
@@ -189,7 +189,7 @@ func runServe(args []string, stderr io.Writer) int {
 		<-ctx.Done()
 		stop() // a second signal kills at once
 	}()
-	err = node.Serve(ctx, node.ServeOptions{Config: cfg, Logger: log, Metrics: node.NewMetrics()})
+	err = node.RunServe(ctx, node.ServeOptions{Config: cfg, Logger: log, Metrics: node.NewMetrics()})
 	code := node.ExitCode(err)
 	logExit(log, err, code)
 	return code

@@ -2,7 +2,7 @@ package node
 
 // The API surface a process opens before it holds the lease, its phases
 // (standby, serving instance, hold-off, ...), and the metrics listener:
-// what dev and local (Run) and serve (Serve) share before and around a
+// what dev and local (RunLocal) and serve (RunServe) share before and around a
 // lease period (leaseperiod.go).
 
 import (

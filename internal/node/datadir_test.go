@@ -74,7 +74,7 @@ func TestDev_DirectoryGuards(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = node.Run(context.Background(), node.RunOptions{Mode: config.ModeDev, Config: cfg, DataDir: dir})
+	err = node.RunLocal(context.Background(), node.LocalOptions{Mode: config.ModeDev, Config: cfg, DataDir: dir})
 	if err == nil || !strings.Contains(err.Error(), filepath.Join(dir, "dev.lock")) {
 		t.Fatalf("second node on the directory: %v; want an error naming dev.lock", err)
 	}
@@ -83,7 +83,7 @@ func TestDev_DirectoryGuards(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, node.RelaxedMarker), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	err = node.Run(context.Background(), node.RunOptions{Mode: config.ModeDev, Config: cfg, DataDir: dir})
+	err = node.RunLocal(context.Background(), node.LocalOptions{Mode: config.ModeDev, Config: cfg, DataDir: dir})
 	if err == nil || !strings.Contains(err.Error(), "delete the data directory "+dir) {
 		t.Fatalf("a directory left by relaxed mode: %v", err)
 	}

@@ -25,13 +25,13 @@ type DevOptions struct {
 
 // DevNode is a dev node running in this process: `dex-server-zd dev`
 // without the process, for test helpers (dex/dextest) and tests. It runs
-// Run; nothing of the startup or the shutdown is specific to it.
+// RunLocal; nothing of the startup or the shutdown is specific to it.
 type DevNode struct {
 	addr    string
 	cancel  context.CancelFunc
 	abandon chan struct{}
-	done    chan struct{} // closed when Run returned
-	err     error         // Run's result, set before done is closed
+	done    chan struct{} // closed when RunLocal returned
+	err     error         // RunLocal's result, set before done is closed
 
 	closeOnce, abandonOnce sync.Once
 }
@@ -61,7 +61,7 @@ func StartDev(ctx context.Context, o DevOptions) (*DevNode, error) {
 	ready := make(chan net.Addr, 1)
 	go func() {
 		defer close(n.done)
-		n.err = Run(runCtx, RunOptions{Mode: config.ModeDev, Config: cfg, DataDir: o.DataDir, Logger: o.Logger,
+		n.err = RunLocal(runCtx, LocalOptions{Mode: config.ModeDev, Config: cfg, DataDir: o.DataDir, Logger: o.Logger,
 			Ready: func(a net.Addr) { ready <- a }, Abandon: n.abandon})
 	}()
 	select {
@@ -72,7 +72,7 @@ func StartDev(ctx context.Context, o DevOptions) (*DevNode, error) {
 		cancel()
 		return nil, fmt.Errorf("start dev node: %w", n.err)
 	case <-ctx.Done():
-		cancel() // Run stops: during startup with an error, once serving gracefully
+		cancel() // RunLocal stops: during startup with an error, once serving gracefully
 		<-n.done
 		return nil, fmt.Errorf("start dev node: %w", ctx.Err())
 	}
@@ -85,7 +85,7 @@ func (n *DevNode) Addr() string { return n.addr }
 // a fatal stop (lease lost, log write limit, fenced); Err then says why.
 func (n *DevNode) Done() <-chan struct{} { return n.done }
 
-// Err is Run's result once Done is closed, nil before: nil after a
+// Err is RunLocal's result once Done is closed, nil before: nil after a
 // graceful stop, ErrAbandoned after Abandon, else the fatal error.
 func (n *DevNode) Err() error {
 	select {
@@ -97,7 +97,7 @@ func (n *DevNode) Err() error {
 }
 
 // Close stops the node gracefully, as SIGTERM does (drain, flush, release
-// the lease; K2, L12), waits for it and returns Run's result: nil after a
+// the lease; K2, L12), waits for it and returns RunLocal's result: nil after a
 // clean stop. On a node that already stopped it returns why it stopped.
 func (n *DevNode) Close() error {
 	n.closeOnce.Do(n.cancel)
@@ -112,7 +112,7 @@ func (n *DevNode) Close() error {
 func (n *DevNode) Abandon() error {
 	n.abandonOnce.Do(func() { close(n.abandon) })
 	<-n.done
-	n.cancel() // releases the run context; Run has returned
+	n.cancel() // releases the run context; RunLocal has returned
 	if errors.Is(n.err, ErrAbandoned) {
 		return nil
 	}

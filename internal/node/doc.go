@@ -1,13 +1,13 @@
 // Package node ties the lease, the log, the local store, the serving core
 // (package serving) and the server into one process lifecycle: that of
-// `dex-server-zd dev` and `local` (Run) and that of `dex-server-zd serve`
-// with a cold or hot standby (Serve), and the process's metrics. What an
+// `dex-server-zd dev` and `local` (RunLocal) and that of `dex-server-zd serve`
+// with a cold or hot standby (RunServe), and the process's metrics. What an
 // active process does while it serves (the sequencer, dispatch, timers,
 // recovery of the serving state, admission) is package serving's; this
 // package opens what the core runs on, starts and stops it, and decides
 // when the process serves.
 //
-// # Lifecycle of dev and local (Run)
+// # Lifecycle of dev and local (RunLocal)
 //
 //	lock DIR/dev.lock (D2; a filesystem without locks: warn, D4)
 //	refuse DIR/relaxed.unclean (D7); write it in relaxed mode
@@ -40,7 +40,7 @@
 // writer; a release (a graceful stop, a step down, a failed takeover) or
 // the end of the period ends it.
 //
-// # Lifecycle of serve: active and standby (Serve)
+// # Lifecycle of serve: active and standby (RunServe)
 //
 // Several processes run the same node: the same nodeId and storage
 // settings, each with its own localStore.dir. At most one holds the lease
@@ -222,7 +222,7 @@
 //
 // # Metrics (metrics.go)
 //
-// Metrics are passed in (RunOptions.Metrics, ServeOptions.Metrics), never
+// Metrics are passed in (LocalOptions.Metrics, ServeOptions.Metrics), never
 // global, and served in the Prometheus text format on metrics.listen at
 // /metrics: dexzd_leader (P4: 1 only while this process serves; alert when
 // no process or more than one reports 1), dexzd_node_epoch,

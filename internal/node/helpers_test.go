@@ -47,7 +47,7 @@ func startNode(t *testing.T, dir string, edit func(*config.Config)) *testNode {
 	n := &testNode{cancel: cancel, abandon: make(chan struct{}), done: make(chan error, 1)}
 	ready := make(chan net.Addr, 1)
 	go func() {
-		n.done <- node.Run(ctx, node.RunOptions{Mode: config.ModeDev, Config: cfg, DataDir: dir, Listener: lis,
+		n.done <- node.RunLocal(ctx, node.LocalOptions{Mode: config.ModeDev, Config: cfg, DataDir: dir, Listener: lis,
 			Ready: func(a net.Addr) { ready <- a }, Abandon: n.abandon})
 	}()
 	select {
@@ -78,7 +78,7 @@ func startNode(t *testing.T, dir string, edit func(*config.Config)) *testNode {
 	return n
 }
 
-// stop shuts the node down gracefully and returns Run's result.
+// stop shuts the node down gracefully and returns RunLocal's result.
 func (n *testNode) stop(t *testing.T) error {
 	t.Helper()
 	_ = n.conn.Close()
@@ -102,7 +102,7 @@ func (n *testNode) crash(t *testing.T) {
 	select {
 	case err := <-n.done:
 		if !errors.Is(err, node.ErrAbandoned) {
-			t.Fatalf("crash: Run returned %v", err)
+			t.Fatalf("crash: RunLocal returned %v", err)
 		}
 		n.done <- err
 	case <-time.After(20 * time.Second):

@@ -2,8 +2,8 @@ package node
 
 // One lease period, from the acquired lease to the end of serving: renew
 // the lease from the start; open the local store, replay and fence, writer
-// under Supervise, Recover, serve, stop. dev and local (Run) and serve
-// (Serve) differ only in how they get the durable store and the lease.
+// under Supervise, Recover, serve, stop. dev and local (RunLocal) and serve
+// (RunServe) differ only in how they get the durable store and the lease.
 
 import (
 	"context"

@@ -2,7 +2,7 @@ package node
 
 // The lifecycle a process runs once its durable store and API are open:
 // lease periods, and between them the hold-off after a step down and the
-// standby phase (A3-A8, S1-S9). Run (dev, local) and Serve share it.
+// standby phase (A3-A8, S1-S9). RunLocal (dev, local) and RunServe share it.
 
 import (
 	"context"

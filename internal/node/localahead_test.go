@@ -37,12 +37,12 @@ func TestServe_LocalStoreAheadOfTheLogIsRebuilt(t *testing.T) {
 		ready := make(chan net.Addr, 1)
 		sctx, stop := context.WithCancel(ctx)
 		done := make(chan error, 1)
-		go func() { done <- Serve(sctx, ServeOptions{Config: cfg, Ready: func(a net.Addr) { ready <- a }}) }()
+		go func() { done <- RunServe(sctx, ServeOptions{Config: cfg, Ready: func(a net.Addr) { ready <- a }}) }()
 		var addr net.Addr
 		select {
 		case addr = <-ready:
 		case err := <-done:
-			t.Fatalf("Serve ended before serving: %v", err)
+			t.Fatalf("RunServe ended before serving: %v", err)
 		}
 		conn, err := grpc.NewClient(addr.String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
@@ -52,7 +52,7 @@ func TestServe_LocalStoreAheadOfTheLogIsRebuilt(t *testing.T) {
 		_ = conn.Close()
 		stop()
 		if err := <-done; ExitCode(err) != 0 {
-			t.Fatalf("Serve = %v", err)
+			t.Fatalf("RunServe = %v", err)
 		}
 	}
 	logKeys := func() []string {

@@ -43,7 +43,7 @@ var standbyStates = []StandbyState{StandbyNotStandby, StandbyStateCold, StandbyF
 
 // Metrics are one process's metrics, served in the Prometheus text format
 // (version 0.0.4) on metrics.listen. The caller creates them with
-// NewMetrics and passes them in (RunOptions.Metrics, ServeOptions.Metrics):
+// NewMetrics and passes them in (LocalOptions.Metrics, ServeOptions.Metrics):
 // there is no global registry. A nil *Metrics records nothing.
 //
 //	dexzd_leader                         1 while this process is the active one and serves (P4)

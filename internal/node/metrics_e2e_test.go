@@ -41,13 +41,13 @@ func TestDev_MetricsCountAFlow(t *testing.T) {
 	done := make(chan error, 1)
 	ready := make(chan net.Addr, 1)
 	go func() {
-		done <- node.Run(ctx, node.RunOptions{Mode: config.ModeDev, Config: cfg, DataDir: dir, Listener: lis,
+		done <- node.RunLocal(ctx, node.LocalOptions{Mode: config.ModeDev, Config: cfg, DataDir: dir, Listener: lis,
 			Ready: func(a net.Addr) { ready <- a }, Metrics: m})
 	}()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
+			t.Errorf("RunLocal: %v", err)
 		}
 	})
 	var addr net.Addr

@@ -24,8 +24,8 @@ import (
 	"github.com/dexzd/dexzd/internal/wal"
 )
 
-// RunOptions configures Run.
-type RunOptions struct {
+// LocalOptions configures RunLocal.
+type LocalOptions struct {
 	Mode    config.Mode    // ModeDev or ModeLocal
 	Config  *config.Config // validated, with flag overrides applied
 	DataDir string
@@ -38,8 +38,8 @@ type RunOptions struct {
 	OpenStore func(dir string) (flowstore.Store, error)
 	// Ready, when set, is called with the API address once the node serves.
 	Ready func(addr net.Addr)
-	// Abandon, when closed, ends Run the way a crash would: nothing is
-	// drained, flushed or released, and Run returns ErrAbandoned. Tests use
+	// Abandon, when closed, ends RunLocal the way a crash would: nothing is
+	// drained, flushed or released, and RunLocal returns ErrAbandoned. Tests use
 	// it to restart on the same directory.
 	Abandon <-chan struct{}
 	// Metrics, when set, record the process's metrics, served on
@@ -50,10 +50,10 @@ type RunOptions struct {
 	StuckStoreBound time.Duration
 }
 
-// ErrAbandoned is Run's result after RunOptions.Abandon.
+// ErrAbandoned is RunLocal's result after LocalOptions.Abandon.
 var ErrAbandoned = errors.New("abandoned")
 
-// Run runs a dev or local node on its data directory until ctx ends (a
+// RunLocal runs a dev or local node on its data directory until ctx ends (a
 // graceful shutdown: drain, flush, release the lease, return nil; K2, L12)
 // or a fatal stop (lease lost, log write limit, fenced: the error; the
 // caller exits with ExitCode, L11).
@@ -64,7 +64,7 @@ var ErrAbandoned = errors.New("abandoned")
 // while the lock is held, D3), open the local store, replay the log and
 // write the fence (T1, G2), start the writer under Supervise, recover
 // timers and tasks (T2-T5), serve.
-func Run(ctx context.Context, o RunOptions) (err error) {
+func RunLocal(ctx context.Context, o LocalOptions) (err error) {
 	cfg := o.Config
 	log := o.Logger
 	if log == nil {
@@ -101,7 +101,7 @@ func Run(ctx context.Context, o RunOptions) (err error) {
 		return err
 	}
 	durability := cfg.Dev.DurabilityMode
-	abrupt := false // set when Run ends the way a crash would
+	abrupt := false // set when RunLocal ends the way a crash would
 	if durability == config.DurabilityRelaxed {
 		// Relaxed mode may buffer writes; this implementation does not (it
 		// skips fsync like processCrashSafe), so every exit that runs this

@@ -21,7 +21,7 @@ import (
 	"github.com/dexzd/dexzd/internal/wal"
 )
 
-// ServeOptions configures Serve.
+// ServeOptions configures RunServe.
 type ServeOptions struct {
 	// Config is validated for config.ModeServe, with flag overrides
 	// applied.
@@ -63,7 +63,7 @@ func CheckServeConfig(cfg *config.Config) error {
 	return open.CheckPostgres(cfg.Storage)
 }
 
-// Serve runs `dex-server-zd serve`: one process of a node on its durable
+// RunServe runs `dex-server-zd serve`: one process of a node on its durable
 // store (storage.backend s3, postgres or fs), with its own local store in
 // localStore.dir. It returns nil (or ctx's error) after a graceful stop and
 // the fatal error otherwise; the caller exits with ExitCode (L11).
@@ -84,7 +84,7 @@ func CheckServeConfig(cfg *config.Config) error {
 // period exactly as dev does (leasePeriod.run: replay and fence, writer,
 // Recover, serve; T1-T5); a failure before it serves releases the lease and
 // returns the error (S9).
-func Serve(ctx context.Context, o ServeOptions) error {
+func RunServe(ctx context.Context, o ServeOptions) error {
 	cfg := o.Config
 	log := o.Logger
 	if log == nil {

@@ -44,9 +44,9 @@ func TestServe_FailedTakeoverReleasesTheLease(t *testing.T) {
 	broken := errors.New("disk on fire")
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	err := Serve(ctx, ServeOptions{Config: cfg, OpenStore: func(string) (flowstore.Store, error) { return nil, broken }})
+	err := RunServe(ctx, ServeOptions{Config: cfg, OpenStore: func(string) (flowstore.Store, error) { return nil, broken }})
 	if !errors.Is(err, broken) || ExitCode(err) != 1 {
-		t.Fatalf("Serve = %v (exit %d), want the open error and exit 1", err, ExitCode(err))
+		t.Fatalf("RunServe = %v (exit %d), want the open error and exit 1", err, ExitCode(err))
 	}
 	blobs, err := fs.Open(cfg.Storage.FS.Dir, fs.Strict)
 	if err != nil {
@@ -84,7 +84,7 @@ func TestServe_StandbyStopsCleanly(t *testing.T) {
 	sctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
-		done <- Serve(sctx, ServeOptions{Config: cfg, Metrics: m, Standby: func(net.Addr) { close(standby) }})
+		done <- RunServe(sctx, ServeOptions{Config: cfg, Metrics: m, Standby: func(net.Addr) { close(standby) }})
 	}()
 	<-standby
 	if s := m.snapshot(); s.state != StandbyStateCold || s.leader || s.epoch != 0 {
@@ -92,7 +92,7 @@ func TestServe_StandbyStopsCleanly(t *testing.T) {
 	}
 	stop()
 	if err := <-done; ExitCode(err) != 0 {
-		t.Fatalf("Serve after a stop while standby = %v, want a clean exit", err)
+		t.Fatalf("RunServe after a stop while standby = %v, want a clean exit", err)
 	}
 	if rec, _, err := lease.Read(ctx, blobs, key); err != nil || rec.Epoch != h.Epoch() || rec.Released {
 		t.Fatalf("lease after the standby stopped = %+v, %v", rec, err)

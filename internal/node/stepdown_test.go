@@ -243,7 +243,7 @@ func TestStepDown_StuckStoreExitsWithoutTakingTheLease(t *testing.T) {
 	done := make(chan error, 1)
 	ready := make(chan net.Addr, 1)
 	go func() {
-		done <- node.Run(ctx, node.RunOptions{Mode: config.ModeDev, Config: cfg, DataDir: dir, Listener: lis,
+		done <- node.RunLocal(ctx, node.LocalOptions{Mode: config.ModeDev, Config: cfg, DataDir: dir, Listener: lis,
 			Ready: func(a net.Addr) { ready <- a }, StuckStoreBound: 1500 * time.Millisecond,
 			OpenStore: func(d string) (flowstore.Store, error) {
 				s, err := flowstore.OpenLocal(d, nil)
@@ -266,7 +266,7 @@ func TestStepDown_StuckStoreExitsWithoutTakingTheLease(t *testing.T) {
 	select {
 	case err := <-done:
 		if !errors.Is(err, node.ErrStuckStore) || node.ExitCode(err) != 1 {
-			t.Fatalf("Run = %v (exit %d), want ErrStuckStore and exit 1", err, node.ExitCode(err))
+			t.Fatalf("RunLocal = %v (exit %d), want ErrStuckStore and exit 1", err, node.ExitCode(err))
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the process did not exit after the stuck step down")

@@ -83,7 +83,7 @@ func Supervise(ctx context.Context, h *lease.Holder, w *wal.Writer) error {
 	}
 }
 
-// ExitCode is the status a process exits with after Run returned err: 0
+// ExitCode is the status a process exits with after RunLocal or RunServe returned err: 0
 // for a clean stop (nil, or a cancelled context after a signal), 1 for
 // every other end, which includes each stop of L7, L9, L10 and G4 (L11).
 func ExitCode(err error) int {

@@ -26,7 +26,7 @@ import (
 
 // Takeovers whose recovery (a snapshot restore, a long replay) outlasts the
 // lease, run under testing/synctest on the memory store: a cold standby
-// process (lifecycle.standby, then lifecycle.run, as Serve runs them) takes
+// process (lifecycle.standby, then lifecycle.run, as RunServe runs them) takes
 // the lease of an active process that crashed, with the default 10 s
 // lease.
 
