@@ -63,6 +63,13 @@
 // effects: Recover arms every running flow's timers, queues its pending
 // tasks and fails the attempts an earlier epoch handed out (recover.go).
 //
+// The dispatch scripts in testdata/dispatch (TestDispatchScripts,
+// script_test.go) state these rules as script lines, like the engine's
+// golden scripts: workers connecting with their slots and flow types,
+// starts, the tasks each worker got, results and failures with their
+// acks, streams that end, the clock, a crash and the answers of the
+// earlier epoch that follow it. A new dispatch rule gets a script there.
+//
 // # Declarations (W5, E13)
 //
 // A worker's Hello declares its flow types: each one's definition and
