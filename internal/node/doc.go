@@ -1,11 +1,33 @@
 // Package node ties the lease, the log, the local store, the serving core
 // (package serving) and the server into one process lifecycle: that of
-// `dex-server-zd dev` and `local` (RunLocal) and that of `dex-server-zd serve`
-// with a cold or hot standby (RunServe), and the process's metrics. What an
-// active process does while it serves (the sequencer, dispatch, timers,
-// recovery of the serving state, admission) is package serving's; this
-// package opens what the core runs on, starts and stops it, and decides
-// when the process serves.
+// `dex-server-zd dev` and `local` (RunLocal) and that of `dex-server-zd
+// serve` with a cold or hot standby (RunServe), and the process's metrics.
+// What an active process does while it serves (the sequencer, dispatch,
+// timers, recovery of the serving state, admission) is package serving's;
+// this package opens what the core runs on, starts and stops it, and
+// decides when the process serves.
+//
+// # Words
+//
+// Three words name three things, and this package and its docs use them
+// so:
+//
+//   - A phase (apiPhase, apisurface.go) is what the process's API answers
+//     as for a while: a standby phase (before the lease, or in a hold-off)
+//     or a serving instance. Each phase has its own server.Server and gate;
+//     a connection stays with the phase that accepted it.
+//   - A serving instance is the phase of one lease period: the only kind
+//     of phase whose gate ever opens, and it never opens again once closed
+//     (H6). dev and local start in one, which their first lease period
+//     takes.
+//   - A lease period (leasePeriod, leaseperiod.go) is one holding of the
+//     lease, from its acquisition to its release or loss: it renews the
+//     lease, recovers, runs one serving.Core and serves in one serving
+//     instance. A take-back starts a new lease period with a new serving
+//     instance.
+//
+// The serving core (package serving) is the code a lease period runs, not
+// a phase; the process (this package) holds the phases and the periods.
 //
 // # Lifecycle of dev and local (RunLocal)
 //

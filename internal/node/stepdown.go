@@ -21,7 +21,7 @@ import (
 )
 
 // DefaultStuckStoreBound is how long after a step down's release the
-// process waits for the old serving period's local store to close (A7):
+// process waits for the old lease period's local store to close (A7):
 // a task stuck on it keeps the process from serving again, so if it is not
 // closed by then (and nobody took over) the step down answers INTERNAL and
 // the process exits 1 without taking the lease.

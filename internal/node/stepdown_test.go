@@ -218,7 +218,7 @@ func (s *stuckStore) Close() error {
 	return s.Store.Close()
 }
 
-// A task stuck on the old serving period's local store keeps the process
+// A task stuck on the old lease period's local store keeps the process
 // from serving again: with nobody taking over, the step down answers
 // INTERNAL after the bound and the process exits 1 without taking the
 // lease back.
