@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"time"
 
 	"google.golang.org/grpc"
@@ -40,7 +41,10 @@ type leasePeriod struct {
 	// stateDir is the local store's directory; open opens it.
 	stateDir string
 	open     func(dir string) (flowstore.Store, error)
-	ready    func(net.Addr)
+	// openNew opens the directory's store anew (open may hand over the
+	// store a hot standby kept open): rebuild uses it.
+	openNew func(dir string) (flowstore.Store, error)
+	ready   func(net.Addr)
 	// onServing, when set, is called once the period serves.
 	onServing func()
 	// endStandby, when set, is called as the gate opens: it closes the
@@ -303,18 +307,43 @@ func (p *leasePeriod) rebuild(ctx context.Context, store flowstore.Store) (flows
 	if err := store.Close(); err != nil {
 		return nil, fmt.Errorf("rebuild the local store: close it: %w", err)
 	}
-	if err := os.RemoveAll(p.stateDir); err != nil {
-		return nil, fmt.Errorf("rebuild the local store: remove %s: %w", p.stateDir, err)
+	if err := wipeLocalStore(p.stateDir); err != nil {
+		return nil, fmt.Errorf("rebuild the local store: %w", err)
 	}
-	store, err := p.open(p.stateDir)
+	open := p.openNew
+	if open == nil {
+		open = p.open
+	}
+	store, err := open(p.stateDir)
 	if err != nil {
 		return nil, fmt.Errorf("rebuild the local store: open %s: %w", p.stateDir, err)
 	}
 	if p.boot != nil {
-		if store, err = p.boot.bootstrap(ctx, store, false); err != nil {
+		restored, err := p.boot.bootstrap(ctx, store, false)
+		if err != nil {
+			if restored != nil {
+				_ = restored.Close()
+			}
 			return nil, fmt.Errorf("rebuild the local store: %w", err)
 		}
+		store = restored
 	}
 	flowstore.LimitStateCache(store, p.cfg.Limits.StateCacheBytes)
 	return store, nil
+}
+
+// wipeLocalStore removes the local store's directory, and refuses when it
+// holds anything of the node's durable data: the data directory's lock,
+// log or log segments (a localStore.dir that names the data directory
+// itself, or one of its parents). Those are the truth a rebuild replays.
+func wipeLocalStore(dir string) error {
+	for _, name := range []string{LockFile, "log", "log-segments", "manifest"} {
+		if _, err := os.Lstat(filepath.Join(dir, name)); err == nil {
+			return fmt.Errorf("refusing to remove %s: it holds %s, the node's durable data, not only the local store (point localStore.dir at a directory of its own)", dir, name)
+		}
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("remove %s: %w", dir, err)
+	}
+	return nil
 }

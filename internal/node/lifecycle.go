@@ -59,7 +59,7 @@ func (l *lifecycle) run(ctx context.Context, holder *lease.Holder, store flowsto
 			open = func(string) (flowstore.Store, error) { return st, nil }
 		}
 		p := &leasePeriod{cfg: l.cfg, log: l.log, blobs: l.blobs, layout: l.layout, inst: l.api.serving(),
-			addr: l.api.lis.Addr(), holder: holder, stateDir: l.stateDir, open: open, ready: l.ready,
+			addr: l.api.lis.Addr(), holder: holder, stateDir: l.stateDir, open: open, openNew: l.open, ready: l.ready,
 			abandon: l.abandon, metrics: l.metrics, stopping: l.api.stopping, boot: l.boot, endStandby: l.api.endStandbyPhases}
 		if pending != nil {
 			req, out := pending, outcome

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -176,6 +177,8 @@ func RunLocal(ctx context.Context, o LocalOptions) (err error) {
 	stateDir := cfg.LocalStore.Dir
 	if stateDir == "" {
 		stateDir = filepath.Join(dir, StateDir)
+	} else if err := checkStateDir(stateDir, dir); err != nil {
+		return err
 	}
 	l := &lifecycle{cfg: cfg, log: log, blobs: blobs, layout: layout, api: api, metrics: o.Metrics,
 		leaseCfg: leaseCfg, stateDir: stateDir, open: open, ready: o.Ready, abandon: o.Abandon,
@@ -264,4 +267,20 @@ func syncDir(dir string) error {
 	}
 	defer d.Close()
 	return d.Sync()
+}
+
+// checkStateDir refuses a local store directory that is the data
+// directory or one of its parents: the store is removed and rebuilt from
+// the log when it is ahead of it or restored from a snapshot, which must
+// never touch the log, the segments or the lock.
+func checkStateDir(stateDir, dataDir string) error {
+	s, err := filepath.Abs(stateDir)
+	if err != nil {
+		return fmt.Errorf("localStore.dir: %w", err)
+	}
+	if rel, err := filepath.Rel(s, dataDir); err == nil && (rel == "." || !strings.HasPrefix(rel, "..")) {
+		return fmt.Errorf("localStore.dir %s holds the data directory %s: give the local store a directory of its own (default: %s)",
+			stateDir, dataDir, filepath.Join(dataDir, StateDir))
+	}
+	return nil
 }

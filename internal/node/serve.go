@@ -149,6 +149,13 @@ func RunServe(ctx context.Context, o ServeOptions) error {
 	// The Pebble store lives in a directory of its own under the locked
 	// localStore.dir, so that a restore from a snapshot can replace it.
 	stateDir := filepath.Join(cfg.LocalStore.Dir, StateDir)
+	if cfg.Storage.Backend == config.BackendFS {
+		if fsDir, err := filepath.Abs(cfg.Storage.FS.Dir); err == nil {
+			if err := checkStateDir(stateDir, fsDir); err != nil {
+				return err
+			}
+		}
+	}
 	open, restore := o.OpenStore, restorer(nil)
 	if open == nil {
 		open, restore = func(dir string) (flowstore.Store, error) { return flowstore.OpenLocal(dir, log) }, restorePebble(log)

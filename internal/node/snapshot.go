@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"time"
 
 	"github.com/dexzd/dexzd/internal/blob"
@@ -48,8 +47,8 @@ type restorer func(dir string, r io.Reader) (flowstore.Store, error)
 // what is in dir and restores the snapshot there.
 func restorePebble(log *slog.Logger) restorer {
 	return func(dir string, r io.Reader) (flowstore.Store, error) {
-		if err := os.RemoveAll(dir); err != nil {
-			return nil, fmt.Errorf("remove the local store %s before a restore: %w", dir, err)
+		if err := wipeLocalStore(dir); err != nil {
+			return nil, fmt.Errorf("before a restore: %w", err)
 		}
 		return flowstore.RestoreLocal(dir, r, log)
 	}

@@ -73,6 +73,14 @@ func (c *Core) Admit(w server.Work) (release func(), err error) {
 			c.refused(err)
 		}
 	}()
+	if w.Op == "InvokeRPC" {
+		// RPCs waiting for a worker hold no slot of the calls in progress
+		// (rpc.go), so they have a bound of their own, as large.
+		if n := c.rpcWaiting.Load(); n >= int64(lim.MaxPendingRequests) {
+			return nil, &server.OverloadError{Limit: "limits.maxPendingRequests", RetryAfter: retryTasks,
+				Message: fmt.Sprintf("%d RPCs wait for a worker", n)}
+		}
+	}
 	if w.Op == "StartFlow" {
 		if n := c.disp.queuedOf(w.FlowType); n >= lim.MaxQueuedTasks {
 			return nil, &server.OverloadError{Limit: "limits.maxQueuedTasks", RetryAfter: retryTasks,

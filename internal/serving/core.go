@@ -72,6 +72,8 @@ type Core struct {
 	stopping chan struct{}
 	stopOnce sync.Once
 	rpcSeq   atomic.Uint64
+	// rpcWaiting counts the InvokeRPC calls waiting for a worker (Admit).
+	rpcWaiting atomic.Int64
 }
 
 var _ server.Backend = (*Core)(nil)

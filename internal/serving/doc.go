@@ -124,7 +124,9 @@
 //     stops counting once its task is queued for a worker
 //     (server.ReleaseAdmission): waiting for the worker loads neither the
 //     sequencer nor the log, and a few slow RPCs must not refuse all new
-//     work.
+//     work. The RPCs waiting for a worker have a bound of their own, also
+//     limits.maxPendingRequests: beyond it an InvokeRPC is refused (hint
+//     500 ms).
 //   - Work that is not new is never refused and never counted against a
 //     caller: worker results and failures (they free slots and close
 //     runs), RPC results, task starts, timers firing, retries of attempts

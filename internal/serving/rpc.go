@@ -124,6 +124,8 @@ func (c *Core) InvokeRPC(ctx context.Context, inv engine.InvokeRPC, timeout time
 	// RPCs would otherwise refuse all new work, found in review). Its
 	// result commits like a worker's, never refused.
 	server.ReleaseAdmission(ctx)
+	c.rpcWaiting.Add(1)
+	defer c.rpcWaiting.Add(-1)
 	select {
 	case o := <-rc.done:
 		c.rpcs.remove(rc.id)
