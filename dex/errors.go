@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/dexzd/dexzd/api/dexpb"
@@ -253,6 +254,11 @@ func wrapStatus(op string, err error) error {
 		return fmt.Errorf("dex: %s: %w", op, err)
 	}
 	e := &Error{Op: op, Code: st.Code(), Message: st.Message(), st: st}
+	if st.Code() == codes.ResourceExhausted && strings.Contains(st.Message(), "message larger than max") {
+		// gRPC refused the whole message before the server read it: say
+		// which limit that is, as the server's own refusals do.
+		e.Message += " (the request is larger than the server's message limit, limits.maxRequestBytes plus 1 MiB by default: send smaller values)"
+	}
 	for _, d := range st.Details() {
 		if we, ok := d.(*dexpb.WorkerError); ok {
 			e.Worker = &WorkerError{Type: we.GetErrorType(), Message: we.GetMessage(), Stack: we.GetStack()}
