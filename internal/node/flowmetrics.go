@@ -3,6 +3,7 @@ package node
 import (
 	"bufio"
 	"fmt"
+	"slices"
 	"sync/atomic"
 
 	"github.com/dexzd/dexzd/internal/serving"
@@ -59,5 +60,16 @@ func (f *flowMetrics) writeText(bw *bufio.Writer) {
 		attempts, attempts)
 	for i, label := range serving.AttemptOutcomeLabels {
 		fmt.Fprintf(bw, "%s{outcome=%q} %d\n", attempts, label, f.attempts[i].Load())
+	}
+}
+
+// CountRefused implements serving.FlowCounter; a nil *Metrics records
+// nothing.
+func (m *Metrics) CountRefused(limit string) {
+	if m == nil {
+		return
+	}
+	if i := slices.Index(serving.RefusalLimits, limit); i >= 0 {
+		m.refused[i].Add(1)
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/dexzd/dexzd/internal/blob"
 	"github.com/dexzd/dexzd/internal/lease"
+	"github.com/dexzd/dexzd/internal/serving"
 	"github.com/dexzd/dexzd/internal/wal"
 )
 
@@ -86,8 +87,10 @@ type Metrics struct {
 	hot atomic.Pointer[hotStandby]
 
 	batchSeconds, batchBytes, batchRecords histogram
-	store                                  storeMetrics
-	flows                                  flowMetrics
+	// refused counts overload refusals by serving.RefusalLimits' index.
+	refused [4]atomic.Uint64
+	store   storeMetrics
+	flows   flowMetrics
 
 	mu      sync.Mutex
 	active  interface{ Serving() bool } // the serving instance, nil while none
@@ -261,6 +264,11 @@ func (m *Metrics) WriteText(w io.Writer) error {
 		"Time from the first write request of a log batch until it was durable, retries included.")
 	histogramFamily(bw, &m.batchBytes, "dexzd_log_batch_bytes", "Encoded size of the log batches this process wrote.")
 	histogramFamily(bw, &m.batchRecords, "dexzd_log_batch_records", "Records (one per engine decision) in the log batches this process wrote.")
+	const rf = "dexzd_requests_refused_total"
+	fmt.Fprintf(bw, "# HELP %s Calls refused as overloaded (RESOURCE_EXHAUSTED with a retry hint), by the limit reached.\n# TYPE %s counter\n", rf, rf)
+	for i, l := range serving.RefusalLimits {
+		fmt.Fprintf(bw, "%s{limit=%q} %d\n", rf, l, m.refused[i].Load())
+	}
 	metric("dexzd_snapshots_total", "counter", "Snapshots of the local store this process wrote (and truncated the log after).", m.snapshots.Load())
 	metric("dexzd_snapshot_failures_total", "counter", "Snapshots or truncations that failed; the log is kept until the next one.", m.snapshotFailures.Load())
 	metric("dexzd_snapshot_bytes", "gauge", "Size of the last snapshot this process wrote; 0 before the first.", m.snapshotBytes.Load())

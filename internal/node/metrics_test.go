@@ -309,3 +309,34 @@ func TestCheckExposition_RejectsBrokenText(t *testing.T) {
 		t.Errorf("a valid histogram: %v", err)
 	}
 }
+
+// Overload refusals are counted by the limit they hit, every limit listed
+// from the start (a counter that appears only on the first refusal breaks
+// rate() alerts); a limit nobody names is ignored.
+func TestMetrics_RefusalsByLimit(t *testing.T) {
+	t.Parallel()
+	m := NewMetrics()
+	m.CountRefused("limits.maxQueuedTasks")
+	m.CountRefused("limits.maxQueuedTasks")
+	m.CountRefused("MaxFlowWaiters")
+	m.CountRefused("no.such.limit")
+	var text strings.Builder
+	if err := m.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkExposition(text.String()); err != nil {
+		t.Fatalf("%v\n%s", err, text.String())
+	}
+	for _, want := range []string{
+		"# TYPE dexzd_requests_refused_total counter\n",
+		`dexzd_requests_refused_total{limit="limits.maxPendingRequests"} 0` + "\n",
+		`dexzd_requests_refused_total{limit="limits.maxQueuedTasks"} 2` + "\n",
+		`dexzd_requests_refused_total{limit="MaxFlowWaiters"} 1` + "\n",
+	} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+	var nilMetrics *Metrics
+	nilMetrics.CountRefused("limits.maxQueuedTasks")
+}

@@ -1,6 +1,7 @@
 package serving
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -95,6 +96,10 @@ const refusedLogEvery = 10 * time.Second
 
 // refused counts a refusal and logs one line per refusedLogEvery.
 func (c *Core) refused(err error) {
+	var oe *server.OverloadError
+	if c.cfg.Metrics != nil && errors.As(err, &oe) {
+		c.cfg.Metrics.CountRefused(oe.Limit)
+	}
 	n := c.seq.refusals.Add(1)
 	now := time.Now().UnixNano()
 	last := c.seq.lastLog.Load()

@@ -92,4 +92,10 @@ func (c *FlowCounts) Count(b engine.RecordBody) {
 // once per batch, in sequence order; it must not block and must not keep c.
 type FlowCounter interface {
 	CountFlows(c *FlowCounts)
+	// CountRefused counts one call refused as overloaded at limit (its
+	// configuration key, one of RefusalLimits).
+	CountRefused(limit string)
 }
+
+// RefusalLimits are the configuration keys an overload refusal names.
+var RefusalLimits = []string{"limits.maxPendingRequests", "limits.maxPendingBytes", "limits.maxQueuedTasks", "MaxFlowWaiters"}

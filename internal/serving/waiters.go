@@ -43,6 +43,7 @@ func (c *Core) WaitForFlow(ctx context.Context, flowID, runID string) (*engine.F
 			if counted = c.waiters.enter(); !counted {
 				err = &server.OverloadError{Limit: "MaxFlowWaiters", RetryAfter: retryWaiters, Message: fmt.Sprintf(
 					"%d WaitForFlow calls wait already, the most one server holds", c.waiters.limit())}
+				c.refused(err)
 			}
 		}
 		if err != nil {
