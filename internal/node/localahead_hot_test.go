@@ -2,21 +2,15 @@ package node
 
 import (
 	"context"
-	"log/slog"
 	"net"
-	"os"
 	"path/filepath"
-	"slices"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/dexzd/dexzd/api/dexpb"
-	"github.com/dexzd/dexzd/internal/blob/fs"
 	"github.com/dexzd/dexzd/internal/config"
 	"github.com/dexzd/dexzd/internal/wal"
 )
@@ -39,35 +33,6 @@ func TestServe_HotStandbyAheadOfTheLogRebuildsAndTakesOver(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 40*time.Second)
 	defer cancel()
 
-	logKeys := func() []string {
-		t.Helper()
-		blobs, err := fs.Open(cfgA.Storage.FS.Dir, fs.Strict)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer blobs.Close()
-		keys, err := blobs.List(t.Context(), layout.LogKey(0)[:len(layout.LogKey(0))-20], "", 10000)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return keys
-	}
-	client := func(addr net.Addr) dexpb.FlowServiceClient {
-		conn, err := grpc.NewClient(addr.String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = conn.Close() })
-		return dexpb.NewFlowServiceClient(conn)
-	}
-	start := func(c dexpb.FlowServiceClient, id string) {
-		t.Helper()
-		if _, err := c.StartFlow(ctx, &dexpb.StartFlowRequest{FlowType: "t", FlowId: id,
-			StartStep: &dexpb.Movement{StepType: "S"}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-
 	readyA := make(chan net.Addr, 1)
 	actxA, stopA := context.WithCancel(ctx)
 	doneA := make(chan error, 1)
@@ -75,19 +40,19 @@ func TestServe_HotStandbyAheadOfTheLogRebuildsAndTakesOver(t *testing.T) {
 	var cA dexpb.FlowServiceClient
 	select {
 	case a := <-readyA:
-		cA = client(a)
+		cA = flowClient(t, a)
 	case err := <-doneA:
 		t.Fatalf("A ended: %v", err)
 	}
-	start(cA, "f1")
-	kept := logKeys()
-	start(cA, "f2")
+	startT(t, cA, "f1")
+	kept := logKeysOf(t, cfgA)
+	startT(t, cA, "f2")
 
 	readyB := make(chan net.Addr, 1)
 	standbyB := make(chan net.Addr, 1)
 	doneB := make(chan error, 1)
 	go func() {
-		doneB <- RunServe(ctx, ServeOptions{Config: &cfgB, Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)), Ready: func(a net.Addr) { readyB <- a },
+		doneB <- RunServe(ctx, ServeOptions{Config: &cfgB, Ready: func(a net.Addr) { readyB <- a },
 			Standby: func(a net.Addr) { standbyB <- a }})
 	}()
 	select {
@@ -98,18 +63,7 @@ func TestServe_HotStandbyAheadOfTheLogRebuildsAndTakesOver(t *testing.T) {
 	time.Sleep(time.Second) // B follows f2's batch
 
 	// The storage loses the log's tail (f2's batches) that B applied.
-	blobs, err := fs.Open(cfgA.Storage.FS.Dir, fs.Strict)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, k := range logKeys() {
-		if !slices.Contains(kept, k) {
-			if err := blobs.Delete(t.Context(), k); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	_ = blobs.Close()
+	loseLogTail(t, cfgA, kept)
 	stopA()
 	if err := <-doneA; ExitCode(err) != 0 {
 		t.Fatalf("A = %v", err)
@@ -118,7 +72,7 @@ func TestServe_HotStandbyAheadOfTheLogRebuildsAndTakesOver(t *testing.T) {
 	var cB dexpb.FlowServiceClient
 	select {
 	case a := <-readyB:
-		cB = client(a)
+		cB = flowClient(t, a)
 	case err := <-doneB:
 		t.Fatalf("hot standby B, ahead of the log, did not take over: %v", err)
 	}
@@ -128,8 +82,8 @@ func TestServe_HotStandbyAheadOfTheLogRebuildsAndTakesOver(t *testing.T) {
 	if _, err := cB.GetFlowSummary(ctx, &dexpb.GetFlowSummaryRequest{FlowId: "f2"}); status.Code(err) != codes.NotFound {
 		t.Errorf("f2 on B: %v, want NOT_FOUND", err)
 	}
-	start(cB, "f3")
-	keys := logKeys()
+	startT(t, cB, "f3")
+	keys := logKeysOf(t, cfgA)
 	for i, k := range keys {
 		if want := layout.LogKey(uint64(i)); k != want {
 			t.Fatalf("log keys %v: gap at %s", keys, want)

@@ -2,15 +2,10 @@ package node
 
 import (
 	"bytes"
-	"context"
-	"net"
-	"slices"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/dexzd/dexzd/api/dexpb"
@@ -32,55 +27,10 @@ func TestReview_SnapshotNewerThanTheLogTail(t *testing.T) {
 	cfg.Snapshots.EveryBatches = 2
 	cfg.Snapshots.Keep = 1
 	layout := wal.MustLayout("", "n1")
-	serve := func(do func(c dexpb.FlowServiceClient)) {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-		defer cancel()
-		ready := make(chan net.Addr, 1)
-		sctx, stop := context.WithCancel(ctx)
-		done := make(chan error, 1)
-		go func() { done <- RunServe(sctx, ServeOptions{Config: cfg, Ready: func(a net.Addr) { ready <- a }}) }()
-		var addr net.Addr
-		select {
-		case addr = <-ready:
-		case err := <-done:
-			t.Fatalf("RunServe ended before serving: %v", err)
-		}
-		conn, err := grpc.NewClient(addr.String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		do(dexpb.NewFlowServiceClient(conn))
-		_ = conn.Close()
-		stop()
-		if err := <-done; ExitCode(err) != 0 {
-			t.Fatalf("RunServe = %v", err)
-		}
-	}
-	logKeys := func() []string {
-		t.Helper()
-		blobs, err := fs.Open(cfg.Storage.FS.Dir, fs.Strict)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer blobs.Close()
-		keys, err := blobs.List(t.Context(), layout.LogKey(0)[:len(layout.LogKey(0))-20], "", 10000)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return keys
-	}
-	start := func(c dexpb.FlowServiceClient, id string) {
-		t.Helper()
-		if _, err := c.StartFlow(t.Context(), &dexpb.StartFlowRequest{FlowType: "t", FlowId: id,
-			StartStep: &dexpb.Movement{StepType: "S"}}); err != nil {
-			t.Fatal(err)
-		}
-	}
 	var kept []string
-	serve(func(c dexpb.FlowServiceClient) {
+	serveOnce(t, cfg, func(c dexpb.FlowServiceClient) {
 		for _, id := range []string{"f1", "f2", "f3", "f4"} {
-			start(c, id)
+			startT(t, c, id)
 		}
 		blobs, err := fs.Open(cfg.Storage.FS.Dir, fs.Strict)
 		if err != nil {
@@ -97,32 +47,18 @@ func TestReview_SnapshotNewerThanTheLogTail(t *testing.T) {
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
-		kept = logKeys()
-		start(c, "f2x")
+		kept = logKeysOf(t, cfg)
+		startT(t, c, "f2x")
 	})
 	// The host crash: the log's tail after the snapshot is lost, the
 	// snapshot and the manifest are kept.
-	blobs, err := fs.Open(cfg.Storage.FS.Dir, fs.Strict)
-	if err != nil {
-		t.Fatal(err)
-	}
-	all := logKeys()
-	lost := 0
-	for _, k := range all {
-		if !slices.Contains(kept, k) {
-			lost++
-			if err := blobs.Delete(t.Context(), k); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	_ = blobs.Close()
+	lost := loseLogTail(t, cfg, kept)
 	// (Truncation may delete kept batches meanwhile: count the new ones.)
 	if lost == 0 {
-		t.Fatalf("f2x's start wrote no batch: %v, kept %v", all, kept)
+		t.Fatalf("f2x's start wrote no batch: %v, kept %v", logKeysOf(t, cfg), kept)
 	}
 
-	serve(func(c dexpb.FlowServiceClient) {
+	serveOnce(t, cfg, func(c dexpb.FlowServiceClient) {
 		for _, id := range []string{"f1", "f2", "f3", "f4"} {
 			if _, err := c.GetFlowSummary(t.Context(), &dexpb.GetFlowSummaryRequest{FlowId: id}); err != nil {
 				t.Errorf("%s, in the snapshot: %v", id, err)
@@ -131,6 +67,6 @@ func TestReview_SnapshotNewerThanTheLogTail(t *testing.T) {
 		if _, err := c.GetFlowSummary(t.Context(), &dexpb.GetFlowSummaryRequest{FlowId: "f2x"}); status.Code(err) != codes.NotFound {
 			t.Errorf("f2x, whose start the log lost: %v; want NOT_FOUND", err)
 		}
-		start(c, "f6")
+		startT(t, c, "f6")
 	})
 }
