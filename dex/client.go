@@ -25,7 +25,7 @@ type ClientOptions struct {
 	// Addresses are the servers, in order of preference (P5). Calls go to
 	// the address that last answered; on UNAVAILABLE, or when the server
 	// stops answering (UnresponsiveTimeout), the client moves to the next
-	// one.
+	// one. Default: DefaultAddress, as for dexcli.
 	Addresses []string
 	// Dialer opens connections; default grpc.NewClient without TLS, with
 	// keepalive (KeepaliveTime, UnresponsiveTimeout) and a connect backoff
@@ -83,14 +83,24 @@ type Client struct {
 	log   *slog.Logger
 
 	mu        sync.Mutex
-	cur       int  // address calls go to
-	confirmed bool // cur answered a call since the last failover
+	cur       int       // address calls go to
+	confirmed bool      // cur answered a call since the last failover
+	warned    time.Time // the last "cannot reach" warning
 }
+
+// unreachableWarnEvery spaces the client's warnings that no address
+// serves: one after the first failed attempt, then one every 10 s while
+// it lasts, so a client pointed at the wrong place does not retry in
+// silence.
+const unreachableWarnEvery = 10 * time.Second
 
 // NewClient creates a Client. It does not connect: connections are opened
 // on the first call to each address (with that call's context), so
 // NewClient does not fail when a server is down.
 func NewClient(opts ClientOptions) (*Client, error) {
+	if len(opts.Addresses) == 0 && opts.Conn == nil {
+		opts.Addresses = []string{DefaultAddress}
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -340,6 +350,11 @@ func (c *Client) failover(i int, op string, err error) {
 	}
 	c.cur = c.conns.next(i)
 	c.confirmed = false
+	if now := time.Now(); now.Sub(c.warned) >= unreachableWarnEvery {
+		c.warned = now
+		c.log.Warn("dex client: the server did not serve the call; retrying", "op", op, "address", c.conns.addr(i),
+			"addresses", c.conns.addrs, "error", err)
+	}
 	if c.cur != i {
 		msg := "server unavailable; trying the next address"
 		if isUnresponsive(err) {

@@ -28,6 +28,11 @@ import (
 // listener).
 type Dialer func(ctx context.Context, address string) (grpc.ClientConnInterface, error)
 
+// DefaultAddress is the server address a Client or Worker uses when
+// given none: the API's default listen address, as for dexcli and
+// `dex-server-zd dev`.
+const DefaultAddress = "127.0.0.1:8801"
+
 // DefaultUnresponsiveTimeout is the default of ClientOptions and
 // WorkerOptions.UnresponsiveTimeout: a server that answers nothing for this
 // long is left for the next address. It is well below the default

@@ -27,7 +27,7 @@ type WorkerOptions struct {
 	// worker polls one at a time and moves to the next when a stream ends
 	// (UNAVAILABLE from a standby, a drain, a broken connection, a server
 	// that stopped answering), skipping servers known to be unresponsive
-	// while another address answers.
+	// while another address answers. Default: DefaultAddress.
 	Addresses []string
 	// WorkerID names the worker in live state and logs. Default
 	// "<hostname>-<pid>".
@@ -141,6 +141,9 @@ func NewWorker(opts WorkerOptions, flows ...*Flow) (*Worker, error) {
 	reg, err := newRegistry(flows, opts.Logger)
 	if err != nil {
 		return nil, err
+	}
+	if len(opts.Addresses) == 0 && opts.Conn == nil {
+		opts.Addresses = []string{DefaultAddress}
 	}
 	conns, err := newConnSet(opts.Addresses, opts.Conn, opts.Dialer, opts.DialOptions, opts.UnresponsiveTimeout)
 	if err != nil {
