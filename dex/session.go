@@ -82,6 +82,7 @@ func (w *Worker) stream(parent context.Context, e *endpoint) (welcomed bool, err
 	}
 	gen := w.nextGen()
 	maxMsg := int(min(welcome.GetMaxMessageBytes(), math.MaxInt32)) // 0: an older server that does not say
+	w.connectedOnce.Do(func() { close(w.connected) })
 	w.log.Info("worker connected", "address", e.addr, "node_id", welcome.GetNodeId(),
 		"node_epoch", welcome.GetNodeEpoch(), "session_id", welcome.GetSessionId(),
 		"max_task_bytes", welcome.GetMaxTaskBytes(), "max_message_bytes", welcome.GetMaxMessageBytes())

@@ -94,9 +94,13 @@ type Worker struct {
 	sem   chan struct{}
 
 	started atomic.Bool
-	hard    context.Context // ends when the drain times out; tasks run under it
-	wg      sync.WaitGroup  // task goroutines
-	wake    chan struct{}   // outbox or stop state changed
+	// connected is closed when a server first welcomed the worker
+	// (Connected).
+	connected     chan struct{}
+	connectedOnce sync.Once
+	hard          context.Context // ends when the drain times out; tasks run under it
+	wg            sync.WaitGroup  // task goroutines
+	wake          chan struct{}   // outbox or stop state changed
 
 	mu       sync.Mutex
 	running  map[string]bool // tokens of running tasks
@@ -167,8 +171,16 @@ func NewWorker(opts WorkerOptions, flows ...*Flow) (*Worker, error) {
 		sem:     make(chan struct{}, opts.MaxConcurrentTasks),
 		wake:    make(chan struct{}, 1),
 		running: map[string]bool{},
+
+		connected: make(chan struct{}),
 	}, nil
 }
+
+// Connected is closed once a server has welcomed the worker for the first
+// time: its Hello, and with it the declarations of its flow types, is
+// registered, so a flow started from then on gets the declared start step
+// and options. Tests wait for it before their first flow (dextest does).
+func (w *Worker) Connected() <-chan struct{} { return w.connected }
 
 // Run polls for tasks until ctx ends, reconnecting with backoff and moving
 // through the address list (P5). When ctx ends it stops gracefully: it takes

@@ -81,7 +81,10 @@ type Env struct {
 
 // Start starts a server on t.TempDir(), a worker serving flows and a
 // client, and stops them when the test ends (see the package
-// documentation). It fails the test when they cannot start.
+// documentation). It returns once the worker is connected and its flow
+// types are declared (dex.Worker.Connected), so the test's first flow gets
+// the declared start step and options. It fails the test when they cannot
+// start.
 func Start(t testing.TB, flows ...*dex.Flow) *Env {
 	t.Helper()
 	return StartWith(t, flows)
@@ -187,7 +190,17 @@ func (e *Env) start(ctx context.Context, flows []*dex.Flow, opts []Option) error
 		}
 		e.workerDone <- err
 	}()
-	return nil
+	// Return once the worker is connected and its declarations are
+	// registered: a test's first flow then gets the declared options.
+	select {
+	case <-w.Connected():
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("the worker did not connect: %w", ctx.Err())
+	case err := <-e.workerDone:
+		e.workerDone <- err
+		return fmt.Errorf("the worker stopped before it connected: %w", err)
+	}
 }
 
 // startNode starts a server on the directory, listening on listen.
