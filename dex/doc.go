@@ -108,6 +108,9 @@
 // "dex.DecodeError", "dex.EncodeError", "dex.InvalidResult" (a result that
 // breaks the flow's declaration, for example a movement to an undeclared
 // step or a write to an undeclared attribute) and "dex.WorkerStopping".
+// NonRetryable(err), DecodeError, EncodeError and InvalidResult set the
+// failure's non_retryable: the step's failure policy applies at once,
+// whatever attempts its retry policy still allows.
 //
 // Client (P5). Calls go to the address that last answered and move to the
 // next on UNAVAILABLE, or when the server stops answering. Reads,

@@ -110,6 +110,40 @@ type retryAfterError struct {
 func (e *retryAfterError) Error() string { return e.err.Error() }
 func (e *retryAfterError) Unwrap() error { return e.err }
 
+// NonRetryable wraps err so that the step's failure policy applies at once
+// (fail the flow, proceed, or the recovery step) instead of another
+// attempt: for an application error that no retry can fix, like
+// Temporal's non-retryable application errors. A value that does not
+// decode, a value that does not encode and an invalid result are
+// non-retryable without it. It records the stack at the call.
+//
+//	return nil, dex.NonRetryable(fmt.Errorf("order %s: unknown currency %q", id, cur))
+func NonRetryable(err error) error {
+	if err == nil {
+		err = errors.New("non-retryable failure")
+	}
+	return &nonRetryableError{err: err, stack: string(debug.Stack())}
+}
+
+type nonRetryableError struct {
+	err   error
+	stack string
+}
+
+func (e *nonRetryableError) Error() string { return e.err.Error() }
+func (e *nonRetryableError) Unwrap() error { return e.err }
+
+// nonRetryable reports whether no further attempt can fix err: it was
+// marked NonRetryable, or a value did not decode or encode, or the result
+// broke the flow's declaration.
+func nonRetryable(err error) bool {
+	var nr *nonRetryableError
+	var de *decodeError
+	var ee *encodeError
+	var ir *invalidResultError
+	return errors.As(err, &nr) || errors.As(err, &de) || errors.As(err, &ee) || errors.As(err, &ir)
+}
+
 // ErrorTyper is implemented by errors that name their own type for the
 // server (TaskFailure.error_type, E14). Without it the worker reports the Go
 // type of the most specific error in the chain.
@@ -138,6 +172,9 @@ func errorTypeName(err error) string {
 
 func isPlainWrapper(err error) bool {
 	if _, ok := err.(*retryAfterError); ok { //nolint:errorlint // one link of the chain, not the chain
+		return true
+	}
+	if _, ok := err.(*nonRetryableError); ok { //nolint:errorlint // one link of the chain, not the chain
 		return true
 	}
 	switch reflect.TypeOf(err).String() {

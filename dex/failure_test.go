@@ -2,7 +2,10 @@ package dex
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/proto"
@@ -31,5 +34,24 @@ func TestFailure_InvalidUTF8IsSent(t *testing.T) {
 	ra.stack = "at \xe2\x82"
 	if _, err := proto.Marshal(failure(nil, ra, "")); err != nil {
 		t.Fatalf("marshal a retry-after failure: %v", err)
+	}
+}
+
+// NonRetryable marks a failure so (the step's failure policy applies at
+// once), keeps the error's type and message, and reports the stack of the
+// call; an ordinary error or a RetryAfter is retryable.
+//
+// Covers: E9, E14
+func TestFailure_NonRetryable(t *testing.T) {
+	t.Parallel()
+	f := failure([]byte("tok"), NonRetryable(fmt.Errorf("unknown currency %q", "XXX")), "stack of the handler").GetTaskFailure()
+	if !f.GetNonRetryable() || f.GetMessage() != `unknown currency "XXX"` || f.GetErrorType() != "*errors.errorString" ||
+		!strings.Contains(f.GetStack(), "TestFailure_NonRetryable") {
+		t.Fatalf("failure = %v", f)
+	}
+	for _, err := range []error{errors.New("timeout"), RetryAfter(time.Second, errors.New("busy"))} {
+		if failure(nil, err, "").GetTaskFailure().GetNonRetryable() {
+			t.Errorf("%v marked non-retryable", err)
+		}
 	}
 }

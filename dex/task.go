@@ -226,6 +226,13 @@ func failure(token []byte, err error, stack string) *dexpb.PollWorkerTaskRequest
 			f.Stack = strings.ToValidUTF8(ra.stack, "\uFFFD")
 		}
 	}
+	if nonRetryable(err) {
+		f.NonRetryable = true
+		var nr *nonRetryableError
+		if errors.As(err, &nr) && nr.stack != "" {
+			f.Stack = strings.ToValidUTF8(nr.stack, "\uFFFD")
+		}
+	}
 	return &dexpb.PollWorkerTaskRequest{Message: &dexpb.PollWorkerTaskRequest_TaskFailure{TaskFailure: f}}
 }
 

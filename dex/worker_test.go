@@ -324,19 +324,20 @@ func TestWorker_DecisionsEncode(t *testing.T) {
 	if d := run("Await", Order{ID: "3"}).GetTaskResult().GetExecute().GetDecision(); d.GetDeadEnd() == nil {
 		t.Errorf("dead end = %v", d)
 	}
-	// A movement outside the step's MovesTo fails the attempt locally.
+	// A movement outside the step's MovesTo fails the attempt locally, for
+	// good: no retry can change the code's answer (non-retryable).
 	f := run("Charge", Order{ID: "undeclared"}).GetTaskFailure()
-	if f.GetErrorType() != "dex.InvalidResult" || !strings.Contains(f.GetMessage(), `step "Charge" moves to "Refund"`) {
+	if f.GetErrorType() != "dex.InvalidResult" || !strings.Contains(f.GetMessage(), `step "Charge" moves to "Refund"`) || !f.GetNonRetryable() {
 		t.Errorf("failure = %v", f)
 	}
 	// An unknown step type is refused without running anything.
 	f = run("Nope", Order{}).GetTaskFailure()
-	if f.GetErrorType() != "dex.InvalidResult" || !strings.Contains(f.GetMessage(), `no step "Nope"`) {
+	if f.GetErrorType() != "dex.InvalidResult" || !strings.Contains(f.GetMessage(), `no step "Nope"`) || !f.GetNonRetryable() {
 		t.Errorf("failure = %v", f)
 	}
-	// An input that does not decode is a DecodeError.
+	// An input that does not decode is a DecodeError, non-retryable too.
 	f = dexraw.HandleTask(context.Background(), w, task(dexpb.TaskKind(dex.KindExecute), "t", "Ship", &dexpb.EncodedValue{Encoding: "json", Data: []byte(`"x"`)})).GetTaskFailure()
-	if f.GetErrorType() != "dex.DecodeError" {
+	if f.GetErrorType() != "dex.DecodeError" || !f.GetNonRetryable() {
 		t.Errorf("failure = %v", f)
 	}
 }

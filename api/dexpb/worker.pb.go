@@ -1308,7 +1308,12 @@ type TaskFailure struct {
 	// RetryAfter, when set, replaces the retry policy's backoff before the
 	// next attempt; the policy's limits still apply (E10), and a delay above
 	// 365 days counts as 365 days. Ignored for RPCs.
-	RetryAfter    *durationpb.Duration `protobuf:"bytes,5,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
+	RetryAfter *durationpb.Duration `protobuf:"bytes,5,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
+	// NonRetryable says another attempt cannot succeed (a value that does not
+	// decode, an invalid result, an error the application marked so): the
+	// step's failure policy applies at once, whatever attempts its retry
+	// policy still allows. Ignored for RPCs.
+	NonRetryable  bool `protobuf:"varint,6,opt,name=non_retryable,json=nonRetryable,proto3" json:"non_retryable,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1376,6 +1381,13 @@ func (x *TaskFailure) GetRetryAfter() *durationpb.Duration {
 		return x.RetryAfter
 	}
 	return nil
+}
+
+func (x *TaskFailure) GetNonRetryable() bool {
+	if x != nil {
+		return x.NonRetryable
+	}
+	return false
 }
 
 // Heartbeat says the worker is alive.
@@ -1739,7 +1751,7 @@ const file_dex_worker_proto_rawDesc = "" +
 	"\bdecision\x18\x01 \x01(\v2\x11.dex.StepDecisionR\bdecision\"c\n" +
 	"\tRpcResult\x12)\n" +
 	"\x06output\x18\x01 \x01(\v2\x11.dex.EncodedValueR\x06output\x12+\n" +
-	"\tmovements\x18\x02 \x03(\v2\r.dex.MovementR\tmovements\"\xb7\x01\n" +
+	"\tmovements\x18\x02 \x03(\v2\r.dex.MovementR\tmovements\"\xdc\x01\n" +
 	"\vTaskFailure\x12\x1d\n" +
 	"\n" +
 	"task_token\x18\x01 \x01(\fR\ttaskToken\x12\x1d\n" +
@@ -1748,7 +1760,8 @@ const file_dex_worker_proto_rawDesc = "" +
 	"\amessage\x18\x03 \x01(\tR\amessage\x12\x14\n" +
 	"\x05stack\x18\x04 \x01(\tR\x05stack\x12:\n" +
 	"\vretry_after\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\n" +
-	"retryAfter\";\n" +
+	"retryAfter\x12#\n" +
+	"\rnon_retryable\x18\x06 \x01(\bR\fnonRetryable\";\n" +
 	"\tHeartbeat\x12.\n" +
 	"\x13running_task_tokens\x18\x01 \x03(\fR\x11runningTaskTokens\"\x1c\n" +
 	"\x04Ping\x12\x14\n" +

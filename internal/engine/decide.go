@@ -208,6 +208,9 @@ func (d *decider) failAttempt(s *StepExec, f Failure, retryAfter *time.Duration)
 	a := s.Attempt
 	j := retryJitter(d.st.FlowID, d.st.RunID, s.ID, a.Method, a.Number)
 	at, retry := s.policy(a.Method).Retry.nextAttempt(a, d.now, retryAfter, j)
+	if f.NonRetryable {
+		retry = false
+	}
 	failed := AttemptFailed{StepExecID: s.ID, Method: a.Method, Attempt: a.Number, Duration: d.elapsed(a), Failure: f}
 	if retry {
 		failed.NextAttemptAt = at
@@ -218,6 +221,9 @@ func (d *decider) failAttempt(s *StepExec, f Failure, retryAfter *time.Duration)
 		return
 	}
 	msg := fmt.Sprintf("step %s %s failed after %d attempts: %s: %s", s.ID, a.Method, a.Number, f.Type, f.Message)
+	if f.NonRetryable {
+		msg = fmt.Sprintf("step %s %s failed at attempt %d with a non-retryable error: %s: %s", s.ID, a.Method, a.Number, f.Type, f.Message)
+	}
 	switch {
 	case a.Method == MethodWaitFor && s.Options.WaitForFailure == Proceed:
 		d.emit(AttemptScheduled{StepExecID: s.ID, Method: MethodExecute, Attempt: 1, FirstAt: d.now, NotBefore: d.now, WaitForFailed: &f})

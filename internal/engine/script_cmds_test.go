@@ -70,7 +70,8 @@ func (h *harness) command(name string, kv map[string]string, pos []arg) (Command
 		return ExecuteResult{Token: tok, Decision: dec, Staged: staged}, nil, nil
 	case "fail":
 		tok := h.token(first, "", kv, false)
-		c := TaskFailed{Token: tok, Failure: Failure{Type: kv["type"], Message: kv["msg"], Stack: kv["stack"]}}
+		c := TaskFailed{Token: tok, Failure: Failure{Type: kv["type"], Message: kv["msg"], Stack: kv["stack"],
+			NonRetryable: kv["nonretryable"] == "true"}}
 		if ra, ok := kv["retryAfter"]; ok {
 			d := dur(ra)
 			c.RetryAfter = &d

@@ -124,6 +124,11 @@ type Failure struct {
 	Type    string `json:"type,omitempty"`
 	Message string `json:"message,omitempty"`
 	Stack   string `json:"stack,omitempty"`
+	// NonRetryable says another attempt cannot succeed (a value that does
+	// not decode, an invalid result, an application error the worker
+	// marked so): the step's failure policy applies at once, whatever the
+	// retry policy allows.
+	NonRetryable bool `json:"nonRetryable,omitempty"`
 }
 
 // FlowDefinition is what a worker registers for a flow type: its steps,

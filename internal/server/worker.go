@@ -177,7 +177,7 @@ func (w *workerService) receive(stream dexpb.WorkerTaskService_PollWorkerTaskSer
 				go reply(token, Ack{Status: AckUnknownTask, Message: "malformed task token"})
 				continue
 			}
-			failure := engine.Failure{Type: f.GetErrorType(), Message: f.GetMessage(), Stack: f.GetStack()}
+			failure := engine.Failure{Type: f.GetErrorType(), Message: f.GetMessage(), Stack: f.GetStack(), NonRetryable: f.GetNonRetryable()}
 			if tok.Method == engine.MethodRPC {
 				go reply(token, sess.RPCFailed(tok, failure))
 				continue
