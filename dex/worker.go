@@ -377,6 +377,7 @@ func (w *Worker) startTask(t *dexpb.Task) {
 		}
 		msg := w.reg.run(w.hard, t)
 		<-w.sem
+		w.logFailure(t, msg.GetTaskFailure())
 		w.finishTask(key, msg)
 	}()
 }
@@ -479,4 +480,24 @@ func (w *Worker) nextGen() uint64 {
 	defer w.mu.Unlock()
 	w.gen++
 	return w.gen
+}
+
+// logFailure logs a failed attempt of t: one WARN line (flow, step
+// execution, attempt, error type and message; the stack goes to the
+// server, not the log), an ERROR when the failure is non-retryable, since
+// the step's failure policy then applies at once. nil logs nothing.
+func (w *Worker) logFailure(t *dexpb.Task, f *dexpb.TaskFailure) {
+	if f == nil {
+		return
+	}
+	attrs := []any{"flow_type", t.GetFlowType(), "flow_id", t.GetFlowId(), "step_execution_id", t.GetStepExecutionId(),
+		"kind", t.GetKind().String(), "attempt", t.GetAttempt(), "error_type", f.GetErrorType(), "error", f.GetMessage()}
+	switch {
+	case t.GetKind() == dexpb.TaskKind_TASK_KIND_RPC:
+		w.log.Warn("RPC handler failed; its caller gets the error", attrs...)
+	case f.GetNonRetryable():
+		w.log.Error("attempt failed with a non-retryable error; the step's failure policy applies", attrs...)
+	default:
+		w.log.Warn("attempt failed; the server retries it under the step's retry policy", attrs...)
+	}
 }
