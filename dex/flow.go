@@ -243,7 +243,7 @@ func (e *flowError) Unwrap() []error { return append([]error{ErrInvalidFlow}, e.
 func (d *flowDef) checkMovements(from *stepDef, ms []Movement) error {
 	for _, m := range ms {
 		if d.steps[m.step] == nil {
-			return fmt.Errorf("flow %q: movement to step %q, which the flow does not declare", d.name, m.step)
+			return fmt.Errorf("flow %q: movement to step %q, which the flow does not declare: add it with .Steps(%s{}), or declare the step's MovesTo so that NewWorker checks its targets", d.name, m.step, m.step)
 		}
 		if from != nil && from.declares && !refsContain(from.movesTo, m.step) {
 			return fmt.Errorf("flow %q: step %q moves to %q, which its MovesTo does not list", d.name, from.name, m.step)
