@@ -49,6 +49,8 @@ type callInfo struct {
 	hints map[codes.Code]string
 	// detail is added below the hint.
 	detail string
+	// fields are more fields of the JSON error document.
+	fields jsonObject
 }
 
 // fail turns the error of a call into a failure with a hint.
@@ -71,6 +73,7 @@ func (s *session) failure(ctx context.Context, err error, info callInfo) *failur
 		code:      code,
 		serverMsg: st.Message(),
 		detail:    info.detail,
+		fields:    info.fields,
 	}
 	f.hint = s.hint(ctx, code, info)
 	return f

@@ -352,9 +352,13 @@ func rpcFailure(req *dexpb.InvokeRPCRequest, err error) callInfo {
 		if we, ok := d.(*dexpb.WorkerError); ok {
 			info.hints[codes.FailedPrecondition] = "the RPC handler returned an error; the flow is not affected"
 			info.detail = fmt.Sprintf("worker error: %s: %s", orDash(we.GetErrorType()), we.GetMessage())
-			if we.GetStack() != "" {
+			// A returned business error is not a bug: no goroutine dump in
+			// the text, only for a panic; -o json keeps the stack.
+			if we.GetStack() != "" && we.GetErrorType() == "dex.Panic" {
 				info.detail += "\n" + indent(we.GetStack(), "  ")
 			}
+			info.fields = jsonObject{{"workerError", jsonObject{{"errorType", we.GetErrorType()},
+				{"message", we.GetMessage()}, {"stack", we.GetStack()}}}}
 		}
 	}
 	return info

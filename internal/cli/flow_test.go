@@ -275,7 +275,16 @@ func TestFlowRPC_WorkerErrorAndNoRetryAfterReachingAServer(t *testing.T) {
 	addr := f.start(t)
 	r := runCLI(t, "--server", addr, "flow", "rpc", "order-42", "status", `{"verbose":true}`)
 	r.wantCode(t, exitFailure)
-	r.wantStderr(t, "FAILED_PRECONDITION", "the RPC handler returned an error", "*orders.NotReady: order not reserved", "rpc.go:9")
+	r.wantStderr(t, "FAILED_PRECONDITION", "the RPC handler returned an error", "*orders.NotReady: order not reserved")
+	// A returned business error prints no goroutine dump; -o json keeps it.
+	if strings.Contains(r.stderr, "rpc.go:9") {
+		t.Errorf("a returned error's stack in the text output:\n%s", r.stderr)
+	}
+	r = runCLI(t, "--server", addr, "flow", "rpc", "order-42", "status", "-o", "json")
+	r.wantCode(t, exitFailure)
+	if !strings.Contains(r.stdout+r.stderr, `"stack": "orders.status\n\trpc.go:9"`) {
+		t.Errorf("the JSON error document lacks the worker's stack:\n%s%s", r.stdout, r.stderr)
+	}
 	if in := f.callsTo("InvokeRPC")[0].req.(*dexpb.InvokeRPCRequest).GetInput(); string(in.GetData()) != `{"verbose":true}` || in.GetEncoding() != "json" {
 		t.Errorf("RPC input %v", in)
 	}
@@ -291,8 +300,8 @@ func TestFlowRPC_WorkerErrorAndNoRetryAfterReachingAServer(t *testing.T) {
 	}
 	// An unreachable address is skipped: the call was never sent there.
 	runCLI(t, "--server", closedAddr(t)+","+addr, "flow", "rpc", "order-42", "status").wantCode(t, exitFailure)
-	if n := len(f.callsTo("InvokeRPC")); n != 2 {
-		t.Errorf("InvokeRPC reached the second address %d times, want 2 in total", n)
+	if n := len(f.callsTo("InvokeRPC")); n != 3 {
+		t.Errorf("InvokeRPC reached the second address %d times, want 3 in total (two direct calls, one past the unreachable address)", n)
 	}
 }
 
