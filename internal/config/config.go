@@ -211,6 +211,9 @@ type Limits struct {
 	// MaxConcurrentStreams bounds the calls and streams one connection may
 	// have open at once; a client's further calls wait in the client.
 	MaxConcurrentStreams uint32 `yaml:"maxConcurrentStreams"`
+	// MaxFlowWaiters bounds the WaitForFlow calls that wait at once; one
+	// more that would wait is refused as overloaded (retry hint 1 s).
+	MaxFlowWaiters int `yaml:"maxFlowWaiters"`
 }
 
 // Snapshots configures the snapshots the active process writes of its
@@ -278,6 +281,7 @@ func Defaults() Config {
 	c.Limits.MaxPendingBytes = DefaultMaxPendingBytes
 	c.Limits.MaxQueuedTasks = DefaultMaxQueuedTasks
 	c.Limits.MaxConcurrentStreams = DefaultMaxConcurrentStreams
+	c.Limits.MaxFlowWaiters = DefaultMaxFlowWaiters
 	return c
 }
 
@@ -288,6 +292,7 @@ const (
 	DefaultMaxPendingBytes      = 64 << 20
 	DefaultMaxQueuedTasks       = 1000
 	DefaultMaxConcurrentStreams = 16384
+	DefaultMaxFlowWaiters       = 10_000
 )
 
 // DefaultsYAML renders Defaults as YAML, for `dex-server-zd config defaults`.

@@ -21,16 +21,16 @@ func TestLimits_BoundedLoadKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{"maxPendingRequests: 1024", "maxPendingBytes: 67108864", "maxQueuedTasks: 1000", "maxConcurrentStreams: 16384"} {
+	for _, k := range []string{"maxPendingRequests: 1024", "maxPendingBytes: 67108864", "maxQueuedTasks: 1000", "maxConcurrentStreams: 16384", "maxFlowWaiters: 10000"} {
 		if !strings.Contains(string(out), k) {
 			t.Errorf("defaults output lacks %q", k)
 		}
 	}
-	c, err := config.Parse([]byte("limits:\n  maxPendingRequests: 10\n  maxPendingBytes: 2097152\n  maxQueuedTasks: 7\n  maxConcurrentStreams: 64\n"), config.ModeDev)
+	c, err := config.Parse([]byte("limits:\n  maxPendingRequests: 10\n  maxPendingBytes: 2097152\n  maxQueuedTasks: 7\n  maxConcurrentStreams: 64\n  maxFlowWaiters: 5\n"), config.ModeDev)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l := c.Limits; l.MaxPendingRequests != 10 || l.MaxPendingBytes != 2<<20 || l.MaxQueuedTasks != 7 || l.MaxConcurrentStreams != 64 {
+	if l := c.Limits; l.MaxPendingRequests != 10 || l.MaxPendingBytes != 2<<20 || l.MaxQueuedTasks != 7 || l.MaxConcurrentStreams != 64 || l.MaxFlowWaiters != 5 {
 		t.Errorf("parsed: %+v", l)
 	}
 	for doc, want := range map[string]string{
@@ -38,6 +38,7 @@ func TestLimits_BoundedLoadKeys(t *testing.T) {
 		"limits:\n  maxPendingBytes: 1000\n":   "limits.maxPendingBytes: must be at least",
 		"limits:\n  maxQueuedTasks: -1\n":      "limits.maxQueuedTasks: must be at least 1",
 		"limits:\n  maxConcurrentStreams: 8\n": "limits.maxConcurrentStreams: must be at least 16",
+		"limits:\n  maxFlowWaiters: 0\n":       "limits.maxFlowWaiters: must be at least 1",
 	} {
 		if _, err := config.Parse([]byte(doc), config.ModeDev); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: error %v, want %q", doc, err, want)

@@ -183,7 +183,8 @@ func (p *leasePeriod) run(ctx context.Context) (sd *steppedDown, err error) {
 		Engine: eng,
 		Lease:  p.holder, Logger: log, MaxRecordBytes: maxBatch - 8, Metrics: p.metrics,
 		Admission: serving.AdmissionLimits{MaxPendingRequests: p.cfg.Limits.MaxPendingRequests,
-			MaxPendingBytes: p.cfg.Limits.MaxPendingBytes, MaxQueuedTasks: p.cfg.Limits.MaxQueuedTasks},
+			MaxPendingBytes: p.cfg.Limits.MaxPendingBytes, MaxQueuedTasks: p.cfg.Limits.MaxQueuedTasks,
+			MaxFlowWaiters: p.cfg.Limits.MaxFlowWaiters},
 	})
 	// maxBatch is the largest record; group commit gathers records into
 	// batches of up to wal.DefaultMaxBatchBytes, sized to be written within

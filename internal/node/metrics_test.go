@@ -318,7 +318,7 @@ func TestMetrics_RefusalsByLimit(t *testing.T) {
 	m := NewMetrics()
 	m.CountRefused("limits.maxQueuedTasks")
 	m.CountRefused("limits.maxQueuedTasks")
-	m.CountRefused("MaxFlowWaiters")
+	m.CountRefused("limits.maxFlowWaiters")
 	m.CountRefused("no.such.limit")
 	var text strings.Builder
 	if err := m.WriteText(&text); err != nil {
@@ -331,7 +331,7 @@ func TestMetrics_RefusalsByLimit(t *testing.T) {
 		"# TYPE dexzd_requests_refused_total counter\n",
 		`dexzd_requests_refused_total{limit="limits.maxPendingRequests"} 0` + "\n",
 		`dexzd_requests_refused_total{limit="limits.maxQueuedTasks"} 2` + "\n",
-		`dexzd_requests_refused_total{limit="MaxFlowWaiters"} 1` + "\n",
+		`dexzd_requests_refused_total{limit="limits.maxFlowWaiters"} 1` + "\n",
 	} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("metrics lack %q", want)

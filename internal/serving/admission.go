@@ -23,6 +23,9 @@ type AdmissionLimits struct {
 	// while its flow type's queue holds this many tasks waiting for a
 	// worker.
 	MaxQueuedTasks int
+	// MaxFlowWaiters is limits.maxFlowWaiters: the WaitForFlow calls that
+	// wait at once (0: maxFlowWaiters).
+	MaxFlowWaiters int
 }
 
 // Admission defaults (README: Bounded load has the measurements).

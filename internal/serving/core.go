@@ -100,6 +100,7 @@ func NewCore(cfg CoreConfig) *Core {
 		stopping: make(chan struct{}),
 	}
 	c.waiters.m = map[string]chan struct{}{}
+	c.waiters.max = cfg.Admission.MaxFlowWaiters
 	c.rpcs.m = map[string]*rpcCall{}
 	c.defs.m = map[string]server.FlowTypeDecl{}
 	c.defs.unswept = map[string]bool{}

@@ -98,4 +98,4 @@ type FlowCounter interface {
 }
 
 // RefusalLimits are the configuration keys an overload refusal names.
-var RefusalLimits = []string{"limits.maxPendingRequests", "limits.maxPendingBytes", "limits.maxQueuedTasks", "MaxFlowWaiters"}
+var RefusalLimits = []string{"limits.maxPendingRequests", "limits.maxPendingBytes", "limits.maxQueuedTasks", "limits.maxFlowWaiters"}

@@ -334,9 +334,8 @@ func TestWaitForFlow_UnknownAndClosedFlowsLeaveNoEntry(t *testing.T) {
 // Covers: E25
 func TestWaitForFlow_WaitersAreBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := newHarness(t, mem.New(), 1)
+		h := newLimitedHarness(t, mem.New(), AdmissionLimits{MaxFlowWaiters: 3}) // limits.maxFlowWaiters
 		defer h.stop()
-		h.core.waiters.max = 3
 		h.start("run1", "a", "S") // nobody serves "a": stays running
 		h.start("run2", "a", "S")
 		s := h.session("w", 10, "b")

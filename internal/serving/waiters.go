@@ -10,15 +10,16 @@ import (
 	"github.com/dexzd/dexzd/internal/server"
 )
 
-// maxFlowWaiters bounds the WaitForFlow calls that wait at once in one
-// process (E25). A call beyond it that would have to wait is refused at
+// maxFlowWaiters is the default bound (limits.maxFlowWaiters,
+// AdmissionLimits.MaxFlowWaiters) of the WaitForFlow calls that wait at
+// once in one process (E25). A call beyond it that would have to wait is refused at
 // once with a *server.OverloadError (RESOURCE_EXHAUSTED with a retry hint
 // of retryWaiters, which the SDK waits and sends the call again on); one
 // on a closed or unknown flow is answered as always, since it does not
 // wait. Every waiting call holds a goroutine, a stream and, with its flow,
 // an entry here: the bound keeps that memory fixed however many clients
-// poll. It is not a configuration key: 10,000 is more than twice the
-// streams one connection may open (limits.maxConcurrentStreams).
+// poll. 10,000 is more than half the streams one connection may open
+// (limits.maxConcurrentStreams).
 const maxFlowWaiters = 10_000
 
 // retryWaiters is the retry hint of a WaitForFlow refused at the bound:
@@ -41,7 +42,7 @@ func (c *Core) WaitForFlow(ctx context.Context, flowID, runID string) (*engine.F
 		st, err := c.Flow(ctx, flowID, runID)
 		if err == nil && st.Running() && !counted {
 			if counted = c.waiters.enter(); !counted {
-				err = &server.OverloadError{Limit: "MaxFlowWaiters", RetryAfter: retryWaiters, Message: fmt.Sprintf(
+				err = &server.OverloadError{Limit: "limits.maxFlowWaiters", RetryAfter: retryWaiters, Message: fmt.Sprintf(
 					"%d WaitForFlow calls wait already, the most one server holds", c.waiters.limit())}
 				c.refused(err)
 			}
