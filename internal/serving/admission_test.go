@@ -12,33 +12,13 @@ import (
 	"github.com/dexzd/dexzd/internal/blob"
 	"github.com/dexzd/dexzd/internal/blob/mem"
 	"github.com/dexzd/dexzd/internal/engine"
-	"github.com/dexzd/dexzd/internal/flowstore"
 	"github.com/dexzd/dexzd/internal/server"
-	"github.com/dexzd/dexzd/internal/wal"
 )
 
-// newLimitedHarness is newHarness with admission limits.
+// newLimitedHarness is newHarness (epoch 1) with admission limits.
 func newLimitedHarness(t *testing.T, blobs *mem.Store, lim AdmissionLimits) *harness {
 	t.Helper()
-	ctx := context.Background()
-	store := flowstore.NewMemStore()
-	next, err := wal.Fence(ctx, blobs, testLayout, 1, 0, ReplayApply(store))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := NewCore(CoreConfig{NodeID: "n1", ProcessID: "p", Epoch: 1, Store: store, Admission: lim})
-	w, err := wal.NewWriter(wal.WriterConfig{Store: blobs, Layout: testLayout, Epoch: 1, NextSeq: next, OnDurable: c.OnDurable})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.SetWriter(w)
-	wctx, cancel := context.WithCancel(ctx)
-	w.Start(wctx)
-	c.Start(ctx)
-	if err := c.Recover(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return &harness{t: t, blobs: blobs, core: c, w: w, cancelWriter: cancel}
+	return newHarnessWith(t, blobs, 1, lim)
 }
 
 // slowLog makes every log write take d.

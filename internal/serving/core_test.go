@@ -34,13 +34,19 @@ type harness struct {
 // synctest bubble ends.
 func newHarness(t *testing.T, blobs *mem.Store, epoch uint64) *harness {
 	t.Helper()
+	return newHarnessWith(t, blobs, epoch, AdmissionLimits{})
+}
+
+// newHarnessWith is newHarness with admission limits.
+func newHarnessWith(t *testing.T, blobs *mem.Store, epoch uint64, lim AdmissionLimits) *harness {
+	t.Helper()
 	ctx := context.Background()
 	store := flowstore.NewMemStore()
 	next, err := wal.Fence(ctx, blobs, testLayout, epoch, 0, ReplayApply(store))
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := NewCore(CoreConfig{NodeID: "n1", ProcessID: "p", Epoch: epoch, Store: store})
+	c := NewCore(CoreConfig{NodeID: "n1", ProcessID: "p", Epoch: epoch, Store: store, Admission: lim})
 	w, err := wal.NewWriter(wal.WriterConfig{Store: blobs, Layout: testLayout, Epoch: epoch, NextSeq: next, OnDurable: c.OnDurable})
 	if err != nil {
 		t.Fatal(err)
