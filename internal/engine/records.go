@@ -323,3 +323,22 @@ func UnmarshalState(b []byte) (*FlowState, error) {
 	}
 	return env.State, nil
 }
+
+// MarshalHistoryEvent encodes one history event, in the state encoding's
+// format: a store that keeps a run's history apart from the rest of its
+// state (events never change once appended) writes each event once.
+func MarshalHistoryEvent(ev *HistoryEvent) ([]byte, error) {
+	if ev == nil {
+		return nil, errors.New("engine: marshal history event: nil event")
+	}
+	return json.Marshal(ev)
+}
+
+// UnmarshalHistoryEvent decodes what MarshalHistoryEvent encoded.
+func UnmarshalHistoryEvent(b []byte) (*HistoryEvent, error) {
+	var ev HistoryEvent
+	if err := json.Unmarshal(b, &ev); err != nil {
+		return nil, fmt.Errorf("unmarshal history event: %w", err)
+	}
+	return &ev, nil
+}
