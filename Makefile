@@ -25,6 +25,7 @@ build: ## Build every package and command.
 test: ## Run the whole suite: vet, unit and integration tests against real MinIO and PostgreSQL (started and stopped here).
 	$(GO) vet $(PKGS)
 	scripts/testenv.sh run -- $(GO) test -race -count=1 -timeout 15m $(PKGS)
+	$(GO) test -count=1 -run 'TestSim$$' ./internal/sim
 	cd deploy/kubernetes && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 .PHONY: test-unit
@@ -34,6 +35,11 @@ test-unit: ## Run the tests that need no services (integration tests skip).
 .PHONY: test-integration
 test-integration: ## Run only the store conformance and integration tests against real MinIO and PostgreSQL.
 	scripts/testenv.sh run -- $(GO) test -count=1 ./internal/blob/... ./internal/testenv/...
+
+.PHONY: sim
+sim: ## Run the node simulator (internal/sim): SEEDS=N seeds from FIRST (default 500 from 0), or replay SEED=N (REPEAT=K times).
+	$(GO) test -count=1 -v -timeout 0 -run 'TestSim$$' ./internal/sim \
+		$(if $(SEED),-seed $(SEED) -repeat $(or $(REPEAT),1),-seeds $(or $(SEEDS),500) -first $(or $(FIRST),0))
 
 .PHONY: fuzz
 fuzz: ## Fuzz the batch and envelope decoders for FUZZTIME each (default 60s).

@@ -1,0 +1,238 @@
+package sim
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/dexzd/dexzd/internal/engine"
+	"github.com/dexzd/dexzd/internal/flowstore"
+	"github.com/dexzd/dexzd/internal/serving"
+	"github.com/dexzd/dexzd/internal/wal"
+)
+
+// monitor checks continuously, every 10 ms of virtual time, that at most
+// one process counts its lease valid (its own view: Holder.Valid), and
+// that no process serves on an epoch below one that another process holds
+// validly.
+func (s *sim) monitor(ctx context.Context) {
+	for sleep(ctx, 10*time.Millisecond) {
+		var valid []string
+		for _, p := range s.procs {
+			if e := p.validLease(); e != 0 {
+				valid = append(valid, fmt.Sprintf("p%d (epoch %d)", p.id, e))
+			}
+		}
+		if len(valid) > 1 {
+			s.fail("%d processes hold a valid lease at once: %s", len(valid), strings.Join(valid, ", "))
+			return
+		}
+	}
+}
+
+// check runs the end-of-run invariants over the durable store and the
+// processes' local stores.
+func (s *sim) check(ctx context.Context) error {
+	batches, err := s.readLog(ctx)
+	if err != nil {
+		return err
+	}
+	// Replay equals live: each process's local store equals the log,
+	// replayed from scratch up to the batch the process applied. One
+	// replay, compared with each process as it passes its position.
+	type at struct {
+		p   *proc
+		seq uint64
+	}
+	var marks []at
+	for _, p := range s.procs {
+		if seq, ok := p.local.Applied(); ok {
+			if seq >= uint64(len(batches)) {
+				return fmt.Errorf("p%d applied batch %d, the log ends at %d", p.id, seq, len(batches)-1)
+			}
+			marks = append(marks, at{p, seq})
+		}
+	}
+	slices.SortFunc(marks, func(a, b at) int { return cmp.Compare(a.seq, b.seq) })
+	full := flowstore.NewMemStore()
+	apply := serving.ReplayApply(full)
+	for _, b := range batches {
+		if err := apply(b); err != nil {
+			return fmt.Errorf("replay batch %d: %w", b.Seq, err)
+		}
+		for len(marks) > 0 && marks[0].seq == b.Seq {
+			if err := sameStates(full, marks[0].p.local); err != nil {
+				return fmt.Errorf("p%d's local store (applied %d) differs from the log replayed from scratch: %w", marks[0].p.id, b.Seq, err)
+			}
+			marks = marks[1:]
+		}
+	}
+	return s.checkFlows(full)
+}
+
+// readLog reads the whole log (no snapshots or truncation yet) and checks
+// that it is gap-free from 0 and that epochs never go down along it: no
+// batch of an epoch follows a fence of a higher one.
+func (s *sim) readLog(ctx context.Context) ([]wal.Batch, error) {
+	var seqs []uint64
+	for _, k := range s.blobs.Keys() {
+		if seq, ok := s.layout.ParseLogKey(k); ok {
+			seqs = append(seqs, seq)
+		}
+	}
+	slices.Sort(seqs)
+	var out []wal.Batch
+	var epoch uint64
+	for i, seq := range seqs {
+		if seq != uint64(i) {
+			return nil, fmt.Errorf("log gap: batch %d is missing, batch %d exists", i, seq)
+		}
+		b, _, err := wal.ReadBatch(ctx, s.blobs, s.layout, seq)
+		if err != nil {
+			return nil, fmt.Errorf("read batch %d: %w", seq, err)
+		}
+		if b.Epoch < epoch {
+			return nil, fmt.Errorf("batch %d has epoch %d after a batch of epoch %d", seq, b.Epoch, epoch)
+		}
+		epoch = b.Epoch
+		out = append(out, b)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("the log is empty")
+	}
+	return out, nil
+}
+
+// flowIDs lists every flow a store holds (its latest run; the workload
+// starts one run per flow).
+func flowIDs(store flowstore.Store) ([]string, error) {
+	var ids []string
+	q := flowstore.ListQuery{PageSize: 1000}
+	for {
+		page, next, err := store.ListFlows(q)
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range page {
+			ids = append(ids, f.FlowID)
+		}
+		if next == "" {
+			break
+		}
+		q.PageToken = next
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids), nil
+}
+
+// sameStates compares every flow's state in its encoding
+// (engine.MarshalState).
+func sameStates(want, got flowstore.Store) error {
+	wantIDs, err := flowIDs(want)
+	if err != nil {
+		return err
+	}
+	gotIDs, err := flowIDs(got)
+	if err != nil {
+		return err
+	}
+	if !slices.Equal(wantIDs, gotIDs) {
+		return fmt.Errorf("flows %v, want %v", gotIDs, wantIDs)
+	}
+	for _, id := range wantIDs {
+		w, err := want.Flow(id)
+		if err != nil {
+			return err
+		}
+		g, err := got.Flow(id)
+		if err != nil {
+			return err
+		}
+		wb, err := engine.MarshalState(w)
+		if err != nil {
+			return err
+		}
+		gb, err := engine.MarshalState(g)
+		if err != nil {
+			return err
+		}
+		if !bytes.Equal(wb, gb) {
+			return fmt.Errorf("flow %s:\nlive:     %s\nreplayed: %s", id, gb, wb)
+		}
+	}
+	return nil
+}
+
+// checkFlows checks the final state (the log replayed from scratch)
+// against the ledger: every acknowledged start, publish and result is in
+// it, and every flow completed exactly once with the expected outputs.
+func (s *sim) checkFlows(final flowstore.Store) error {
+	s.ledger.mu.Lock()
+	defer s.ledger.mu.Unlock()
+	for id, typ := range s.ledger.started {
+		st, err := final.Flow(id)
+		if err != nil {
+			return fmt.Errorf("acknowledged start of %s: %w", id, err)
+		}
+		if st == nil {
+			return fmt.Errorf("acknowledged start of %s lost: the flow is not in the final state", id)
+		}
+		if st.Status != engine.StatusCompleted {
+			return fmt.Errorf("flow %s is %s, want COMPLETED", id, st.Status)
+		}
+		want := wantOutputs(typ, id)
+		if len(st.Outputs) != len(want) {
+			return fmt.Errorf("flow %s completed with %d outputs, want %d: %+v", id, len(st.Outputs), len(want), st.Outputs)
+		}
+		for _, o := range st.Outputs {
+			w, ok := want[o.StepType]
+			if !ok || w.Type != o.Value.Type || !bytes.Equal(w.Data, o.Value.Data) {
+				return fmt.Errorf("flow %s: output of %s is %s %s, want %s %s", id, o.StepType, o.Value.Type, o.Value.Data, w.Type, w.Data)
+			}
+			delete(want, o.StepType) // each step type completes once
+		}
+		for step, n := range wantCounters[typ] {
+			if st.StepCounters[step] != n {
+				return fmt.Errorf("flow %s ran %d executions of %s, want %d (a result committed twice?)", id, st.StepCounters[step], step, n)
+			}
+		}
+	}
+	for id := range s.ledger.published {
+		if _, ok := s.ledger.started[id]; !ok {
+			return fmt.Errorf("publish to %s acknowledged before its start", id)
+		}
+		// The wait flow's output is the message: checked above.
+	}
+	for id, execs := range s.ledger.results {
+		st, err := final.Flow(id)
+		if err != nil {
+			return fmt.Errorf("flow %s of an accepted result: %w", id, err)
+		}
+		if st == nil {
+			return fmt.Errorf("flow %s of an accepted result is lost", id)
+		}
+		for exec, d := range execs {
+			typ := exec[:max(0, strings.LastIndexByte(exec, '-'))]
+			switch d.Kind {
+			case engine.DecideMovements:
+				for _, m := range d.Movements {
+					if st.StepCounters[m.StepType] < 1 {
+						return fmt.Errorf("accepted result of %s/%s moved to %s, which never ran", id, exec, m.StepType)
+					}
+				}
+			case engine.DecideGracefulComplete:
+				if !slices.ContainsFunc(st.Outputs, func(o engine.Output) bool {
+					return o.StepExecID == exec && bytes.Equal(o.Value.Data, d.Output.Data)
+				}) {
+					return fmt.Errorf("accepted result of %s/%s (%s) completed with %s, not in the outputs %+v", id, exec, typ, d.Output.Data, st.Outputs)
+				}
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,220 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/dexzd/dexzd/internal/flowstore"
+	"github.com/dexzd/dexzd/internal/lease"
+	"github.com/dexzd/dexzd/internal/node"
+	"github.com/dexzd/dexzd/internal/serving"
+	"github.com/dexzd/dexzd/internal/wal"
+)
+
+// proc is one simulated process of the node: a cold standby that acquires
+// the lease, replays and fences the log into its local store, serves with
+// a serving.Core and a wal.Writer under node.Supervise, and, when its
+// period ends (lease lost, fenced, killed), starts again as a new process
+// ID on the same local store (or an empty one after a kill that drops it).
+type proc struct {
+	id    int
+	sim   *sim
+	gate  gate
+	store *procStore
+
+	mu       sync.Mutex
+	local    flowstore.Store // kept across restarts unless a kill drops it
+	core     *serving.Core   // non-nil while serving
+	holder   *lease.Holder   // the current period's lease, nil between periods
+	cancel   context.CancelFunc
+	done     chan struct{}
+	restarts int
+}
+
+// active returns the core while the process serves.
+func (p *proc) active() *serving.Core {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.core
+}
+
+func (p *proc) setCore(c *serving.Core) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.core = c
+}
+
+func (p *proc) setHolder(h *lease.Holder) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.holder = h
+}
+
+// validLease reports the epoch of the lease the process holds and
+// counts valid now (its own view, lease.Holder.Valid), or 0.
+func (p *proc) validLease() uint64 {
+	p.mu.Lock()
+	h := p.holder
+	p.mu.Unlock()
+	if h != nil && h.Valid() {
+		return h.Epoch()
+	}
+	return 0
+}
+
+// start runs the process until kill.
+func (p *proc) start(ctx context.Context) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cancel != nil {
+		return
+	}
+	p.gate.revive()
+	ctx, p.cancel = context.WithCancel(ctx)
+	p.done = make(chan struct{})
+	p.restarts++
+	gen := p.restarts
+	done := p.done
+	go func() {
+		defer close(done)
+		p.run(ctx, gen)
+	}()
+}
+
+// kill stops the process like SIGKILL: nothing is released, requests not
+// yet sent are dropped, requests sent may still land. With drop the local
+// store is lost too (a new host, or a wiped disk).
+func (p *proc) kill(drop bool) {
+	p.mu.Lock()
+	cancel, done := p.cancel, p.done
+	p.cancel = nil
+	p.mu.Unlock()
+	if cancel == nil {
+		return
+	}
+	p.gate.kill()
+	cancel()
+	<-done
+	if drop {
+		p.mu.Lock()
+		p.local = flowstore.NewMemStore()
+		p.mu.Unlock()
+	}
+}
+
+// run is the process's life: acquire, serve a period, and start again
+// (as a restarted process with a new process ID) when the period ends.
+func (p *proc) run(ctx context.Context, gen int) {
+	for n := 0; ctx.Err() == nil; n++ {
+		pid := fmt.Sprintf("p%d.%d.%d", p.id, gen, n)
+		h, err := lease.Acquire(ctx, lease.Config{Store: p.store, Key: p.sim.layout.LeaseKey(), NodeID: nodeID,
+			ProcessID: pid, Duration: leaseDuration, PollInterval: 250 * time.Millisecond, Logger: p.sim.log})
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			p.sim.event("%s: acquire: %v", pid, err)
+			if !lease.Sleep(ctx, time.Second) {
+				return
+			}
+			continue
+		}
+		p.sim.event("%s: acquired epoch %d", pid, h.Epoch())
+		p.setHolder(h)
+		err = p.period(ctx, h)
+		p.setHolder(nil)
+		if ctx.Err() != nil {
+			return
+		}
+		p.sim.event("%s: period of epoch %d ended: %v", pid, h.Epoch(), err)
+		p.sim.periodEnded(err)
+		// The process exits 1 (L11) and its supervisor starts it again.
+		if !lease.Sleep(ctx, restartDelay) {
+			return
+		}
+	}
+}
+
+// period mirrors node's leasePeriod.run for the parts that matter to the
+// log and the flows (no gRPC surface, no snapshots, no step down): renew
+// from the start, replay and fence into the local store, writer under
+// node.Supervise, Recover, serve until the lease or the writer stops or
+// the process is killed.
+func (p *proc) period(ctx context.Context, h *lease.Holder) error {
+	rctx0, stopRenew := context.WithCancel(context.WithoutCancel(ctx))
+	renewDone := make(chan struct{})
+	go func() { defer close(renewDone); _ = h.Run(rctx0) }()
+	defer func() { stopRenew(); <-renewDone }()
+
+	// The recovery ends when the lease stops or the process is killed.
+	rctx, endRecovery := context.WithCancel(ctx)
+	defer endRecovery()
+	go func() {
+		select {
+		case <-h.Lost():
+			endRecovery()
+		case <-rctx.Done():
+		}
+	}()
+
+	p.mu.Lock()
+	store := p.local
+	p.mu.Unlock()
+	var from uint64
+	if seq, ok := store.Applied(); ok {
+		from = seq + 1
+	}
+	next, err := wal.Fence(rctx, p.store, p.sim.layout, h.Epoch(), from, serving.ReplayWhile(rctx, store))
+	if err != nil {
+		return fmt.Errorf("replay and fence the log: %w", err)
+	}
+	log := p.sim.log.With("proc", p.id, "epoch", h.Epoch())
+	core := serving.NewCore(serving.CoreConfig{NodeID: nodeID, ProcessID: h.ProcessID(), Epoch: h.Epoch(),
+		Store: store, Lease: h, Logger: log})
+	w, err := wal.NewWriter(wal.WriterConfig{Store: p.store, Layout: p.sim.layout, Epoch: h.Epoch(), NextSeq: next,
+		OnDurable: core.OnDurable, Logger: log})
+	if err != nil {
+		return err
+	}
+	core.SetWriter(w)
+	supCtx, cancelSup := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelSup()
+	supDone := make(chan error, 1)
+	go func() { supDone <- node.Supervise(supCtx, h, w) }()
+	core.Start(supCtx)
+	err = core.Recover(rctx)
+	if err == nil && !h.Valid() {
+		err = fmt.Errorf("recovered, then found the lease of epoch %d: %w", h.Epoch(), lease.ErrNotValid)
+	}
+	if err != nil {
+		core.Stop()
+		_ = w.Stop()
+		<-supDone //nolint:errcheck // the period's error is err
+		return err
+	}
+	p.setCore(core)
+	p.sim.event("p%d: serving epoch %d from batch %d", p.id, h.Epoch(), next)
+	select {
+	case <-ctx.Done():
+		// Killed: like a crash, nothing drained, flushed or released.
+		p.setCore(nil)
+		core.Stop()
+		cancelSup()
+		<-supDone //nolint:errcheck // aborted: like a crash
+		return ctx.Err()
+	case err := <-supDone:
+		p.setCore(nil)
+		core.Fail(err)
+		core.Stop()
+		if err == nil {
+			err = errors.New("supervise ended")
+		}
+		return err
+	}
+}
+
+var discard = slog.New(slog.DiscardHandler)

@@ -1,0 +1,434 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/dexzd/dexzd/internal/engine"
+	"github.com/dexzd/dexzd/internal/server"
+	"github.com/dexzd/dexzd/internal/serving"
+)
+
+// The workload: three flow types whose outcome is known in advance.
+//
+//	chain  S1 -> S2 -> S3, S3 completes with the flow ID
+//	fan    F moves to A and B at once; each completes with "A:"/"B:" + ID
+//	wait   W waits (WaitFor) for one message on channel "go", which the
+//	       client publishes; Execute completes with the message
+//
+// S2, A and B are ASYNC (their attempt's start is logged after it is
+// sent, T3), the others SYNC.
+var flowDefs = []*engine.FlowDefinition{
+	{Type: "chain", Start: "S1", Steps: map[string]engine.StepDef{"S1": {}, "S2": asyncStep, "S3": {}}},
+	{Type: "fan", Start: "F", Steps: map[string]engine.StepDef{"F": {}, "A": asyncStep, "B": asyncStep}},
+	{Type: "wait", Start: "W", Steps: map[string]engine.StepDef{"W": {HasWaitFor: true}}, Channels: []string{"go"}},
+}
+
+var asyncStep = engine.StepDef{Options: &engine.StepOptions{Execute: &engine.MethodOptions{Durability: engine.ASYNC}}}
+
+var startStep = map[string]string{"chain": "S1", "fan": "F", "wait": "W"}
+
+// wantCounters is how many step executions of each type a flow of the
+// type has in the end: one each; a second one means a result committed
+// twice.
+var wantCounters = map[string]map[string]int{
+	"chain": {"S1": 1, "S2": 1, "S3": 1},
+	"fan":   {"F": 1, "A": 1, "B": 1},
+	"wait":  {"W": 1},
+}
+
+func str(s string) engine.Value {
+	return engine.Value{Type: "json:string", Data: []byte(strconv.Quote(s))}
+}
+
+// published is the message a wait flow's client publishes.
+func published(flowID string) engine.Value { return str("msg:" + flowID) }
+
+// wantOutputs is the outputs a completed flow must have, by step type.
+func wantOutputs(flowType, flowID string) map[string]engine.Value {
+	switch flowType {
+	case "chain":
+		return map[string]engine.Value{"S3": str(flowID)}
+	case "fan":
+		return map[string]engine.Value{"A": str("A:" + flowID), "B": str("B:" + flowID)}
+	default:
+		return map[string]engine.Value{"W": published(flowID)}
+	}
+}
+
+// decide is the worker's code: the Execute decision of a step.
+func decide(t *engine.Task) engine.Decision {
+	complete := func(v engine.Value) engine.Decision {
+		return engine.Decision{Kind: engine.DecideGracefulComplete, Output: v}
+	}
+	move := func(steps ...string) engine.Decision {
+		d := engine.Decision{Kind: engine.DecideMovements}
+		for _, s := range steps {
+			d.Movements = append(d.Movements, engine.Movement{StepType: s, Input: t.Input})
+		}
+		return d
+	}
+	switch t.StepType {
+	case "S1":
+		return move("S2")
+	case "S2":
+		return move("S3")
+	case "S3":
+		return complete(str(t.FlowID))
+	case "F":
+		return move("A", "B")
+	case "A", "B":
+		return complete(str(t.StepType + ":" + t.FlowID))
+	case "W":
+		if t.Results != nil && len(t.Results.Conditions) == 1 && len(t.Results.Conditions[0].Messages) == 1 {
+			return complete(t.Results.Conditions[0].Messages[0].Value)
+		}
+		return engine.Decision{Kind: engine.DecideForceFail, Reason: "W ran without its message"}
+	}
+	return engine.Decision{Kind: engine.DecideForceFail, Reason: "unknown step " + t.StepType}
+}
+
+// ledger records what the clients and workers were told: every
+// acknowledged change must be in the final state.
+type ledger struct {
+	mu        sync.Mutex
+	started   map[string]string // flow ID -> flow type, start acknowledged
+	published map[string]bool   // flow ID -> publish acknowledged
+	// results are the Execute results the node accepted: flow ID ->
+	// step execution ID -> the decision.
+	results map[string]map[string]engine.Decision
+	acks    int
+	// done: the client saw the flow end.
+	done map[string]bool
+}
+
+func newLedger() *ledger {
+	return &ledger{started: map[string]string{}, published: map[string]bool{},
+		results: map[string]map[string]engine.Decision{}, done: map[string]bool{}}
+}
+
+// client drives one flow: start it (retrying with the same request ID
+// until acknowledged), publish its message if it waits for one, and wait
+// until it completes. It stops when ctx ends.
+func (s *sim) client(ctx context.Context, flowID, flowType string) {
+	try := func(what string, fn func(ctx context.Context, c *serving.Core) error) bool {
+		for ctx.Err() == nil {
+			p, c := s.serving()
+			if c == nil {
+				if !sleep(ctx, 100*time.Millisecond) {
+					return false
+				}
+				continue
+			}
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			err := errKilled
+			if p.gate.wait() {
+				err = fn(cctx, c)
+			}
+			cancel()
+			if err == nil {
+				return true
+			}
+			if !sleep(ctx, 100*time.Millisecond) {
+				return false
+			}
+		}
+		return false
+	}
+	req := "start-" + flowID
+	if !try("start", func(ctx context.Context, c *serving.Core) error {
+		_, err := c.StartFlow(ctx, engine.StartFlow{FlowID: flowID, FlowType: flowType, RequestID: req,
+			StartStep: startStep[flowType], Input: str(flowID)})
+		return err
+	}) {
+		return
+	}
+	s.ledger.mu.Lock()
+	s.ledger.started[flowID] = flowType
+	s.ledger.acks++
+	s.ledger.mu.Unlock()
+	if flowType == "wait" {
+		if !try("publish", func(ctx context.Context, c *serving.Core) error {
+			_, err := c.Command(ctx, flowID, engine.PublishToChannel{FlowID: flowID, RequestID: "pub-" + flowID,
+				Messages: []engine.Publish{{Channel: "go", Value: published(flowID)}}})
+			return err
+		}) {
+			return
+		}
+		s.ledger.mu.Lock()
+		s.ledger.published[flowID] = true
+		s.ledger.acks++
+		s.ledger.mu.Unlock()
+	}
+	if try("wait", func(ctx context.Context, c *serving.Core) error {
+		st, err := c.WaitForFlow(ctx, flowID, "")
+		if err != nil {
+			return err
+		}
+		if st.Status == engine.StatusRunning {
+			return errors.New("still running")
+		}
+		return nil
+	}) {
+		s.ledger.mu.Lock()
+		s.ledger.done[flowID] = true
+		s.ledger.mu.Unlock()
+	}
+}
+
+// worker is a simulated worker: it opens a session on the serving
+// process, runs each task it takes and sends the result. Like the SDK, it
+// keeps the results whose outcome it does not know (the call failed, or
+// the session ended first) and sends them again on its next session,
+// where a new epoch answers STALE_EPOCH. With the schedule's
+// probabilities it sends a result twice, and drops its session with tasks
+// in hand (a disconnect).
+type worker struct {
+	s    *sim
+	name string
+
+	mu      sync.Mutex
+	pending []engine.Command
+}
+
+// maxConcurrent is each worker session's slot count: small, so that the
+// dispatcher's slot accounting matters.
+const maxConcurrent = 2
+
+// wsession is one session of a worker.
+type wsession struct {
+	sess server.Session
+	p    *proc
+	// running counts the tasks of this session that have not had their
+	// result answered; closed: the worker dropped the session.
+	mu      sync.Mutex
+	running int
+	closed  bool
+}
+
+func (s *sim) worker(ctx context.Context, name string) {
+	w := &worker{s: s, name: name}
+	hello := server.WorkerHello{WorkerID: name, MaxConcurrent: maxConcurrent}
+	for _, d := range flowDefs {
+		hello.FlowTypes = append(hello.FlowTypes, server.FlowTypeDecl{Definition: d})
+	}
+	var tasks sync.WaitGroup
+	defer tasks.Wait()
+	for ctx.Err() == nil {
+		p, c := s.serving()
+		if c == nil || !p.gate.wait() {
+			if !sleep(ctx, 100*time.Millisecond) {
+				return
+			}
+			continue
+		}
+		sess, err := c.OpenSession(ctx, hello)
+		if err != nil {
+			if !sleep(ctx, 100*time.Millisecond) {
+				return
+			}
+			continue
+		}
+		ws := &wsession{sess: sess, p: p}
+		w.mu.Lock()
+		resend := w.pending
+		w.pending = nil
+		w.mu.Unlock()
+		tasks.Add(1)
+		go func() {
+			defer tasks.Done()
+			// The SDK resends once the stream is up; the tasks of the new
+			// session may come first.
+			if !sleep(ctx, time.Duration(hash(s.cfg.Seed, name, uint64(len(resend)))%300)*time.Millisecond) {
+				return
+			}
+			for _, cmd := range resend {
+				w.send(ctx, ws, cmd, false)
+			}
+		}()
+		w.session(ctx, ws, &tasks)
+		ws.mu.Lock()
+		ws.closed = true
+		ws.mu.Unlock()
+		sess.Close()
+	}
+}
+
+// session runs one worker session until it ends, the process stops
+// serving, or the worker disconnects.
+func (w *worker) session(ctx context.Context, ws *wsession, tasks *sync.WaitGroup) {
+	s, sess, p := w.s, ws.sess, ws.p
+	hb := time.NewTicker(time.Second)
+	defer hb.Stop()
+	var mu sync.Mutex
+	running := map[engine.Token]bool{}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-sess.Done():
+			return
+		case <-hb.C:
+			if !p.gate.wait() {
+				return
+			}
+			mu.Lock()
+			toks := make([]engine.Token, 0, len(running))
+			for t := range running {
+				toks = append(toks, t)
+			}
+			mu.Unlock()
+			sess.Heartbeat(toks)
+			continue
+		case <-sess.Notify():
+		}
+		if !p.gate.wait() {
+			return
+		}
+		for _, m := range sess.Take() {
+			if m.Task == nil {
+				continue
+			}
+			t := m.Task
+			n := s.taskCount(t)
+			ws.mu.Lock()
+			ws.running++
+			over := ws.running > maxConcurrent
+			ws.mu.Unlock()
+			if over {
+				// A result answered just now may not have been counted
+				// yet: look again once every goroutine of this instant ran.
+				tasks.Add(1)
+				go func() {
+					defer tasks.Done()
+					sleep(ctx, time.Millisecond)
+					ws.mu.Lock()
+					n := ws.running
+					ws.mu.Unlock()
+					if n > maxConcurrent {
+						s.fail("%s holds %d tasks of one session on p%d, more than its %d slots (the last %s/%s attempt %d, epoch %d)",
+							w.name, n, p.id, maxConcurrent, t.FlowID, t.StepExecID, t.Attempt, t.Token.Epoch)
+					}
+				}()
+			}
+			if s.chance(w.name, "disconnect", n, s.plan.disconnectRate) {
+				s.event("%s: disconnects from p%d with %s/%s in hand", w.name, p.id, t.FlowID, t.StepExecID)
+				return
+			}
+			mu.Lock()
+			running[t.Token] = true
+			mu.Unlock()
+			tasks.Add(1)
+			go func() {
+				defer tasks.Done()
+				defer func() { mu.Lock(); delete(running, t.Token); mu.Unlock() }()
+				w.runTask(ctx, ws, t, n)
+			}()
+		}
+	}
+}
+
+// runTask runs one task and sends its result, maybe twice.
+func (w *worker) runTask(ctx context.Context, ws *wsession, t *engine.Task, n uint64) {
+	defer func() {
+		ws.mu.Lock()
+		ws.running--
+		ws.mu.Unlock()
+	}()
+	if !sleep(ctx, 50*time.Millisecond+time.Duration(n%7)*20*time.Millisecond) {
+		return
+	}
+	var cmd engine.Command
+	if t.Token.Method == engine.MethodWaitFor {
+		cmd = engine.WaitForResult{Token: t.Token, Wait: &engine.Wait{Mode: engine.Until,
+			Conditions: []engine.Condition{{Channel: &engine.ChannelCondition{Channel: "go", Bound: engine.ForOne}}}}}
+	} else {
+		cmd = engine.ExecuteResult{Token: t.Token, Decision: decide(t)}
+	}
+	if !w.send(ctx, ws, cmd, true) {
+		return
+	}
+	if w.s.chance(w.name, "duplicate", n, w.s.plan.duplicateRate) {
+		w.send(ctx, ws, cmd, false)
+	}
+}
+
+// token returns a result's token.
+func token(cmd engine.Command) engine.Token {
+	switch c := cmd.(type) {
+	case engine.WaitForResult:
+		return c.Token
+	case engine.ExecuteResult:
+		return c.Token
+	}
+	panic(fmt.Sprintf("sim: no token in %T", cmd))
+}
+
+// send sends one result on ws and records an acceptance. A result whose
+// outcome is unknown (the call failed, the session is gone) is kept for
+// the next session when keep is set. It reports whether the result was
+// answered.
+func (w *worker) send(ctx context.Context, ws *wsession, cmd engine.Command, keep bool) bool {
+	tok := token(cmd)
+	ws.mu.Lock()
+	closed := ws.closed
+	ws.mu.Unlock()
+	var ack server.Ack
+	err := errKilled
+	if !closed && ws.p.gate.wait() {
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		ack, err = ws.sess.Result(rctx, tok, cmd)
+		cancel()
+	}
+	if err != nil {
+		if keep && ctx.Err() == nil {
+			w.mu.Lock()
+			w.pending = append(w.pending, cmd)
+			w.mu.Unlock()
+		}
+		return false
+	}
+	w.s.count(fmt.Sprintf("result ack %d", ack.Status))
+	if !keep {
+		w.s.count("result sent again")
+		w.s.event("%s: sent the result of %s/%s (epoch %d) again on p%d: ack %d", w.name, tok.FlowID, tok.StepExecID, tok.Epoch, ws.p.id, ack.Status)
+	}
+	if ack.Status == server.AckAccepted {
+		if er, ok := cmd.(engine.ExecuteResult); ok {
+			l := w.s.ledger
+			l.mu.Lock()
+			if l.results[tok.FlowID] == nil {
+				l.results[tok.FlowID] = map[string]engine.Decision{}
+			}
+			l.results[tok.FlowID][tok.StepExecID] = er.Decision
+			l.acks++
+			l.mu.Unlock()
+		}
+	}
+	return true
+}
+
+// taskCount numbers the tasks of one step attempt the workers saw, so that
+// the worker's random choices depend on the task, not on goroutine order.
+func (s *sim) taskCount(t *engine.Task) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := fmt.Sprintf("%s/%s/%s/%d/%d", t.FlowID, t.StepExecID, t.Token.Method, t.Attempt, t.Token.Epoch)
+	s.seen[k]++
+	return hash(s.cfg.Seed, k, s.seen[k])
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
