@@ -6,10 +6,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/dexzd/dexzd/internal/blob"
 	"github.com/dexzd/dexzd/internal/engine"
 	"github.com/dexzd/dexzd/internal/flowstore"
 	"github.com/dexzd/dexzd/internal/serving"
@@ -72,29 +74,37 @@ func (s *sim) check(ctx context.Context) error {
 			marks = marks[1:]
 		}
 	}
-	return s.checkFlows(full)
+	// What a restore reads (snapshot and log tail) is the whole history.
+	rest, err := s.restored(ctx)
+	if err != nil {
+		return err
+	}
+	if a, _ := rest.Applied(); a != batches[len(batches)-1].Seq {
+		return fmt.Errorf("a restore reaches batch %d, the log's last batch is %d", a, batches[len(batches)-1].Seq)
+	}
+	if err := sameStates(full, rest); err != nil {
+		return fmt.Errorf("the newest snapshot and the log after it differ from the whole log replayed: %w", err)
+	}
+	return s.checkFlows(rest)
 }
 
-// readLog reads the whole log (no snapshots or truncation yet) and checks
-// that it is gap-free from 0 and that epochs never go down along it: no
-// batch of an epoch follows a fence of a higher one.
-func (s *sim) readLog(ctx context.Context) ([]wal.Batch, error) {
-	var seqs []uint64
-	for _, k := range s.blobs.Keys() {
-		if seq, ok := s.layout.ParseLogKey(k); ok {
-			seqs = append(seqs, seq)
-		}
-	}
-	slices.Sort(seqs)
+// readLog returns every batch that ever landed in the log (the archive:
+// truncation deleted some since) and checks that they are gap-free from
+// 0 and that epochs never go down along them: no batch of an epoch
+// follows a batch of a higher one.
+func (s *sim) readLog(context.Context) ([]wal.Batch, error) {
+	s.blobs.mu.Lock()
+	defer s.blobs.mu.Unlock()
+	seqs := slices.Sorted(maps.Keys(s.blobs.batches))
 	var out []wal.Batch
 	var epoch uint64
 	for i, seq := range seqs {
 		if seq != uint64(i) {
-			return nil, fmt.Errorf("log gap: batch %d is missing, batch %d exists", i, seq)
+			return nil, fmt.Errorf("log gap: batch %d was never written, batch %d was", i, seq)
 		}
-		b, _, err := wal.ReadBatch(ctx, s.blobs, s.layout, seq)
+		b, err := wal.DecodeAt(s.layout.LogKey(seq), seq, s.blobs.batches[seq])
 		if err != nil {
-			return nil, fmt.Errorf("read batch %d: %w", seq, err)
+			return nil, err
 		}
 		if b.Epoch < epoch {
 			return nil, fmt.Errorf("batch %d has epoch %d after a batch of epoch %d", seq, b.Epoch, epoch)
@@ -106,6 +116,42 @@ func (s *sim) readLog(ctx context.Context) ([]wal.Batch, error) {
 		return nil, errors.New("the log is empty")
 	}
 	return out, nil
+}
+
+// restored is what a process restoring the node now would have: the
+// newest snapshot and the log from its nextSeq up to the first missing
+// batch. Nothing may follow that gap in the store.
+func (s *sim) restored(ctx context.Context) (*localStore, error) {
+	store, ok, err := loadLatest(ctx, s.blobs, s.layout)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		store = newLocalStore()
+	}
+	var seq uint64
+	if a, ok := store.Applied(); ok {
+		seq = a + 1
+	}
+	apply := serving.ReplayApply(store)
+	for ; ; seq++ {
+		b, _, err := wal.ReadBatch(ctx, s.blobs, s.layout, seq)
+		if errors.Is(err, blob.ErrNotFound) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		if err := apply(b); err != nil {
+			return nil, fmt.Errorf("restore: apply batch %d: %w", seq, err)
+		}
+	}
+	for _, k := range s.blobs.Keys() {
+		if n, ok := s.layout.ParseLogKey(k); ok && n > seq {
+			return nil, fmt.Errorf("log gap: batch %d is missing, batch %d exists", seq, n)
+		}
+	}
+	return store, nil
 }
 
 // flowIDs lists every flow a store holds (its latest run; the workload

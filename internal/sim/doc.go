@@ -10,9 +10,15 @@
 // serving.ReplayWhile into its own local store (flowstore.MemStore, kept
 // across restarts unless a kill drops it), a wal.Writer under
 // node.Supervise, and a serving.Core that recovers (T2-T4) and serves.
-// The lease period itself (proc.period) mirrors node's leasePeriod.run
-// without its gRPC surface, snapshots and step down: that one needs a
-// listener and a grpc.Server, which a synctest bubble cannot hold.
+// While it serves, it writes snapshots of its local store and truncates
+// the log at moments drawn from the seed (wal.WriteSnapshotFrom,
+// wal.Truncate, with the holder's lease check, G7); a process whose local
+// store is empty or behind a truncated log restores the newest snapshot
+// first. The lease period itself (proc.period) mirrors node's
+// leasePeriod.run without its gRPC surface and step down: that one needs
+// a listener and a grpc.Server, which a synctest bubble cannot hold. The
+// local store is an in-memory flowstore.MemStore with the simulator's own
+// snapshot format, not Pebble.
 // When a period ends (renewal timeout, lease lost, fenced) the process
 // "exits 1" and starts again under a new process ID on the same local
 // store.
@@ -60,12 +66,19 @@
 //   - Continuously (every 10 ms of virtual time): at most one process
 //     counts its lease valid (Holder.Valid), and no worker session is
 //     handed more tasks than its slots.
-//   - The log, read from 0 (no snapshots or truncation yet), is gap-free
-//     and its epochs never go down: no batch of an epoch follows a batch
-//     of a higher one.
-//   - Replay equals live: the log replayed from scratch into a fresh
+//   - Each log position is written once: the store records every batch
+//     that ever landed (truncation deletes them later), and a position
+//     written again with other bytes, a batch re-created after truncation
+//     deleted it, fails the run at once.
+//   - That history of the log is gap-free from 0 and its epochs never go
+//     down: no batch of an epoch follows a batch of a higher one.
+//   - Replay equals live: the history replayed from scratch into a fresh
 //     store, up to the batch each process applied, gives that process's
 //     states (engine.MarshalState bytes, every flow).
+//   - Restore equals history: the newest snapshot plus the log from its
+//     nextSeq (up to the first missing batch, with nothing after that gap)
+//     reaches the last batch and gives the same states. This is the final
+//     state the next checks read.
 //   - No acknowledged change is lost: every acknowledged start is in the
 //     final state (the whole log replayed), every acknowledged publish is
 //     the output of its wait flow, every accepted Execute result is

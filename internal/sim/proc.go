@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/dexzd/dexzd/internal/flowstore"
 	"github.com/dexzd/dexzd/internal/lease"
 	"github.com/dexzd/dexzd/internal/node"
 	"github.com/dexzd/dexzd/internal/serving"
@@ -27,9 +26,9 @@ type proc struct {
 	store *procStore
 
 	mu       sync.Mutex
-	local    flowstore.Store // kept across restarts unless a kill drops it
-	core     *serving.Core   // non-nil while serving
-	holder   *lease.Holder   // the current period's lease, nil between periods
+	local    *localStore   // kept across restarts unless a kill drops it
+	core     *serving.Core // non-nil while serving
+	holder   *lease.Holder // the current period's lease, nil between periods
 	cancel   context.CancelFunc
 	done     chan struct{}
 	restarts int
@@ -101,7 +100,7 @@ func (p *proc) kill(drop bool) {
 	<-done
 	if drop {
 		p.mu.Lock()
-		p.local = flowstore.NewMemStore()
+		p.local = newLocalStore()
 		p.mu.Unlock()
 	}
 }
@@ -164,11 +163,40 @@ func (p *proc) period(ctx context.Context, h *lease.Holder) error {
 	p.mu.Lock()
 	store := p.local
 	p.mu.Unlock()
-	var from uint64
-	if seq, ok := store.Applied(); ok {
-		from = seq + 1
+	// An empty local store starts from the newest snapshot, if any; so
+	// does one behind a truncated log (ErrTruncated).
+	restore := func() error {
+		restored, ok, err := loadLatest(rctx, p.store, p.sim.layout)
+		if err != nil || !ok {
+			return err
+		}
+		seq, _ := restored.Applied()
+		p.sim.event("p%d: restored snapshot %d", p.id, seq+1)
+		p.sim.count("snapshot restores")
+		store = restored
+		p.mu.Lock()
+		p.local = restored
+		p.mu.Unlock()
+		return nil
 	}
-	next, err := wal.Fence(rctx, p.store, p.sim.layout, h.Epoch(), from, serving.ReplayWhile(rctx, store))
+	if _, ok := store.Applied(); !ok {
+		if err := restore(); err != nil {
+			return fmt.Errorf("restore the newest snapshot: %w", err)
+		}
+	}
+	from := func() uint64 {
+		if seq, ok := store.Applied(); ok {
+			return seq + 1
+		}
+		return 0
+	}
+	next, err := wal.Fence(rctx, p.store, p.sim.layout, h.Epoch(), from(), serving.ReplayWhile(rctx, store))
+	if errors.Is(err, wal.ErrTruncated) {
+		if err := restore(); err != nil {
+			return fmt.Errorf("restore the newest snapshot: %w", err)
+		}
+		next, err = wal.Fence(rctx, p.store, p.sim.layout, h.Epoch(), from(), serving.ReplayWhile(rctx, store))
+	}
 	if err != nil {
 		return fmt.Errorf("replay and fence the log: %w", err)
 	}
@@ -198,6 +226,10 @@ func (p *proc) period(ctx context.Context, h *lease.Holder) error {
 	}
 	p.setCore(core)
 	p.sim.event("p%d: serving epoch %d from batch %d", p.id, h.Epoch(), next)
+	snapCtx, stopSnapshots := context.WithCancel(supCtx)
+	snapDone := make(chan struct{})
+	go func() { defer close(snapDone); p.snapshots(snapCtx, h, store) }()
+	defer func() { stopSnapshots(); <-snapDone }()
 	select {
 	case <-ctx.Done():
 		// Killed: like a crash, nothing drained, flushed or released.

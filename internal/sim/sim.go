@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/dexzd/dexzd/internal/blob/mem"
-	"github.com/dexzd/dexzd/internal/flowstore"
 	"github.com/dexzd/dexzd/internal/serving"
 	"github.com/dexzd/dexzd/internal/wal"
 )
@@ -156,7 +155,7 @@ type sim struct {
 	ctx    context.Context
 	log    *slog.Logger
 	layout wal.Layout
-	blobs  *mem.Store
+	blobs  *archive
 	procs  []*proc
 	ledger *ledger
 	start  time.Time
@@ -190,12 +189,13 @@ type Result struct {
 func Run(cfg Config) (*Result, error) {
 	cfg = cfg.withDefaults()
 	s := &sim{cfg: cfg, plan: newPlan(cfg), log: cfg.Logger, layout: wal.MustLayout("", nodeID),
-		blobs: mem.New(), ledger: newLedger(), seen: map[string]uint64{}, start: time.Now(), ends: map[string]int{}}
+		ledger: newLedger(), seen: map[string]uint64{}, start: time.Now(), ends: map[string]int{}}
+	s.blobs = &archive{Store: mem.New(), sim: s, batches: map[uint64][]byte{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	s.ctx = ctx
 	for i := range cfg.Processes {
-		p := &proc{id: i, sim: s, local: flowstore.NewMemStore()}
+		p := &proc{id: i, sim: s, local: newLocalStore()}
 		p.store = newProcStore(s.blobs, p)
 		s.procs = append(s.procs, p)
 	}

@@ -105,7 +105,7 @@ type storeFaults struct {
 // a shared random stream, so that the same schedule gives the same faults
 // whatever the goroutines' order.
 type procStore struct {
-	inner *mem.Store
+	inner blob.Store
 	p     *proc
 
 	mu     sync.Mutex
@@ -117,7 +117,7 @@ type procStore struct {
 
 var _ blob.Store = (*procStore)(nil)
 
-func newProcStore(inner *mem.Store, p *proc) *procStore {
+func newProcStore(inner blob.Store, p *proc) *procStore {
 	return &procStore{inner: inner, p: p, counts: map[string]uint64{}, injected: map[string]int{}}
 }
 
