@@ -355,6 +355,8 @@ func (s *sim) periodEnded(err error) {
 		cause = "lease lost"
 	case strings.Contains(msg, "no longer valid"):
 		cause = "not valid"
+	case strings.Contains(msg, "log write not accepted"):
+		cause = "log write limit"
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

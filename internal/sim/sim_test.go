@@ -13,7 +13,7 @@ import (
 
 var (
 	seedFlag  = flag.Int64("seed", -1, "run only this seed (replays a failing run's schedule)")
-	seedsFlag = flag.Int("seeds", 0, "how many seeds to run, from -first (default: DEX_SIM_SEEDS, else 500, or 60 with -race)")
+	seedsFlag = flag.Int("seeds", 0, "how many seeds to run, from -first (default: DEX_SIM_SEEDS, else 500, or 40 with -race)")
 	firstFlag = flag.Uint64("first", 0, "the first seed of a -seeds run")
 	repeat    = flag.Int("repeat", 1, "with -seed: run it this many times (goroutines of one virtual instant may interleave differently)")
 	slowSeed  = 2 * time.Second
@@ -33,7 +33,7 @@ func TestSim(t *testing.T) {
 	if n == 0 {
 		n = 500
 		if raceEnabled {
-			n = 60
+			n = 40
 		}
 		if v := os.Getenv("DEX_SIM_SEEDS"); v != "" {
 			if _, err := fmt.Sscan(v, &n); err != nil {

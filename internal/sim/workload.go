@@ -393,6 +393,10 @@ func (w *worker) send(ctx context.Context, ws *wsession, cmd engine.Command, kee
 		return false
 	}
 	w.s.count(fmt.Sprintf("result ack %d", ack.Status))
+	if ack.Status == server.AckInvalid {
+		w.s.event("%s: result of %s/%s %s attempt %d (epoch %d) on p%d is INVALID: %s",
+			w.name, tok.FlowID, tok.StepExecID, tok.Method, tok.Attempt, tok.Epoch, ws.p.id, ack.Message)
+	}
 	if !keep {
 		w.s.count("result sent again")
 		w.s.event("%s: sent the result of %s/%s (epoch %d) again on p%d: ack %d", w.name, tok.FlowID, tok.StepExecID, tok.Epoch, ws.p.id, ack.Status)
