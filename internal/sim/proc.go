@@ -25,6 +25,9 @@ type proc struct {
 	gate  gate
 	store *procStore
 
+	// hot: a hot standby (it follows the log while it waits).
+	hot bool
+
 	mu       sync.Mutex
 	local    *localStore   // kept across restarts unless a kill drops it
 	core     *serving.Core // non-nil while serving
@@ -110,8 +113,29 @@ func (p *proc) kill(drop bool) {
 func (p *proc) run(ctx context.Context, gen int) {
 	for n := 0; ctx.Err() == nil; n++ {
 		pid := fmt.Sprintf("p%d.%d.%d", p.id, gen, n)
-		h, err := lease.Acquire(ctx, lease.Config{Store: p.store, Key: p.sim.layout.LeaseKey(), NodeID: nodeID,
-			ProcessID: pid, Duration: leaseDuration, PollInterval: 250 * time.Millisecond, Logger: p.sim.log})
+		cfg := lease.Config{Store: p.store, Key: p.sim.layout.LeaseKey(), NodeID: nodeID,
+			ProcessID: pid, Duration: leaseDuration, PollInterval: 250 * time.Millisecond, Logger: p.sim.log}
+		var stopFollowing func()
+		if p.hot {
+			// A hot standby follows the log while it waits, and takes an
+			// available lease after a 0-50 ms jitter (S3, S7, S8).
+			fctx, cancel := context.WithCancel(ctx)
+			done := make(chan struct{})
+			go func() { defer close(done); p.follow(fctx) }()
+			stopFollowing = func() { cancel(); <-done }
+			cfg.RetryPermanent = true
+			jitter := time.Duration(hash(p.sim.cfg.Seed, pid, 0)%51) * time.Millisecond
+			cfg.BeforeWrite = func(ctx context.Context) error {
+				if !lease.Sleep(ctx, jitter) {
+					return ctx.Err()
+				}
+				return nil
+			}
+		}
+		h, err := lease.Acquire(ctx, cfg)
+		if stopFollowing != nil {
+			stopFollowing()
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -123,6 +147,11 @@ func (p *proc) run(ctx context.Context, gen int) {
 			continue
 		}
 		p.sim.event("%s: acquired epoch %d", pid, h.Epoch())
+		if p.hot {
+			applied, _ := p.local.Applied()
+			p.sim.event("%s: hot standby takes over at batch %d", pid, applied)
+			p.sim.count("hot standby takeovers")
+		}
 		p.setHolder(h)
 		err = p.period(ctx, h)
 		p.setHolder(nil)
@@ -250,3 +279,41 @@ func (p *proc) period(ctx context.Context, h *lease.Holder) error {
 }
 
 var discard = slog.New(slog.DiscardHandler)
+
+// follow is a hot standby's follower: it applies every batch of the log
+// to the local store as it appears (wal.Follower, one GET per poll, G8),
+// restores the newest snapshot when truncation passed it, and starts over
+// from the local store's position after an error.
+func (p *proc) follow(ctx context.Context) {
+	for ctx.Err() == nil {
+		p.mu.Lock()
+		store := p.local
+		p.mu.Unlock()
+		var next uint64
+		if seq, ok := store.Applied(); ok {
+			next = seq + 1
+		}
+		f := wal.NewFollower(p.store, p.sim.layout, next)
+		err := f.Follow(ctx, 250*time.Millisecond, serving.ReplayApply(store))
+		if ctx.Err() != nil {
+			return
+		}
+		if errors.Is(err, wal.ErrTruncated) {
+			restored, ok, rerr := loadLatest(ctx, p.store, p.sim.layout)
+			if rerr == nil && ok {
+				seq, _ := restored.Applied()
+				p.sim.event("p%d: hot standby restored snapshot %d", p.id, seq+1)
+				p.sim.count("snapshot restores")
+				p.mu.Lock()
+				p.local = restored
+				p.mu.Unlock()
+				continue
+			}
+			err = fmt.Errorf("%w; restore: %v", err, rerr)
+		}
+		p.sim.event("p%d: following: %v", p.id, err)
+		if !lease.Sleep(ctx, time.Second) {
+			return
+		}
+	}
+}

@@ -195,7 +195,8 @@ func Run(cfg Config) (*Result, error) {
 	defer cancel()
 	s.ctx = ctx
 	for i := range cfg.Processes {
-		p := &proc{id: i, sim: s, local: newLocalStore()}
+		// p1 is a hot standby, the others cold.
+		p := &proc{id: i, sim: s, local: newLocalStore(), hot: i == 1}
 		p.store = newProcStore(s.blobs, p)
 		s.procs = append(s.procs, p)
 	}
