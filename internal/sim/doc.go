@@ -4,8 +4,11 @@
 //
 // # What runs
 //
-// Three processes of one node ID share one memory store (blob/mem). Each
-// is a cold standby that runs the real protocol code: lease.Acquire and
+// Three processes of one node ID share one memory store (blob/mem): p1 a
+// hot standby, which follows the log into its local store while it waits
+// (wal.Follower; a snapshot restore when truncation passed it) and takes
+// an available lease after a 0-50 ms jitter, p0 and p2 cold standbys.
+// Each runs the real protocol code: lease.Acquire and
 // Holder.Run (renewal from the acquisition on), wal.Fence with
 // serving.ReplayWhile into its own local store (flowstore.MemStore, kept
 // across restarts unless a kill drops it), a wal.Writer under
@@ -21,7 +24,8 @@
 // snapshot format, not Pebble.
 // When a period ends (renewal timeout, lease lost, fenced) the process
 // "exits 1" and starts again under a new process ID on the same local
-// store.
+// store. A step down drains for up to 2 s, stops the core, flushes the
+// writer and releases the lease (A3, L12), then holds off 2 s.
 //
 // Clients start flows with request IDs and retry each call until it is
 // acknowledged, publish to the flows that wait for a message, and wait
@@ -55,6 +59,7 @@
 //     the caller sees a transient error). Each request's fault is a hash
 //     of the seed, the process, the request and its count, not a draw
 //     from a shared stream, so it does not depend on goroutine order.
+//   - step down of a process while it serves.
 //   - per task, from the seed: a worker disconnects with tasks in hand,
 //     or sends a result twice.
 //

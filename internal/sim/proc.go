@@ -10,6 +10,7 @@ import (
 
 	"github.com/dexzd/dexzd/internal/lease"
 	"github.com/dexzd/dexzd/internal/node"
+	"github.com/dexzd/dexzd/internal/server"
 	"github.com/dexzd/dexzd/internal/serving"
 	"github.com/dexzd/dexzd/internal/wal"
 )
@@ -35,6 +36,8 @@ type proc struct {
 	cancel   context.CancelFunc
 	done     chan struct{}
 	restarts int
+	// stepDown asks the serving period to step down.
+	stepDown chan struct{}
 }
 
 // active returns the core while the process serves.
@@ -159,6 +162,14 @@ func (p *proc) run(ctx context.Context, gen int) {
 			return
 		}
 		p.sim.event("%s: period of epoch %d ended: %v", pid, h.Epoch(), err)
+		if errors.Is(err, errSteppedDown) {
+			// The hold-off before competing again (A5), as the same
+			// process.
+			if !lease.Sleep(ctx, stepDownHoldOff) {
+				return
+			}
+			continue
+		}
 		p.sim.periodEnded(err)
 		// The process exits 1 (L11) and its supervisor starts it again.
 		if !lease.Sleep(ctx, restartDelay) {
@@ -253,6 +264,10 @@ func (p *proc) period(ctx context.Context, h *lease.Holder) error {
 		<-supDone //nolint:errcheck // the period's error is err
 		return err
 	}
+	select {
+	case <-p.stepDown: // asked while it did not serve: refused
+	default:
+	}
 	p.setCore(core)
 	p.sim.event("p%d: serving epoch %d from batch %d", p.id, h.Epoch(), next)
 	snapCtx, stopSnapshots := context.WithCancel(supCtx)
@@ -275,7 +290,49 @@ func (p *proc) period(ctx context.Context, h *lease.Holder) error {
 			err = errors.New("supervise ended")
 		}
 		return err
+	case <-p.stepDown:
+		stopSnapshots()
+		<-snapDone
+		return p.stepDownNow(core, w, h, supDone)
 	}
+}
+
+// errSteppedDown ends a period that stepped down.
+var errSteppedDown = errors.New("stepped down")
+
+// stepDownNow steps down like node's leasePeriod.stepDown (A3, A4):
+// drain the attempts handed out (up to 2 s), stop the core, flush the
+// writer, and release the lease so that a standby takes over at once
+// (L12).
+func (p *proc) stepDownNow(core *serving.Core, w *wal.Writer, h *lease.Holder, supDone <-chan error) error {
+	p.sim.event("p%d: stepping down from epoch %d", p.id, h.Epoch())
+	core.BeginDrain(server.DrainStepDown, 2*time.Second, "the server is stepping down")
+	dctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	idle := make(chan error, 1)
+	go func() { idle <- core.WaitIdle(dctx) }()
+	var supErr error
+	select {
+	case <-idle: //nolint:errcheck // a drain that timed out leaves the attempts to the next process (T2)
+	case supErr = <-supDone:
+		supDone = nil
+	}
+	cancel()
+	p.setCore(nil)
+	core.Stop()
+	werr := w.Stop()
+	if supDone != nil {
+		supErr = <-supDone
+	}
+	if err := errors.Join(werr, supErr); err != nil {
+		return fmt.Errorf("step down before the release: %w", err)
+	}
+	rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer rcancel()
+	if err := h.Release(rctx); err != nil {
+		return fmt.Errorf("step down: release lease: %w", err)
+	}
+	p.sim.count("step downs")
+	return errSteppedDown
 }
 
 var discard = slog.New(slog.DiscardHandler)
@@ -309,7 +366,10 @@ func (p *proc) follow(ctx context.Context) {
 				p.mu.Unlock()
 				continue
 			}
-			err = fmt.Errorf("%w; restore: %v", err, rerr)
+			if rerr == nil {
+				rerr = errors.New("no snapshot")
+			}
+			err = fmt.Errorf("%w; restore: %w", err, rerr)
 		}
 		p.sim.event("p%d: following: %v", p.id, err)
 		if !lease.Sleep(ctx, time.Second) {

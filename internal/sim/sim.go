@@ -20,6 +20,9 @@ const (
 	nodeID        = "n1"
 	leaseDuration = 3 * time.Second
 	restartDelay  = 500 * time.Millisecond
+	// stepDownHoldOff is how long a process that stepped down waits
+	// before it competes for the lease again.
+	stepDownHoldOff = 2 * time.Second
 )
 
 // Config is one simulation run.
@@ -110,7 +113,7 @@ func newPlan(cfg Config) plan {
 			}
 			return s.procs[0]
 		}
-		switch r.IntN(4) {
+		switch r.IntN(5) {
 		case 0:
 			drop := r.IntN(3) == 0
 			down := time.Duration(100+r.IntN(5000)) * time.Millisecond
@@ -140,6 +143,16 @@ func newPlan(cfg Config) plan {
 					p := target(s)
 					s.event("store faults for p%d", p.id)
 					p.store.addFaults(storeFaults{from: now, to: now.Add(d), rate: rate})
+				}})
+		case 3:
+			pl.steps = append(pl.steps, step{at: at, what: fmt.Sprintf("step down %s", who),
+				do: func(s *sim) {
+					p := target(s)
+					s.event("step down p%d", p.id)
+					select {
+					case p.stepDown <- struct{}{}:
+					default:
+					}
 				}})
 		default:
 			// A quiet spell lets work progress between faults.
@@ -196,7 +209,7 @@ func Run(cfg Config) (*Result, error) {
 	s.ctx = ctx
 	for i := range cfg.Processes {
 		// p1 is a hot standby, the others cold.
-		p := &proc{id: i, sim: s, local: newLocalStore(), hot: i == 1}
+		p := &proc{id: i, sim: s, local: newLocalStore(), hot: i == 1, stepDown: make(chan struct{}, 1)}
 		p.store = newProcStore(s.blobs, p)
 		s.procs = append(s.procs, p)
 	}

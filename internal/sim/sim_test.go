@@ -27,7 +27,7 @@ var (
 // faults (see the package doc). Each seed runs in its own synctest bubble, minutes of virtual time
 // in milliseconds.
 //
-// Covers: L3, L4, L7, L9, L13, L15, G1, G2, G3, G4, G5, G7, T1, T2, T3, T4
+// Covers: L3, L4, L7, L9, L12, L13, L15, G1, G2, G3, G4, G5, G7, G8, S3, S7, A3, T1, T2, T3, T4
 func TestSim(t *testing.T) {
 	first, n := *firstFlag, *seedsFlag
 	if n == 0 {
