@@ -112,6 +112,18 @@
 // failure's non_retryable: the step's failure policy applies at once,
 // whatever attempts its retry policy still allows.
 //
+// The worker logs each failed attempt once (fields flow_type, flow_id,
+// step_execution_id, kind, attempt, error_type, error; no stack, which goes
+// to the server): a WARN while the server will retry it, an ERROR when it
+// was the step's last, because it is non-retryable or the retries are
+// exhausted and the step's failure policy applies. The Task says what the
+// retry policy allows (max_attempts, retry_deadline, retry_delay): a
+// failure is the last when the attempt is the max_attempts-th, or when
+// its retry (retry_delay, or the failure's retry_after, from now) would
+// start after retry_deadline; for the deadline the worker's clock stands in
+// for the server's, so within clock skew of it the two may disagree. An
+// RPC handler's error is a WARN: its caller gets it.
+//
 // Client (P5). Calls go to the address that last answered and move to the
 // next on UNAVAILABLE, or when the server stops answering. Reads,
 // WaitForFlow, SetAttributes, and StartFlow and Publish (with a request ID

@@ -484,8 +484,10 @@ func (w *Worker) nextGen() uint64 {
 
 // logFailure logs a failed attempt of t: one WARN line (flow, step
 // execution, attempt, error type and message; the stack goes to the
-// server, not the log), an ERROR when the failure is non-retryable, since
-// the step's failure policy then applies at once. nil logs nothing.
+// server, not the log) while the server will retry it, and one ERROR when
+// it was the last: the failure is non-retryable, or lastFailure says the
+// step's retries are exhausted, so the step's failure policy applies. nil
+// logs nothing.
 func (w *Worker) logFailure(t *dexpb.Task, f *dexpb.TaskFailure) {
 	if f == nil {
 		return
@@ -497,7 +499,37 @@ func (w *Worker) logFailure(t *dexpb.Task, f *dexpb.TaskFailure) {
 		w.log.Warn("RPC handler failed; its caller gets the error", attrs...)
 	case f.GetNonRetryable():
 		w.log.Error("attempt failed with a non-retryable error; the step's failure policy applies", attrs...)
+	case lastFailure(t, f, time.Now()):
+		if m := t.GetMaxAttempts(); m > 0 {
+			attrs = append(attrs, "max_attempts", m)
+		}
+		if d := t.GetRetryDeadline(); d != nil {
+			attrs = append(attrs, "retry_deadline", d.AsTime())
+		}
+		w.log.Error("attempt failed and the step's retries are exhausted; the step's failure policy applies", attrs...)
 	default:
 		w.log.Warn("attempt failed; the server retries it under the step's retry policy", attrs...)
 	}
+}
+
+// lastFailure reports whether failure f of task t, at now, exhausts the
+// step's retry policy, from what the task says of it: the attempt is the
+// policy's last (max_attempts), or the retry would start after
+// retry_deadline (now plus the failure's retry_after, else the task's
+// retry_delay). The server decides with its own clock, so near the
+// deadline the two may disagree by the clock skew and the time the
+// failure takes to arrive; an older server that sends none of these
+// fields never has a last failure.
+func lastFailure(t *dexpb.Task, f *dexpb.TaskFailure, now time.Time) bool {
+	if m := t.GetMaxAttempts(); m > 0 && t.GetAttempt() >= m {
+		return true
+	}
+	if t.GetRetryDeadline() == nil {
+		return false
+	}
+	delay := t.GetRetryDelay().AsDuration()
+	if ra := f.GetRetryAfter(); ra != nil {
+		delay = max(ra.AsDuration(), 0)
+	}
+	return now.Add(delay).After(t.GetRetryDeadline().AsTime())
 }

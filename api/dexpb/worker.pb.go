@@ -866,8 +866,24 @@ type Task struct {
 	// ChannelQueueSizes maps each channel with queued messages to the number
 	// of messages waiting in it, as committed when the task was built (RPC).
 	ChannelQueueSizes map[string]uint32 `protobuf:"bytes,17,rep,name=channel_queue_sizes,json=channelQueueSizes,proto3" json:"channel_queue_sizes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// MaxAttempts is the resolved retry policy's maximum_attempts for this
+	// handler (WAIT_FOR, EXECUTE): 0 means unlimited. A failure of attempt
+	// max_attempts exhausts the retries and the step's failure policy
+	// applies.
+	MaxAttempts uint32 `protobuf:"varint,18,opt,name=max_attempts,json=maxAttempts,proto3" json:"max_attempts,omitempty"`
+	// RetryDeadline is the first attempt's time plus the resolved
+	// maximum_total_duration (WAIT_FOR, EXECUTE); unset when there is no
+	// bound. No retry starts after it.
+	RetryDeadline *timestamppb.Timestamp `protobuf:"bytes,19,opt,name=retry_deadline,json=retryDeadline,proto3" json:"retry_deadline,omitempty"`
+	// RetryDelay is the delay before the next attempt should this one fail
+	// without a retry_after (WAIT_FOR, EXECUTE): the policy's backoff for
+	// this attempt, with its jitter. With retry_deadline it tells a worker
+	// whether a failure is the last one: a failure at time t is final when
+	// t plus this delay (or the failure's retry_after) is after
+	// retry_deadline.
+	RetryDelay    *durationpb.Duration `protobuf:"bytes,20,opt,name=retry_delay,json=retryDelay,proto3" json:"retry_delay,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Task) Reset() {
@@ -1015,6 +1031,27 @@ func (x *Task) GetRpcName() string {
 func (x *Task) GetChannelQueueSizes() map[string]uint32 {
 	if x != nil {
 		return x.ChannelQueueSizes
+	}
+	return nil
+}
+
+func (x *Task) GetMaxAttempts() uint32 {
+	if x != nil {
+		return x.MaxAttempts
+	}
+	return 0
+}
+
+func (x *Task) GetRetryDeadline() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RetryDeadline
+	}
+	return nil
+}
+
+func (x *Task) GetRetryDelay() *durationpb.Duration {
+	if x != nil {
+		return x.RetryDelay
 	}
 	return nil
 }
@@ -1710,7 +1747,7 @@ const file_dex_worker_proto_rawDesc = "" +
 	"\x12heartbeat_interval\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\x12>\n" +
 	"\rping_interval\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\fpingInterval\x12*\n" +
 	"\x11max_message_bytes\x18\x06 \x01(\rR\x0fmaxMessageBytes\x12$\n" +
-	"\x0emax_task_bytes\x18\a \x01(\rR\fmaxTaskBytes\"\xbd\x06\n" +
+	"\x0emax_task_bytes\x18\a \x01(\rR\fmaxTaskBytes\"\xdf\a\n" +
 	"\x04Task\x12!\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\r.dex.TaskKindR\x04kind\x12\x1d\n" +
 	"\n" +
@@ -1732,7 +1769,11 @@ const file_dex_worker_proto_rawDesc = "" +
 	"\x0fwait_for_failed\x18\x0e \x01(\bR\rwaitForFailed\x12=\n" +
 	"\x10wait_for_failure\x18\x0f \x01(\v2\x13.dex.AttemptFailureR\x0ewaitForFailure\x12\x19\n" +
 	"\brpc_name\x18\x10 \x01(\tR\arpcName\x12P\n" +
-	"\x13channel_queue_sizes\x18\x11 \x03(\v2 .dex.Task.ChannelQueueSizesEntryR\x11channelQueueSizes\x1aD\n" +
+	"\x13channel_queue_sizes\x18\x11 \x03(\v2 .dex.Task.ChannelQueueSizesEntryR\x11channelQueueSizes\x12!\n" +
+	"\fmax_attempts\x18\x12 \x01(\rR\vmaxAttempts\x12A\n" +
+	"\x0eretry_deadline\x18\x13 \x01(\v2\x1a.google.protobuf.TimestampR\rretryDeadline\x12:\n" +
+	"\vretry_delay\x18\x14 \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"retryDelay\x1aD\n" +
 	"\x16ChannelQueueSizesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\rR\x05value:\x028\x01\"\xe5\x01\n" +
@@ -1866,25 +1907,27 @@ var file_dex_worker_proto_depIdxs = []int32{
 	26, // 21: dex.Task.condition_results:type_name -> dex.ConditionResults
 	27, // 22: dex.Task.wait_for_failure:type_name -> dex.AttemptFailure
 	19, // 23: dex.Task.channel_queue_sizes:type_name -> dex.Task.ChannelQueueSizesEntry
-	10, // 24: dex.TaskResult.wait_for:type_name -> dex.WaitForResult
-	11, // 25: dex.TaskResult.execute:type_name -> dex.ExecuteResult
-	12, // 26: dex.TaskResult.rpc:type_name -> dex.RpcResult
-	28, // 27: dex.TaskResult.writes:type_name -> dex.StagedWrites
-	29, // 28: dex.WaitForResult.wait:type_name -> dex.Wait
-	30, // 29: dex.ExecuteResult.decision:type_name -> dex.StepDecision
-	24, // 30: dex.RpcResult.output:type_name -> dex.EncodedValue
-	31, // 31: dex.RpcResult.movements:type_name -> dex.Movement
-	21, // 32: dex.TaskFailure.retry_after:type_name -> google.protobuf.Duration
-	0,  // 33: dex.TaskAck.status:type_name -> dex.TaskAckStatus
-	1,  // 34: dex.Drain.reason:type_name -> dex.DrainReason
-	21, // 35: dex.Drain.timeout:type_name -> google.protobuf.Duration
-	2,  // 36: dex.WorkerTaskService.PollWorkerTask:input_type -> dex.PollWorkerTaskRequest
-	3,  // 37: dex.WorkerTaskService.PollWorkerTask:output_type -> dex.PollWorkerTaskResponse
-	37, // [37:38] is the sub-list for method output_type
-	36, // [36:37] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	23, // 24: dex.Task.retry_deadline:type_name -> google.protobuf.Timestamp
+	21, // 25: dex.Task.retry_delay:type_name -> google.protobuf.Duration
+	10, // 26: dex.TaskResult.wait_for:type_name -> dex.WaitForResult
+	11, // 27: dex.TaskResult.execute:type_name -> dex.ExecuteResult
+	12, // 28: dex.TaskResult.rpc:type_name -> dex.RpcResult
+	28, // 29: dex.TaskResult.writes:type_name -> dex.StagedWrites
+	29, // 30: dex.WaitForResult.wait:type_name -> dex.Wait
+	30, // 31: dex.ExecuteResult.decision:type_name -> dex.StepDecision
+	24, // 32: dex.RpcResult.output:type_name -> dex.EncodedValue
+	31, // 33: dex.RpcResult.movements:type_name -> dex.Movement
+	21, // 34: dex.TaskFailure.retry_after:type_name -> google.protobuf.Duration
+	0,  // 35: dex.TaskAck.status:type_name -> dex.TaskAckStatus
+	1,  // 36: dex.Drain.reason:type_name -> dex.DrainReason
+	21, // 37: dex.Drain.timeout:type_name -> google.protobuf.Duration
+	2,  // 38: dex.WorkerTaskService.PollWorkerTask:input_type -> dex.PollWorkerTaskRequest
+	3,  // 39: dex.WorkerTaskService.PollWorkerTask:output_type -> dex.PollWorkerTaskResponse
+	39, // [39:40] is the sub-list for method output_type
+	38, // [38:39] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_dex_worker_proto_init() }
