@@ -101,10 +101,15 @@
 // Errors. A handler's error becomes a TaskFailure: message err.Error(); type
 // the ErrorType() of an ErrorTyper in the chain, else the Go type of the
 // first error in the Unwrap chain that is not a plain fmt.Errorf/errors.New
-// wrapper (for example "*payments.DeclinedError"); stack runtime/debug.Stack
-// taken where RetryAfter was called, else where the handler returned the
-// error or where its panic was recovered (type "dex.Panic"). RetryAfter(d,
-// err) sets retry_after (E10). The SDK's own failures have types
+// wrapper (for example "*payments.DeclinedError"); stack the user's frames
+// only, a "function(...)" line and a tab-indented "file:line" line per
+// frame, down to the handler, starting where RetryAfter or NonRetryable
+// was called, else, for a panic, at the frame that panicked (type
+// "dex.Panic"), else, for an ordinary returned error (which records no
+// stack, and whose frames have returned by the time the SDK sees it), at
+// the handler's own frame, its declaration marked "(declared here;
+// returned the error)". RetryAfter(d, err) sets retry_after (E10). The
+// SDK's own failures have types
 // "dex.DecodeError", "dex.EncodeError", "dex.InvalidResult" (a result that
 // breaks the flow's declaration, for example a movement to an undeclared
 // step or a write to an undeclared attribute) and "dex.WorkerStopping".

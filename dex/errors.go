@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"runtime/debug"
 	"strings"
 	"time"
 
@@ -91,14 +90,15 @@ func (e *OutcomeUnknownError) Unwrap() error { return e.Err }
 
 // RetryAfter wraps err so that the next attempt runs after d instead of the
 // retry policy's backoff; the policy's limits still apply (E10). It also
-// records the stack at the call, which the worker reports with the error.
+// records the stack from its caller down, which the worker reports with
+// the error.
 //
 //	return nil, dex.RetryAfter(5*time.Second, err)
 func RetryAfter(d time.Duration, err error) error {
 	if err == nil {
 		err = errors.New("retry requested")
 	}
-	return &retryAfterError{d: d, err: err, stack: string(debug.Stack())}
+	return &retryAfterError{d: d, err: err, stack: callerStack(0)}
 }
 
 type retryAfterError struct {
@@ -115,14 +115,15 @@ func (e *retryAfterError) Unwrap() error { return e.err }
 // attempt: for an application error that no retry can fix, like
 // Temporal's non-retryable application errors. A value that does not
 // decode, a value that does not encode and an invalid result are
-// non-retryable without it. It records the stack at the call.
+// non-retryable without it. It records the stack from its caller down,
+// which the worker reports with the error.
 //
 //	return nil, dex.NonRetryable(fmt.Errorf("order %s: unknown currency %q", id, cur))
 func NonRetryable(err error) error {
 	if err == nil {
 		err = errors.New("non-retryable failure")
 	}
-	return &nonRetryableError{err: err, stack: string(debug.Stack())}
+	return &nonRetryableError{err: err, stack: callerStack(0)}
 }
 
 type nonRetryableError struct {

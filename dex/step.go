@@ -71,6 +71,9 @@ type stepDef struct {
 	declares  bool      // MovesTo is implemented
 	waitFor   func(ctx Context, in *dexpb.EncodedValue) (Wait, error)
 	execute   func(ctx Context, in *dexpb.EncodedValue, r Results) (Decision, error)
+	// The entries of the step's WaitFor and Execute methods, for the
+	// stack of an error they return (handlerFrame).
+	waitForPC, executePC uintptr
 }
 
 func (Step[T]) bindStep(self any) (*stepDef, error) {
@@ -119,6 +122,10 @@ func (Step[T]) bindStep(self any) (*stepDef, error) {
 	default:
 		return nil, fmt.Errorf("step %q has no method Execute(dex.Context, %s) (dex.Decision, error)%s", name, in, methodHint(t, "Execute"))
 	}
+	if d.waits {
+		d.waitForPC = methodPC(t, "WaitFor")
+	}
+	d.executePC = methodPC(t, "Execute")
 	if o, ok := self.(stepOptioner); ok {
 		d.options = o.Options()
 	}
