@@ -34,16 +34,16 @@ func (s *Store) Run(flowID, runID string) (*engine.FlowState, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := decodeFlowValue(v)
+	st, err := loadFlow(s.db, v)
 	if err != nil {
-		return nil, fmt.Errorf("read flow %q run %q: %w: %w", flowID, runID, ErrCorrupt, err)
+		return nil, fmt.Errorf("read flow %q run %q: %w", flowID, runID, err)
 	}
 	return st, nil
 }
 
 // Summary returns the summary of run runID of flowID (empty: the latest)
-// without decoding the whole state. Times are in UTC. An unknown flow ID or
-// run is ErrNotFound.
+// from the flow value's header, without decoding the state or reading the
+// history. Times are in UTC. An unknown flow ID or run is ErrNotFound.
 func (s *Store) Summary(flowID, runID string) (engine.Summary, error) {
 	if err := s.enter(); err != nil {
 		return engine.Summary{}, err
@@ -53,16 +53,19 @@ func (s *Store) Summary(flowID, runID string) (engine.Summary, error) {
 	if err != nil {
 		return engine.Summary{}, err
 	}
-	sum, _, err := decodeFlowHeader(v)
+	h, err := decodeFlowHeader(v)
 	if err != nil {
 		return engine.Summary{}, fmt.Errorf("read flow %q run %q: %w: %w", flowID, runID, ErrCorrupt, err)
 	}
-	return sum, nil
+	return h.sum, nil
 }
 
 // runValue returns the stored value of a run. It reads the latest run
 // first and the older runs second: a run only ever moves from the latest
-// key to a run key, so a concurrent Apply cannot make it miss the run.
+// key to a run key, so a concurrent Apply cannot make it miss the run. Its
+// history keys never move and only grow, and a value counts the events it
+// covers, so reading them after the value (loadFlow) needs no snapshot
+// either.
 func (s *Store) runValue(flowID, runID string) ([]byte, error) {
 	v, err := getCopy(s.db, flowKey(flowID))
 	switch {
@@ -74,11 +77,11 @@ func (s *Store) runValue(flowID, runID string) ([]byte, error) {
 	if runID == "" {
 		return v, nil
 	}
-	sum, _, err := decodeFlowHeader(v)
+	h, err := decodeFlowHeader(v)
 	if err != nil {
 		return nil, fmt.Errorf("read flow %q: %w: %w", flowID, ErrCorrupt, err)
 	}
-	if sum.RunID == runID {
+	if h.sum.RunID == runID {
 		return v, nil
 	}
 	v, err = getCopy(s.db, runKey(flowID, runID))
