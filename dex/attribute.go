@@ -2,6 +2,7 @@ package dex
 
 import (
 	"fmt"
+	"reflect"
 
 	"github.com/dexzd/dexzd/api/dexpb"
 )
@@ -23,13 +24,14 @@ func DefineAttribute[T any](name string) Attribute[T] {
 type AttributeDef interface {
 	// Name is the attribute's name.
 	Name() string
-	attributeDef()
+	// attributeDef is the type of the values, which the worker declares.
+	attributeDef() reflect.Type
 }
 
 // Name is the attribute's name.
 func (a Attribute[T]) Name() string { return a.name }
 
-func (Attribute[T]) attributeDef() {}
+func (Attribute[T]) attributeDef() reflect.Type { return reflect.TypeFor[T]() }
 
 // Get returns the attribute's value as the handler sees it: the value the
 // handler last Set, else the value handed out with the task, else T's zero

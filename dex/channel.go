@@ -2,6 +2,7 @@ package dex
 
 import (
 	"fmt"
+	"reflect"
 
 	"github.com/dexzd/dexzd/api/dexpb"
 )
@@ -23,13 +24,14 @@ func DefineChannel[T any](name string) Channel[T] {
 type ChannelDef interface {
 	// Name is the channel's name.
 	Name() string
-	channelDef()
+	// channelDef is the type of the values, which the worker declares.
+	channelDef() reflect.Type
 }
 
 // Name is the channel's name.
 func (c Channel[T]) Name() string { return c.name }
 
-func (Channel[T]) channelDef() {}
+func (Channel[T]) channelDef() reflect.Type { return reflect.TypeFor[T]() }
 
 // Publish stages a message; it joins the channel's queue atomically with the
 // handler's result (E6, E16). When the message cannot be encoded, or the

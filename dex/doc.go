@@ -79,7 +79,10 @@
 //
 // Worker protocol (W1). Run opens PollWorkerTask, sends Hello (worker ID,
 // flow type declarations, max_concurrent_tasks, sdk_version
-// "dex-go/<Version>") and expects Welcome. Each Task runs in its own
+// "dex-go/<Version>") and expects Welcome. A declaration gives each
+// attribute's and channel's value type: encoding "json", the Go type's
+// name, and the JSON shape that decodes as it (shape.go says what a shape
+// leaves out), which the server checks clients' values against. Each Task runs in its own
 // goroutine, at most MaxConcurrentTasks at once, with a context that ends at
 // the task's attempt_timeout. The answer is a TaskResult (result + staged
 // writes) or a TaskFailure (error_type, message, stack, retry_after). The

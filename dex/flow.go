@@ -131,6 +131,8 @@ type flowDef struct {
 	channels   map[string]bool
 	chanNames  []string
 	defaults   StepOptions
+	// The Go types of the attributes' and channels' values, by name.
+	attrTypes, chanTypes map[string]reflect.Type
 }
 
 // compile validates the definition. A client needs no handlers, so
@@ -149,6 +151,7 @@ func (f *Flow) compile(withHandlers bool) (*flowDef, error) {
 		name: f.name, start: f.start, defaults: f.defaults,
 		steps: map[string]*stepDef{}, rpcs: map[string]*rpcDef{},
 		attributes: map[string]bool{}, channels: map[string]bool{},
+		attrTypes: map[string]reflect.Type{}, chanTypes: map[string]reflect.Type{},
 	}
 	for _, s := range f.steps {
 		d.steps[s.name] = s
@@ -163,6 +166,7 @@ func (f *Flow) compile(withHandlers bool) (*flowDef, error) {
 		default:
 			d.attributes[a.Name()] = true
 			d.attrNames = append(d.attrNames, a.Name())
+			d.attrTypes[a.Name()] = a.attributeDef()
 		}
 	}
 	for _, c := range f.chans {
@@ -174,6 +178,7 @@ func (f *Flow) compile(withHandlers bool) (*flowDef, error) {
 		default:
 			d.channels[c.Name()] = true
 			d.chanNames = append(d.chanNames, c.Name())
+			d.chanTypes[c.Name()] = c.channelDef()
 		}
 	}
 	for _, r := range f.rpcs {
@@ -270,6 +275,18 @@ func (d *flowDef) declaration() *dexpb.FlowTypeDeclaration {
 		ChannelNames:       d.chanNames,
 		DefaultStepOptions: d.defaults.proto(),
 		StartStepType:      d.start,
+	}
+	for name, t := range d.attrTypes {
+		if p.AttributeTypes == nil {
+			p.AttributeTypes = map[string]*dexpb.ValueType{}
+		}
+		p.AttributeTypes[name] = valueTypeOf(t)
+	}
+	for name, t := range d.chanTypes {
+		if p.ChannelTypes == nil {
+			p.ChannelTypes = map[string]*dexpb.ValueType{}
+		}
+		p.ChannelTypes[name] = valueTypeOf(t)
 	}
 	for _, s := range d.order {
 		p.Steps = append(p.Steps, &dexpb.StepDeclaration{

@@ -446,9 +446,12 @@ func (FlowTimeoutPolicy) EnumDescriptor() ([]byte, []int) {
 }
 
 // EncodedValue is a user value: opaque bytes plus the name of their
-// encoding. The server never decodes a value. It checks its size against the
-// payload limit (RESOURCE_EXHAUSTED above it) and returns the bytes
-// unchanged. Where a message has an EncodedValue field, leaving the field
+// encoding. The server returns the bytes unchanged. It checks a value's
+// size against the payload limit (RESOURCE_EXHAUSTED above it), that a
+// "json" value is valid JSON, and that a client's attribute or channel
+// value matches the type the worker declared for it, if any
+// (FlowTypeDeclaration.attribute_types, channel_types; INVALID_ARGUMENT
+// otherwise). Where a message has an EncodedValue field, leaving the field
 // unset means "no value" (for example a step without input), which is
 // different from an encoded JSON null.
 type EncodedValue struct {
@@ -462,7 +465,7 @@ type EncodedValue struct {
 	// Type optionally names the type of the value, for people and tools: the
 	// full message name for "proto", otherwise a language-specific name (the
 	// Go SDK writes the Go type, for example "orders.Order"). The server
-	// stores it but never checks it.
+	// stores it but never checks it, not even against a declared type.
 	Type string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
 	// Data holds the encoded bytes.
 	Data          []byte `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`

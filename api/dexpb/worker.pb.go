@@ -25,6 +25,85 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// JsonKind is the kind of JSON value a JsonShape accepts. A JSON null
+// matches every kind (Go's encoding/json leaves the target unchanged).
+type JsonKind int32
+
+const (
+	// JSON_KIND_UNSPECIFIED accepts any JSON value: a type with its own
+	// decoding, an interface, a type the SDK does not describe.
+	JsonKind_JSON_KIND_UNSPECIFIED JsonKind = 0
+	// JSON_KIND_BOOLEAN accepts true and false.
+	JsonKind_JSON_KIND_BOOLEAN JsonKind = 1
+	// JSON_KIND_NUMBER accepts a number within the float of `bits` bits
+	// (32 or 64; 0 means 64).
+	JsonKind_JSON_KIND_NUMBER JsonKind = 2
+	// JSON_KIND_INTEGER accepts an integer literal (no fraction, no
+	// exponent) within the integer of `bits` bits (8, 16, 32 or 64; 0
+	// means 64), not negative when `unsigned`.
+	JsonKind_JSON_KIND_INTEGER JsonKind = 3
+	// JSON_KIND_STRING accepts a string. Its content is not checked (for
+	// Go's []byte, base64).
+	JsonKind_JSON_KIND_STRING JsonKind = 4
+	// JSON_KIND_ARRAY accepts an array whose elements match `elements`.
+	JsonKind_JSON_KIND_ARRAY JsonKind = 5
+	// JSON_KIND_OBJECT accepts an object. With `fields` (a record type), a
+	// member named like a field (exactly, else case-insensitively, as Go's
+	// encoding/json matches them) must match that field's shape; other
+	// members are ignored. With `elements` instead (a map), every member's
+	// value must match it; keys are not checked.
+	JsonKind_JSON_KIND_OBJECT JsonKind = 6
+)
+
+// Enum value maps for JsonKind.
+var (
+	JsonKind_name = map[int32]string{
+		0: "JSON_KIND_UNSPECIFIED",
+		1: "JSON_KIND_BOOLEAN",
+		2: "JSON_KIND_NUMBER",
+		3: "JSON_KIND_INTEGER",
+		4: "JSON_KIND_STRING",
+		5: "JSON_KIND_ARRAY",
+		6: "JSON_KIND_OBJECT",
+	}
+	JsonKind_value = map[string]int32{
+		"JSON_KIND_UNSPECIFIED": 0,
+		"JSON_KIND_BOOLEAN":     1,
+		"JSON_KIND_NUMBER":      2,
+		"JSON_KIND_INTEGER":     3,
+		"JSON_KIND_STRING":      4,
+		"JSON_KIND_ARRAY":       5,
+		"JSON_KIND_OBJECT":      6,
+	}
+)
+
+func (x JsonKind) Enum() *JsonKind {
+	p := new(JsonKind)
+	*p = x
+	return p
+}
+
+func (x JsonKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (JsonKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_dex_worker_proto_enumTypes[0].Descriptor()
+}
+
+func (JsonKind) Type() protoreflect.EnumType {
+	return &file_dex_worker_proto_enumTypes[0]
+}
+
+func (x JsonKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use JsonKind.Descriptor instead.
+func (JsonKind) EnumDescriptor() ([]byte, []int) {
+	return file_dex_worker_proto_rawDescGZIP(), []int{0}
+}
+
 // TaskAckStatus is the server's verdict on a TaskResult or TaskFailure.
 type TaskAckStatus int32
 
@@ -86,11 +165,11 @@ func (x TaskAckStatus) String() string {
 }
 
 func (TaskAckStatus) Descriptor() protoreflect.EnumDescriptor {
-	return file_dex_worker_proto_enumTypes[0].Descriptor()
+	return file_dex_worker_proto_enumTypes[1].Descriptor()
 }
 
 func (TaskAckStatus) Type() protoreflect.EnumType {
-	return &file_dex_worker_proto_enumTypes[0]
+	return &file_dex_worker_proto_enumTypes[1]
 }
 
 func (x TaskAckStatus) Number() protoreflect.EnumNumber {
@@ -99,7 +178,7 @@ func (x TaskAckStatus) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use TaskAckStatus.Descriptor instead.
 func (TaskAckStatus) EnumDescriptor() ([]byte, []int) {
-	return file_dex_worker_proto_rawDescGZIP(), []int{0}
+	return file_dex_worker_proto_rawDescGZIP(), []int{1}
 }
 
 // DrainReason says why the server drains a stream.
@@ -144,11 +223,11 @@ func (x DrainReason) String() string {
 }
 
 func (DrainReason) Descriptor() protoreflect.EnumDescriptor {
-	return file_dex_worker_proto_enumTypes[1].Descriptor()
+	return file_dex_worker_proto_enumTypes[2].Descriptor()
 }
 
 func (DrainReason) Type() protoreflect.EnumType {
-	return &file_dex_worker_proto_enumTypes[1]
+	return &file_dex_worker_proto_enumTypes[2]
 }
 
 func (x DrainReason) Number() protoreflect.EnumNumber {
@@ -157,7 +236,7 @@ func (x DrainReason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use DrainReason.Descriptor instead.
 func (DrainReason) EnumDescriptor() ([]byte, []int) {
-	return file_dex_worker_proto_rawDescGZIP(), []int{1}
+	return file_dex_worker_proto_rawDescGZIP(), []int{2}
 }
 
 // PollWorkerTaskRequest is one message from the worker.
@@ -554,6 +633,16 @@ type FlowTypeDeclaration struct {
 	// here, so that clients that do not know the flow type (dexcli) need not
 	// name it.
 	StartStepType string `protobuf:"bytes,7,opt,name=start_step_type,json=startStepType,proto3" json:"start_step_type,omitempty"`
+	// AttributeTypes declares the value type of some attributes, by name
+	// (each one of attribute_names). The server refuses a SetAttributes, or
+	// a StartFlow's initial attribute, whose value does not match it, with
+	// INVALID_ARGUMENT naming the attribute (see ValueType). An attribute
+	// without an entry takes any value.
+	AttributeTypes map[string]*ValueType `protobuf:"bytes,8,rep,name=attribute_types,json=attributeTypes,proto3" json:"attribute_types,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// ChannelTypes declares the message type of some channels, by name (each
+	// one of channel_names). The server refuses a PublishToChannel whose
+	// message does not match it, with INVALID_ARGUMENT naming the channel.
+	ChannelTypes  map[string]*ValueType `protobuf:"bytes,9,rep,name=channel_types,json=channelTypes,proto3" json:"channel_types,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -637,6 +726,180 @@ func (x *FlowTypeDeclaration) GetStartStepType() string {
 	return ""
 }
 
+func (x *FlowTypeDeclaration) GetAttributeTypes() map[string]*ValueType {
+	if x != nil {
+		return x.AttributeTypes
+	}
+	return nil
+}
+
+func (x *FlowTypeDeclaration) GetChannelTypes() map[string]*ValueType {
+	if x != nil {
+		return x.ChannelTypes
+	}
+	return nil
+}
+
+// ValueType declares the values an attribute or a channel holds, so that
+// the server can refuse, at the call, a client's value that the worker
+// could not decode. It checks a client's value (SetAttributes,
+// PublishToChannel, StartFlow's attributes), not a handler's writes.
+//
+// What is checked: the value's encoding equals encoding; for "json", that
+// the data is valid JSON (checked for every "json" value) and matches
+// json_shape. What is not: the value's type name (EncodedValue.type),
+// since programs in other packages or languages name the same shape
+// differently; anything a shape does not describe (see JsonShape).
+type ValueType struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Encoding is the values' encoding ("json" for the Go SDK). Empty: any.
+	Encoding string `protobuf:"bytes,1,opt,name=encoding,proto3" json:"encoding,omitempty"`
+	// Type names the type, for people and tools (the Go SDK writes the Go
+	// type, for example "orders.Order"). The server never compares it.
+	Type string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
+	// JsonShape is what a "json" value must look like; unset: any JSON.
+	JsonShape     *JsonShape `protobuf:"bytes,3,opt,name=json_shape,json=jsonShape,proto3" json:"json_shape,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ValueType) Reset() {
+	*x = ValueType{}
+	mi := &file_dex_worker_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ValueType) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ValueType) ProtoMessage() {}
+
+func (x *ValueType) ProtoReflect() protoreflect.Message {
+	mi := &file_dex_worker_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ValueType.ProtoReflect.Descriptor instead.
+func (*ValueType) Descriptor() ([]byte, []int) {
+	return file_dex_worker_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ValueType) GetEncoding() string {
+	if x != nil {
+		return x.Encoding
+	}
+	return ""
+}
+
+func (x *ValueType) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *ValueType) GetJsonShape() *JsonShape {
+	if x != nil {
+		return x.JsonShape
+	}
+	return nil
+}
+
+// JsonShape describes the JSON values that decode as a type. It describes
+// less than the type where that is safer: the server must never refuse a
+// value the worker would decode. At most 32 levels deep and 1,000 shapes
+// in one ValueType.
+type JsonShape struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Kind is the kind of JSON value accepted.
+	Kind JsonKind `protobuf:"varint,1,opt,name=kind,proto3,enum=dex.JsonKind" json:"kind,omitempty"`
+	// Bits is the size of a NUMBER's or an INTEGER's type.
+	Bits uint32 `protobuf:"varint,2,opt,name=bits,proto3" json:"bits,omitempty"`
+	// Unsigned: an INTEGER must not be negative.
+	Unsigned bool `protobuf:"varint,3,opt,name=unsigned,proto3" json:"unsigned,omitempty"`
+	// Elements is the shape of an ARRAY's elements or a map OBJECT's
+	// values; unset: any.
+	Elements *JsonShape `protobuf:"bytes,4,opt,name=elements,proto3" json:"elements,omitempty"`
+	// Fields are a record OBJECT's checked members, by JSON name.
+	Fields        map[string]*JsonShape `protobuf:"bytes,5,rep,name=fields,proto3" json:"fields,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JsonShape) Reset() {
+	*x = JsonShape{}
+	mi := &file_dex_worker_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JsonShape) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JsonShape) ProtoMessage() {}
+
+func (x *JsonShape) ProtoReflect() protoreflect.Message {
+	mi := &file_dex_worker_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JsonShape.ProtoReflect.Descriptor instead.
+func (*JsonShape) Descriptor() ([]byte, []int) {
+	return file_dex_worker_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *JsonShape) GetKind() JsonKind {
+	if x != nil {
+		return x.Kind
+	}
+	return JsonKind_JSON_KIND_UNSPECIFIED
+}
+
+func (x *JsonShape) GetBits() uint32 {
+	if x != nil {
+		return x.Bits
+	}
+	return 0
+}
+
+func (x *JsonShape) GetUnsigned() bool {
+	if x != nil {
+		return x.Unsigned
+	}
+	return false
+}
+
+func (x *JsonShape) GetElements() *JsonShape {
+	if x != nil {
+		return x.Elements
+	}
+	return nil
+}
+
+func (x *JsonShape) GetFields() map[string]*JsonShape {
+	if x != nil {
+		return x.Fields
+	}
+	return nil
+}
+
 // StepDeclaration declares one step of a flow type.
 type StepDeclaration struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -653,7 +916,7 @@ type StepDeclaration struct {
 
 func (x *StepDeclaration) Reset() {
 	*x = StepDeclaration{}
-	mi := &file_dex_worker_proto_msgTypes[4]
+	mi := &file_dex_worker_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -665,7 +928,7 @@ func (x *StepDeclaration) String() string {
 func (*StepDeclaration) ProtoMessage() {}
 
 func (x *StepDeclaration) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_worker_proto_msgTypes[4]
+	mi := &file_dex_worker_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -678,7 +941,7 @@ func (x *StepDeclaration) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StepDeclaration.ProtoReflect.Descriptor instead.
 func (*StepDeclaration) Descriptor() ([]byte, []int) {
-	return file_dex_worker_proto_rawDescGZIP(), []int{4}
+	return file_dex_worker_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *StepDeclaration) GetStepType() string {
@@ -738,7 +1001,7 @@ type Welcome struct {
 
 func (x *Welcome) Reset() {
 	*x = Welcome{}
-	mi := &file_dex_worker_proto_msgTypes[5]
+	mi := &file_dex_worker_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -750,7 +1013,7 @@ func (x *Welcome) String() string {
 func (*Welcome) ProtoMessage() {}
 
 func (x *Welcome) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_worker_proto_msgTypes[5]
+	mi := &file_dex_worker_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -763,7 +1026,7 @@ func (x *Welcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Welcome.ProtoReflect.Descriptor instead.
 func (*Welcome) Descriptor() ([]byte, []int) {
-	return file_dex_worker_proto_rawDescGZIP(), []int{5}
+	return file_dex_worker_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Welcome) GetNodeId() string {
@@ -888,7 +1151,7 @@ type Task struct {
 
 func (x *Task) Reset() {
 	*x = Task{}
-	mi := &file_dex_worker_proto_msgTypes[6]
+	mi := &file_dex_worker_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -900,7 +1163,7 @@ func (x *Task) String() string {
 func (*Task) ProtoMessage() {}
 
 func (x *Task) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_worker_proto_msgTypes[6]
+	mi := &file_dex_worker_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -913,7 +1176,7 @@ func (x *Task) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Task.ProtoReflect.Descriptor instead.
 func (*Task) Descriptor() ([]byte, []int) {
-	return file_dex_worker_proto_rawDescGZIP(), []int{6}
+	return file_dex_worker_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Task) GetKind() TaskKind {
@@ -1080,7 +1343,7 @@ type TaskResult struct {
 
 func (x *TaskResult) Reset() {
 	*x = TaskResult{}
-	mi := &file_dex_worker_proto_msgTypes[7]
+	mi := &file_dex_worker_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1092,7 +1355,7 @@ func (x *TaskResult) String() string {
 func (*TaskResult) ProtoMessage() {}
 
 func (x *TaskResult) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_worker_proto_msgTypes[7]
+	mi := &file_dex_worker_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1105,7 +1368,7 @@ func (x *TaskResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskResult.ProtoReflect.Descriptor instead.
 func (*TaskResult) Descriptor() ([]byte, []int) {
-	return file_dex_worker_proto_rawDescGZIP(), []int{7}
+	return file_dex_worker_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *TaskResult) GetTaskToken() []byte {
@@ -1192,7 +1455,7 @@ type WaitForResult struct {
 
 func (x *WaitForResult) Reset() {
 	*x = WaitForResult{}
-	mi := &file_dex_worker_proto_msgTypes[8]
+	mi := &file_dex_worker_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1204,7 +1467,7 @@ func (x *WaitForResult) String() string {
 func (*WaitForResult) ProtoMessage() {}
 
 func (x *WaitForResult) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_worker_proto_msgTypes[8]
+	mi := &file_dex_worker_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1217,7 +1480,7 @@ func (x *WaitForResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitForResult.ProtoReflect.Descriptor instead.
 func (*WaitForResult) Descriptor() ([]byte, []int) {
-	return file_dex_worker_proto_rawDescGZIP(), []int{8}
+	return file_dex_worker_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *WaitForResult) GetWait() *Wait {
@@ -1238,7 +1501,7 @@ type ExecuteResult struct {
 
 func (x *ExecuteResult) Reset() {
 	*x = ExecuteResult{}
-	mi := &file_dex_worker_proto_msgTypes[9]
+	mi := &file_dex_worker_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1250,7 +1513,7 @@ func (x *ExecuteResult) String() string {
 func (*ExecuteResult) ProtoMessage() {}
 
 func (x *ExecuteResult) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_worker_proto_msgTypes[9]
+	mi := &file_dex_worker_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1263,7 +1526,7 @@ func (x *ExecuteResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecuteResult.ProtoReflect.Descriptor instead.
 func (*ExecuteResult) Descriptor() ([]byte, []int) {
-	return file_dex_worker_proto_rawDescGZIP(), []int{9}
+	return file_dex_worker_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ExecuteResult) GetDecision() *StepDecision {
@@ -1287,7 +1550,7 @@ type RpcResult struct {
 
 func (x *RpcResult) Reset() {
 	*x = RpcResult{}
-	mi := &file_dex_worker_proto_msgTypes[10]
+	mi := &file_dex_worker_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1299,7 +1562,7 @@ func (x *RpcResult) String() string {
 func (*RpcResult) ProtoMessage() {}
 
 func (x *RpcResult) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_worker_proto_msgTypes[10]
+	mi := &file_dex_worker_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1312,7 +1575,7 @@ func (x *RpcResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RpcResult.ProtoReflect.Descriptor instead.
 func (*RpcResult) Descriptor() ([]byte, []int) {
-	return file_dex_worker_proto_rawDescGZIP(), []int{10}
+	return file_dex_worker_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RpcResult) GetOutput() *EncodedValue {
@@ -1357,7 +1620,7 @@ type TaskFailure struct {
 
 func (x *TaskFailure) Reset() {
 	*x = TaskFailure{}
-	mi := &file_dex_worker_proto_msgTypes[11]
+	mi := &file_dex_worker_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1369,7 +1632,7 @@ func (x *TaskFailure) String() string {
 func (*TaskFailure) ProtoMessage() {}
 
 func (x *TaskFailure) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_worker_proto_msgTypes[11]
+	mi := &file_dex_worker_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1382,7 +1645,7 @@ func (x *TaskFailure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskFailure.ProtoReflect.Descriptor instead.
 func (*TaskFailure) Descriptor() ([]byte, []int) {
-	return file_dex_worker_proto_rawDescGZIP(), []int{11}
+	return file_dex_worker_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *TaskFailure) GetTaskToken() []byte {
@@ -1438,7 +1701,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_dex_worker_proto_msgTypes[12]
+	mi := &file_dex_worker_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1450,7 +1713,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_worker_proto_msgTypes[12]
+	mi := &file_dex_worker_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1463,7 +1726,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_dex_worker_proto_rawDescGZIP(), []int{12}
+	return file_dex_worker_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Heartbeat) GetRunningTaskTokens() [][]byte {
@@ -1484,7 +1747,7 @@ type Ping struct {
 
 func (x *Ping) Reset() {
 	*x = Ping{}
-	mi := &file_dex_worker_proto_msgTypes[13]
+	mi := &file_dex_worker_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1496,7 +1759,7 @@ func (x *Ping) String() string {
 func (*Ping) ProtoMessage() {}
 
 func (x *Ping) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_worker_proto_msgTypes[13]
+	mi := &file_dex_worker_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1509,7 +1772,7 @@ func (x *Ping) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ping.ProtoReflect.Descriptor instead.
 func (*Ping) Descriptor() ([]byte, []int) {
-	return file_dex_worker_proto_rawDescGZIP(), []int{13}
+	return file_dex_worker_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Ping) GetNonce() uint64 {
@@ -1530,7 +1793,7 @@ type Pong struct {
 
 func (x *Pong) Reset() {
 	*x = Pong{}
-	mi := &file_dex_worker_proto_msgTypes[14]
+	mi := &file_dex_worker_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1542,7 +1805,7 @@ func (x *Pong) String() string {
 func (*Pong) ProtoMessage() {}
 
 func (x *Pong) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_worker_proto_msgTypes[14]
+	mi := &file_dex_worker_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1555,7 +1818,7 @@ func (x *Pong) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pong.ProtoReflect.Descriptor instead.
 func (*Pong) Descriptor() ([]byte, []int) {
-	return file_dex_worker_proto_rawDescGZIP(), []int{14}
+	return file_dex_worker_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Pong) GetNonce() uint64 {
@@ -1580,7 +1843,7 @@ type TaskAck struct {
 
 func (x *TaskAck) Reset() {
 	*x = TaskAck{}
-	mi := &file_dex_worker_proto_msgTypes[15]
+	mi := &file_dex_worker_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1592,7 +1855,7 @@ func (x *TaskAck) String() string {
 func (*TaskAck) ProtoMessage() {}
 
 func (x *TaskAck) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_worker_proto_msgTypes[15]
+	mi := &file_dex_worker_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1605,7 +1868,7 @@ func (x *TaskAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskAck.ProtoReflect.Descriptor instead.
 func (*TaskAck) Descriptor() ([]byte, []int) {
-	return file_dex_worker_proto_rawDescGZIP(), []int{15}
+	return file_dex_worker_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *TaskAck) GetTaskToken() []byte {
@@ -1646,7 +1909,7 @@ type Drain struct {
 
 func (x *Drain) Reset() {
 	*x = Drain{}
-	mi := &file_dex_worker_proto_msgTypes[16]
+	mi := &file_dex_worker_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1658,7 +1921,7 @@ func (x *Drain) String() string {
 func (*Drain) ProtoMessage() {}
 
 func (x *Drain) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_worker_proto_msgTypes[16]
+	mi := &file_dex_worker_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1671,7 +1934,7 @@ func (x *Drain) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Drain.ProtoReflect.Descriptor instead.
 func (*Drain) Descriptor() ([]byte, []int) {
-	return file_dex_worker_proto_rawDescGZIP(), []int{16}
+	return file_dex_worker_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Drain) GetReason() DrainReason {
@@ -1724,7 +1987,7 @@ const file_dex_worker_proto_rawDesc = "" +
 	"\x14max_concurrent_tasks\x18\x03 \x01(\rR\x12maxConcurrentTasks\x12\x1f\n" +
 	"\vsdk_version\x18\x04 \x01(\tR\n" +
 	"sdkVersion\x12$\n" +
-	"\x0emax_task_bytes\x18\x05 \x01(\rR\fmaxTaskBytes\"\xb5\x02\n" +
+	"\x0emax_task_bytes\x18\x05 \x01(\rR\fmaxTaskBytes\"\x81\x05\n" +
 	"\x13FlowTypeDeclaration\x12\x1b\n" +
 	"\tflow_type\x18\x01 \x01(\tR\bflowType\x12*\n" +
 	"\x05steps\x18\x02 \x03(\v2\x14.dex.StepDeclarationR\x05steps\x12\x1b\n" +
@@ -1732,7 +1995,29 @@ const file_dex_worker_proto_rawDesc = "" +
 	"\x0fattribute_names\x18\x04 \x03(\tR\x0eattributeNames\x12#\n" +
 	"\rchannel_names\x18\x05 \x03(\tR\fchannelNames\x12B\n" +
 	"\x14default_step_options\x18\x06 \x01(\v2\x10.dex.StepOptionsR\x12defaultStepOptions\x12&\n" +
-	"\x0fstart_step_type\x18\a \x01(\tR\rstartStepType\"|\n" +
+	"\x0fstart_step_type\x18\a \x01(\tR\rstartStepType\x12U\n" +
+	"\x0fattribute_types\x18\b \x03(\v2,.dex.FlowTypeDeclaration.AttributeTypesEntryR\x0eattributeTypes\x12O\n" +
+	"\rchannel_types\x18\t \x03(\v2*.dex.FlowTypeDeclaration.ChannelTypesEntryR\fchannelTypes\x1aQ\n" +
+	"\x13AttributeTypesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12$\n" +
+	"\x05value\x18\x02 \x01(\v2\x0e.dex.ValueTypeR\x05value:\x028\x01\x1aO\n" +
+	"\x11ChannelTypesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12$\n" +
+	"\x05value\x18\x02 \x01(\v2\x0e.dex.ValueTypeR\x05value:\x028\x01\"j\n" +
+	"\tValueType\x12\x1a\n" +
+	"\bencoding\x18\x01 \x01(\tR\bencoding\x12\x12\n" +
+	"\x04type\x18\x02 \x01(\tR\x04type\x12-\n" +
+	"\n" +
+	"json_shape\x18\x03 \x01(\v2\x0e.dex.JsonShapeR\tjsonShape\"\x89\x02\n" +
+	"\tJsonShape\x12!\n" +
+	"\x04kind\x18\x01 \x01(\x0e2\r.dex.JsonKindR\x04kind\x12\x12\n" +
+	"\x04bits\x18\x02 \x01(\rR\x04bits\x12\x1a\n" +
+	"\bunsigned\x18\x03 \x01(\bR\bunsigned\x12*\n" +
+	"\belements\x18\x04 \x01(\v2\x0e.dex.JsonShapeR\belements\x122\n" +
+	"\x06fields\x18\x05 \x03(\v2\x1a.dex.JsonShape.FieldsEntryR\x06fields\x1aI\n" +
+	"\vFieldsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12$\n" +
+	"\x05value\x18\x02 \x01(\v2\x0e.dex.JsonShapeR\x05value:\x028\x01\"|\n" +
 	"\x0fStepDeclaration\x12\x1b\n" +
 	"\tstep_type\x18\x01 \x01(\tR\bstepType\x12 \n" +
 	"\fhas_wait_for\x18\x02 \x01(\bR\n" +
@@ -1817,7 +2102,15 @@ const file_dex_worker_proto_rawDesc = "" +
 	"\x05Drain\x12(\n" +
 	"\x06reason\x18\x01 \x01(\x0e2\x10.dex.DrainReasonR\x06reason\x123\n" +
 	"\atimeout\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12\x18\n" +
-	"\amessage\x18\x03 \x01(\tR\amessage*\xec\x01\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage*\xaa\x01\n" +
+	"\bJsonKind\x12\x19\n" +
+	"\x15JSON_KIND_UNSPECIFIED\x10\x00\x12\x15\n" +
+	"\x11JSON_KIND_BOOLEAN\x10\x01\x12\x14\n" +
+	"\x10JSON_KIND_NUMBER\x10\x02\x12\x15\n" +
+	"\x11JSON_KIND_INTEGER\x10\x03\x12\x14\n" +
+	"\x10JSON_KIND_STRING\x10\x04\x12\x13\n" +
+	"\x0fJSON_KIND_ARRAY\x10\x05\x12\x14\n" +
+	"\x10JSON_KIND_OBJECT\x10\x06*\xec\x01\n" +
 	"\rTaskAckStatus\x12\x1f\n" +
 	"\x1bTASK_ACK_STATUS_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18TASK_ACK_STATUS_ACCEPTED\x10\x01\x12\x1b\n" +
@@ -1846,88 +2139,103 @@ func file_dex_worker_proto_rawDescGZIP() []byte {
 	return file_dex_worker_proto_rawDescData
 }
 
-var file_dex_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_dex_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_dex_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_dex_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_dex_worker_proto_goTypes = []any{
-	(TaskAckStatus)(0),             // 0: dex.TaskAckStatus
-	(DrainReason)(0),               // 1: dex.DrainReason
-	(*PollWorkerTaskRequest)(nil),  // 2: dex.PollWorkerTaskRequest
-	(*PollWorkerTaskResponse)(nil), // 3: dex.PollWorkerTaskResponse
-	(*Hello)(nil),                  // 4: dex.Hello
-	(*FlowTypeDeclaration)(nil),    // 5: dex.FlowTypeDeclaration
-	(*StepDeclaration)(nil),        // 6: dex.StepDeclaration
-	(*Welcome)(nil),                // 7: dex.Welcome
-	(*Task)(nil),                   // 8: dex.Task
-	(*TaskResult)(nil),             // 9: dex.TaskResult
-	(*WaitForResult)(nil),          // 10: dex.WaitForResult
-	(*ExecuteResult)(nil),          // 11: dex.ExecuteResult
-	(*RpcResult)(nil),              // 12: dex.RpcResult
-	(*TaskFailure)(nil),            // 13: dex.TaskFailure
-	(*Heartbeat)(nil),              // 14: dex.Heartbeat
-	(*Ping)(nil),                   // 15: dex.Ping
-	(*Pong)(nil),                   // 16: dex.Pong
-	(*TaskAck)(nil),                // 17: dex.TaskAck
-	(*Drain)(nil),                  // 18: dex.Drain
-	nil,                            // 19: dex.Task.ChannelQueueSizesEntry
-	(*StepOptions)(nil),            // 20: dex.StepOptions
-	(*durationpb.Duration)(nil),    // 21: google.protobuf.Duration
-	(TaskKind)(0),                  // 22: dex.TaskKind
-	(*timestamppb.Timestamp)(nil),  // 23: google.protobuf.Timestamp
-	(*EncodedValue)(nil),           // 24: dex.EncodedValue
-	(*Attribute)(nil),              // 25: dex.Attribute
-	(*ConditionResults)(nil),       // 26: dex.ConditionResults
-	(*AttemptFailure)(nil),         // 27: dex.AttemptFailure
-	(*StagedWrites)(nil),           // 28: dex.StagedWrites
-	(*Wait)(nil),                   // 29: dex.Wait
-	(*StepDecision)(nil),           // 30: dex.StepDecision
-	(*Movement)(nil),               // 31: dex.Movement
+	(JsonKind)(0),                  // 0: dex.JsonKind
+	(TaskAckStatus)(0),             // 1: dex.TaskAckStatus
+	(DrainReason)(0),               // 2: dex.DrainReason
+	(*PollWorkerTaskRequest)(nil),  // 3: dex.PollWorkerTaskRequest
+	(*PollWorkerTaskResponse)(nil), // 4: dex.PollWorkerTaskResponse
+	(*Hello)(nil),                  // 5: dex.Hello
+	(*FlowTypeDeclaration)(nil),    // 6: dex.FlowTypeDeclaration
+	(*ValueType)(nil),              // 7: dex.ValueType
+	(*JsonShape)(nil),              // 8: dex.JsonShape
+	(*StepDeclaration)(nil),        // 9: dex.StepDeclaration
+	(*Welcome)(nil),                // 10: dex.Welcome
+	(*Task)(nil),                   // 11: dex.Task
+	(*TaskResult)(nil),             // 12: dex.TaskResult
+	(*WaitForResult)(nil),          // 13: dex.WaitForResult
+	(*ExecuteResult)(nil),          // 14: dex.ExecuteResult
+	(*RpcResult)(nil),              // 15: dex.RpcResult
+	(*TaskFailure)(nil),            // 16: dex.TaskFailure
+	(*Heartbeat)(nil),              // 17: dex.Heartbeat
+	(*Ping)(nil),                   // 18: dex.Ping
+	(*Pong)(nil),                   // 19: dex.Pong
+	(*TaskAck)(nil),                // 20: dex.TaskAck
+	(*Drain)(nil),                  // 21: dex.Drain
+	nil,                            // 22: dex.FlowTypeDeclaration.AttributeTypesEntry
+	nil,                            // 23: dex.FlowTypeDeclaration.ChannelTypesEntry
+	nil,                            // 24: dex.JsonShape.FieldsEntry
+	nil,                            // 25: dex.Task.ChannelQueueSizesEntry
+	(*StepOptions)(nil),            // 26: dex.StepOptions
+	(*durationpb.Duration)(nil),    // 27: google.protobuf.Duration
+	(TaskKind)(0),                  // 28: dex.TaskKind
+	(*timestamppb.Timestamp)(nil),  // 29: google.protobuf.Timestamp
+	(*EncodedValue)(nil),           // 30: dex.EncodedValue
+	(*Attribute)(nil),              // 31: dex.Attribute
+	(*ConditionResults)(nil),       // 32: dex.ConditionResults
+	(*AttemptFailure)(nil),         // 33: dex.AttemptFailure
+	(*StagedWrites)(nil),           // 34: dex.StagedWrites
+	(*Wait)(nil),                   // 35: dex.Wait
+	(*StepDecision)(nil),           // 36: dex.StepDecision
+	(*Movement)(nil),               // 37: dex.Movement
 }
 var file_dex_worker_proto_depIdxs = []int32{
-	4,  // 0: dex.PollWorkerTaskRequest.hello:type_name -> dex.Hello
-	9,  // 1: dex.PollWorkerTaskRequest.task_result:type_name -> dex.TaskResult
-	13, // 2: dex.PollWorkerTaskRequest.task_failure:type_name -> dex.TaskFailure
-	14, // 3: dex.PollWorkerTaskRequest.heartbeat:type_name -> dex.Heartbeat
-	16, // 4: dex.PollWorkerTaskRequest.pong:type_name -> dex.Pong
-	7,  // 5: dex.PollWorkerTaskResponse.welcome:type_name -> dex.Welcome
-	8,  // 6: dex.PollWorkerTaskResponse.task:type_name -> dex.Task
-	17, // 7: dex.PollWorkerTaskResponse.task_ack:type_name -> dex.TaskAck
-	15, // 8: dex.PollWorkerTaskResponse.ping:type_name -> dex.Ping
-	18, // 9: dex.PollWorkerTaskResponse.drain:type_name -> dex.Drain
-	5,  // 10: dex.Hello.flow_types:type_name -> dex.FlowTypeDeclaration
-	6,  // 11: dex.FlowTypeDeclaration.steps:type_name -> dex.StepDeclaration
-	20, // 12: dex.FlowTypeDeclaration.default_step_options:type_name -> dex.StepOptions
-	20, // 13: dex.StepDeclaration.options:type_name -> dex.StepOptions
-	21, // 14: dex.Welcome.heartbeat_interval:type_name -> google.protobuf.Duration
-	21, // 15: dex.Welcome.ping_interval:type_name -> google.protobuf.Duration
-	22, // 16: dex.Task.kind:type_name -> dex.TaskKind
-	23, // 17: dex.Task.first_attempt_time:type_name -> google.protobuf.Timestamp
-	21, // 18: dex.Task.attempt_timeout:type_name -> google.protobuf.Duration
-	24, // 19: dex.Task.input:type_name -> dex.EncodedValue
-	25, // 20: dex.Task.attributes:type_name -> dex.Attribute
-	26, // 21: dex.Task.condition_results:type_name -> dex.ConditionResults
-	27, // 22: dex.Task.wait_for_failure:type_name -> dex.AttemptFailure
-	19, // 23: dex.Task.channel_queue_sizes:type_name -> dex.Task.ChannelQueueSizesEntry
-	23, // 24: dex.Task.retry_deadline:type_name -> google.protobuf.Timestamp
-	21, // 25: dex.Task.retry_delay:type_name -> google.protobuf.Duration
-	10, // 26: dex.TaskResult.wait_for:type_name -> dex.WaitForResult
-	11, // 27: dex.TaskResult.execute:type_name -> dex.ExecuteResult
-	12, // 28: dex.TaskResult.rpc:type_name -> dex.RpcResult
-	28, // 29: dex.TaskResult.writes:type_name -> dex.StagedWrites
-	29, // 30: dex.WaitForResult.wait:type_name -> dex.Wait
-	30, // 31: dex.ExecuteResult.decision:type_name -> dex.StepDecision
-	24, // 32: dex.RpcResult.output:type_name -> dex.EncodedValue
-	31, // 33: dex.RpcResult.movements:type_name -> dex.Movement
-	21, // 34: dex.TaskFailure.retry_after:type_name -> google.protobuf.Duration
-	0,  // 35: dex.TaskAck.status:type_name -> dex.TaskAckStatus
-	1,  // 36: dex.Drain.reason:type_name -> dex.DrainReason
-	21, // 37: dex.Drain.timeout:type_name -> google.protobuf.Duration
-	2,  // 38: dex.WorkerTaskService.PollWorkerTask:input_type -> dex.PollWorkerTaskRequest
-	3,  // 39: dex.WorkerTaskService.PollWorkerTask:output_type -> dex.PollWorkerTaskResponse
-	39, // [39:40] is the sub-list for method output_type
-	38, // [38:39] is the sub-list for method input_type
-	38, // [38:38] is the sub-list for extension type_name
-	38, // [38:38] is the sub-list for extension extendee
-	0,  // [0:38] is the sub-list for field type_name
+	5,  // 0: dex.PollWorkerTaskRequest.hello:type_name -> dex.Hello
+	12, // 1: dex.PollWorkerTaskRequest.task_result:type_name -> dex.TaskResult
+	16, // 2: dex.PollWorkerTaskRequest.task_failure:type_name -> dex.TaskFailure
+	17, // 3: dex.PollWorkerTaskRequest.heartbeat:type_name -> dex.Heartbeat
+	19, // 4: dex.PollWorkerTaskRequest.pong:type_name -> dex.Pong
+	10, // 5: dex.PollWorkerTaskResponse.welcome:type_name -> dex.Welcome
+	11, // 6: dex.PollWorkerTaskResponse.task:type_name -> dex.Task
+	20, // 7: dex.PollWorkerTaskResponse.task_ack:type_name -> dex.TaskAck
+	18, // 8: dex.PollWorkerTaskResponse.ping:type_name -> dex.Ping
+	21, // 9: dex.PollWorkerTaskResponse.drain:type_name -> dex.Drain
+	6,  // 10: dex.Hello.flow_types:type_name -> dex.FlowTypeDeclaration
+	9,  // 11: dex.FlowTypeDeclaration.steps:type_name -> dex.StepDeclaration
+	26, // 12: dex.FlowTypeDeclaration.default_step_options:type_name -> dex.StepOptions
+	22, // 13: dex.FlowTypeDeclaration.attribute_types:type_name -> dex.FlowTypeDeclaration.AttributeTypesEntry
+	23, // 14: dex.FlowTypeDeclaration.channel_types:type_name -> dex.FlowTypeDeclaration.ChannelTypesEntry
+	8,  // 15: dex.ValueType.json_shape:type_name -> dex.JsonShape
+	0,  // 16: dex.JsonShape.kind:type_name -> dex.JsonKind
+	8,  // 17: dex.JsonShape.elements:type_name -> dex.JsonShape
+	24, // 18: dex.JsonShape.fields:type_name -> dex.JsonShape.FieldsEntry
+	26, // 19: dex.StepDeclaration.options:type_name -> dex.StepOptions
+	27, // 20: dex.Welcome.heartbeat_interval:type_name -> google.protobuf.Duration
+	27, // 21: dex.Welcome.ping_interval:type_name -> google.protobuf.Duration
+	28, // 22: dex.Task.kind:type_name -> dex.TaskKind
+	29, // 23: dex.Task.first_attempt_time:type_name -> google.protobuf.Timestamp
+	27, // 24: dex.Task.attempt_timeout:type_name -> google.protobuf.Duration
+	30, // 25: dex.Task.input:type_name -> dex.EncodedValue
+	31, // 26: dex.Task.attributes:type_name -> dex.Attribute
+	32, // 27: dex.Task.condition_results:type_name -> dex.ConditionResults
+	33, // 28: dex.Task.wait_for_failure:type_name -> dex.AttemptFailure
+	25, // 29: dex.Task.channel_queue_sizes:type_name -> dex.Task.ChannelQueueSizesEntry
+	29, // 30: dex.Task.retry_deadline:type_name -> google.protobuf.Timestamp
+	27, // 31: dex.Task.retry_delay:type_name -> google.protobuf.Duration
+	13, // 32: dex.TaskResult.wait_for:type_name -> dex.WaitForResult
+	14, // 33: dex.TaskResult.execute:type_name -> dex.ExecuteResult
+	15, // 34: dex.TaskResult.rpc:type_name -> dex.RpcResult
+	34, // 35: dex.TaskResult.writes:type_name -> dex.StagedWrites
+	35, // 36: dex.WaitForResult.wait:type_name -> dex.Wait
+	36, // 37: dex.ExecuteResult.decision:type_name -> dex.StepDecision
+	30, // 38: dex.RpcResult.output:type_name -> dex.EncodedValue
+	37, // 39: dex.RpcResult.movements:type_name -> dex.Movement
+	27, // 40: dex.TaskFailure.retry_after:type_name -> google.protobuf.Duration
+	1,  // 41: dex.TaskAck.status:type_name -> dex.TaskAckStatus
+	2,  // 42: dex.Drain.reason:type_name -> dex.DrainReason
+	27, // 43: dex.Drain.timeout:type_name -> google.protobuf.Duration
+	7,  // 44: dex.FlowTypeDeclaration.AttributeTypesEntry.value:type_name -> dex.ValueType
+	7,  // 45: dex.FlowTypeDeclaration.ChannelTypesEntry.value:type_name -> dex.ValueType
+	8,  // 46: dex.JsonShape.FieldsEntry.value:type_name -> dex.JsonShape
+	3,  // 47: dex.WorkerTaskService.PollWorkerTask:input_type -> dex.PollWorkerTaskRequest
+	4,  // 48: dex.WorkerTaskService.PollWorkerTask:output_type -> dex.PollWorkerTaskResponse
+	48, // [48:49] is the sub-list for method output_type
+	47, // [47:48] is the sub-list for method input_type
+	47, // [47:47] is the sub-list for extension type_name
+	47, // [47:47] is the sub-list for extension extendee
+	0,  // [0:47] is the sub-list for field type_name
 }
 
 func init() { file_dex_worker_proto_init() }
@@ -1953,7 +2261,7 @@ func file_dex_worker_proto_init() {
 		(*PollWorkerTaskResponse_Ping)(nil),
 		(*PollWorkerTaskResponse_Drain)(nil),
 	}
-	file_dex_worker_proto_msgTypes[7].OneofWrappers = []any{
+	file_dex_worker_proto_msgTypes[9].OneofWrappers = []any{
 		(*TaskResult_WaitFor)(nil),
 		(*TaskResult_Execute)(nil),
 		(*TaskResult_Rpc)(nil),
@@ -1963,8 +2271,8 @@ func file_dex_worker_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dex_worker_proto_rawDesc), len(file_dex_worker_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   18,
+			NumEnums:      3,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -148,6 +148,10 @@ type FlowDefinition struct {
 	RPCs       []string           `json:"rpcs,omitempty"`
 	Attributes []string           `json:"attributes,omitempty"`
 	Channels   []string           `json:"channels,omitempty"`
+	// AttributeTypes and ChannelTypes are the declared value types of some
+	// attributes and channels, by name (valueshape.go).
+	AttributeTypes map[string]*ValueType `json:"attributeTypes,omitempty"`
+	ChannelTypes   map[string]*ValueType `json:"channelTypes,omitempty"`
 }
 
 // StepDef declares one step type of a flow.
