@@ -26,12 +26,15 @@
 //
 //	0x00 'f'                        format version (u32, big-endian)
 //	0x00 'a'                        applied sequence number (u64, big-endian)
+//	'b' <key>                       the bytes of the large value of key, an
+//	                                'f', 'r' or 'h' key (see "Large values")
 //	'f' <flowID>                    the flow ID's latest run: flow value
 //	'h' <esc flowID> <esc runID> <id>
 //	                                history event id of a run (the latest or
 //	                                an older one): engine.MarshalHistoryEvent's
-//	                                bytes; id is the event ID, u32 big-endian,
-//	                                so a run's events sort by ID
+//	                                bytes, or the one byte 0x00 when they are
+//	                                under 'b' <this key>; id is the event ID,
+//	                                u32 big-endian, so a run's events sort by ID
 //	'r' <esc flowID> <runID>        an older run of the flow ID: flow value
 //	'l' <time> <esc flowID> <runID> ListFlows entry of every run: summary
 //	'x' <flowID>                    the flow ID's latest run is RUNNING (empty)
@@ -53,14 +56,33 @@
 //	2   the summary's length (uvarint), the summary, the number n of the
 //	    run's history events stored under its 'h' keys (uvarint), then
 //	    engine.MarshalState's bytes of the state with History nil. The
-//	    run's history is events 1..n of its 'h' keys. PutFlow writes only
-//	    this version.
+//	    run's history is events 1..n of its 'h' keys.
+//	3   as 2 without the state: it is under 'b' <this key>.
 //	1   the summary's length (uvarint), the summary, then
 //	    engine.MarshalState's bytes of the whole state, history inline
 //	    (store format 1). Still read; never written.
 //
 // The summary header lets PutFlow maintain the indexes and Summary answer
 // without decoding the state or reading the history.
+//
+// # Large values
+//
+// Pebble keeps a value in one data block, and a read decompresses the
+// whole block: a 4 MiB state stored among the small ones made every read
+// of its neighbours (each PutFlow reads the latest run's header) cost
+// 4 MiB of decompression, and the bench's ordinary flows lost 96 % of their
+// throughput beside 1 % of large ones (issue 11). So a state or an event
+// above bigValueBytes (16 KiB) is stored under its own 'b' key, and the
+// keys other flows read ('f', 'r', 'h', 'l', 'x', 't') hold at most
+// 16 KiB each. PutFlow writes a large state's bytes at 'b' <'f' key> with
+// a version 3 value, and deletes them when the state is small again; a
+// run that becomes an older run takes them to 'b' <'r' key>. A large
+// event's bytes go to 'b' <'h' key>, written once like the event. Store
+// reads that may meet a version 3 value (Flow, Run, RunningFlows) read
+// through a Pebble snapshot, as 'b' <'f' key> is rewritten in place; a
+// missing 'b' key that a value names is ErrCorrupt. Every level has a
+// Bloom filter (10 bits per key), so a point read does not read a data
+// block of each table that cannot hold its key.
 //
 // # History keys
 //
@@ -74,7 +96,7 @@
 // where format 1 rewrote the whole history (issue 11). Reads that return a
 // state (Tx.Flow, Store.Flow, Store.Run, RunningFlows) read events 1..n
 // with one iterator over the run's 'h' prefix, bounded by n (a later
-// batch's events are not read, so no snapshot is needed); a missing or
+// batch's events are not read); a missing or
 // misnumbered event is ErrCorrupt. Summary and ListFlows read no history.
 // A run's 'h' keys never move: when it becomes an older run, only its flow
 // value moves to its 'r' key. Nothing deletes them (nothing deletes runs).

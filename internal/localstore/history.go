@@ -10,15 +10,28 @@ import (
 	"github.com/dexzd/dexzd/internal/engine"
 )
 
-// loadFlow decodes the flow value v and, for a version 2 value, reads its
-// history from the run's history keys through r. Errors wrap ErrCorrupt
-// when stored data does not decode or does not add up.
-func loadFlow(r reader, v []byte) (*engine.FlowState, error) {
-	st, h, err := decodeFlowValue(v)
+// loadFlow decodes the flow value v stored at key and, for a version 2 or
+// 3 value, reads its history from the run's history keys through r (and a
+// version 3 value's state from bigKey(key)). r must be a consistent view
+// (a batch or a snapshot) when the value may be out of line: a later
+// batch rewrites bigKey in place. Errors wrap ErrCorrupt when stored data
+// does not decode or does not add up.
+func loadFlow(r reader, key, v []byte) (*engine.FlowState, error) {
+	var big []byte
+	if len(v) > 0 && v[0] == flowValueBig {
+		var err error
+		if big, err = getCopy(r, bigKey(key)); err != nil {
+			if errors.Is(err, pebble.ErrNotFound) {
+				err = fmt.Errorf("%w: the out-of-line state is missing", ErrCorrupt)
+			}
+			return nil, err
+		}
+	}
+	st, h, err := decodeFlowValue(v, big)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
-	if h.version == flowValueHistory {
+	if h.version != flowValueInline {
 		if st.History, err = readHistory(r, st.FlowID, st.RunID, h.events); err != nil {
 			return nil, err
 		}
@@ -51,6 +64,11 @@ func readHistory(r reader, flowID, runID string, n uint64) ([]*engine.HistoryEve
 			return nil, fmt.Errorf("history of run %s: %w: key %x where event %d belongs", runID, ErrCorrupt, k, want)
 		}
 		v, err := it.ValueAndErr()
+		if err == nil && len(v) == 1 && v[0] == eventOutOfLine {
+			if v, err = getCopy(r, bigKey(k)); errors.Is(err, pebble.ErrNotFound) {
+				err = fmt.Errorf("%w: the out-of-line event is missing", ErrCorrupt)
+			}
+		}
 		if err != nil {
 			_ = it.Close()
 			return nil, fmt.Errorf("history of run %s: event %d: %w", runID, want, err)

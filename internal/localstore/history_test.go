@@ -155,7 +155,7 @@ func TestPutFlow_HistoryRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			bare, h, err := decodeFlowValue(v)
+			bare, h, err := decodeFlowValue(v, nil)
 			if err != nil || h.version != flowValueHistory || h.events != uint64(len(st.History)) || bare.History != nil {
 				t.Fatalf("flow value: version %d, %d events, %d inline, %v", h.version, h.events, len(bare.History), err)
 			}

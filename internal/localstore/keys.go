@@ -19,6 +19,7 @@ const (
 	prefixRunning byte = 'x'  // x<flowID>: the latest run is RUNNING
 	prefixType    byte = 't'  // t<flowType>: the run holding the type's latest declaration
 	prefixHistory byte = 'h'  // h<esc flowID><esc runID><u32 event ID>: one history event of a run
+	prefixBig     byte = 'b'  // b<key>: the bytes of a large value stored out of line (bigKey)
 )
 
 var (
@@ -40,7 +41,26 @@ const storeFormatInline uint32 = 1
 const (
 	flowValueInline  byte = 1 // summary, then the whole state, history included
 	flowValueHistory byte = 2 // summary, event count, the state without history
+	flowValueBig     byte = 3 // summary, event count; the state is under bigKey(key)
 )
+
+// bigValueBytes is the size above which a state or a history event is
+// stored out of line, under bigKey of its key: Pebble puts a value in one
+// data block, so a 4 MiB state beside the small ones would make every read
+// of its neighbours decompress 4 MiB (issue 11), and every PutFlow read
+// it back for the header.
+const bigValueBytes = 16 << 10
+
+// bigKey is the key holding the out-of-line bytes of the value at key.
+func bigKey(key []byte) []byte {
+	k := make([]byte, 0, 1+len(key))
+	return append(append(k, prefixBig), key...)
+}
+
+// eventOutOfLine is a history key's whole value when its event is stored
+// under bigKey(history key). engine.MarshalHistoryEvent's bytes never start
+// with it (they start with their format byte, 0x02 or '{').
+const eventOutOfLine byte = 0x00
 
 func flowKey(flowID string) []byte {
 	k := make([]byte, 0, 1+len(flowID))
@@ -198,10 +218,17 @@ type flowHeader struct {
 // engine.MarshalState's bytes of the state without its history. The
 // summary lets PutFlow, Summary and the indexes read a run's identity and
 // status without decoding the whole state.
-func encodeFlowValue(s *engine.Summary, events uint64, state []byte) []byte {
+//
+// With big, the state is not in the value (version 3): the caller stores
+// it under bigKey of the value's key.
+func encodeFlowValue(s *engine.Summary, events uint64, state []byte, big bool) []byte {
 	sum := appendSummary(make([]byte, 0, 96), s)
+	version := flowValueHistory
+	if big {
+		version, state = flowValueBig, nil
+	}
 	b := make([]byte, 0, 1+2*binary.MaxVarintLen64+len(sum)+len(state))
-	b = append(b, flowValueHistory)
+	b = append(b, version)
 	b = binary.AppendUvarint(b, uint64(len(sum)))
 	b = append(b, sum...)
 	b = binary.AppendUvarint(b, events)
@@ -209,10 +236,11 @@ func encodeFlowValue(s *engine.Summary, events uint64, state []byte) []byte {
 }
 
 // decodeFlowHeader decodes a flow value of version 1 (summary, whole
-// state) or 2 (summary, event count, state without history).
+// state), 2 (summary, event count, state without history) or 3 (summary,
+// event count; the state out of line).
 func decodeFlowHeader(v []byte) (flowHeader, error) {
 	var h flowHeader
-	if len(v) == 0 || (v[0] != flowValueInline && v[0] != flowValueHistory) {
+	if len(v) == 0 || (v[0] != flowValueInline && v[0] != flowValueHistory && v[0] != flowValueBig) {
 		return h, errors.New("unknown flow value version")
 	}
 	h.version = v[0]
@@ -229,7 +257,7 @@ func decodeFlowHeader(v []byte) (flowHeader, error) {
 		return h, errors.New("bytes after the summary")
 	}
 	h.sum, h.state = s, v[start+int(n):]
-	if h.version == flowValueHistory {
+	if h.version != flowValueInline {
 		c, w := binary.Uvarint(h.state)
 		if w <= 0 {
 			return h, errShort
@@ -238,6 +266,9 @@ func decodeFlowHeader(v []byte) (flowHeader, error) {
 			return h, fmt.Errorf("history event count %d out of range", c)
 		}
 		h.events, h.state = c, h.state[w:]
+		if h.version == flowValueBig && len(h.state) != 0 {
+			return h, errors.New("bytes after the header of an out-of-line flow value")
+		}
 	}
 	return h, nil
 }
@@ -246,10 +277,18 @@ func decodeFlowHeader(v []byte) (flowHeader, error) {
 // header agrees with it. The history of a version 2 value is not in it:
 // the state comes back with History nil and the header says how many
 // events to read (readHistory).
-func decodeFlowValue(v []byte) (*engine.FlowState, flowHeader, error) {
+//
+// A version 3 value's state is not in v: big gives it (read from bigKey).
+func decodeFlowValue(v, big []byte) (*engine.FlowState, flowHeader, error) {
 	h, err := decodeFlowHeader(v)
 	if err != nil {
 		return nil, h, err
+	}
+	if h.version == flowValueBig {
+		if big == nil {
+			return nil, h, errors.New("out-of-line flow value without its state")
+		}
+		h.state = big
 	}
 	st, err := engine.UnmarshalState(h.state)
 	if err != nil {
@@ -258,8 +297,8 @@ func decodeFlowValue(v []byte) (*engine.FlowState, flowHeader, error) {
 	if st.FlowID != h.sum.FlowID || st.RunID != h.sum.RunID {
 		return nil, h, fmt.Errorf("header names run %s/%s, state %s/%s", h.sum.FlowID, h.sum.RunID, st.FlowID, st.RunID)
 	}
-	if h.version == flowValueHistory && len(st.History) != 0 {
-		return nil, h, errors.New("version 2 flow value with history inline")
+	if h.version != flowValueInline && len(st.History) != 0 {
+		return nil, h, fmt.Errorf("version %d flow value with history inline", h.version)
 	}
 	return st, h, nil
 }

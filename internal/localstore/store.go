@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/dexzd/dexzd/internal/diskfull"
@@ -138,6 +139,12 @@ func openPebble(dir string, opts Options, logger *slog.Logger) (*pebble.DB, *dis
 	}
 	if po.MemTableSize == 0 {
 		po.MemTableSize = DefaultMemTableSize
+	}
+	// Bloom filters on every level: a point read (every PutFlow reads the
+	// latest run's header) skips the tables that do not hold its key
+	// instead of reading a data block of each.
+	for i := range po.Levels {
+		po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 	}
 	disk := &diskWatch{dir: dir, logger: limited}
 	if opts.fs == nil {

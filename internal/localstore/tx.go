@@ -117,6 +117,7 @@ func (tx *Tx) PutFlow(st *engine.FlowState) error {
 		return err
 	}
 
+	prevBig := prev != nil && prev.version == flowValueBig // bigKey(fk) holds its state
 	if moving {
 		// Keep the previous run readable by run ID; its list entry and
 		// its history keys stay.
@@ -124,20 +125,48 @@ func (tx *Tx) PutFlow(st *engine.FlowState) error {
 		if err != nil {
 			return fmt.Errorf("put flow %s: latest run: %w", st.FlowID, err)
 		}
-		if err := tx.b.Set(runKey(prev.sum.FlowID, prev.sum.RunID), prevRaw, nil); err != nil {
+		rk := runKey(prev.sum.FlowID, prev.sum.RunID)
+		if prevBig {
+			state, err := getCopy(tx.b, bigKey(fk))
+			if err != nil {
+				return fmt.Errorf("put flow %s: latest run's state: %w", st.FlowID, err)
+			}
+			if err := tx.b.Set(bigKey(rk), state, nil); err != nil {
+				return err
+			}
+		}
+		if err := tx.b.Set(rk, prevRaw, nil); err != nil {
 			return err
 		}
 		prev = nil
 	}
 	hp := historyPrefix(sum.FlowID, sum.RunID)
 	for i, ev := range events {
-		if err := tx.b.Set(historyKey(hp, uint32(from+i+1)), ev, nil); err != nil {
+		hk := historyKey(hp, uint32(from+i+1))
+		if len(ev) > bigValueBytes {
+			if err := tx.b.Set(bigKey(hk), ev, nil); err != nil {
+				return err
+			}
+			ev = []byte{eventOutOfLine}
+		}
+		if err := tx.b.Set(hk, ev, nil); err != nil {
 			return err
 		}
 	}
 	tx.events += len(events)
-	if err := tx.b.Set(fk, encodeFlowValue(&sum, uint64(len(st.History)), state), nil); err != nil {
+	big := len(state) > bigValueBytes
+	if err := tx.b.Set(fk, encodeFlowValue(&sum, uint64(len(st.History)), state, big), nil); err != nil {
 		return err
+	}
+	switch {
+	case big:
+		if err := tx.b.Set(bigKey(fk), state, nil); err != nil {
+			return err
+		}
+	case prevBig:
+		if err := tx.b.Delete(bigKey(fk), nil); err != nil {
+			return err
+		}
 	}
 	tx.puts++
 	if prev == nil || !sameSummary(&prev.sum, &sum) {
@@ -196,7 +225,7 @@ func inlineHistoryLen(r reader, key []byte) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	st, _, err := decodeFlowValue(v)
+	st, _, err := decodeFlowValue(v, nil)
 	if err != nil {
 		return 0, fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
@@ -232,7 +261,7 @@ func readFlow(r reader, flowID string) (*engine.FlowState, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read flow %q: %w", flowID, err)
 	}
-	st, err := loadFlow(r, v)
+	st, err := loadFlow(r, flowKey(flowID), v)
 	if err != nil {
 		return nil, fmt.Errorf("read flow %q: %w", flowID, err)
 	}
