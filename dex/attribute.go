@@ -7,7 +7,7 @@ import (
 	"github.com/dexzd/dexzd/api/dexpb"
 )
 
-// Attribute is a named, typed, durable value of a flow execution (E21).
+// Attribute is a named, typed, durable value of a flow execution.
 // Declare it once at package level with DefineAttribute and list it in the
 // flow's Attributes.
 type Attribute[T any] struct {
@@ -54,7 +54,7 @@ func (a Attribute[T]) lookup(ctx Context) (v T, ok bool, err error) {
 }
 
 // Set stages a write of the attribute. It commits atomically with the
-// handler's result (E6); a later Set of the same attribute wins. When the
+// handler's result; a later Set of the same attribute wins. When the
 // value cannot be encoded, or the flow does not declare the attribute, the
 // attempt fails once the handler returns.
 func (a Attribute[T]) Set(ctx Context, v T) {

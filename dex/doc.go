@@ -36,7 +36,7 @@
 // (DefineRPC) are typed package-level values; NewFlow lists them with the
 // steps. Handlers stage attribute writes, channel publishes and (for RPCs)
 // movements on their Context; the worker sends them with the handler's
-// result, and the server commits them atomically with it (E6). Nothing in a
+// result, and the server commits them atomically with it. Nothing in a
 // handler blocks on the server.
 //
 // The worker validates every flow when it is created (NewWorker): a step
@@ -56,7 +56,7 @@
 // ("Reserve"). Hello declares, per flow type: its steps with has_wait_for
 // and their Options() (StepOptions), the RPC names, attribute names, channel
 // names and the flow's Defaults (default_step_options). StepOptions map
-// field by field to the proto; zero fields stay unset so they inherit (E13);
+// field by field to the proto; zero fields stay unset so they inherit;
 // StepOptions.Recovery sets execute_recovery_step_type and, unless
 // ExecuteFailure says otherwise, EXECUTE_FAILURE_POLICY_PROCEED_TO_RECOVERY_STEP.
 //
@@ -70,14 +70,14 @@
 // name (Channel.Received, Channel.Messages); ChannelCondition.Satisfied by
 // condition_id when the condition has one, else by channel name.
 // Results.WaitForError reports Task.wait_for_failed with
-// Task.wait_for_failure (E11).
+// Task.wait_for_failure.
 //
 // Decisions. Move maps to StepDecision.movements (To gives one
 // Movement; WithOptions and SkipWaitFor set its options and skip_wait_for);
 // GracefulComplete, ForceComplete, ForceFail and DeadEnd to the close
 // decisions. An RPC's Schedule calls become RpcResult.movements.
 //
-// Worker protocol (W1). Run opens PollWorkerTask, sends Hello (worker ID,
+// Worker protocol. Run opens PollWorkerTask, sends Hello (worker ID,
 // flow type declarations, max_concurrent_tasks, sdk_version
 // "dex-go/<Version>") and expects Welcome. A declaration gives each
 // attribute's and channel's value type: encoding "json", the Go type's
@@ -91,7 +91,7 @@
 // tasks run) and matches TaskAcks by it. An answer stays in the worker's
 // outbox until its TaskAck arrives: when a stream breaks, unacknowledged
 // answers (including those of tasks that were running) are sent again on
-// the next stream, and the server refuses stale ones (W2); an RPC result
+// the next stream, and the server refuses stale ones; an RPC result
 // the server already committed is acknowledged ACCEPTED and commits
 // nothing again (each RPC call commits at most once). Pings are
 // answered with Pongs; a stream silent for three ping intervals is
@@ -99,7 +99,7 @@
 // servers below). After a Drain the worker keeps sending results until the
 // server closes the stream, then reconnects. Reconnects use exponential
 // backoff with jitter (100 ms to 500 ms by default), cut short when the
-// connection to use comes up again, and move to the next address (P5).
+// connection to use comes up again, and move to the next address.
 //
 // Errors. A handler's error becomes a TaskFailure: message err.Error(); type
 // the ErrorType() of an ErrorTyper in the chain, else the Go type of the
@@ -111,7 +111,7 @@
 // "dex.Panic"), else, for an ordinary returned error (which records no
 // stack, and whose frames have returned by the time the SDK sees it), at
 // the handler's own frame, its declaration marked "(declared here;
-// returned the error)". RetryAfter(d, err) sets retry_after (E10). The
+// returned the error)". RetryAfter(d, err) sets retry_after. The
 // SDK's own failures have types
 // "dex.DecodeError", "dex.EncodeError", "dex.InvalidResult" (a result that
 // breaks the flow's declaration, for example a movement to an undeclared
@@ -132,7 +132,7 @@
 // for the server's, so within clock skew of it the two may disagree. An
 // RPC handler's error is a WARN: its caller gets it.
 //
-// Client (P5). Calls go to the address that last answered and move to the
+// Client. Calls go to the address that last answered and move to the
 // next on UNAVAILABLE, or when the server stops answering. Reads,
 // WaitForFlow, SetAttributes, and StartFlow and Publish (with a request ID
 // generated per call and reused on every retry; a request ID lands at most
@@ -149,7 +149,7 @@
 // most once at once, StartFlow and Publish only when their retries give
 // up, naming the request ID to retry with (WithRequestID).
 // WaitForFlow polls again after each DEADLINE_EXCEEDED until its context
-// ends (E25).
+// ends.
 //
 // Unresponsive servers. A server that is frozen (SIGSTOP, a hung host) or
 // cut off by the network accepts connections and requests in its kernel

@@ -13,7 +13,7 @@ import (
 )
 
 // Sentinel errors. Client errors match them with errors.Is according to
-// their gRPC code (E28); status.Code still works on every client error.
+// their gRPC code; status.Code still works on every client error.
 var (
 	// ErrInvalidFlow: a flow definition is invalid (Flow.Validate).
 	ErrInvalidFlow = errors.New("dex: invalid flow definition")
@@ -89,7 +89,7 @@ func (e *OutcomeUnknownError) Is(target error) bool { return target == ErrOutcom
 func (e *OutcomeUnknownError) Unwrap() error { return e.Err }
 
 // RetryAfter wraps err so that the next attempt runs after d instead of the
-// retry policy's backoff; the policy's limits still apply (E10). It also
+// retry policy's backoff; the policy's limits still apply. It also
 // records the stack from its caller down, which the worker reports with
 // the error.
 //
@@ -146,7 +146,7 @@ func nonRetryable(err error) bool {
 }
 
 // ErrorTyper is implemented by errors that name their own type for the
-// server (TaskFailure.error_type, E14). Without it the worker reports the Go
+// server (TaskFailure.error_type). Without it the worker reports the Go
 // type of the most specific error in the chain.
 type ErrorTyper interface {
 	ErrorType() string

@@ -40,7 +40,7 @@ func NewFlow(name string) *Flow { return &Flow{name: name} }
 func (f *Flow) Name() string { return f.name }
 
 // Start sets the start step: StartFlow schedules it with the flow's input.
-// A flow without a start step is driven by RPCs (E2). The start step is
+// A flow without a start step is driven by RPCs. The start step is
 // declared with the other steps; listing it in Steps too is harmless.
 func (f *Flow) Start(s StepType) *Flow {
 	if f.start != "" {
@@ -103,7 +103,7 @@ func (f *Flow) RPCs(rpcs ...RPCDef) *Flow {
 }
 
 // Defaults sets the flow's options for all its steps (the third level of
-// E13).
+// option resolution, after a movement's and the step's own options).
 func (f *Flow) Defaults(o StepOptions) *Flow {
 	f.defaults = o
 	return f
@@ -266,7 +266,7 @@ func refsContain(refs []StepRef, name string) bool {
 	return false
 }
 
-// declaration is the flow's FlowTypeDeclaration for Hello (W1, E13).
+// declaration is the flow's FlowTypeDeclaration for Hello.
 func (d *flowDef) declaration() *dexpb.FlowTypeDeclaration {
 	p := &dexpb.FlowTypeDeclaration{
 		FlowType:           d.name,

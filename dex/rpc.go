@@ -6,7 +6,7 @@ import (
 	"github.com/dexzd/dexzd/api/dexpb"
 )
 
-// RPC is a named, typed RPC of a flow type (E22): the worker runs its handler
+// RPC is a named, typed RPC of a flow type: the worker runs its handler
 // with the flow execution's attributes; the handler returns an output and may
 // stage attribute writes, channel publishes and movements (Schedule), which
 // commit atomically with the output. An RPC error goes back to the caller

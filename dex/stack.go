@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// Stacks reported with a failure (TaskFailure.stack, E14) show the user's
+// Stacks reported with a failure (TaskFailure.stack) show the user's
 // code, not the SDK's: one frame per line pair, as runtime/debug.Stack
 // writes them ("function(...)" then a tab and "file:line"), starting at the
 // user's frame and ending where the SDK called the handler.

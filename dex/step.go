@@ -23,7 +23,7 @@ import (
 //	func (AwaitApproval) Execute(ctx dex.Context, o Order, r dex.Results) (dex.Decision, error)
 //
 // A step may also have an Options() dex.StepOptions method (its own options,
-// the second level of E13) and a MovesTo() []dex.StepRef method (the steps
+// the second level of option resolution) and a MovesTo() []dex.StepRef method (the steps
 // its Execute may move to; the worker checks at start that the flow declares
 // them, and at run time that Execute keeps to them).
 //

@@ -209,7 +209,7 @@ func invoke(pc uintptr, fn func() error) (stack string, err error) {
 	return stack, err
 }
 
-// failure builds a TaskFailure for err (W1, E9, E10, E14). Invalid UTF-8
+// failure builds a TaskFailure for err. Invalid UTF-8
 // in its texts becomes U+FFFD: protobuf refuses to send such a string, and
 // the failure must reach the server.
 func failure(token []byte, err error, stack string) *dexpb.PollWorkerTaskRequest {

@@ -23,7 +23,7 @@ const Version = "0.1.0"
 
 // WorkerOptions configure a Worker.
 type WorkerOptions struct {
-	// Addresses are the servers to poll, in order of preference (P5). The
+	// Addresses are the servers to poll, in order of preference. The
 	// worker polls one at a time and moves to the next when a stream ends
 	// (UNAVAILABLE from a standby, a drain, a broken connection, a server
 	// that stopped answering), skipping servers known to be unresponsive
@@ -60,7 +60,7 @@ type WorkerOptions struct {
 	// moves to the next address: after half of it without a message on the
 	// stream, the worker sends a health check on the same connection, and
 	// when that gets no answer within the other half, it ends the stream.
-	// Results not yet acknowledged are sent again on the next stream (W2).
+	// Results not yet acknowledged are sent again on the next stream.
 	// It is also the default Dialer's keepalive timeout and connect
 	// timeout. Default DefaultUnresponsiveTimeout (5 s); keep it below the
 	// server's lease.duration + 1 s, the earliest a standby can take over
@@ -83,7 +83,7 @@ type WorkerOptions struct {
 const unlimitedTaskBytes = math.MaxInt32
 
 // Worker serves flow types: it polls a server for tasks over
-// WorkerTaskService.PollWorkerTask (W1), runs them with the configured
+// WorkerTaskService.PollWorkerTask, runs them with the configured
 // concurrency and sends their results.
 type Worker struct {
 	opts  WorkerOptions
@@ -111,7 +111,7 @@ type Worker struct {
 
 // outItem is a result waiting for its TaskAck. It survives reconnects: a
 // result not acknowledged on one stream is sent again on the next, and the
-// server refuses it if it is stale (W2).
+// server refuses it if it is stale.
 type outItem struct {
 	token string
 	msg   *dexpb.PollWorkerTaskRequest
@@ -183,7 +183,7 @@ func NewWorker(opts WorkerOptions, flows ...*Flow) (*Worker, error) {
 func (w *Worker) Connected() <-chan struct{} { return w.connected }
 
 // Run polls for tasks until ctx ends, reconnecting with backoff and moving
-// through the address list (P5). When ctx ends it stops gracefully: it takes
+// through the address list. When ctx ends it stops gracefully: it takes
 // no new tasks (a task that still arrives is answered with a TaskFailure of
 // type "dex.WorkerStopping"), waits up to DrainTimeout for running tasks and
 // for the acknowledgements of their results, then closes the stream and

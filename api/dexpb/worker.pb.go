@@ -4,7 +4,7 @@
 // 	protoc        (unknown)
 // source: dex/worker.proto
 
-// WorkerTaskService: how workers pull tasks and report results (W1-W5).
+// WorkerTaskService: how workers pull tasks and report results.
 
 package dexpb
 
@@ -116,10 +116,10 @@ const (
 	// TASK_ACK_STATUS_INVALID: the result was invalid (message says why), for
 	// example a movement to an undeclared step or a value above the payload
 	// limit; nothing of it committed and the attempt failed with
-	// INVALID_USER_FLOW_CODE (E28). For an RPC the caller gets the error.
+	// INVALID_USER_FLOW_CODE. For an RPC the caller gets the error.
 	TaskAckStatus_TASK_ACK_STATUS_INVALID TaskAckStatus = 2
 	// TASK_ACK_STATUS_STALE_EPOCH: the token belongs to an earlier epoch of
-	// the node; nothing committed (W2).
+	// the node; nothing committed.
 	TaskAckStatus_TASK_ACK_STATUS_STALE_EPOCH TaskAckStatus = 3
 	// TASK_ACK_STATUS_CANCELED: the step execution was cancelled or the flow
 	// execution closed; nothing committed.
@@ -187,7 +187,7 @@ type DrainReason int32
 const (
 	// DRAIN_REASON_UNSPECIFIED: no reason given.
 	DrainReason_DRAIN_REASON_UNSPECIFIED DrainReason = 0
-	// DRAIN_REASON_STEP_DOWN: an operator stepped the node down (A3).
+	// DRAIN_REASON_STEP_DOWN: an operator stepped the node down.
 	DrainReason_DRAIN_REASON_STEP_DOWN DrainReason = 1
 	// DRAIN_REASON_SHUTDOWN: the process is shutting down gracefully (K2).
 	DrainReason_DRAIN_REASON_SHUTDOWN DrainReason = 2
@@ -517,7 +517,7 @@ func (*PollWorkerTaskResponse_Ping) isPollWorkerTaskResponse_Message() {}
 
 func (*PollWorkerTaskResponse_Drain) isPollWorkerTaskResponse_Message() {}
 
-// Hello says who the worker is and what it serves (W1).
+// Hello says who the worker is and what it serves.
 type Hello struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// WorkerId names the worker process, for live state and logs. Not empty;
@@ -525,7 +525,7 @@ type Hello struct {
 	WorkerId string `protobuf:"bytes,1,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
 	// FlowTypes are the flow types the worker serves, with their
 	// declarations. At least one; flow type names must be unique. The worker
-	// receives tasks only for these flow types (W5).
+	// receives tasks only for these flow types.
 	FlowTypes []*FlowTypeDeclaration `protobuf:"bytes,2,rep,name=flow_types,json=flowTypes,proto3" json:"flow_types,omitempty"`
 	// MaxConcurrentTasks is the most tasks the worker runs at once. At least
 	// 1.
@@ -611,7 +611,7 @@ func (x *Hello) GetMaxTaskBytes() uint32 {
 // and channels. The server validates handler results against it (a
 // movement to an undeclared step, or a write, publish or condition on an
 // undeclared name, fails the attempt with INVALID_USER_FLOW_CODE) and takes
-// step options from it (E13). Workers serving one flow type should declare
+// step options from it. Workers serving one flow type should declare
 // it identically; the server uses the declaration it received last.
 type FlowTypeDeclaration struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -626,10 +626,10 @@ type FlowTypeDeclaration struct {
 	// ChannelNames are the channels the flow type uses.
 	ChannelNames []string `protobuf:"bytes,5,rep,name=channel_names,json=channelNames,proto3" json:"channel_names,omitempty"`
 	// DefaultStepOptions are the flow type's options for all its steps (the
-	// third level of E13).
+	// third level of option resolution, see options.proto).
 	DefaultStepOptions *StepOptions `protobuf:"bytes,6,opt,name=default_step_options,json=defaultStepOptions,proto3" json:"default_step_options,omitempty"`
 	// StartStepType is the flow type's start step, one of steps; empty when
-	// RPCs drive the flow (E2). A StartFlow without a start step then starts
+	// RPCs drive the flow. A StartFlow without a start step then starts
 	// here, so that clients that do not know the flow type (dexcli) need not
 	// name it.
 	StartStepType string `protobuf:"bytes,7,opt,name=start_step_type,json=startStepType,proto3" json:"start_step_type,omitempty"`
@@ -906,9 +906,10 @@ type StepDeclaration struct {
 	// StepType is the step's name. Not empty.
 	StepType string `protobuf:"bytes,1,opt,name=step_type,json=stepType,proto3" json:"step_type,omitempty"`
 	// HasWaitFor is true when the step has a WaitFor. A step without one goes
-	// straight to Execute (E4).
+	// straight to Execute.
 	HasWaitFor bool `protobuf:"varint,2,opt,name=has_wait_for,json=hasWaitFor,proto3" json:"has_wait_for,omitempty"`
-	// Options are the step's own options (the second level of E13).
+	// Options are the step's own options (the second level of option
+	// resolution, see options.proto).
 	Options       *StepOptions `protobuf:"bytes,3,opt,name=options,proto3" json:"options,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -971,7 +972,7 @@ type Welcome struct {
 	// NodeId is the node the worker is connected to.
 	NodeId string `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
 	// NodeEpoch is the serving process's lease epoch. Task tokens are bound to
-	// it (W2).
+	// it.
 	NodeEpoch uint64 `protobuf:"varint,2,opt,name=node_epoch,json=nodeEpoch,proto3" json:"node_epoch,omitempty"`
 	// SessionId names this stream, for logs.
 	SessionId string `protobuf:"bytes,3,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
@@ -1078,7 +1079,7 @@ func (x *Welcome) GetMaxTaskBytes() uint32 {
 	return 0
 }
 
-// Task is one handler invocation the worker must run (W2). Fields marked
+// Task is one handler invocation the worker must run. Fields marked
 // for a kind are unset for the others.
 type Task struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1110,16 +1111,16 @@ type Task struct {
 	// Input is the step's input (WAIT_FOR, EXECUTE) or the RPC's input (RPC).
 	Input *EncodedValue `protobuf:"bytes,11,opt,name=input,proto3" json:"input,omitempty"`
 	// Attributes are the flow execution's attributes that have a value, as
-	// committed when the server handed out the task (E21): a handler only
+	// committed when the server handed out the task: a handler only
 	// observes durable state, never a change whose write is still in flight
-	// and could be lost in a crash (W4). A change that commits after the task
+	// and could be lost in a crash. A change that commits after the task
 	// was built is not shown.
 	Attributes []*Attribute `protobuf:"bytes,12,rep,name=attributes,proto3" json:"attributes,omitempty"`
 	// ConditionResults are the fired timers and consumed messages of the
 	// satisfied Wait (EXECUTE, when the step had a Wait).
 	ConditionResults *ConditionResults `protobuf:"bytes,13,opt,name=condition_results,json=conditionResults,proto3" json:"condition_results,omitempty"`
 	// WaitForFailed is true when the WaitFor exhausted its retries and this
-	// Execute runs under WAIT_FOR_FAILURE_POLICY_PROCEED (EXECUTE, E11).
+	// Execute runs under WAIT_FOR_FAILURE_POLICY_PROCEED (EXECUTE).
 	WaitForFailed bool `protobuf:"varint,14,opt,name=wait_for_failed,json=waitForFailed,proto3" json:"wait_for_failed,omitempty"`
 	// WaitForFailure is the WaitFor's last failure when wait_for_failed is
 	// set (EXECUTE).
@@ -1320,7 +1321,7 @@ func (x *Task) GetRetryDelay() *durationpb.Duration {
 }
 
 // TaskResult reports a handler's result. It commits atomically with its
-// staged writes (E6), or not at all.
+// staged writes, or not at all.
 type TaskResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// TaskToken is the token of the task this result answers.
@@ -1536,7 +1537,7 @@ func (x *ExecuteResult) GetDecision() *StepDecision {
 	return nil
 }
 
-// RpcResult is what an RPC returned (E22).
+// RpcResult is what an RPC returned.
 type RpcResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Output is returned to the InvokeRPC caller. May be unset.
@@ -1594,7 +1595,7 @@ func (x *RpcResult) GetMovements() []*Movement {
 
 // TaskFailure reports that a handler returned an error. For a WaitFor or
 // Execute the attempt fails and is retried under its retry policy; for an
-// RPC the error goes to the caller and the flow is not affected (E22).
+// RPC the error goes to the caller and the flow is not affected.
 type TaskFailure struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// TaskToken is the token of the task this failure answers.
@@ -1606,7 +1607,7 @@ type TaskFailure struct {
 	// Stack is the stack trace the worker captured. May be empty.
 	Stack string `protobuf:"bytes,4,opt,name=stack,proto3" json:"stack,omitempty"`
 	// RetryAfter, when set, replaces the retry policy's backoff before the
-	// next attempt; the policy's limits still apply (E10), and a delay above
+	// next attempt; the policy's limits still apply, and a delay above
 	// 365 days counts as 365 days. Ignored for RPCs.
 	RetryAfter *durationpb.Duration `protobuf:"bytes,5,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
 	// NonRetryable says another attempt cannot succeed (a value that does not
