@@ -80,7 +80,7 @@
 // Worker protocol. Run opens PollWorkerTask, sends Hello (worker ID,
 // flow type declarations, max_concurrent_tasks, sdk_version
 // "dex-go/<Version>") and expects Welcome. A declaration gives each
-// attribute's and channel's value type: encoding "json", the Go type's
+// attribute's, channel's and step input's value type: encoding "json", the Go type's
 // name, and the JSON shape that decodes as it (shape.go says what a shape
 // leaves out), which the server checks clients' values against. Each Task runs in its own
 // goroutine, at most MaxConcurrentTasks at once, with a context that ends at

@@ -293,6 +293,7 @@ func (d *flowDef) declaration() *dexpb.FlowTypeDeclaration {
 			StepType:   s.name,
 			HasWaitFor: s.waits,
 			Options:    s.options.proto(),
+			InputType:  valueTypeOf(s.inputType),
 		})
 	}
 	return p

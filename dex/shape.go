@@ -9,12 +9,14 @@ import (
 	"github.com/dexzd/dexzd/api/dexpb"
 )
 
-// The worker declares the type of each attribute's and channel's values
-// (FlowTypeDeclaration.attribute_types, channel_types): encoding "json",
-// the Go type's name, and the shape of the JSON that decodes as the type,
-// so that the server refuses a client's value that would not decode (a
-// SetAttributes, a PublishToChannel, a StartFlow's attributes), naming the
-// attribute or channel, instead of letting a handler fail on it later.
+// The worker declares the type of each attribute's, channel's and step
+// input's values (FlowTypeDeclaration.attribute_types, channel_types,
+// StepDeclaration.input_type): encoding "json", the Go type's name, and
+// the shape of the JSON that decodes as the type, so that the server
+// refuses a client's value that would not decode (a SetAttributes, a
+// PublishToChannel, a StartFlow's input and attributes), naming the
+// attribute, channel or step, instead of letting a handler fail on it
+// later.
 //
 // The shape follows encoding/json, and describes less where it must, so
 // that the server never refuses a value the worker decodes: a type with

@@ -743,7 +743,8 @@ func (x *FlowTypeDeclaration) GetChannelTypes() map[string]*ValueType {
 // ValueType declares the values an attribute or a channel holds, so that
 // the server can refuse, at the call, a client's value that the worker
 // could not decode. It checks a client's value (SetAttributes,
-// PublishToChannel, StartFlow's attributes), not a handler's writes.
+// PublishToChannel, StartFlow's input and attributes), not a handler's
+// writes or movements.
 //
 // What is checked: the value's encoding equals encoding; for "json", that
 // the data is valid JSON (checked for every "json" value) and matches
@@ -910,7 +911,11 @@ type StepDeclaration struct {
 	HasWaitFor bool `protobuf:"varint,2,opt,name=has_wait_for,json=hasWaitFor,proto3" json:"has_wait_for,omitempty"`
 	// Options are the step's own options (the second level of option
 	// resolution, see options.proto).
-	Options       *StepOptions `protobuf:"bytes,3,opt,name=options,proto3" json:"options,omitempty"`
+	Options *StepOptions `protobuf:"bytes,3,opt,name=options,proto3" json:"options,omitempty"`
+	// InputType declares the step's input type. The server refuses a
+	// StartFlow whose input for this step does not match it, with
+	// INVALID_ARGUMENT naming the step (see ValueType). Unset: any input.
+	InputType     *ValueType `protobuf:"bytes,4,opt,name=input_type,json=inputType,proto3" json:"input_type,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -962,6 +967,13 @@ func (x *StepDeclaration) GetHasWaitFor() bool {
 func (x *StepDeclaration) GetOptions() *StepOptions {
 	if x != nil {
 		return x.Options
+	}
+	return nil
+}
+
+func (x *StepDeclaration) GetInputType() *ValueType {
+	if x != nil {
+		return x.InputType
 	}
 	return nil
 }
@@ -2018,12 +2030,14 @@ const file_dex_worker_proto_rawDesc = "" +
 	"\x06fields\x18\x05 \x03(\v2\x1a.dex.JsonShape.FieldsEntryR\x06fields\x1aI\n" +
 	"\vFieldsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12$\n" +
-	"\x05value\x18\x02 \x01(\v2\x0e.dex.JsonShapeR\x05value:\x028\x01\"|\n" +
+	"\x05value\x18\x02 \x01(\v2\x0e.dex.JsonShapeR\x05value:\x028\x01\"\xab\x01\n" +
 	"\x0fStepDeclaration\x12\x1b\n" +
 	"\tstep_type\x18\x01 \x01(\tR\bstepType\x12 \n" +
 	"\fhas_wait_for\x18\x02 \x01(\bR\n" +
 	"hasWaitFor\x12*\n" +
-	"\aoptions\x18\x03 \x01(\v2\x10.dex.StepOptionsR\aoptions\"\xbc\x02\n" +
+	"\aoptions\x18\x03 \x01(\v2\x10.dex.StepOptionsR\aoptions\x12-\n" +
+	"\n" +
+	"input_type\x18\x04 \x01(\v2\x0e.dex.ValueTypeR\tinputType\"\xbc\x02\n" +
 	"\aWelcome\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1d\n" +
 	"\n" +
@@ -2203,40 +2217,41 @@ var file_dex_worker_proto_depIdxs = []int32{
 	8,  // 17: dex.JsonShape.elements:type_name -> dex.JsonShape
 	24, // 18: dex.JsonShape.fields:type_name -> dex.JsonShape.FieldsEntry
 	26, // 19: dex.StepDeclaration.options:type_name -> dex.StepOptions
-	27, // 20: dex.Welcome.heartbeat_interval:type_name -> google.protobuf.Duration
-	27, // 21: dex.Welcome.ping_interval:type_name -> google.protobuf.Duration
-	28, // 22: dex.Task.kind:type_name -> dex.TaskKind
-	29, // 23: dex.Task.first_attempt_time:type_name -> google.protobuf.Timestamp
-	27, // 24: dex.Task.attempt_timeout:type_name -> google.protobuf.Duration
-	30, // 25: dex.Task.input:type_name -> dex.EncodedValue
-	31, // 26: dex.Task.attributes:type_name -> dex.Attribute
-	32, // 27: dex.Task.condition_results:type_name -> dex.ConditionResults
-	33, // 28: dex.Task.wait_for_failure:type_name -> dex.AttemptFailure
-	25, // 29: dex.Task.channel_queue_sizes:type_name -> dex.Task.ChannelQueueSizesEntry
-	29, // 30: dex.Task.retry_deadline:type_name -> google.protobuf.Timestamp
-	27, // 31: dex.Task.retry_delay:type_name -> google.protobuf.Duration
-	13, // 32: dex.TaskResult.wait_for:type_name -> dex.WaitForResult
-	14, // 33: dex.TaskResult.execute:type_name -> dex.ExecuteResult
-	15, // 34: dex.TaskResult.rpc:type_name -> dex.RpcResult
-	34, // 35: dex.TaskResult.writes:type_name -> dex.StagedWrites
-	35, // 36: dex.WaitForResult.wait:type_name -> dex.Wait
-	36, // 37: dex.ExecuteResult.decision:type_name -> dex.StepDecision
-	30, // 38: dex.RpcResult.output:type_name -> dex.EncodedValue
-	37, // 39: dex.RpcResult.movements:type_name -> dex.Movement
-	27, // 40: dex.TaskFailure.retry_after:type_name -> google.protobuf.Duration
-	1,  // 41: dex.TaskAck.status:type_name -> dex.TaskAckStatus
-	2,  // 42: dex.Drain.reason:type_name -> dex.DrainReason
-	27, // 43: dex.Drain.timeout:type_name -> google.protobuf.Duration
-	7,  // 44: dex.FlowTypeDeclaration.AttributeTypesEntry.value:type_name -> dex.ValueType
-	7,  // 45: dex.FlowTypeDeclaration.ChannelTypesEntry.value:type_name -> dex.ValueType
-	8,  // 46: dex.JsonShape.FieldsEntry.value:type_name -> dex.JsonShape
-	3,  // 47: dex.WorkerTaskService.PollWorkerTask:input_type -> dex.PollWorkerTaskRequest
-	4,  // 48: dex.WorkerTaskService.PollWorkerTask:output_type -> dex.PollWorkerTaskResponse
-	48, // [48:49] is the sub-list for method output_type
-	47, // [47:48] is the sub-list for method input_type
-	47, // [47:47] is the sub-list for extension type_name
-	47, // [47:47] is the sub-list for extension extendee
-	0,  // [0:47] is the sub-list for field type_name
+	7,  // 20: dex.StepDeclaration.input_type:type_name -> dex.ValueType
+	27, // 21: dex.Welcome.heartbeat_interval:type_name -> google.protobuf.Duration
+	27, // 22: dex.Welcome.ping_interval:type_name -> google.protobuf.Duration
+	28, // 23: dex.Task.kind:type_name -> dex.TaskKind
+	29, // 24: dex.Task.first_attempt_time:type_name -> google.protobuf.Timestamp
+	27, // 25: dex.Task.attempt_timeout:type_name -> google.protobuf.Duration
+	30, // 26: dex.Task.input:type_name -> dex.EncodedValue
+	31, // 27: dex.Task.attributes:type_name -> dex.Attribute
+	32, // 28: dex.Task.condition_results:type_name -> dex.ConditionResults
+	33, // 29: dex.Task.wait_for_failure:type_name -> dex.AttemptFailure
+	25, // 30: dex.Task.channel_queue_sizes:type_name -> dex.Task.ChannelQueueSizesEntry
+	29, // 31: dex.Task.retry_deadline:type_name -> google.protobuf.Timestamp
+	27, // 32: dex.Task.retry_delay:type_name -> google.protobuf.Duration
+	13, // 33: dex.TaskResult.wait_for:type_name -> dex.WaitForResult
+	14, // 34: dex.TaskResult.execute:type_name -> dex.ExecuteResult
+	15, // 35: dex.TaskResult.rpc:type_name -> dex.RpcResult
+	34, // 36: dex.TaskResult.writes:type_name -> dex.StagedWrites
+	35, // 37: dex.WaitForResult.wait:type_name -> dex.Wait
+	36, // 38: dex.ExecuteResult.decision:type_name -> dex.StepDecision
+	30, // 39: dex.RpcResult.output:type_name -> dex.EncodedValue
+	37, // 40: dex.RpcResult.movements:type_name -> dex.Movement
+	27, // 41: dex.TaskFailure.retry_after:type_name -> google.protobuf.Duration
+	1,  // 42: dex.TaskAck.status:type_name -> dex.TaskAckStatus
+	2,  // 43: dex.Drain.reason:type_name -> dex.DrainReason
+	27, // 44: dex.Drain.timeout:type_name -> google.protobuf.Duration
+	7,  // 45: dex.FlowTypeDeclaration.AttributeTypesEntry.value:type_name -> dex.ValueType
+	7,  // 46: dex.FlowTypeDeclaration.ChannelTypesEntry.value:type_name -> dex.ValueType
+	8,  // 47: dex.JsonShape.FieldsEntry.value:type_name -> dex.JsonShape
+	3,  // 48: dex.WorkerTaskService.PollWorkerTask:input_type -> dex.PollWorkerTaskRequest
+	4,  // 49: dex.WorkerTaskService.PollWorkerTask:output_type -> dex.PollWorkerTaskResponse
+	49, // [49:50] is the sub-list for method output_type
+	48, // [48:49] is the sub-list for method input_type
+	48, // [48:48] is the sub-list for extension type_name
+	48, // [48:48] is the sub-list for extension extendee
+	0,  // [0:48] is the sub-list for field type_name
 }
 
 func init() { file_dex_worker_proto_init() }

@@ -6,9 +6,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dexzd/dexzd/api/dexpb"
 	"github.com/dexzd/dexzd/dex"
 	"github.com/dexzd/dexzd/dex/dextest"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 )
 
@@ -98,5 +101,36 @@ func TestValueTypes_RefusedAtTheCall(t *testing.T) {
 	res, err := c.WaitForFlow(ctx, "typed-1")
 	if err != nil || res.Status != dex.StatusCompleted {
 		t.Fatalf("result = %+v, %v", res, err)
+	}
+}
+
+// A StartFlow whose input does not decode as the start step's declared
+// input type is refused, INVALID_ARGUMENT naming the step; an input of the
+// declared shape starts the flow. (A raw request: the SDK's StartFlow
+// checks the Go type before sending.)
+//
+// Covers: E2
+func TestValueTypes_StartInputRefused(t *testing.T) {
+	t.Parallel()
+	env := dextest.Start(t, typedFlow)
+	ctx := ctxT(t)
+	conn, err := grpc.NewClient(env.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fc := dexpb.NewFlowServiceClient(conn)
+	start := func(id, input string) error {
+		_, err := fc.StartFlow(ctx, &dexpb.StartFlowRequest{FlowType: "typed", FlowId: id, RequestId: "r-" + id,
+			StartStep: &dexpb.Movement{Input: &dexpb.EncodedValue{Encoding: "json", Data: []byte(input)}}})
+		return err
+	}
+	err = start("typed-in-1", `{"id":"x"}`)
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), `start step "awaitTyped"`) ||
+		!strings.Contains(err.Error(), "an object where a string is expected") {
+		t.Errorf("an object for a string input: %v", err)
+	}
+	if err := start("typed-in-2", `"x"`); err != nil {
+		t.Errorf("a string input: %v", err)
 	}
 }

@@ -122,6 +122,11 @@ func (d *decider) validateStart(c StartFlow) error {
 	if err := v.checkValue("input", c.Input); err != nil {
 		return err
 	}
+	if c.Definition != nil {
+		if err := c.Definition.Steps[c.StartStep].Input.Check(c.Input); err != nil {
+			return invalidArg("input", "start step %q: %v", c.StartStep, err)
+		}
+	}
 	if err := validateOptions("startOptions", c.StartOptions, v.stepDeclared); err != nil {
 		return err
 	}
@@ -160,6 +165,9 @@ func validateDefinition(field string, def *FlowDefinition, flowType string) erro
 			return invalidArg(field+".steps", "empty step type")
 		}
 		if err := validateOptions(field+".steps["+name+"].options", sd.Options, declared); err != nil {
+			return err
+		}
+		if err := ValidateValueType(field+".steps["+name+"].input", sd.Input); err != nil {
 			return err
 		}
 	}

@@ -158,6 +158,8 @@ type FlowDefinition struct {
 type StepDef struct {
 	HasWaitFor bool         `json:"hasWaitFor,omitempty"`
 	Options    *StepOptions `json:"options,omitempty"`
+	// Input is the declared type of the step's input (valueshape.go).
+	Input *ValueType `json:"input,omitempty"`
 }
 
 // StepOptions are the per-step options. Every field may be unset (nil or

@@ -8,11 +8,11 @@ import (
 	"strings"
 )
 
-// Value types: what a worker declares of an attribute's or a channel's
-// values (FlowDefinition.AttributeTypes, ChannelTypes), so that a client's
-// value that the worker could not decode is refused at the call
-// (SetAttributes, PublishToChannel, StartFlow's attributes) instead of
-// failing a handler later. A shape describes less than the type where that
+// Value types: what a worker declares of an attribute's, a channel's or a
+// step input's values (FlowDefinition.AttributeTypes, ChannelTypes,
+// StepDef.Input), so that a client's value that the worker could not
+// decode is refused at the call (SetAttributes, PublishToChannel,
+// StartFlow's input and attributes) instead of failing a handler later. A shape describes less than the type where that
 // is safer: a check must never refuse a value the worker would decode.
 //
 // Checked: the value's encoding equals the declared one; for "json", that
@@ -21,7 +21,8 @@ import (
 // everything, as Go's encoding/json leaves the target unchanged). Not
 // checked: the value's type name (a program in another package or
 // language names the same shape differently), members a record shape does
-// not list, map keys, the content of strings, and a handler's own writes.
+// not list, map keys, the content of strings, and a handler's own writes
+// and movements.
 
 // JSONKind is the kind of JSON value a shape accepts.
 type JSONKind string
@@ -82,15 +83,25 @@ func ValidateValueTypes(field string, types map[string]*ValueType, declared []st
 		if vt == nil {
 			return invalidArg(f, "must be set")
 		}
-		if strings.Contains(vt.Encoding, ":") {
-			return invalidArg(f+".encoding", "%q must not contain ':'", vt.Encoding)
-		}
-		nodes := 0
-		if err := vt.Shape.validate(f+".shape", 1, &nodes); err != nil {
+		if err := ValidateValueType(f, vt); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// ValidateValueType checks one declared type (nil: none declared): its
+// encoding, and that its shape is well formed and within MaxShapeDepth and
+// MaxShapeNodes.
+func ValidateValueType(field string, vt *ValueType) error {
+	if vt == nil {
+		return nil
+	}
+	if strings.Contains(vt.Encoding, ":") {
+		return invalidArg(field+".encoding", "%q must not contain ':'", vt.Encoding)
+	}
+	nodes := 0
+	return vt.Shape.validate(field+".shape", 1, &nodes)
 }
 
 func containsString(ss []string, s string) bool {

@@ -224,7 +224,11 @@ func helloIn(h *dexpb.Hello) (WorkerHello, error) {
 			if err != nil {
 				return WorkerHello{}, err
 			}
-			def.Steps[s.GetStepType()] = engine.StepDef{HasWaitFor: s.GetHasWaitFor(), Options: opts}
+			input, err := valueTypeIn(sf+".inputType", s.GetInputType())
+			if err != nil {
+				return WorkerHello{}, err
+			}
+			def.Steps[s.GetStepType()] = engine.StepDef{HasWaitFor: s.GetHasWaitFor(), Options: opts, Input: input}
 		}
 		if st := ft.GetStartStepType(); st != "" {
 			if _, ok := def.Steps[st]; !ok {

@@ -29,6 +29,22 @@ func valueTypesIn(field string, in map[string]*dexpb.ValueType, declared []strin
 	return out, nil
 }
 
+// valueTypeIn converts and checks one declared type; nil when unset.
+func valueTypeIn(field string, vt *dexpb.ValueType) (*engine.ValueType, error) {
+	if vt == nil {
+		return nil, nil
+	}
+	shape, err := shapeIn(field+".jsonShape", vt.GetJsonShape())
+	if err != nil {
+		return nil, err
+	}
+	out := &engine.ValueType{Encoding: vt.GetEncoding(), Type: vt.GetType(), Shape: shape}
+	if err := engine.ValidateValueType(field, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // shapeIn converts a shape; the engine checks it (protobuf bounds its
 // depth at 100 while decoding).
 func shapeIn(field string, s *dexpb.JsonShape) (*engine.JSONShape, error) {
