@@ -186,7 +186,7 @@ type Limits struct {
 	MaxFlowAttributeBytes int `yaml:"maxFlowAttributeBytes"`
 	// StateCacheBytes bounds the memory of the active process's cache of
 	// decoded flow states (estimated from their values and history); a
-	// state above 1/64 of it is not cached but read from the local
+	// state above a quarter of it is not cached but read from the local
 	// store when used.
 	StateCacheBytes int `yaml:"stateCacheBytes"`
 	// WaitForFlowMax caps a WaitForFlow long poll (E25).

@@ -104,8 +104,7 @@ func (tx *cachedTx) PutFlowType(flowType, flowID, runID string) error {
 // stateCache is an LRU of immutable committed states by flow ID, bounded
 // by entry count and by the estimated memory of its states
 // (engine.FlowState.MemoryBytes plus engine.HistoryMemoryBytes; issue 11).
-// A state above 1/64 of the byte budget (2 MiB of the default 128 MiB)
-// is not cached at all (and
+// A state above a quarter of the byte budget is not cached at all (and
 // replaces, by removing it, any older cached state of its flow): a flow
 // that holds large values is read from the local store on each use, so
 // large values live in the store and the log, not in the cache. With
@@ -181,7 +180,7 @@ func (c *stateCache) put(st *engine.FlowState) {
 	if ok {
 		c.remove(e)
 	}
-	if ent.bytes > c.maxBytes/64 {
+	if ent.bytes > c.maxBytes/4 {
 		return
 	}
 	c.m[st.FlowID] = c.lru.PushFront(ent)
