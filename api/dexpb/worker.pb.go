@@ -912,9 +912,10 @@ type StepDeclaration struct {
 	// Options are the step's own options (the second level of option
 	// resolution, see options.proto).
 	Options *StepOptions `protobuf:"bytes,3,opt,name=options,proto3" json:"options,omitempty"`
-	// InputType declares the step's input type. The server refuses a
-	// StartFlow whose input for this step does not match it, with
-	// INVALID_ARGUMENT naming the step (see ValueType). Unset: any input.
+	// InputType declares the step's input type. The server keeps the start
+	// step's only (start_step_type) and refuses a StartFlow whose input for
+	// it does not match, with INVALID_ARGUMENT naming the step (see
+	// ValueType). Unset: any input.
 	InputType     *ValueType `protobuf:"bytes,4,opt,name=input_type,json=inputType,proto3" json:"input_type,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

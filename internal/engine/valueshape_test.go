@@ -2,6 +2,8 @@ package engine
 
 import (
 	"encoding/json"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -10,11 +12,10 @@ func FuzzValueTypeCheck(f *testing.F) {
 	for _, s := range []string{`{"a":[1,2,{"b":"c"}]}`, `[1.5,-2,"x",true,null]`, `"s"`, `18446744073709551616`, `{"A":{"a":1}}`} {
 		f.Add([]byte(s))
 	}
-	vt := &ValueType{Encoding: "json", Type: "t", Shape: &JSONShape{Kind: JSONObject, Fields: map[string]*JSONShape{
-		"a": {Kind: JSONArray, Elements: &JSONShape{Kind: JSONInteger, Bits: 8, Unsigned: true}},
-		"b": {Kind: JSONObject, Elements: &JSONShape{Kind: JSONNumber, Bits: 32}},
-		"c": {Kind: JSONString}, "d": {Kind: JSONBoolean}, "e": nil,
-	}}}
+	vt := &ValueType{Encoding: "json", Type: "t", Shape: `{"a":[u8],"b":{:n32},"c":s,"d":b,"e":*}`}
+	if err := ValidateValueType("t", vt); err != nil {
+		f.Fatal(err)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		err := vt.Check(Value{Type: "json:t", Data: data})
 		if !json.Valid(data) && err == nil {
@@ -26,33 +27,59 @@ func FuzzValueTypeCheck(f *testing.F) {
 	})
 }
 
-// A declared type must name a declared attribute or channel and have a
-// well-formed shape within bounds.
+// ParseShape reads what String writes, and nothing else.
+func FuzzParseShape(f *testing.F) {
+	for _, s := range []string{`*`, `{"a":[u8],"b":{:n32},"c":s,"d\"\u00e9":b,"e":*}`, `[[i16]]`, `{}`, `{:*}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		s, err := ParseShape(text)
+		if err != nil {
+			return
+		}
+		again, err := ParseShape(s.String())
+		if err != nil || again.String() != s.String() {
+			t.Fatalf("%q: String %q does not parse back the same: %v", text, s.String(), err)
+		}
+	})
+}
+
+// A declared type must name a declared attribute or channel, and its shape
+// must parse, within bounds.
 func TestValidateValueTypes(t *testing.T) {
 	t.Parallel()
-	deep := &JSONShape{}
-	for range MaxShapeDepth {
-		deep = &JSONShape{Kind: JSONArray, Elements: deep}
-	}
 	cases := map[string]*ValueType{
-		"number with sign":     {Shape: &JSONShape{Kind: JSONNumber, Unsigned: true}},
-		"string with bits":     {Shape: &JSONShape{Kind: JSONString, Bits: 8}},
-		"unknown kind":         {Shape: &JSONShape{Kind: "date"}},
-		"elements of a string": {Shape: &JSONShape{Kind: JSONString, Elements: &JSONShape{}}},
-		"fields of an array":   {Shape: &JSONShape{Kind: JSONArray, Fields: map[string]*JSONShape{"a": nil}}},
-		"too deep":             {Shape: deep},
-		"colon in encoding":    {Encoding: "a:b"},
+		"12-bit integer":    {Shape: "i12"},
+		"16-bit number":     {Shape: "n16"},
+		"unknown shape":     {Shape: "date"},
+		"unclosed array":    {Shape: "[s"},
+		"unquoted field":    {Shape: "{a:s}"},
+		"field twice":       {Shape: `{"a":s,"a":b}`},
+		"trailing text":     {Shape: "s s"},
+		"too deep":          {Shape: strings.Repeat("[", MaxShapeDepth) + "s" + strings.Repeat("]", MaxShapeDepth)},
+		"too many":          {Shape: manyFields(MaxShapeNodes + 1)},
+		"colon in encoding": {Encoding: "a:b"},
 	}
 	for name, vt := range cases {
 		if err := ValidateValueTypes("types", map[string]*ValueType{"x": vt}, []string{"x"}); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}
-	ok := map[string]*ValueType{"x": {Encoding: "json", Shape: &JSONShape{Kind: JSONInteger, Bits: 16}}}
-	if err := ValidateValueTypes("types", ok, []string{"x"}); err != nil {
+	ok := map[string]*ValueType{"x": {Encoding: "json", Shape: strings.Repeat("[", MaxShapeDepth-1) + "i16" + strings.Repeat("]", MaxShapeDepth-1)},
+		"y": {Shape: manyFields(MaxShapeNodes)}}
+	if err := ValidateValueTypes("types", ok, []string{"x", "y"}); err != nil {
 		t.Errorf("a valid type: %v", err)
 	}
-	if err := ValidateValueTypes("types", ok, []string{"y"}); err == nil {
+	if err := ValidateValueTypes("types", ok, []string{"x"}); err == nil {
 		t.Error("a type for an undeclared name: accepted")
 	}
+}
+
+// manyFields is a record shape of n shapes: itself and n-1 string fields.
+func manyFields(n int) string {
+	fields := make([]string, n-1)
+	for i := range fields {
+		fields[i] = `"f` + strconv.Itoa(i) + `":s`
+	}
+	return "{" + strings.Join(fields, ",") + "}"
 }

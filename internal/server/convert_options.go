@@ -228,6 +228,11 @@ func helloIn(h *dexpb.Hello) (WorkerHello, error) {
 			if err != nil {
 				return WorkerHello{}, err
 			}
+			if s.GetStepType() != ft.GetStartStepType() {
+				// Every run stores its definition: keep only the input
+				// type a StartFlow is checked against (most name no step).
+				input = nil
+			}
 			def.Steps[s.GetStepType()] = engine.StepDef{HasWaitFor: s.GetHasWaitFor(), Options: opts, Input: input}
 		}
 		if st := ft.GetStartStepType(); st != "" {

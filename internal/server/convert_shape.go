@@ -21,7 +21,7 @@ func valueTypesIn(field string, in map[string]*dexpb.ValueType, declared []strin
 		if err != nil {
 			return nil, err
 		}
-		out[name] = &engine.ValueType{Encoding: vt.GetEncoding(), Type: vt.GetType(), Shape: shape}
+		out[name] = &engine.ValueType{Encoding: vt.GetEncoding(), Type: vt.GetType(), Shape: shapeText(shape)}
 	}
 	if err := engine.ValidateValueTypes(field, out, declared); err != nil {
 		return nil, err
@@ -38,11 +38,19 @@ func valueTypeIn(field string, vt *dexpb.ValueType) (*engine.ValueType, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := &engine.ValueType{Encoding: vt.GetEncoding(), Type: vt.GetType(), Shape: shape}
+	out := &engine.ValueType{Encoding: vt.GetEncoding(), Type: vt.GetType(), Shape: shapeText(shape)}
 	if err := engine.ValidateValueType(field, out); err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// shapeText is a shape's compact text, "" for any JSON.
+func shapeText(s *engine.JSONShape) string {
+	if s == nil {
+		return ""
+	}
+	return s.String()
 }
 
 // shapeIn converts a shape; the engine checks it (protobuf bounds its
