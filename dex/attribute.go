@@ -2,11 +2,12 @@ package dex
 
 import (
 	"fmt"
+	"reflect"
 
 	"github.com/dexzd/dexzd/api/dexpb"
 )
 
-// Attribute is a named, typed, durable value of a flow execution (E21).
+// Attribute is a named, typed, durable value of a flow execution.
 // Declare it once at package level with DefineAttribute and list it in the
 // flow's Attributes.
 type Attribute[T any] struct {
@@ -23,13 +24,14 @@ func DefineAttribute[T any](name string) Attribute[T] {
 type AttributeDef interface {
 	// Name is the attribute's name.
 	Name() string
-	attributeDef()
+	// attributeDef is the type of the values, which the worker declares.
+	attributeDef() reflect.Type
 }
 
 // Name is the attribute's name.
 func (a Attribute[T]) Name() string { return a.name }
 
-func (Attribute[T]) attributeDef() {}
+func (Attribute[T]) attributeDef() reflect.Type { return reflect.TypeFor[T]() }
 
 // Get returns the attribute's value as the handler sees it: the value the
 // handler last Set, else the value handed out with the task, else T's zero
@@ -52,7 +54,7 @@ func (a Attribute[T]) lookup(ctx Context) (v T, ok bool, err error) {
 }
 
 // Set stages a write of the attribute. It commits atomically with the
-// handler's result (E6); a later Set of the same attribute wins. When the
+// handler's result; a later Set of the same attribute wins. When the
 // value cannot be encoded, or the flow does not declare the attribute, the
 // attempt fails once the handler returns.
 func (a Attribute[T]) Set(ctx Context, v T) {

@@ -2,12 +2,13 @@ package dex
 
 import (
 	"fmt"
+	"reflect"
 
 	"github.com/dexzd/dexzd/api/dexpb"
 )
 
-// Channel is a named FIFO queue of typed messages inside one flow execution
-// (E16). Declare it once at package level with DefineChannel and list it in
+// Channel is a named FIFO queue of typed messages inside one flow execution.
+// Declare it once at package level with DefineChannel and list it in
 // the flow's Channels.
 type Channel[T any] struct {
 	name string
@@ -23,16 +24,17 @@ func DefineChannel[T any](name string) Channel[T] {
 type ChannelDef interface {
 	// Name is the channel's name.
 	Name() string
-	channelDef()
+	// channelDef is the type of the values, which the worker declares.
+	channelDef() reflect.Type
 }
 
 // Name is the channel's name.
 func (c Channel[T]) Name() string { return c.name }
 
-func (Channel[T]) channelDef() {}
+func (Channel[T]) channelDef() reflect.Type { return reflect.TypeFor[T]() }
 
 // Publish stages a message; it joins the channel's queue atomically with the
-// handler's result (E6, E16). When the message cannot be encoded, or the
+// handler's result. When the message cannot be encoded, or the
 // flow does not declare the channel, the attempt fails once the handler
 // returns.
 func (c Channel[T]) Publish(ctx Context, v T) {
@@ -47,13 +49,13 @@ func (c Channel[T]) Message(v T) Message {
 }
 
 // QueueSize is the number of messages waiting in the channel when the task
-// was handed out. The server sends queue sizes with RPC tasks only (E22); in
+// was handed out. The server sends queue sizes with RPC tasks only; in
 // a WaitFor or Execute it is 0.
 func (c Channel[T]) QueueSize(ctx Context) int {
 	return int(ctx.state().queues[c.name])
 }
 
-// ForOne waits for one message and takes it (E17).
+// ForOne waits for one message and takes it.
 func (c Channel[T]) ForOne() ChannelCondition[T] {
 	return ChannelCondition[T]{channel: c.name, bound: dexpb.ChannelBound_CHANNEL_BOUND_FOR_ONE}
 }
@@ -91,7 +93,7 @@ func (c Channel[T]) Received(r Results) (T, bool) {
 }
 
 // Messages returns every message the Wait's conditions on this channel
-// consumed, by condition index and then in queue order (E18). A message that
+// consumed, by condition index and then in queue order. A message that
 // does not decode as T fails the attempt once Execute returns.
 func (c Channel[T]) Messages(r Results) []T {
 	var out []T
@@ -123,7 +125,7 @@ func (c ChannelCondition[T]) WithID(id string) ChannelCondition[T] {
 func (c ChannelCondition[T]) ID() string { return c.id }
 
 // Satisfied reports whether this condition held and consumed its messages:
-// always for Until and AllOf, only for the winner of an AnyOf (E18). A
+// always for Until and AllOf, only for the winner of an AnyOf. A
 // condition with an ID is matched by ID, otherwise by channel name.
 func (c ChannelCondition[T]) Satisfied(r Results) bool {
 	for _, ch := range c.results(r) {

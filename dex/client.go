@@ -22,7 +22,7 @@ import (
 
 // ClientOptions configure a Client.
 type ClientOptions struct {
-	// Addresses are the servers, in order of preference (P5). Calls go to
+	// Addresses are the servers, in order of preference. Calls go to
 	// the address that last answered; on UNAVAILABLE, or when the server
 	// stops answering (UnresponsiveTimeout), the client moves to the next
 	// one. Default: DefaultAddress, as for dexcli.
@@ -68,7 +68,7 @@ type ClientOptions struct {
 // executions. Every call takes a context.Context. Calls that are safe to
 // repeat (reads, StartFlow and Publish with their request IDs,
 // SetAttributes) are retried on UNAVAILABLE, and when a server stops
-// answering (UnresponsiveTimeout), across the addresses with backoff (P5);
+// answering (UnresponsiveTimeout), across the addresses with backoff;
 // the others (InvokeRPC, StopFlow, SkipTimer) are sent once, to an address
 // that reported itself serving, and never retried: when they end without a
 // definitive answer they return an *OutcomeUnknownError. Every call, once

@@ -59,7 +59,7 @@ func (f startFunc) applyStart(o *startOptions) { f(o) }
 
 // WithRequestID sets the request ID of StartFlow or Publish. By default
 // each call generates one and reuses it when it retries, so a retried call
-// is idempotent (E3, E16); pass your own to make calls from several
+// is idempotent; pass your own to make calls from several
 // processes or restarts idempotent too, or to retry a call that returned an
 // *OutcomeUnknownError. A Publish with the empty request ID is sent at most
 // once.
@@ -70,7 +70,7 @@ type requestIDOption string
 func (o requestIDOption) applyStart(s *startOptions)     { s.requestID = string(o) }
 func (o requestIDOption) applyPublish(p *publishOptions) { p.requestID = string(o) }
 
-// WithFlowTimeout bounds the flow execution (E24).
+// WithFlowTimeout bounds the flow execution.
 func WithFlowTimeout(d time.Duration, p FlowTimeoutPolicy) StartOption {
 	return startFunc(func(o *startOptions) { o.timeout, o.timeoutPolicy = d, p })
 }
@@ -80,7 +80,7 @@ func WithIDReusePolicy(p IDReusePolicy) StartOption {
 	return startFunc(func(o *startOptions) { o.reuse = p })
 }
 
-// WithAttributes sets attributes before the first step runs (E21).
+// WithAttributes sets attributes before the first step runs.
 func WithAttributes(vals ...AttributeValue) StartOption {
 	return startFunc(func(o *startOptions) { o.attrs = append(o.attrs, vals...) })
 }
@@ -106,7 +106,7 @@ type Run struct {
 	AlreadyStarted bool
 }
 
-// StartFlow starts flow with flowID (E2). input goes to the flow's start
+// StartFlow starts flow with flowID. input goes to the flow's start
 // step; its type must be the start step's input type (nil sends the zero
 // value), and must be nil for a flow without a start step. It returns once
 // the start is durable.
@@ -149,6 +149,21 @@ func (c *Client) StartFlow(ctx context.Context, flow *Flow, flowID string, input
 	return Run{FlowID: flowID, RunID: resp.GetRunId(), AlreadyStarted: resp.GetAlreadyStarted()}, nil
 }
 
+// Start is StartFlow with the input's type checked by the compiler: S is
+// the flow's start step and in its input, so an input of another type does
+// not compile. A flow whose start step is not S is an error, and nothing
+// is sent.
+//
+//	run, err := dex.Start[Reserve](ctx, c, OrderFlow, "order-42", Order{ID: "42"})
+func Start[S StepWithInput[In], In any](ctx context.Context, c *Client, flow *Flow, flowID string, in In, opts ...StartOption) (Run, error) {
+	if flow != nil {
+		if want := stepNameFor[S](); flow.start != want {
+			return Run{}, fmt.Errorf("dex: Start: step %q is not the start step of flow %q (%q): name the flow's start step", want, flow.name, flow.start)
+		}
+	}
+	return c.StartFlow(ctx, flow, flowID, in, opts...)
+}
+
 func startMovement(d *flowDef, input any, opts *StepOptions) (*dexpb.Movement, error) {
 	if d.start == "" {
 		if input != nil {
@@ -159,7 +174,7 @@ func startMovement(d *flowDef, input any, opts *StepOptions) (*dexpb.Movement, e
 	s := d.steps[d.start]
 	if input == nil {
 		input = reflect.Zero(s.inputType).Interface()
-	} else if t := reflect.TypeOf(input); t != s.inputType {
+	} else if t := reflect.TypeOf(input); t != s.inputType && (s.inputType.Kind() != reflect.Interface || !t.AssignableTo(s.inputType)) {
 		return nil, fmt.Errorf("flow %q: start step %q takes %s, got %s", d.name, s.name, s.inputType, t)
 	}
 	ev, err := encodeAny(input)
@@ -173,7 +188,7 @@ func startMovement(d *flowDef, input any, opts *StepOptions) (*dexpb.Movement, e
 	return m, nil
 }
 
-// StopFlow cancels, terminates or fails an active flow execution (E23) and
+// StopFlow cancels, terminates or fails an active flow execution and
 // returns its final status. It is sent at most once.
 func (c *Client) StopFlow(ctx context.Context, flowID string, how StopType, reason string, opts ...CallOption) (FlowStatus, error) {
 	o := applyCall(opts)
@@ -186,7 +201,7 @@ func (c *Client) StopFlow(ctx context.Context, flowID string, how StopType, reas
 }
 
 // Publish appends msgs to channels of the flow's latest run, atomically and
-// in order (E16):
+// in order:
 //
 //	err := c.Publish(ctx, "order-42", []dex.Message{Approve.Message(true)})
 //
@@ -223,23 +238,33 @@ func (c *Client) Publish(ctx context.Context, flowID string, msgs []Message, opt
 	})
 }
 
-// GetAttribute reads one attribute of a flow execution, active or closed
-// (E21). An attribute without a value reads as T's zero value.
+// GetAttribute reads one attribute of a flow execution, active or closed.
+// An attribute without a value reads as T's zero value; LookupAttribute
+// tells the two apart.
 func GetAttribute[T any](ctx context.Context, c *Client, flowID string, a Attribute[T], opts ...CallOption) (T, error) {
+	v, _, err := LookupAttribute(ctx, c, flowID, a, opts...)
+	return v, err
+}
+
+// LookupAttribute reads one attribute of a flow execution, active or
+// closed, and reports whether it has a value: ok is false (and v T's zero
+// value) for an attribute never set, which GetAttribute cannot tell from
+// one set to the zero value.
+func LookupAttribute[T any](ctx context.Context, c *Client, flowID string, a Attribute[T], opts ...CallOption) (v T, ok bool, err error) {
 	var zero T
 	vals, err := c.GetAttributes(ctx, flowID, []string{a.name}, opts...)
 	if err != nil {
-		return zero, err
+		return zero, false, err
 	}
-	v, ok := vals[a.name]
-	if !ok {
-		return zero, nil
+	ev, ok := vals[a.name]
+	if !ok || !ev.IsSet() {
+		return zero, false, nil
 	}
-	out, err := decodeValue[T](v.ev)
+	out, err := decodeValue[T](ev.ev)
 	if err != nil {
-		return zero, fmt.Errorf("dex: attribute %q: %w", a.name, err)
+		return zero, true, fmt.Errorf("dex: attribute %q: %w", a.name, err)
 	}
-	return out, nil
+	return out, true, nil
 }
 
 // GetAttributes reads attributes by name (all when names is empty); names
@@ -261,8 +286,7 @@ func (c *Client) GetAttributes(ctx context.Context, flowID string, names []strin
 	return out, nil
 }
 
-// SetAttributes writes attributes of the flow's latest run atomically
-// (E21):
+// SetAttributes writes attributes of the flow's latest run atomically:
 //
 //	err := c.SetAttributes(ctx, "order-42", Status.Value("paused"))
 //
@@ -279,8 +303,8 @@ func (c *Client) SetAttributes(ctx context.Context, flowID string, vals ...Attri
 	})
 }
 
-// InvokeRPC calls RPC r of an active flow execution and returns its output
-// (E22). The worker's error comes back as an error matching
+// InvokeRPC calls RPC r of an active flow execution and returns its output.
+// The worker's error comes back as an error matching
 // ErrFailedPrecondition that holds a *WorkerError. It is sent at most once:
 // an RPC is not idempotent. The worker's attempt is bounded by ctx's
 // deadline when it has one. The call commits at most once: when ctx ends
@@ -325,7 +349,7 @@ func TimerID(id string) TimerRef { return TimerRef{id: id} }
 // (from 0).
 func TimerIndex(i int) TimerRef { return TimerRef{index: i} }
 
-// SkipTimer fires a pending timer of a step execution's Wait now (E19). It
+// SkipTimer fires a pending timer of a step execution's Wait now. It
 // is sent at most once.
 func (c *Client) SkipTimer(ctx context.Context, flowID, stepExecutionID string, timer TimerRef, opts ...CallOption) error {
 	o := applyCall(opts)
@@ -341,8 +365,8 @@ func (c *Client) SkipTimer(ctx context.Context, flowID, stepExecutionID string, 
 	})
 }
 
-// WaitForFlow waits until the flow execution closes and returns its result
-// (E25). It polls again whenever the server's long poll expires
+// WaitForFlow waits until the flow execution closes and returns its result.
+// It polls again whenever the server's long poll expires
 // (DEADLINE_EXCEEDED), until ctx ends. A failed flow is a result, not an
 // error: check FlowResult.Status or Err.
 func (c *Client) WaitForFlow(ctx context.Context, flowID string, opts ...CallOption) (*FlowResult, error) {
@@ -366,7 +390,7 @@ func (c *Client) WaitForFlow(ctx context.Context, flowID string, opts ...CallOpt
 }
 
 // GetFlowSummary returns the flow execution's identity, type, status and
-// times (E26).
+// times.
 func (c *Client) GetFlowSummary(ctx context.Context, flowID string, opts ...CallOption) (*FlowSummary, error) {
 	o := applyCall(opts)
 	var resp *dexpb.GetFlowSummaryResponse
@@ -380,7 +404,7 @@ func (c *Client) GetFlowSummary(ctx context.Context, flowID string, opts ...Call
 	return summaryOf(resp.GetSummary()), nil
 }
 
-// GetFlowState returns the flow execution's live state (E26): its active
+// GetFlowState returns the flow execution's live state: its active
 // step executions with their phase, attempt and last failure, its queued
 // messages, attributes and outputs. dexraw.FlowState returns every field
 // the API has (Waits, timers, options, pending tasks).
@@ -422,7 +446,7 @@ type HistoryPage struct {
 	NextPageToken string // empty on the last page
 }
 
-// GetFlowHistory returns a page of the flow execution's history (E26).
+// GetFlowHistory returns a page of the flow execution's history.
 // dexraw.History returns every field the API has.
 func (c *Client) GetFlowHistory(ctx context.Context, flowID string, q HistoryQuery, opts ...CallOption) (*HistoryPage, error) {
 	resp, err := c.history(ctx, flowID, q, opts)
@@ -469,7 +493,7 @@ type FlowPage struct {
 	NextPageToken string // empty on the last page
 }
 
-// ListFlows lists flow executions (E27).
+// ListFlows lists flow executions.
 func (c *Client) ListFlows(ctx context.Context, q FlowQuery) (*FlowPage, error) {
 	req := &dexpb.ListFlowsRequest{
 		FlowType: q.FlowType, Statuses: statusesProto(q.Statuses),

@@ -157,7 +157,7 @@ func (s *connSet) reconnected(ctx context.Context, i int) bool {
 	}
 }
 
-// connSet holds one connection per server address (P5) and what the SDK
+// connSet holds one connection per server address and what the SDK
 // knows of each server's liveness.
 type connSet struct {
 	addrs        []string

@@ -36,7 +36,7 @@ type TaskInfo struct {
 // execution's attributes and the writes the handler stages. Attribute
 // writes (Attribute.Set), channel publishes (Channel.Publish) and an RPC's
 // movements (Schedule) are staged on the Context and commit atomically with
-// the handler's result (E6); nothing blocks on the server inside a handler.
+// the handler's result; nothing blocks on the server inside a handler.
 //
 // Only the SDK implements Context. To test handlers, run their flows with
 // package dex/dextest (or single tasks with dexraw.HandleTask).
@@ -50,7 +50,7 @@ type Context interface {
 	state() *handlerState
 }
 
-// Schedule stages movements from an RPC handler (E22): they commit
+// Schedule stages movements from an RPC handler: they commit
 // atomically with the RPC's output and staged writes. Step handlers move by
 // returning a Decision instead; calling Schedule from one fails the attempt.
 func Schedule(ctx Context, movements ...Movement) {

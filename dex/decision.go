@@ -6,7 +6,7 @@ import (
 	"github.com/dexzd/dexzd/api/dexpb"
 )
 
-// Decision is what a step's Execute returns (E5): movements (Move) or
+// Decision is what a step's Execute returns: movements (Move) or
 // one of the close decisions (GracefulComplete, ForceComplete, ForceFail,
 // DeadEnd). A nil Decision fails the attempt.
 type Decision interface {
@@ -15,7 +15,7 @@ type Decision interface {
 }
 
 // Movement schedules one step execution: a step type, its input and optional
-// per-movement options (E5, E13). Build it with To.
+// per-movement options. Build it with To.
 type Movement struct {
 	step        string
 	input       *dexpb.EncodedValue
@@ -32,13 +32,14 @@ func To[S StepWithInput[T], T any](in T) Movement {
 }
 
 // WithOptions overrides the step's options for this step execution only
-// (the first level of E13).
+// (the first of the levels options resolve through: the movement, the
+// step, the flow's defaults, the server's defaults).
 func (m Movement) WithOptions(o StepOptions) Movement {
 	m.opts = &o
 	return m
 }
 
-// SkipWaitFor runs the step's Execute at once, without its WaitFor (E4).
+// SkipWaitFor runs the step's Execute at once, without its WaitFor.
 func (m Movement) SkipWaitFor() Movement {
 	m.skipWaitFor = true
 	return m
@@ -97,7 +98,7 @@ func (d moveDecision) decisionProto() (*dexpb.StepDecision, error) {
 }
 
 // GracefulComplete ends this branch; the flow completes with output when no
-// other step execution runs (E5, E7). A nil output records none.
+// other step execution runs. A nil output records none.
 func GracefulComplete(output any) Decision {
 	ev, err := encodeAny(output)
 	return closeDecision{d: &dexpb.StepDecision{Decision: &dexpb.StepDecision_GracefulComplete{

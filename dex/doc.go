@@ -36,7 +36,7 @@
 // (DefineRPC) are typed package-level values; NewFlow lists them with the
 // steps. Handlers stage attribute writes, channel publishes and (for RPCs)
 // movements on their Context; the worker sends them with the handler's
-// result, and the server commits them atomically with it (E6). Nothing in a
+// result, and the server commits them atomically with it. Nothing in a
 // handler blocks on the server.
 //
 // The worker validates every flow when it is created (NewWorker): a step
@@ -56,7 +56,7 @@
 // ("Reserve"). Hello declares, per flow type: its steps with has_wait_for
 // and their Options() (StepOptions), the RPC names, attribute names, channel
 // names and the flow's Defaults (default_step_options). StepOptions map
-// field by field to the proto; zero fields stay unset so they inherit (E13);
+// field by field to the proto; zero fields stay unset so they inherit;
 // StepOptions.Recovery sets execute_recovery_step_type and, unless
 // ExecuteFailure says otherwise, EXECUTE_FAILURE_POLICY_PROCEED_TO_RECOVERY_STEP.
 //
@@ -70,16 +70,19 @@
 // name (Channel.Received, Channel.Messages); ChannelCondition.Satisfied by
 // condition_id when the condition has one, else by channel name.
 // Results.WaitForError reports Task.wait_for_failed with
-// Task.wait_for_failure (E11).
+// Task.wait_for_failure.
 //
 // Decisions. Move maps to StepDecision.movements (To gives one
 // Movement; WithOptions and SkipWaitFor set its options and skip_wait_for);
 // GracefulComplete, ForceComplete, ForceFail and DeadEnd to the close
 // decisions. An RPC's Schedule calls become RpcResult.movements.
 //
-// Worker protocol (W1). Run opens PollWorkerTask, sends Hello (worker ID,
+// Worker protocol. Run opens PollWorkerTask, sends Hello (worker ID,
 // flow type declarations, max_concurrent_tasks, sdk_version
-// "dex-go/<Version>") and expects Welcome. Each Task runs in its own
+// "dex-go/<Version>") and expects Welcome. A declaration gives each
+// attribute's, channel's and step input's value type: encoding "json", the Go type's
+// name, and the JSON shape that decodes as it (shape.go says what a shape
+// leaves out), which the server checks clients' values against. Each Task runs in its own
 // goroutine, at most MaxConcurrentTasks at once, with a context that ends at
 // the task's attempt_timeout. The answer is a TaskResult (result + staged
 // writes) or a TaskFailure (error_type, message, stack, retry_after). The
@@ -88,7 +91,7 @@
 // tasks run) and matches TaskAcks by it. An answer stays in the worker's
 // outbox until its TaskAck arrives: when a stream breaks, unacknowledged
 // answers (including those of tasks that were running) are sent again on
-// the next stream, and the server refuses stale ones (W2); an RPC result
+// the next stream, and the server refuses stale ones; an RPC result
 // the server already committed is acknowledged ACCEPTED and commits
 // nothing again (each RPC call commits at most once). Pings are
 // answered with Pongs; a stream silent for three ping intervals is
@@ -96,15 +99,20 @@
 // servers below). After a Drain the worker keeps sending results until the
 // server closes the stream, then reconnects. Reconnects use exponential
 // backoff with jitter (100 ms to 500 ms by default), cut short when the
-// connection to use comes up again, and move to the next address (P5).
+// connection to use comes up again, and move to the next address.
 //
 // Errors. A handler's error becomes a TaskFailure: message err.Error(); type
 // the ErrorType() of an ErrorTyper in the chain, else the Go type of the
 // first error in the Unwrap chain that is not a plain fmt.Errorf/errors.New
-// wrapper (for example "*payments.DeclinedError"); stack runtime/debug.Stack
-// taken where RetryAfter was called, else where the handler returned the
-// error or where its panic was recovered (type "dex.Panic"). RetryAfter(d,
-// err) sets retry_after (E10). The SDK's own failures have types
+// wrapper (for example "*payments.DeclinedError"); stack the user's frames
+// only, a "function(...)" line and a tab-indented "file:line" line per
+// frame, down to the handler, starting where RetryAfter or NonRetryable
+// was called, else, for a panic, at the frame that panicked (type
+// "dex.Panic"), else, for an ordinary returned error (which records no
+// stack, and whose frames have returned by the time the SDK sees it), at
+// the handler's own frame, its declaration marked "(declared here;
+// returned the error)". RetryAfter(d, err) sets retry_after. The
+// SDK's own failures have types
 // "dex.DecodeError", "dex.EncodeError", "dex.InvalidResult" (a result that
 // breaks the flow's declaration, for example a movement to an undeclared
 // step or a write to an undeclared attribute) and "dex.WorkerStopping".
@@ -112,7 +120,19 @@
 // failure's non_retryable: the step's failure policy applies at once,
 // whatever attempts its retry policy still allows.
 //
-// Client (P5). Calls go to the address that last answered and move to the
+// The worker logs each failed attempt once (fields flow_type, flow_id,
+// step_execution_id, kind, attempt, error_type, error; no stack, which goes
+// to the server): a WARN while the server will retry it, an ERROR when it
+// was the step's last, because it is non-retryable or the retries are
+// exhausted and the step's failure policy applies. The Task says what the
+// retry policy allows (max_attempts, retry_deadline, retry_delay): a
+// failure is the last when the attempt is the max_attempts-th, or when
+// its retry (retry_delay, or the failure's retry_after, from now) would
+// start after retry_deadline; for the deadline the worker's clock stands in
+// for the server's, so within clock skew of it the two may disagree. An
+// RPC handler's error is a WARN: its caller gets it.
+//
+// Client. Calls go to the address that last answered and move to the
 // next on UNAVAILABLE, or when the server stops answering. Reads,
 // WaitForFlow, SetAttributes, and StartFlow and Publish (with a request ID
 // generated per call and reused on every retry; a request ID lands at most
@@ -129,7 +149,7 @@
 // most once at once, StartFlow and Publish only when their retries give
 // up, naming the request ID to retry with (WithRequestID).
 // WaitForFlow polls again after each DEADLINE_EXCEEDED until its context
-// ends (E25).
+// ends.
 //
 // Unresponsive servers. A server that is frozen (SIGSTOP, a hung host) or
 // cut off by the network accepts connections and requests in its kernel

@@ -6,7 +6,7 @@ import "github.com/dexzd/dexzd/api/dexpb"
 // checks), so converting between them is a plain conversion. Each String
 // method returns the API's name, for example "FLOW_STATUS_COMPLETED".
 
-// FlowStatus is a flow execution's status (E8).
+// FlowStatus is a flow execution's status.
 type FlowStatus int32
 
 // The flow statuses. Every status but StatusRunning is terminal.
@@ -20,7 +20,7 @@ const (
 
 func (s FlowStatus) String() string { return dexpb.FlowStatus(s).String() }
 
-// FlowErrorType classifies why a flow failed or was stopped (E8).
+// FlowErrorType classifies why a flow failed or was stopped.
 type FlowErrorType int32
 
 // The flow error types.
@@ -54,7 +54,7 @@ const (
 
 func (k TaskKind) String() string { return dexpb.TaskKind(k).String() }
 
-// AttemptFailureKind says why an attempt failed (E14).
+// AttemptFailureKind says why an attempt failed.
 type AttemptFailureKind int32
 
 // The attempt failure kinds.
@@ -73,8 +73,7 @@ const (
 
 func (k AttemptFailureKind) String() string { return dexpb.AttemptFailureKind(k).String() }
 
-// IDReusePolicy decides whether a flow ID with earlier runs may start again
-// (E3).
+// IDReusePolicy decides whether a flow ID with earlier runs may start again.
 type IDReusePolicy int32
 
 // The ID reuse policies; the zero value refuses while a run is active.
@@ -87,7 +86,7 @@ const (
 
 func (p IDReusePolicy) String() string { return dexpb.IdReusePolicy(p).String() }
 
-// FlowTimeoutPolicy says how a flow ends when its timeout expires (E24).
+// FlowTimeoutPolicy says how a flow ends when its timeout expires.
 type FlowTimeoutPolicy int32
 
 // The flow timeout policies.
@@ -98,11 +97,13 @@ const (
 
 func (p FlowTimeoutPolicy) String() string { return dexpb.FlowTimeoutPolicy(p).String() }
 
-// StopType says how StopFlow ends a flow (E23).
+// StopType says how StopFlow ends a flow.
 type StopType int32
 
 // The stop types.
 const (
+	// StopDefault leaves the choice to the server, which cancels.
+	StopDefault   StopType = 0
 	StopCancel    StopType = 1
 	StopTerminate StopType = 2
 	StopFail      StopType = 3
@@ -110,11 +111,11 @@ const (
 
 func (t StopType) String() string { return dexpb.StopType(t).String() }
 
-// Durability says when an attempt's start is made durable (W4).
+// Durability says when an attempt's start is made durable.
 //
 // The server default is ASYNC (the task is sent at once and its start is
 // logged with its result; after a crash the attempt may run again with the
-// same number, consuming no retry, T3), except for a method with a
+// same number, consuming no retry), except for a method with a
 // recovery path, which is SYNC: an Execute with a recovery step and a
 // WaitFor whose failure policy is PROCEED. Set DurabilitySync for a
 // handler whose every run must count against its retry policy.
@@ -128,8 +129,7 @@ const (
 
 func (d Durability) String() string { return dexpb.AttemptDurability(d).String() }
 
-// WaitForFailurePolicy says what happens when a WaitFor runs out of retries
-// (E11).
+// WaitForFailurePolicy says what happens when a WaitFor runs out of retries.
 type WaitForFailurePolicy int32
 
 // The WaitFor failure policies; the zero value inherits.
@@ -140,8 +140,7 @@ const (
 
 func (p WaitForFailurePolicy) String() string { return dexpb.WaitForFailurePolicy(p).String() }
 
-// ExecuteFailurePolicy says what happens when an Execute runs out of retries
-// (E12).
+// ExecuteFailurePolicy says what happens when an Execute runs out of retries.
 type ExecuteFailurePolicy int32
 
 // The Execute failure policies; the zero value inherits.

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"runtime/debug"
 	"strings"
 	"time"
 
@@ -14,7 +13,7 @@ import (
 )
 
 // Sentinel errors. Client errors match them with errors.Is according to
-// their gRPC code (E28); status.Code still works on every client error.
+// their gRPC code; status.Code still works on every client error.
 var (
 	// ErrInvalidFlow: a flow definition is invalid (Flow.Validate).
 	ErrInvalidFlow = errors.New("dex: invalid flow definition")
@@ -90,15 +89,16 @@ func (e *OutcomeUnknownError) Is(target error) bool { return target == ErrOutcom
 func (e *OutcomeUnknownError) Unwrap() error { return e.Err }
 
 // RetryAfter wraps err so that the next attempt runs after d instead of the
-// retry policy's backoff; the policy's limits still apply (E10). It also
-// records the stack at the call, which the worker reports with the error.
+// retry policy's backoff; the policy's limits still apply. It also
+// records the stack from its caller down, which the worker reports with
+// the error.
 //
 //	return nil, dex.RetryAfter(5*time.Second, err)
 func RetryAfter(d time.Duration, err error) error {
 	if err == nil {
 		err = errors.New("retry requested")
 	}
-	return &retryAfterError{d: d, err: err, stack: string(debug.Stack())}
+	return &retryAfterError{d: d, err: err, stack: callerStack(0)}
 }
 
 type retryAfterError struct {
@@ -115,14 +115,15 @@ func (e *retryAfterError) Unwrap() error { return e.err }
 // attempt: for an application error that no retry can fix, like
 // Temporal's non-retryable application errors. A value that does not
 // decode, a value that does not encode and an invalid result are
-// non-retryable without it. It records the stack at the call.
+// non-retryable without it. It records the stack from its caller down,
+// which the worker reports with the error.
 //
 //	return nil, dex.NonRetryable(fmt.Errorf("order %s: unknown currency %q", id, cur))
 func NonRetryable(err error) error {
 	if err == nil {
 		err = errors.New("non-retryable failure")
 	}
-	return &nonRetryableError{err: err, stack: string(debug.Stack())}
+	return &nonRetryableError{err: err, stack: callerStack(0)}
 }
 
 type nonRetryableError struct {
@@ -145,7 +146,7 @@ func nonRetryable(err error) bool {
 }
 
 // ErrorTyper is implemented by errors that name their own type for the
-// server (TaskFailure.error_type, E14). Without it the worker reports the Go
+// server (TaskFailure.error_type). Without it the worker reports the Go
 // type of the most specific error in the chain.
 type ErrorTyper interface {
 	ErrorType() string

@@ -1,12 +1,16 @@
 package dex_test
 
 import (
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dexzd/dexzd/api/dexpb"
 	"github.com/dexzd/dexzd/dex"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 // A failed attempt is one WARN line on the worker naming the flow, the step
@@ -64,4 +68,68 @@ func TestWorker_LogsFailedAttempts(t *testing.T) {
 		!strings.Contains(logs.String(), "flow_id=f-rpc") || !strings.Contains(logs.String(), "error=negative") {
 		t.Errorf("no WARN for the ordinary failure:\n%s", logs.String())
 	}
+}
+
+// The failure of a step's last attempt is one ERROR line saying the
+// retries are exhausted: the attempt is the task's max_attempts, or the
+// retry would start after its retry_deadline (after the task's
+// retry_delay, or the failure's retry_after). Earlier failures are WARNs.
+//
+// Covers: E9, E14
+func TestWorker_LogsExhaustedRetriesAsError(t *testing.T) {
+	t.Parallel()
+	var logs syncBuffer
+	ws := newFakeWorkerServer()
+	addr := serve(t, ws, nil)
+	runWorker(t, dex.WorkerOptions{Addresses: []string{addr}, Logger: slog.New(slog.NewTextHandler(&logs, nil))}, testFlow)
+	sess := ws.session(t)
+
+	now := time.Now()
+	cases := []struct {
+		name      string
+		order     string // "declined": an ordinary error; "busy": RetryAfter(3s)
+		attempt   uint32
+		max       uint32
+		deadline  time.Time
+		delay     time.Duration
+		exhausted bool
+	}{
+		{name: "attempt 2 of 3", order: "declined", attempt: 2, max: 3},
+		{name: "attempt 3 of 3", order: "declined", attempt: 3, max: 3, exhausted: true},
+		{name: "unlimited", order: "declined", attempt: 50},
+		{name: "retry before the deadline", order: "declined", attempt: 1, deadline: now.Add(time.Hour), delay: time.Second},
+		{name: "retry after the deadline", order: "declined", attempt: 1, deadline: now.Add(time.Minute), delay: 2 * time.Minute, exhausted: true},
+		{name: "retry-after past the deadline", order: "busy", attempt: 1, deadline: now.Add(time.Second), delay: time.Millisecond, exhausted: true},
+		{name: "retry-after before the deadline", order: "busy", attempt: 1, deadline: now.Add(time.Hour), delay: 2 * time.Hour},
+	}
+	for i, c := range cases {
+		tk := task(dexpb.TaskKind(dex.KindExecute), fmt.Sprintf("x%d", i), "Charge", jsonValue(t, Order{ID: c.order}))
+		tk.Attempt, tk.MaxAttempts = c.attempt, c.max
+		if !c.deadline.IsZero() {
+			tk.RetryDeadline, tk.RetryDelay = timestamppb.New(c.deadline), durationpb.New(c.delay)
+		}
+		sess.send(tk)
+		if f := sess.result(t).GetTaskFailure(); f == nil || f.GetNonRetryable() {
+			t.Fatalf("%s: failure = %v", c.name, f)
+		}
+		line := logLine(logs.String(), "flow_id="+tk.GetFlowId()+" ")
+		want := `level=WARN msg="attempt failed; the server retries it under the step's retry policy"`
+		if c.exhausted {
+			want = `level=ERROR msg="attempt failed and the step's retries are exhausted; the step's failure policy applies"`
+		}
+		if !strings.Contains(line, want) || !strings.Contains(line, fmt.Sprintf("attempt=%d", c.attempt)) ||
+			!strings.Contains(line, "step_execution_id=Charge-1") || !strings.Contains(line, "error_type=") {
+			t.Errorf("%s: log line %q, want %s", c.name, line, want)
+		}
+	}
+}
+
+// logLine is the one line of out that contains s, or "".
+func logLine(out, s string) string {
+	for l := range strings.SplitSeq(out, "\n") {
+		if strings.Contains(l, s) {
+			return l
+		}
+	}
+	return ""
 }

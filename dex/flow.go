@@ -40,7 +40,7 @@ func NewFlow(name string) *Flow { return &Flow{name: name} }
 func (f *Flow) Name() string { return f.name }
 
 // Start sets the start step: StartFlow schedules it with the flow's input.
-// A flow without a start step is driven by RPCs (E2). The start step is
+// A flow without a start step is driven by RPCs. The start step is
 // declared with the other steps; listing it in Steps too is harmless.
 func (f *Flow) Start(s StepType) *Flow {
 	if f.start != "" {
@@ -103,7 +103,7 @@ func (f *Flow) RPCs(rpcs ...RPCDef) *Flow {
 }
 
 // Defaults sets the flow's options for all its steps (the third level of
-// E13).
+// option resolution, after a movement's and the step's own options).
 func (f *Flow) Defaults(o StepOptions) *Flow {
 	f.defaults = o
 	return f
@@ -131,6 +131,8 @@ type flowDef struct {
 	channels   map[string]bool
 	chanNames  []string
 	defaults   StepOptions
+	// The Go types of the attributes' and channels' values, by name.
+	attrTypes, chanTypes map[string]reflect.Type
 }
 
 // compile validates the definition. A client needs no handlers, so
@@ -149,6 +151,7 @@ func (f *Flow) compile(withHandlers bool) (*flowDef, error) {
 		name: f.name, start: f.start, defaults: f.defaults,
 		steps: map[string]*stepDef{}, rpcs: map[string]*rpcDef{},
 		attributes: map[string]bool{}, channels: map[string]bool{},
+		attrTypes: map[string]reflect.Type{}, chanTypes: map[string]reflect.Type{},
 	}
 	for _, s := range f.steps {
 		d.steps[s.name] = s
@@ -163,6 +166,7 @@ func (f *Flow) compile(withHandlers bool) (*flowDef, error) {
 		default:
 			d.attributes[a.Name()] = true
 			d.attrNames = append(d.attrNames, a.Name())
+			d.attrTypes[a.Name()] = a.attributeDef()
 		}
 	}
 	for _, c := range f.chans {
@@ -174,6 +178,7 @@ func (f *Flow) compile(withHandlers bool) (*flowDef, error) {
 		default:
 			d.channels[c.Name()] = true
 			d.chanNames = append(d.chanNames, c.Name())
+			d.chanTypes[c.Name()] = c.channelDef()
 		}
 	}
 	for _, r := range f.rpcs {
@@ -261,7 +266,7 @@ func refsContain(refs []StepRef, name string) bool {
 	return false
 }
 
-// declaration is the flow's FlowTypeDeclaration for Hello (W1, E13).
+// declaration is the flow's FlowTypeDeclaration for Hello.
 func (d *flowDef) declaration() *dexpb.FlowTypeDeclaration {
 	p := &dexpb.FlowTypeDeclaration{
 		FlowType:           d.name,
@@ -271,11 +276,24 @@ func (d *flowDef) declaration() *dexpb.FlowTypeDeclaration {
 		DefaultStepOptions: d.defaults.proto(),
 		StartStepType:      d.start,
 	}
+	for name, t := range d.attrTypes {
+		if p.AttributeTypes == nil {
+			p.AttributeTypes = map[string]*dexpb.ValueType{}
+		}
+		p.AttributeTypes[name] = valueTypeOf(t)
+	}
+	for name, t := range d.chanTypes {
+		if p.ChannelTypes == nil {
+			p.ChannelTypes = map[string]*dexpb.ValueType{}
+		}
+		p.ChannelTypes[name] = valueTypeOf(t)
+	}
 	for _, s := range d.order {
 		p.Steps = append(p.Steps, &dexpb.StepDeclaration{
 			StepType:   s.name,
 			HasWaitFor: s.waits,
 			Options:    s.options.proto(),
+			InputType:  valueTypeOf(s.inputType),
 		})
 	}
 	return p

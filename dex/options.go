@@ -10,24 +10,24 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
-// StepOptions are a step's options (E9-E13, W4). Every field left at its
+// StepOptions are a step's options. Every field left at its
 // zero value inherits: a movement's options win over the step's (its
 // Options method), which win over the flow's Defaults, which win over the
-// server's defaults, field by field (E13).
+// server's defaults, field by field.
 type StepOptions struct {
 	// WaitFor holds the options of the step's WaitFor.
 	WaitFor MethodOptions
 	// Execute holds the options of the step's Execute.
 	Execute MethodOptions
-	// WaitForFailure applies when the WaitFor exhausts its retries (E11):
+	// WaitForFailure applies when the WaitFor exhausts its retries:
 	// WaitForFailFlow (the server default) or WaitForProceed, which runs
 	// Execute with Results.WaitForError set.
 	WaitForFailure WaitForFailurePolicy
-	// ExecuteFailure applies when the Execute exhausts its retries (E12).
+	// ExecuteFailure applies when the Execute exhausts its retries.
 	// Leave it unset when Recovery is set.
 	ExecuteFailure ExecuteFailurePolicy
 	// Recovery is the step scheduled with the same input when the Execute
-	// exhausts its retries (E12): dex.Ref[Refund](). Setting it implies
+	// exhausts its retries: dex.Ref[Refund](). Setting it implies
 	// ExecuteProceedToRecovery. The flow must declare the step; the worker
 	// checks that when it starts.
 	Recovery StepRef
@@ -39,14 +39,14 @@ type MethodOptions struct {
 	AttemptTimeout time.Duration
 	// Retry says how failed attempts are retried; nil inherits every field.
 	Retry *RetryPolicy
-	// Durability says when an attempt's start is made durable (W4).
+	// Durability says when an attempt's start is made durable.
 	Durability Durability
 }
 
-// RetryPolicy says when a failed or timed-out attempt is retried (E9). The
+// RetryPolicy says when a failed or timed-out attempt is retried. The
 // delay before attempt k+1 is InitialInterval * BackoffCoefficient^(k-1),
-// capped at MaximumInterval; a worker error made with RetryAfter replaces it
-// (E10). Zero fields inherit (server defaults: 1 s, 2, 100 s, unlimited, no
+// capped at MaximumInterval; a worker error made with RetryAfter replaces it.
+// Zero fields inherit (server defaults: 1 s, 2, 100 s, unlimited, no
 // bound). The server refuses an InitialInterval or MaximumInterval above
 // 365 days (INVALID_ARGUMENT naming the field) and caps every delay,
 // RetryAfter's included, at 365 days.

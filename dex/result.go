@@ -7,7 +7,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
-// FlowError says why a flow execution ended other than COMPLETED (E7).
+// FlowError says why a flow execution ended other than COMPLETED.
 type FlowError struct {
 	Type            FlowErrorType
 	Message         string
@@ -37,7 +37,7 @@ func flowErrorOf(p *dexpb.FlowError) *FlowError {
 	return e
 }
 
-// StepOutput is the output of one GracefulComplete or ForceComplete (E7).
+// StepOutput is the output of one GracefulComplete or ForceComplete.
 type StepOutput struct {
 	StepType        string
 	StepExecutionID string
@@ -60,7 +60,7 @@ func outputsOf(ps []*dexpb.StepOutput) []StepOutput {
 	return out
 }
 
-// FlowResult is the result of a closed flow execution (E7, E25). A failed,
+// FlowResult is the result of a closed flow execution. A failed,
 // cancelled or terminated flow is a result too: Status and Err say how it
 // ended.
 type FlowResult struct {

@@ -6,7 +6,7 @@ import (
 	"github.com/dexzd/dexzd/api/dexpb"
 )
 
-// RPC is a named, typed RPC of a flow type (E22): the worker runs its handler
+// RPC is a named, typed RPC of a flow type: the worker runs its handler
 // with the flow execution's attributes; the handler returns an output and may
 // stage attribute writes, channel publishes and movements (Schedule), which
 // commit atomically with the output. An RPC error goes back to the caller
@@ -37,14 +37,20 @@ type rpcDef struct {
 	name      string
 	inputType reflect.Type
 	nilFn     bool
+	fnPC      uintptr // the handler's entry, for the stack of its error
 	call      func(ctx Context, in *dexpb.EncodedValue) (*dexpb.EncodedValue, error)
 }
 
 func (r RPC[I, O]) bindRPC() *rpcDef {
+	var pc uintptr
+	if r.fn != nil {
+		pc = reflect.ValueOf(r.fn).Pointer()
+	}
 	return &rpcDef{
 		name:      r.name,
 		inputType: reflect.TypeFor[I](),
 		nilFn:     r.fn == nil,
+		fnPC:      pc,
 		call: func(ctx Context, ev *dexpb.EncodedValue) (*dexpb.EncodedValue, error) {
 			in, err := decodeValue[I](ev)
 			if err != nil {

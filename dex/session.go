@@ -27,7 +27,7 @@ const (
 
 var errStaleStream = errors.New("no message from the server for several ping intervals")
 
-// session runs one PollWorkerTask stream against address i (W1): Hello,
+// session runs one PollWorkerTask stream against address i: Hello,
 // Welcome, then tasks in, results, heartbeats and pongs out. It returns nil
 // when a graceful stop finished on it, else the error that ended it;
 // welcomed reports whether the server accepted the Hello. The stream is

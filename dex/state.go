@@ -8,7 +8,7 @@ import (
 	"github.com/dexzd/dexzd/api/dexpb"
 )
 
-// FlowState is a flow execution's live state (E26), as GetFlowState returns
+// FlowState is a flow execution's live state, as GetFlowState returns
 // it.
 type FlowState struct {
 	// Summary is the flow execution's identity, type, status and times.
@@ -24,7 +24,7 @@ type FlowState struct {
 	Outputs []StepOutput
 }
 
-// StepPhase is where an active step execution is (E4).
+// StepPhase is where an active step execution is.
 type StepPhase int32
 
 // The step phases.
@@ -50,7 +50,7 @@ type StepState struct {
 	// LastFailure is the current handler's last failed attempt, if any.
 	LastFailure *AttemptFailure
 	// WaitForFailure is the WaitFor's last failure when the WaitFor
-	// exhausted its retries and the step proceeds to Execute (E11).
+	// exhausted its retries and the step proceeds to Execute.
 	WaitForFailure *AttemptFailure
 }
 
@@ -169,7 +169,7 @@ func (k HistoryEventKind) String() string {
 	return fmt.Sprintf("HistoryEventKind(%d)", int32(k))
 }
 
-// HistoryEvent is one semantic history event (E26). The fields beyond ID,
+// HistoryEvent is one semantic history event. The fields beyond ID,
 // Time and Kind are set for the kinds that have them; dexraw.History
 // returns every field.
 type HistoryEvent struct {

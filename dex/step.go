@@ -23,7 +23,7 @@ import (
 //	func (AwaitApproval) Execute(ctx dex.Context, o Order, r dex.Results) (dex.Decision, error)
 //
 // A step may also have an Options() dex.StepOptions method (its own options,
-// the second level of E13) and a MovesTo() []dex.StepRef method (the steps
+// the second level of option resolution) and a MovesTo() []dex.StepRef method (the steps
 // its Execute may move to; the worker checks at start that the flow declares
 // them, and at run time that Execute keeps to them).
 //
@@ -71,6 +71,9 @@ type stepDef struct {
 	declares  bool      // MovesTo is implemented
 	waitFor   func(ctx Context, in *dexpb.EncodedValue) (Wait, error)
 	execute   func(ctx Context, in *dexpb.EncodedValue, r Results) (Decision, error)
+	// The entries of the step's WaitFor and Execute methods, for the
+	// stack of an error they return (handlerFrame).
+	waitForPC, executePC uintptr
 }
 
 func (Step[T]) bindStep(self any) (*stepDef, error) {
@@ -119,6 +122,10 @@ func (Step[T]) bindStep(self any) (*stepDef, error) {
 	default:
 		return nil, fmt.Errorf("step %q has no method Execute(dex.Context, %s) (dex.Decision, error)%s", name, in, methodHint(t, "Execute"))
 	}
+	if d.waits {
+		d.waitForPC = methodPC(t, "WaitFor")
+	}
+	d.executePC = methodPC(t, "Execute")
 	if o, ok := self.(stepOptioner); ok {
 		d.options = o.Options()
 	}

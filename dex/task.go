@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime/debug"
 	"strings"
 
 	"github.com/dexzd/dexzd/api/dexpb"
@@ -106,7 +105,7 @@ func (r *registry) runWaitFor(ctx *taskContext, f *flowDef, t *dexpb.Task, res *
 		return "", &invalidResultError{fmt.Errorf("flow %q: step %q has no WaitFor on this worker", f.name, s.name)}
 	}
 	var w Wait
-	stack, err := invoke(func() (err error) {
+	stack, err := invoke(s.waitForPC, func() (err error) {
 		w, err = s.waitFor(ctx, t.GetInput())
 		return err
 	})
@@ -145,7 +144,7 @@ func (r *registry) runExecute(ctx *taskContext, f *flowDef, t *dexpb.Task, res *
 	}
 	results := Results{pb: t.GetConditionResults(), failed: t.GetWaitForFailed(), failure: t.GetWaitForFailure(), st: ctx.st}
 	var d Decision
-	stack, err := invoke(func() (err error) {
+	stack, err := invoke(s.executePC, func() (err error) {
 		d, err = s.execute(ctx, t.GetInput(), results)
 		return err
 	})
@@ -172,7 +171,7 @@ func (r *registry) runRPC(ctx *taskContext, f *flowDef, t *dexpb.Task, res *dexp
 		return "", &invalidResultError{fmt.Errorf("flow %q has no RPC %q on this worker", f.name, t.GetRpcName())}
 	}
 	var out *dexpb.EncodedValue
-	stack, err := invoke(func() (err error) {
+	stack, err := invoke(rpc.fnPC, func() (err error) {
 		out, err = rpc.call(ctx, t.GetInput())
 		return err
 	})
@@ -193,23 +192,24 @@ func (r *registry) runRPC(ctx *taskContext, f *flowDef, t *dexpb.Task, res *dexp
 	return "", nil
 }
 
-// invoke calls a handler, turning a panic into an error. The stack is
-// captured where the handler's error arrives or the panic is recovered (in
-// the deferred function, so it shows the panicking frames).
-func invoke(fn func() error) (stack string, err error) {
+// invoke calls a handler, turning a panic into an error. The stack shows
+// the user's code (see stack.go): for a panic, from the frame that
+// panicked (taken in the deferred function, while those frames are still
+// there); for a returned error, the handler's frame, pc being its entry.
+func invoke(pc uintptr, fn func() error) (stack string, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = &panicError{v: p}
-			stack = string(debug.Stack())
+			stack = panicStack()
 		}
 	}()
 	if err = fn(); err != nil {
-		stack = string(debug.Stack())
+		stack = handlerFrame(pc)
 	}
 	return stack, err
 }
 
-// failure builds a TaskFailure for err (W1, E9, E10, E14). Invalid UTF-8
+// failure builds a TaskFailure for err. Invalid UTF-8
 // in its texts becomes U+FFFD: protobuf refuses to send such a string, and
 // the failure must reach the server.
 func failure(token []byte, err error, stack string) *dexpb.PollWorkerTaskRequest {

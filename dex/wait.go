@@ -9,7 +9,7 @@ import (
 )
 
 // Wait is what a WaitFor returns: the conditions that must hold before the
-// step's Execute runs (E4, E15). Build one with Until, AllOf or AnyOf; a
+// step's Execute runs. Build one with Until, AllOf or AnyOf; a
 // single Condition is a Wait too (Until of it). A nil Wait is satisfied at
 // once: Execute runs right after the WaitFor, with empty Results.
 type Wait interface {
@@ -23,7 +23,7 @@ type Condition interface {
 	conditionProto() (*dexpb.WaitCondition, error)
 }
 
-// TimerCondition is a durable timer (E15). Its duration counts from the
+// TimerCondition is a durable timer. Its duration counts from the
 // moment the server stores the Wait.
 type TimerCondition struct {
 	id string
@@ -61,8 +61,8 @@ func Until(c Condition) Wait { return combined{kind: "until", conds: []Condition
 // consumes its messages. An empty AllOf is satisfied at once.
 func AllOf(conds ...Condition) Wait { return combined{kind: "allOf", conds: conds} }
 
-// AnyOf waits until one condition holds; only the winner consumes messages
-// (E18). It needs at least one condition.
+// AnyOf waits until one condition holds; only the winner consumes messages.
+// It needs at least one condition.
 func AnyOf(conds ...Condition) Wait { return combined{kind: "anyOf", conds: conds} }
 
 type combined struct {
@@ -112,14 +112,14 @@ func waitToProto(w Wait) (*dexpb.Wait, error) {
 	return w.waitProto()
 }
 
-// Results is what Execute learns about its satisfied Wait (E18): which
+// Results is what Execute learns about its satisfied Wait: which
 // timers fired (TimerFired), which messages each channel's conditions
 // consumed (Channel.Received, Channel.Messages), which condition of an AnyOf
 // won (ChannelCondition.Satisfied), or that the WaitFor failed
 // (WaitForError).
 //
 // Timers are indexed from 0 in declaration order, counting timer conditions
-// only (E15).
+// only.
 type Results struct {
 	pb      *dexpb.ConditionResults
 	failure *dexpb.AttemptFailure
@@ -132,7 +132,7 @@ type Results struct {
 func (r Results) TimerFired(t TimerRef) bool { return r.timer(t).GetFired() }
 
 // TimerSkipped reports whether the timer t selects fired because a client
-// called SkipTimer (E19).
+// called SkipTimer.
 func (r Results) TimerSkipped(t TimerRef) bool { return r.timer(t).GetSkipped() }
 
 func (r Results) timer(t TimerRef) *dexpb.TimerResult {
@@ -145,7 +145,7 @@ func (r Results) timer(t TimerRef) *dexpb.TimerResult {
 }
 
 // WaitForError is nil unless the step's WaitFor exhausted its retries and the
-// step's WaitForFailure policy is WaitForProceed (E11); then it is an
+// step's WaitForFailure policy is WaitForProceed; then it is an
 // *AttemptFailure with the WaitFor's last error, and there are no condition
 // results.
 func (r Results) WaitForError() error {
@@ -155,7 +155,7 @@ func (r Results) WaitForError() error {
 	return attemptFailureOf(r.failure)
 }
 
-// AttemptFailure describes a failed attempt as the server recorded it (E14).
+// AttemptFailure describes a failed attempt as the server recorded it.
 type AttemptFailure struct {
 	// Method is KindWaitFor or KindExecute.
 	Method TaskKind

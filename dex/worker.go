@@ -23,7 +23,7 @@ const Version = "0.1.0"
 
 // WorkerOptions configure a Worker.
 type WorkerOptions struct {
-	// Addresses are the servers to poll, in order of preference (P5). The
+	// Addresses are the servers to poll, in order of preference. The
 	// worker polls one at a time and moves to the next when a stream ends
 	// (UNAVAILABLE from a standby, a drain, a broken connection, a server
 	// that stopped answering), skipping servers known to be unresponsive
@@ -60,7 +60,7 @@ type WorkerOptions struct {
 	// moves to the next address: after half of it without a message on the
 	// stream, the worker sends a health check on the same connection, and
 	// when that gets no answer within the other half, it ends the stream.
-	// Results not yet acknowledged are sent again on the next stream (W2).
+	// Results not yet acknowledged are sent again on the next stream.
 	// It is also the default Dialer's keepalive timeout and connect
 	// timeout. Default DefaultUnresponsiveTimeout (5 s); keep it below the
 	// server's lease.duration + 1 s, the earliest a standby can take over
@@ -83,7 +83,7 @@ type WorkerOptions struct {
 const unlimitedTaskBytes = math.MaxInt32
 
 // Worker serves flow types: it polls a server for tasks over
-// WorkerTaskService.PollWorkerTask (W1), runs them with the configured
+// WorkerTaskService.PollWorkerTask, runs them with the configured
 // concurrency and sends their results.
 type Worker struct {
 	opts  WorkerOptions
@@ -111,7 +111,7 @@ type Worker struct {
 
 // outItem is a result waiting for its TaskAck. It survives reconnects: a
 // result not acknowledged on one stream is sent again on the next, and the
-// server refuses it if it is stale (W2).
+// server refuses it if it is stale.
 type outItem struct {
 	token string
 	msg   *dexpb.PollWorkerTaskRequest
@@ -183,7 +183,7 @@ func NewWorker(opts WorkerOptions, flows ...*Flow) (*Worker, error) {
 func (w *Worker) Connected() <-chan struct{} { return w.connected }
 
 // Run polls for tasks until ctx ends, reconnecting with backoff and moving
-// through the address list (P5). When ctx ends it stops gracefully: it takes
+// through the address list. When ctx ends it stops gracefully: it takes
 // no new tasks (a task that still arrives is answered with a TaskFailure of
 // type "dex.WorkerStopping"), waits up to DrainTimeout for running tasks and
 // for the acknowledgements of their results, then closes the stream and
@@ -484,8 +484,10 @@ func (w *Worker) nextGen() uint64 {
 
 // logFailure logs a failed attempt of t: one WARN line (flow, step
 // execution, attempt, error type and message; the stack goes to the
-// server, not the log), an ERROR when the failure is non-retryable, since
-// the step's failure policy then applies at once. nil logs nothing.
+// server, not the log) while the server will retry it, and one ERROR when
+// it was the last: the failure is non-retryable, or lastFailure says the
+// step's retries are exhausted, so the step's failure policy applies. nil
+// logs nothing.
 func (w *Worker) logFailure(t *dexpb.Task, f *dexpb.TaskFailure) {
 	if f == nil {
 		return
@@ -497,7 +499,37 @@ func (w *Worker) logFailure(t *dexpb.Task, f *dexpb.TaskFailure) {
 		w.log.Warn("RPC handler failed; its caller gets the error", attrs...)
 	case f.GetNonRetryable():
 		w.log.Error("attempt failed with a non-retryable error; the step's failure policy applies", attrs...)
+	case lastFailure(t, f, time.Now()):
+		if m := t.GetMaxAttempts(); m > 0 {
+			attrs = append(attrs, "max_attempts", m)
+		}
+		if d := t.GetRetryDeadline(); d != nil {
+			attrs = append(attrs, "retry_deadline", d.AsTime())
+		}
+		w.log.Error("attempt failed and the step's retries are exhausted; the step's failure policy applies", attrs...)
 	default:
 		w.log.Warn("attempt failed; the server retries it under the step's retry policy", attrs...)
 	}
+}
+
+// lastFailure reports whether failure f of task t, at now, exhausts the
+// step's retry policy, from what the task says of it: the attempt is the
+// policy's last (max_attempts), or the retry would start after
+// retry_deadline (now plus the failure's retry_after, else the task's
+// retry_delay). The server decides with its own clock, so near the
+// deadline the two may disagree by the clock skew and the time the
+// failure takes to arrive; an older server that sends none of these
+// fields never has a last failure.
+func lastFailure(t *dexpb.Task, f *dexpb.TaskFailure, now time.Time) bool {
+	if m := t.GetMaxAttempts(); m > 0 && t.GetAttempt() >= m {
+		return true
+	}
+	if t.GetRetryDeadline() == nil {
+		return false
+	}
+	delay := t.GetRetryDelay().AsDuration()
+	if ra := f.GetRetryAfter(); ra != nil {
+		delay = max(ra.AsDuration(), 0)
+	}
+	return now.Add(delay).After(t.GetRetryDeadline().AsTime())
 }

@@ -355,7 +355,7 @@ func TestWorker_ReportsErrorsWithTypeStackAndRetryAfter(t *testing.T) {
 	if f.GetErrorType() != "*dex_test.chargeError" || f.GetMessage() != "charge declined: card declined: 51" || f.GetRetryAfter() != nil {
 		t.Errorf("failure = %v", f)
 	}
-	if !strings.Contains(f.GetStack(), "goroutine") || !strings.Contains(f.GetStack(), "dex.invoke") {
+	if !strings.HasPrefix(f.GetStack(), "github.com/dexzd/dexzd/dex_test.Charge.Execute(") || strings.Contains(f.GetStack(), "dex.invoke") {
 		t.Errorf("stack = %q", f.GetStack())
 	}
 

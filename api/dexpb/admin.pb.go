@@ -4,7 +4,7 @@
 // 	protoc        (unknown)
 // source: dex/admin.proto
 
-// AdminService: operator calls on a node (A1-A13).
+// AdminService: operator calls on a node.
 
 package dexpb
 
@@ -24,8 +24,7 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// LeaseHolderAfterStepDown says who holds the lease when StepDown answers
-// (A12).
+// LeaseHolderAfterStepDown says who holds the lease when StepDown answers.
 type LeaseHolderAfterStepDown int32
 
 const (
@@ -123,7 +122,7 @@ func (*DescribeRequest) Descriptor() ([]byte, []int) {
 	return file_dex_admin_proto_rawDescGZIP(), []int{0}
 }
 
-// DescribeResponse is the identity of the active process (A1).
+// DescribeResponse is the identity of the active process.
 type DescribeResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// NodeId is the node's ID.
@@ -189,7 +188,7 @@ func (x *DescribeResponse) GetHolderProcessId() string {
 }
 
 // StepDownRequest steps a node down, if it is still the one the caller
-// expects (A2). Both fields are required.
+// expects. Both fields are required.
 type StepDownRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// ExpectedNodeId must equal the node's ID.
@@ -245,7 +244,7 @@ func (x *StepDownRequest) GetExpectedNodeEpoch() uint64 {
 	return 0
 }
 
-// StepDownResponse reports a completed step down (A12).
+// StepDownResponse reports a completed step down.
 type StepDownResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// NodeId is the node's ID.

@@ -4,7 +4,7 @@
 // - protoc             (unknown)
 // source: dex/admin.proto
 
-// AdminService: operator calls on a node (A1-A13).
+// AdminService: operator calls on a node.
 
 package dexpb
 
@@ -32,22 +32,22 @@ const (
 // AdminService describes a node and steps it down. When admin credentials
 // are configured, both calls require one (UNAUTHENTICATED without,
 // PERMISSION_DENIED with a wrong one). Without credentials anyone who
-// reaches the API address can step the node down (A9).
+// reaches the API address can step the node down.
 type AdminServiceClient interface {
-	// Describe returns the identity of the active process and changes nothing
-	// (A1). Errors: FAILED_PRECONDITION while a step down or its hold-off is
-	// in progress, UNAVAILABLE when this process is not active (A8).
+	// Describe returns the identity of the active process and changes nothing.
+	// Errors: FAILED_PRECONDITION while a step down or its hold-off is
+	// in progress, UNAVAILABLE when this process is not active.
 	Describe(ctx context.Context, in *DescribeRequest, opts ...grpc.CallOption) (*DescribeResponse, error)
-	// StepDown makes the active process hand the node to another process
-	// (A2-A7): it stops handing out tasks, drains running attempts, releases
+	// StepDown makes the active process hand the node to another process:
+	// it stops handing out tasks, drains running attempts, releases
 	// the lease, waits the hold-off and takes the lease back only if nobody
 	// else took it. It answers once the outcome is known: when another
 	// process took over, or after the hold-off and one attempt to take the
 	// lease back. Errors: INVALID_ARGUMENT when an expectation is missing,
 	// FAILED_PRECONDITION (nothing changed) when the expectations do not
 	// match this process or it is not active, INTERNAL when the outcome
-	// stayed unknown (A7). DEADLINE_EXCEEDED, CANCELLED and UNAVAILABLE leave
-	// the outcome unknown: retry with the same expectations (A13).
+	// stayed unknown. DEADLINE_EXCEEDED, CANCELLED and UNAVAILABLE leave
+	// the outcome unknown: retry with the same expectations.
 	StepDown(ctx context.Context, in *StepDownRequest, opts ...grpc.CallOption) (*StepDownResponse, error)
 }
 
@@ -86,22 +86,22 @@ func (c *adminServiceClient) StepDown(ctx context.Context, in *StepDownRequest, 
 // AdminService describes a node and steps it down. When admin credentials
 // are configured, both calls require one (UNAUTHENTICATED without,
 // PERMISSION_DENIED with a wrong one). Without credentials anyone who
-// reaches the API address can step the node down (A9).
+// reaches the API address can step the node down.
 type AdminServiceServer interface {
-	// Describe returns the identity of the active process and changes nothing
-	// (A1). Errors: FAILED_PRECONDITION while a step down or its hold-off is
-	// in progress, UNAVAILABLE when this process is not active (A8).
+	// Describe returns the identity of the active process and changes nothing.
+	// Errors: FAILED_PRECONDITION while a step down or its hold-off is
+	// in progress, UNAVAILABLE when this process is not active.
 	Describe(context.Context, *DescribeRequest) (*DescribeResponse, error)
-	// StepDown makes the active process hand the node to another process
-	// (A2-A7): it stops handing out tasks, drains running attempts, releases
+	// StepDown makes the active process hand the node to another process:
+	// it stops handing out tasks, drains running attempts, releases
 	// the lease, waits the hold-off and takes the lease back only if nobody
 	// else took it. It answers once the outcome is known: when another
 	// process took over, or after the hold-off and one attempt to take the
 	// lease back. Errors: INVALID_ARGUMENT when an expectation is missing,
 	// FAILED_PRECONDITION (nothing changed) when the expectations do not
 	// match this process or it is not active, INTERNAL when the outcome
-	// stayed unknown (A7). DEADLINE_EXCEEDED, CANCELLED and UNAVAILABLE leave
-	// the outcome unknown: retry with the same expectations (A13).
+	// stayed unknown. DEADLINE_EXCEEDED, CANCELLED and UNAVAILABLE leave
+	// the outcome unknown: retry with the same expectations.
 	StepDown(context.Context, *StepDownRequest) (*StepDownResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }

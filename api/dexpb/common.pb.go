@@ -61,7 +61,7 @@ const (
 	TaskKind_TASK_KIND_WAIT_FOR TaskKind = 1
 	// TASK_KIND_EXECUTE runs a step's Execute, which returns a StepDecision.
 	TaskKind_TASK_KIND_EXECUTE TaskKind = 2
-	// TASK_KIND_RPC runs a named RPC of the flow type (E22).
+	// TASK_KIND_RPC runs a named RPC of the flow type.
 	TaskKind_TASK_KIND_RPC TaskKind = 3
 )
 
@@ -118,15 +118,15 @@ const (
 	// (TaskFailure); error_type, message and stack are the worker's.
 	AttemptFailureKind_ATTEMPT_FAILURE_KIND_WORKER_ERROR AttemptFailureKind = 1
 	// ATTEMPT_FAILURE_KIND_TIMEOUT: no result arrived within the attempt
-	// timeout, for example because the worker disconnected (W3).
+	// timeout, for example because the worker disconnected.
 	AttemptFailureKind_ATTEMPT_FAILURE_KIND_TIMEOUT AttemptFailureKind = 2
 	// ATTEMPT_FAILURE_KIND_NOT_COMPLETED: the attempt had been handed to a
 	// worker by a process that then lost the node (crash, failover, a step
-	// down whose drain expired); the new active fails it (T2, A4).
+	// down whose drain expired); the new active fails it.
 	AttemptFailureKind_ATTEMPT_FAILURE_KIND_NOT_COMPLETED AttemptFailureKind = 3
 	// ATTEMPT_FAILURE_KIND_INVALID_USER_FLOW_CODE: the worker's result was
 	// invalid (for example a movement to a step type the flow does not
-	// declare); the server refused it and committed nothing of it (E28).
+	// declare); the server refused it and committed nothing of it.
 	AttemptFailureKind_ATTEMPT_FAILURE_KIND_INVALID_USER_FLOW_CODE AttemptFailureKind = 4
 )
 
@@ -175,7 +175,7 @@ func (AttemptFailureKind) EnumDescriptor() ([]byte, []int) {
 	return file_dex_common_proto_rawDescGZIP(), []int{1}
 }
 
-// FlowStatus is the status of a flow execution (E8). RUNNING is the only
+// FlowStatus is the status of a flow execution. RUNNING is the only
 // open status; every other status is terminal.
 type FlowStatus int32
 
@@ -196,7 +196,7 @@ const (
 	// FLOW_STATUS_TERMINATED: a client terminated it (StopFlow TERMINATE), or
 	// a StartFlow with ID_REUSE_POLICY_TERMINATE_IF_RUNNING replaced it.
 	FlowStatus_FLOW_STATUS_TERMINATED FlowStatus = 5
-	// FLOW_STATUS_CONTINUED_AS_NEW: tier 2 (E37); not produced yet.
+	// FLOW_STATUS_CONTINUED_AS_NEW: tier 2; not produced yet.
 	FlowStatus_FLOW_STATUS_CONTINUED_AS_NEW FlowStatus = 6
 )
 
@@ -249,7 +249,7 @@ func (FlowStatus) EnumDescriptor() ([]byte, []int) {
 	return file_dex_common_proto_rawDescGZIP(), []int{2}
 }
 
-// FlowErrorType classifies why a flow execution failed or was stopped (E8).
+// FlowErrorType classifies why a flow execution failed or was stopped.
 type FlowErrorType int32
 
 const (
@@ -266,7 +266,7 @@ const (
 	// WAIT_FOR_FAILURE_POLICY_FAIL_FLOW) or an Execute (under
 	// EXECUTE_FAILURE_POLICY_FAIL_FLOW) exhausted its retries.
 	FlowErrorType_FLOW_ERROR_TYPE_WORKER_API_FAIL FlowErrorType = 3
-	// FLOW_ERROR_TYPE_FLOW_TIMEOUT: the flow timeout expired (E24). With the
+	// FLOW_ERROR_TYPE_FLOW_TIMEOUT: the flow timeout expired. With the
 	// FAIL policy the status is FAILED, with CANCEL it is CANCELED.
 	FlowErrorType_FLOW_ERROR_TYPE_FLOW_TIMEOUT FlowErrorType = 4
 	// FLOW_ERROR_TYPE_INVALID_USER_FLOW_CODE: the flow's code was invalid
@@ -326,7 +326,7 @@ func (FlowErrorType) EnumDescriptor() ([]byte, []int) {
 }
 
 // IdReusePolicy says whether StartFlow may start a new run under a flow ID
-// that already has runs (E3). When there is no earlier run, every policy
+// that already has runs. When there is no earlier run, every policy
 // starts.
 type IdReusePolicy int32
 
@@ -392,7 +392,7 @@ func (IdReusePolicy) EnumDescriptor() ([]byte, []int) {
 }
 
 // FlowTimeoutPolicy says how a flow execution ends when its flow timeout
-// expires (E24).
+// expires.
 type FlowTimeoutPolicy int32
 
 const (
@@ -446,9 +446,12 @@ func (FlowTimeoutPolicy) EnumDescriptor() ([]byte, []int) {
 }
 
 // EncodedValue is a user value: opaque bytes plus the name of their
-// encoding. The server never decodes a value. It checks its size against the
-// payload limit (RESOURCE_EXHAUSTED above it) and returns the bytes
-// unchanged. Where a message has an EncodedValue field, leaving the field
+// encoding. The server returns the bytes unchanged. It checks a value's
+// size against the payload limit (RESOURCE_EXHAUSTED above it), that a
+// "json" value is valid JSON, and that a client's attribute or channel
+// value matches the type the worker declared for it, if any
+// (FlowTypeDeclaration.attribute_types, channel_types; INVALID_ARGUMENT
+// otherwise). Where a message has an EncodedValue field, leaving the field
 // unset means "no value" (for example a step without input), which is
 // different from an encoded JSON null.
 type EncodedValue struct {
@@ -462,7 +465,7 @@ type EncodedValue struct {
 	// Type optionally names the type of the value, for people and tools: the
 	// full message name for "proto", otherwise a language-specific name (the
 	// Go SDK writes the Go type, for example "orders.Order"). The server
-	// stores it but never checks it.
+	// stores it but never checks it, not even against a declared type.
 	Type string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
 	// Data holds the encoded bytes.
 	Data          []byte `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
@@ -521,7 +524,7 @@ func (x *EncodedValue) GetData() []byte {
 	return nil
 }
 
-// Attribute is one named, durable value of a flow execution (E21).
+// Attribute is one named, durable value of a flow execution.
 type Attribute struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Name of the attribute, as the flow type declares it. Not empty.
@@ -578,7 +581,7 @@ func (x *Attribute) GetValue() *EncodedValue {
 	return nil
 }
 
-// ChannelPublish appends messages to one channel of a flow execution (E16).
+// ChannelPublish appends messages to one channel of a flow execution.
 // The messages join the channel's FIFO queue in the order given.
 type ChannelPublish struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -701,8 +704,7 @@ func (x *WorkerError) GetStack() string {
 	return ""
 }
 
-// AttemptFailure describes one failed attempt of a WaitFor or an Execute
-// (E9, E14).
+// AttemptFailure describes one failed attempt of a WaitFor or an Execute.
 type AttemptFailure struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Method is TASK_KIND_WAIT_FOR or TASK_KIND_EXECUTE.
@@ -805,7 +807,7 @@ func (x *AttemptFailure) GetTime() *timestamppb.Timestamp {
 	return nil
 }
 
-// FlowError says why a flow execution ended other than COMPLETED (E7). It is
+// FlowError says why a flow execution ended other than COMPLETED. It is
 // set for FAILED, CANCELED and TERMINATED.
 type FlowError struct {
 	state protoimpl.MessageState `protogen:"open.v1"`

@@ -5,7 +5,7 @@
 // source: dex/decision.proto
 
 // What handlers return besides their Wait: decisions, movements and staged
-// writes (E5, E6, E22).
+// writes.
 
 package dexpb
 
@@ -24,23 +24,23 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// Movement schedules a new step execution of the flow (E5). Movements come
+// Movement schedules a new step execution of the flow. Movements come
 // from an Execute's decision, from an RPC result, and from StartFlow (the
 // start step).
 type Movement struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// StepType is the step to run. It must be a step the flow type declares;
 	// otherwise the attempt that returned it fails with
-	// INVALID_USER_FLOW_CODE (E28), and StartFlow answers INVALID_ARGUMENT
+	// INVALID_USER_FLOW_CODE, and StartFlow answers INVALID_ARGUMENT
 	// when the flow type's declaration is known.
 	StepType string `protobuf:"bytes,1,opt,name=step_type,json=stepType,proto3" json:"step_type,omitempty"`
 	// Input is the step's input, handed to its WaitFor and Execute.
 	Input *EncodedValue `protobuf:"bytes,2,opt,name=input,proto3" json:"input,omitempty"`
 	// Options override the step's options for this step execution only (the
-	// first level of E13).
+	// first level of option resolution, see options.proto).
 	Options *StepOptions `protobuf:"bytes,3,opt,name=options,proto3" json:"options,omitempty"`
-	// SkipWaitFor runs Execute at once, without calling the step's WaitFor
-	// (E4). Execute then receives no condition results.
+	// SkipWaitFor runs Execute at once, without calling the step's WaitFor.
+	// Execute then receives no condition results.
 	SkipWaitFor   bool `protobuf:"varint,4,opt,name=skip_wait_for,json=skipWaitFor,proto3" json:"skip_wait_for,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -105,7 +105,7 @@ func (x *Movement) GetSkipWaitFor() bool {
 }
 
 // StagedWrites are the attribute writes and channel publishes of one
-// handler invocation (E6). They commit atomically with the handler's result,
+// handler invocation. They commit atomically with the handler's result,
 // in the same log record, or not at all.
 type StagedWrites struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -162,7 +162,7 @@ func (x *StagedWrites) GetChannelPublishes() []*ChannelPublish {
 	return nil
 }
 
-// StepDecision is what an Execute returns (E5): movements, or one of the
+// StepDecision is what an Execute returns: movements, or one of the
 // four close decisions. Exactly one must be set; an empty decision fails the
 // attempt with INVALID_USER_FLOW_CODE.
 type StepDecision struct {
@@ -358,7 +358,7 @@ func (x *Movements) GetMovements() []*Movement {
 type GracefulComplete struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Output is recorded in the flow's result under this step type and step
-	// execution ID (E7). May be unset.
+	// execution ID. May be unset.
 	Output        *EncodedValue `protobuf:"bytes,1,opt,name=output,proto3" json:"output,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -406,7 +406,7 @@ func (x *GracefulComplete) GetOutput() *EncodedValue {
 type ForceComplete struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Output is recorded in the flow's result under this step type and step
-	// execution ID (E7). May be unset.
+	// execution ID. May be unset.
 	Output        *EncodedValue `protobuf:"bytes,1,opt,name=output,proto3" json:"output,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

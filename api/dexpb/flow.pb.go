@@ -26,7 +26,7 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// StopType says how StopFlow ends a flow execution (E23).
+// StopType says how StopFlow ends a flow execution.
 type StopType int32
 
 const (
@@ -84,11 +84,11 @@ func (StopType) EnumDescriptor() ([]byte, []int) {
 	return file_dex_flow_proto_rawDescGZIP(), []int{0}
 }
 
-// StartFlowRequest starts a flow execution (E2).
+// StartFlowRequest starts a flow execution.
 type StartFlowRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// FlowType names the flow type, as workers declare it. Not empty. No
-	// worker needs to be connected: tasks wait until one is (W5).
+	// worker needs to be connected: tasks wait until one is.
 	FlowType string `protobuf:"bytes,1,opt,name=flow_type,json=flowType,proto3" json:"flow_type,omitempty"`
 	// FlowId is the client's ID for the flow execution. Not empty.
 	FlowId string `protobuf:"bytes,2,opt,name=flow_id,json=flowId,proto3" json:"flow_id,omitempty"`
@@ -99,16 +99,15 @@ type StartFlowRequest struct {
 	// INVALID_ARGUMENT).
 	StartStep *Movement `protobuf:"bytes,3,opt,name=start_step,json=startStep,proto3" json:"start_step,omitempty"`
 	// FlowTimeout bounds the flow execution from its start. Unset or zero
-	// means no timeout. The timeout is a durable timer (E24).
+	// means no timeout. The timeout is a durable timer.
 	FlowTimeout *durationpb.Duration `protobuf:"bytes,4,opt,name=flow_timeout,json=flowTimeout,proto3" json:"flow_timeout,omitempty"`
 	// FlowTimeoutPolicy says how the flow ends when the timeout expires.
 	FlowTimeoutPolicy FlowTimeoutPolicy `protobuf:"varint,5,opt,name=flow_timeout_policy,json=flowTimeoutPolicy,proto3,enum=dex.FlowTimeoutPolicy" json:"flow_timeout_policy,omitempty"`
-	// InitialAttributes are set before the first step runs and visible to it
-	// (E21).
+	// InitialAttributes are set before the first step runs and visible to it.
 	InitialAttributes []*Attribute `protobuf:"bytes,6,rep,name=initial_attributes,json=initialAttributes,proto3" json:"initial_attributes,omitempty"`
-	// IdReusePolicy decides whether an existing flow ID may be reused (E3).
+	// IdReusePolicy decides whether an existing flow ID may be reused.
 	IdReusePolicy IdReusePolicy `protobuf:"varint,7,opt,name=id_reuse_policy,json=idReusePolicy,proto3,enum=dex.IdReusePolicy" json:"id_reuse_policy,omitempty"`
-	// RequestId identifies this start for retries (E3). When the latest run
+	// RequestId identifies this start for retries. When the latest run
 	// of the flow ID was started with the same non-empty request ID, the call
 	// is a retry of that start: it returns that run's ID and starts nothing,
 	// whatever the ID reuse policy and the run's status (so a retry neither
@@ -261,7 +260,7 @@ func (x *StartFlowResponse) GetAlreadyStarted() bool {
 	return false
 }
 
-// StopFlowRequest stops a flow execution (E23).
+// StopFlowRequest stops a flow execution.
 type StopFlowRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// FlowId names the flow execution. Not empty.
@@ -390,7 +389,7 @@ func (x *StopFlowResponse) GetStatus() FlowStatus {
 }
 
 // PublishToChannelRequest publishes messages to channels of a flow
-// execution (E16).
+// execution.
 type PublishToChannelRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// FlowId names the flow execution. Not empty.
@@ -523,7 +522,7 @@ func (x *PublishToChannelResponse) GetDuplicate() bool {
 	return false
 }
 
-// GetAttributesRequest reads attributes of a flow execution (E21).
+// GetAttributesRequest reads attributes of a flow execution.
 type GetAttributesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// FlowId names the flow execution. Not empty.
@@ -643,7 +642,7 @@ func (x *GetAttributesResponse) GetAttributes() []*Attribute {
 	return nil
 }
 
-// SetAttributesRequest writes attributes of an active flow execution (E21).
+// SetAttributesRequest writes attributes of an active flow execution.
 type SetAttributesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// FlowId names the flow execution. Not empty.
@@ -753,7 +752,7 @@ func (x *SetAttributesResponse) GetRunId() string {
 	return ""
 }
 
-// InvokeRPCRequest calls a named RPC of a flow execution (E22).
+// InvokeRPCRequest calls a named RPC of a flow execution.
 type InvokeRPCRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// FlowId names the flow execution. Not empty.
@@ -891,7 +890,7 @@ func (x *InvokeRPCResponse) GetOutput() *EncodedValue {
 	return nil
 }
 
-// SkipTimerRequest fires one pending timer now (E19).
+// SkipTimerRequest fires one pending timer now.
 type SkipTimerRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// FlowId names the flow execution. Not empty.
@@ -1044,7 +1043,7 @@ func (*SkipTimerResponse) Descriptor() ([]byte, []int) {
 	return file_dex_flow_proto_rawDescGZIP(), []int{13}
 }
 
-// WaitForFlowRequest waits for a flow execution to close (E25).
+// WaitForFlowRequest waits for a flow execution to close.
 type WaitForFlowRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// FlowId names the flow execution. Not empty.
@@ -1156,7 +1155,7 @@ func (x *WaitForFlowResponse) GetResult() *FlowResult {
 	return nil
 }
 
-// GetFlowSummaryRequest reads a flow execution's summary (E26).
+// GetFlowSummaryRequest reads a flow execution's summary.
 type GetFlowSummaryRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// FlowId names the flow execution. Not empty.
@@ -1257,7 +1256,7 @@ func (x *GetFlowSummaryResponse) GetSummary() *FlowSummary {
 	return nil
 }
 
-// GetFlowStateRequest reads a flow execution's live state (E26).
+// GetFlowStateRequest reads a flow execution's live state.
 type GetFlowStateRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// FlowId names the flow execution. Not empty.
@@ -1368,7 +1367,7 @@ func (x *GetFlowStateResponse) GetState() *FlowState {
 	return nil
 }
 
-// GetHistoryEventsRequest reads a page of a flow execution's history (E26).
+// GetHistoryEventsRequest reads a page of a flow execution's history.
 type GetHistoryEventsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// FlowId names the flow execution. Not empty.
@@ -1518,7 +1517,7 @@ func (x *GetHistoryEventsResponse) GetNextPageToken() string {
 	return ""
 }
 
-// ListFlowsRequest lists flow executions (E27). Filters combine with AND;
+// ListFlowsRequest lists flow executions. Filters combine with AND;
 // an unset filter matches everything.
 type ListFlowsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`

@@ -42,35 +42,35 @@ const (
 //
 // FlowService is the client API of a Dex-ZD node. Only the active process
 // serves it; every other process answers UNAVAILABLE. Readiness for it is
-// reported under the health name "dex.FlowService" (H2).
+// reported under the health name "dex.FlowService".
 //
 // Every write is durable before it is acknowledged (G3). Reads answer from
 // the state of the process that serves them, which includes every write that
-// process acknowledged (E27).
+// process acknowledged.
 type FlowServiceClient interface {
 	// StartFlow starts a flow execution and returns its run ID once the start
-	// is durable (E2, E3). Errors: INVALID_ARGUMENT (naming the field),
+	// is durable. Errors: INVALID_ARGUMENT (naming the field),
 	// ALREADY_EXISTS when the ID reuse policy refuses the start (but see
 	// request_id), RESOURCE_EXHAUSTED for an oversized value.
 	StartFlow(ctx context.Context, in *StartFlowRequest, opts ...grpc.CallOption) (*StartFlowResponse, error)
-	// StopFlow cancels, terminates or fails an active flow execution (E23).
+	// StopFlow cancels, terminates or fails an active flow execution.
 	// Its active step executions are cancelled; their late results commit
 	// nothing. Errors: NOT_FOUND, FAILED_PRECONDITION when it is already
 	// closed.
 	StopFlow(ctx context.Context, in *StopFlowRequest, opts ...grpc.CallOption) (*StopFlowResponse, error)
 	// PublishToChannel appends messages to channels of an active flow
-	// execution, atomically (E16). Errors: NOT_FOUND, FAILED_PRECONDITION when
+	// execution, atomically. Errors: NOT_FOUND, FAILED_PRECONDITION when
 	// it is closed, RESOURCE_EXHAUSTED for an oversized message.
 	PublishToChannel(ctx context.Context, in *PublishToChannelRequest, opts ...grpc.CallOption) (*PublishToChannelResponse, error)
-	// GetAttributes reads attributes of a flow execution, active or closed
-	// (E21). Errors: NOT_FOUND.
+	// GetAttributes reads attributes of a flow execution, active or closed.
+	// Errors: NOT_FOUND.
 	GetAttributes(ctx context.Context, in *GetAttributesRequest, opts ...grpc.CallOption) (*GetAttributesResponse, error)
 	// SetAttributes writes a batch of attributes of an active flow execution,
-	// atomically (E21). Errors: NOT_FOUND, FAILED_PRECONDITION when it is
+	// atomically. Errors: NOT_FOUND, FAILED_PRECONDITION when it is
 	// closed, RESOURCE_EXHAUSTED for an oversized value.
 	SetAttributes(ctx context.Context, in *SetAttributesRequest, opts ...grpc.CallOption) (*SetAttributesResponse, error)
-	// InvokeRPC calls a named RPC of an active flow execution synchronously
-	// (E22). A worker runs it once (no retries) with the current attributes
+	// InvokeRPC calls a named RPC of an active flow execution synchronously.
+	// A worker runs it once (no retries) with the current attributes
 	// and channel queue sizes; its output, staged writes and movements commit
 	// atomically before the answer. Errors: NOT_FOUND, FAILED_PRECONDITION
 	// when the flow is closed or when the worker reported an error (then the
@@ -79,32 +79,32 @@ type FlowServiceClient interface {
 	// serves the flow type; the RPC may then still commit later if a worker
 	// started it).
 	InvokeRPC(ctx context.Context, in *InvokeRPCRequest, opts ...grpc.CallOption) (*InvokeRPCResponse, error)
-	// SkipTimer fires one pending timer of a step execution's stored Wait now
-	// (E19). It counts as fired. Errors: NOT_FOUND (flow, step execution, or
+	// SkipTimer fires one pending timer of a step execution's stored Wait now.
+	// It counts as fired. Errors: NOT_FOUND (flow, step execution, or
 	// no such timer in its Wait), FAILED_PRECONDITION when the flow is closed
 	// or the timer is not pending (already fired, skipped, or the Wait is
 	// no longer waiting).
 	SkipTimer(ctx context.Context, in *SkipTimerRequest, opts ...grpc.CallOption) (*SkipTimerResponse, error)
 	// WaitForFlow waits until a flow execution is closed and returns its
-	// result (E25). The wait is a long poll capped by the server (60 s by
+	// result. The wait is a long poll capped by the server (60 s by
 	// default): when it expires first the call answers DEADLINE_EXCEEDED and
 	// the client polls again. A failed, cancelled or terminated flow is a
 	// normal result, not an error. Errors: NOT_FOUND, DEADLINE_EXCEEDED.
 	WaitForFlow(ctx context.Context, in *WaitForFlowRequest, opts ...grpc.CallOption) (*WaitForFlowResponse, error)
 	// GetFlowSummary returns a flow execution's identity, type, status and
-	// times (E26). Errors: NOT_FOUND.
+	// times. Errors: NOT_FOUND.
 	GetFlowSummary(ctx context.Context, in *GetFlowSummaryRequest, opts ...grpc.CallOption) (*GetFlowSummaryResponse, error)
-	// GetFlowState returns the live state of a flow execution (E26): active
+	// GetFlowState returns the live state of a flow execution: active
 	// step executions with their phase, Wait, fired conditions and last
 	// failure; queued channel messages; attributes; outputs; tasks waiting for
 	// a worker. Errors: NOT_FOUND.
 	GetFlowState(ctx context.Context, in *GetFlowStateRequest, opts ...grpc.CallOption) (*GetFlowStateResponse, error)
 	// GetHistoryEvents returns a page of a flow execution's semantic history,
-	// oldest first (E26). Errors: NOT_FOUND, INVALID_ARGUMENT for a page token
+	// oldest first. Errors: NOT_FOUND, INVALID_ARGUMENT for a page token
 	// that does not belong to this flow execution.
 	GetHistoryEvents(ctx context.Context, in *GetHistoryEventsRequest, opts ...grpc.CallOption) (*GetHistoryEventsResponse, error)
 	// ListFlows lists flow executions (every run, not only the latest),
-	// newest start first, filtered and paged (E27). It is consistent with the
+	// newest start first, filtered and paged. It is consistent with the
 	// writes the serving process acknowledged. Errors: INVALID_ARGUMENT for a
 	// page token that does not match the filters.
 	ListFlows(ctx context.Context, in *ListFlowsRequest, opts ...grpc.CallOption) (*ListFlowsResponse, error)
@@ -244,35 +244,35 @@ func (c *flowServiceClient) ListFlows(ctx context.Context, in *ListFlowsRequest,
 //
 // FlowService is the client API of a Dex-ZD node. Only the active process
 // serves it; every other process answers UNAVAILABLE. Readiness for it is
-// reported under the health name "dex.FlowService" (H2).
+// reported under the health name "dex.FlowService".
 //
 // Every write is durable before it is acknowledged (G3). Reads answer from
 // the state of the process that serves them, which includes every write that
-// process acknowledged (E27).
+// process acknowledged.
 type FlowServiceServer interface {
 	// StartFlow starts a flow execution and returns its run ID once the start
-	// is durable (E2, E3). Errors: INVALID_ARGUMENT (naming the field),
+	// is durable. Errors: INVALID_ARGUMENT (naming the field),
 	// ALREADY_EXISTS when the ID reuse policy refuses the start (but see
 	// request_id), RESOURCE_EXHAUSTED for an oversized value.
 	StartFlow(context.Context, *StartFlowRequest) (*StartFlowResponse, error)
-	// StopFlow cancels, terminates or fails an active flow execution (E23).
+	// StopFlow cancels, terminates or fails an active flow execution.
 	// Its active step executions are cancelled; their late results commit
 	// nothing. Errors: NOT_FOUND, FAILED_PRECONDITION when it is already
 	// closed.
 	StopFlow(context.Context, *StopFlowRequest) (*StopFlowResponse, error)
 	// PublishToChannel appends messages to channels of an active flow
-	// execution, atomically (E16). Errors: NOT_FOUND, FAILED_PRECONDITION when
+	// execution, atomically. Errors: NOT_FOUND, FAILED_PRECONDITION when
 	// it is closed, RESOURCE_EXHAUSTED for an oversized message.
 	PublishToChannel(context.Context, *PublishToChannelRequest) (*PublishToChannelResponse, error)
-	// GetAttributes reads attributes of a flow execution, active or closed
-	// (E21). Errors: NOT_FOUND.
+	// GetAttributes reads attributes of a flow execution, active or closed.
+	// Errors: NOT_FOUND.
 	GetAttributes(context.Context, *GetAttributesRequest) (*GetAttributesResponse, error)
 	// SetAttributes writes a batch of attributes of an active flow execution,
-	// atomically (E21). Errors: NOT_FOUND, FAILED_PRECONDITION when it is
+	// atomically. Errors: NOT_FOUND, FAILED_PRECONDITION when it is
 	// closed, RESOURCE_EXHAUSTED for an oversized value.
 	SetAttributes(context.Context, *SetAttributesRequest) (*SetAttributesResponse, error)
-	// InvokeRPC calls a named RPC of an active flow execution synchronously
-	// (E22). A worker runs it once (no retries) with the current attributes
+	// InvokeRPC calls a named RPC of an active flow execution synchronously.
+	// A worker runs it once (no retries) with the current attributes
 	// and channel queue sizes; its output, staged writes and movements commit
 	// atomically before the answer. Errors: NOT_FOUND, FAILED_PRECONDITION
 	// when the flow is closed or when the worker reported an error (then the
@@ -281,32 +281,32 @@ type FlowServiceServer interface {
 	// serves the flow type; the RPC may then still commit later if a worker
 	// started it).
 	InvokeRPC(context.Context, *InvokeRPCRequest) (*InvokeRPCResponse, error)
-	// SkipTimer fires one pending timer of a step execution's stored Wait now
-	// (E19). It counts as fired. Errors: NOT_FOUND (flow, step execution, or
+	// SkipTimer fires one pending timer of a step execution's stored Wait now.
+	// It counts as fired. Errors: NOT_FOUND (flow, step execution, or
 	// no such timer in its Wait), FAILED_PRECONDITION when the flow is closed
 	// or the timer is not pending (already fired, skipped, or the Wait is
 	// no longer waiting).
 	SkipTimer(context.Context, *SkipTimerRequest) (*SkipTimerResponse, error)
 	// WaitForFlow waits until a flow execution is closed and returns its
-	// result (E25). The wait is a long poll capped by the server (60 s by
+	// result. The wait is a long poll capped by the server (60 s by
 	// default): when it expires first the call answers DEADLINE_EXCEEDED and
 	// the client polls again. A failed, cancelled or terminated flow is a
 	// normal result, not an error. Errors: NOT_FOUND, DEADLINE_EXCEEDED.
 	WaitForFlow(context.Context, *WaitForFlowRequest) (*WaitForFlowResponse, error)
 	// GetFlowSummary returns a flow execution's identity, type, status and
-	// times (E26). Errors: NOT_FOUND.
+	// times. Errors: NOT_FOUND.
 	GetFlowSummary(context.Context, *GetFlowSummaryRequest) (*GetFlowSummaryResponse, error)
-	// GetFlowState returns the live state of a flow execution (E26): active
+	// GetFlowState returns the live state of a flow execution: active
 	// step executions with their phase, Wait, fired conditions and last
 	// failure; queued channel messages; attributes; outputs; tasks waiting for
 	// a worker. Errors: NOT_FOUND.
 	GetFlowState(context.Context, *GetFlowStateRequest) (*GetFlowStateResponse, error)
 	// GetHistoryEvents returns a page of a flow execution's semantic history,
-	// oldest first (E26). Errors: NOT_FOUND, INVALID_ARGUMENT for a page token
+	// oldest first. Errors: NOT_FOUND, INVALID_ARGUMENT for a page token
 	// that does not belong to this flow execution.
 	GetHistoryEvents(context.Context, *GetHistoryEventsRequest) (*GetHistoryEventsResponse, error)
 	// ListFlows lists flow executions (every run, not only the latest),
-	// newest start first, filtered and paged (E27). It is consistent with the
+	// newest start first, filtered and paged. It is consistent with the
 	// writes the serving process acknowledged. Errors: INVALID_ARGUMENT for a
 	// page token that does not match the filters.
 	ListFlows(context.Context, *ListFlowsRequest) (*ListFlowsResponse, error)

@@ -4,8 +4,7 @@
 // 	protoc        (unknown)
 // source: dex/flow_view.proto
 
-// What FlowService reads back: summaries, results and live state (E7, E14,
-// E25-E27, W5).
+// What FlowService reads back: summaries, results and live state.
 
 package dexpb
 
@@ -326,7 +325,7 @@ func (x *FlowSummary) GetError() *FlowError {
 	return nil
 }
 
-// StepOutput is the output of one GracefulComplete or ForceComplete (E7).
+// StepOutput is the output of one GracefulComplete or ForceComplete.
 type StepOutput struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// StepType is the step whose Execute completed.
@@ -409,7 +408,7 @@ func (x *StepOutput) GetTime() *timestamppb.Timestamp {
 	return nil
 }
 
-// FlowResult is the result of a closed flow execution (E7, E25).
+// FlowResult is the result of a closed flow execution.
 type FlowResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// FlowType is the flow's type.
@@ -512,7 +511,7 @@ func (x *FlowResult) GetCloseTime() *timestamppb.Timestamp {
 	return nil
 }
 
-// FlowState is the live state of a flow execution (E26). For a closed flow
+// FlowState is the live state of a flow execution. For a closed flow
 // execution it shows what remained at close: no active step executions and
 // no pending tasks.
 type FlowState struct {
@@ -529,8 +528,8 @@ type FlowState struct {
 	Attributes []*Attribute `protobuf:"bytes,4,rep,name=attributes,proto3" json:"attributes,omitempty"`
 	// Outputs are the completion outputs so far, in commit order.
 	Outputs []*StepOutput `protobuf:"bytes,5,rep,name=outputs,proto3" json:"outputs,omitempty"`
-	// PendingTasks are tasks ready to run that no worker has received yet
-	// (W5), oldest first.
+	// PendingTasks are tasks ready to run that no worker has received yet,
+	// oldest first.
 	PendingTasks  []*PendingTask `protobuf:"bytes,6,rep,name=pending_tasks,json=pendingTasks,proto3" json:"pending_tasks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -613,7 +612,7 @@ type StepExecutionState struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// StepType is the step's type.
 	StepType string `protobuf:"bytes,1,opt,name=step_type,json=stepType,proto3" json:"step_type,omitempty"`
-	// StepExecutionId is "<StepType>-<n>" (E1).
+	// StepExecutionId is "<StepType>-<n>".
 	StepExecutionId string `protobuf:"bytes,2,opt,name=step_execution_id,json=stepExecutionId,proto3" json:"step_execution_id,omitempty"`
 	// Phase is where it is.
 	Phase StepPhase `protobuf:"varint,3,opt,name=phase,proto3,enum=dex.StepPhase" json:"phase,omitempty"`
@@ -621,20 +620,20 @@ type StepExecutionState struct {
 	Input *EncodedValue `protobuf:"bytes,4,opt,name=input,proto3" json:"input,omitempty"`
 	// ScheduleTime is when the step execution was scheduled.
 	ScheduleTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=schedule_time,json=scheduleTime,proto3" json:"schedule_time,omitempty"`
-	// Options are the options resolved for it (E13), every field filled in.
+	// Options are the options resolved for it, every field filled in.
 	Options *StepOptions `protobuf:"bytes,6,opt,name=options,proto3" json:"options,omitempty"`
 	// Attempt is the current attempt of the WaitFor (phase WAIT_FOR) or the
 	// Execute (phase EXECUTE); unset in phase WAITING.
 	Attempt *AttemptState `protobuf:"bytes,7,opt,name=attempt,proto3" json:"attempt,omitempty"`
 	// LastFailure is the last failed attempt of the current handler while it
-	// is still retrying (E14); unset when the current handler has not failed.
+	// is still retrying; unset when the current handler has not failed.
 	LastFailure *AttemptFailure `protobuf:"bytes,8,opt,name=last_failure,json=lastFailure,proto3" json:"last_failure,omitempty"`
 	// Wait is the stored Wait with the state of its conditions, in phases
 	// WAITING and EXECUTE; unset when the step has no WaitFor, the movement
 	// skipped it, or it failed under WAIT_FOR_FAILURE_POLICY_PROCEED.
 	Wait *WaitState `protobuf:"bytes,9,opt,name=wait,proto3" json:"wait,omitempty"`
 	// WaitForFailed is true when the WaitFor exhausted its retries and
-	// Execute runs under WAIT_FOR_FAILURE_POLICY_PROCEED (E11).
+	// Execute runs under WAIT_FOR_FAILURE_POLICY_PROCEED.
 	WaitForFailed bool `protobuf:"varint,10,opt,name=wait_for_failed,json=waitForFailed,proto3" json:"wait_for_failed,omitempty"`
 	// WaitForFailure is the WaitFor's last failure when wait_for_failed is
 	// set.
@@ -1219,7 +1218,7 @@ func (x *QueuedMessage) GetPublishTime() *timestamppb.Timestamp {
 	return nil
 }
 
-// PendingTask is a task that is ready but no worker has received yet (W5):
+// PendingTask is a task that is ready but no worker has received yet:
 // no connected worker serves the flow type, or every one that does is at
 // its max_concurrent_tasks.
 type PendingTask struct {

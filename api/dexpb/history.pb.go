@@ -4,8 +4,8 @@
 // 	protoc        (unknown)
 // source: dex/history.proto
 
-// The semantic history of a flow execution, as GetHistoryEvents returns it
-// (E26). History is a readable account of what happened, not the server's
+// The semantic history of a flow execution, as GetHistoryEvents returns it.
+// History is a readable account of what happened, not the server's
 // log: it names results and failures, with attempts and durations.
 
 package dexpb

@@ -5,9 +5,9 @@
 // source: dex/options.proto
 
 // Step options: attempt timeouts, retry policies, failure policies and
-// durability (E9-E13, W4).
+// durability.
 //
-// Options are resolved field by field (E13): a field set in a movement's
+// Options are resolved field by field: a field set in a movement's
 // options wins over the step's own options (declared by the worker), which
 // win over the flow type's default options (also declared by the worker),
 // which win over the server defaults. "Set" means: a message or
@@ -34,7 +34,7 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// AttemptDurability says when an attempt's start is made durable (W4).
+// AttemptDurability says when an attempt's start is made durable.
 type AttemptDurability int32
 
 const (
@@ -44,11 +44,11 @@ const (
 	AttemptDurability_ATTEMPT_DURABILITY_UNSPECIFIED AttemptDurability = 0
 	// ATTEMPT_DURABILITY_SYNC: the start is logged before the task is sent.
 	// After a failover the attempt fails with NOT_COMPLETED and consumes a
-	// retry (T2).
+	// retry.
 	AttemptDurability_ATTEMPT_DURABILITY_SYNC AttemptDurability = 1
 	// ATTEMPT_DURABILITY_ASYNC: the task is sent at once and its start is
 	// logged later, with the task's result or another record of the flow. If the process dies before that, the attempt
-	// runs again with the same number and consumes no retry (T3); a handler
+	// runs again with the same number and consumes no retry; a handler
 	// may therefore run twice for one attempt number.
 	AttemptDurability_ATTEMPT_DURABILITY_ASYNC AttemptDurability = 2
 )
@@ -94,8 +94,7 @@ func (AttemptDurability) EnumDescriptor() ([]byte, []int) {
 	return file_dex_options_proto_rawDescGZIP(), []int{0}
 }
 
-// WaitForFailurePolicy says what happens when a WaitFor runs out of retries
-// (E11).
+// WaitForFailurePolicy says what happens when a WaitFor runs out of retries.
 type WaitForFailurePolicy int32
 
 const (
@@ -152,7 +151,7 @@ func (WaitForFailurePolicy) EnumDescriptor() ([]byte, []int) {
 }
 
 // ExecuteFailurePolicy says what happens when an Execute runs out of
-// retries (E12).
+// retries.
 type ExecuteFailurePolicy int32
 
 const (
@@ -208,10 +207,10 @@ func (ExecuteFailurePolicy) EnumDescriptor() ([]byte, []int) {
 	return file_dex_options_proto_rawDescGZIP(), []int{2}
 }
 
-// RetryPolicy says when a failed or timed-out attempt is retried (E9). The
+// RetryPolicy says when a failed or timed-out attempt is retried. The
 // delay before attempt k+1 is initial_interval * backoff_coefficient^(k-1),
 // capped at maximum_interval, unless the worker's TaskFailure carried a
-// retry_after, which replaces the computed delay for that retry (E10). No
+// retry_after, which replaces the computed delay for that retry. No
 // delay exceeds 365 days: an initial_interval or maximum_interval above
 // 365 days is INVALID_ARGUMENT naming the field, and a larger retry_after
 // is cut to 365 days.
@@ -369,7 +368,7 @@ func (x *StepMethodOptions) GetDurability() AttemptDurability {
 	return AttemptDurability_ATTEMPT_DURABILITY_UNSPECIFIED
 }
 
-// StepOptions are the options of a step (E13). Every field may be left
+// StepOptions are the options of a step. Every field may be left
 // unset to inherit.
 type StepOptions struct {
 	state protoimpl.MessageState `protogen:"open.v1"`

@@ -4,8 +4,7 @@
 // 	protoc        (unknown)
 // source: dex/wait.proto
 
-// Waits: what a WaitFor returns, and what its Execute learns about it
-// (E15-E19).
+// Waits: what a WaitFor returns, and what its Execute learns about it.
 
 package dexpb
 
@@ -26,7 +25,7 @@ const (
 )
 
 // ChannelBound is how many messages a channel condition waits for and how
-// many it takes (E17).
+// many it takes.
 type ChannelBound int32
 
 const (
@@ -98,7 +97,7 @@ func (ChannelBound) EnumDescriptor() ([]byte, []int) {
 // Wait is what a WaitFor returns: the conditions that must hold before the
 // step's Execute runs. The server stores it durably with the WaitFor's
 // result, evaluates it as timers fire and messages arrive, and runs Execute
-// once it is satisfied (E4, E15).
+// once it is satisfied.
 //
 // Conditions are numbered two ways, both in declaration order and counting
 // from 0: timer conditions by timer index (counting timers only), channel
@@ -200,7 +199,7 @@ type Wait_AllOf struct {
 
 type Wait_AnyOf struct {
 	// AnyOf waits until one condition holds. Only the winning condition
-	// consumes messages; the others consume nothing (E18). The list must
+	// consumes messages; the others consume nothing. The list must
 	// not be empty.
 	AnyOf *WaitConditions `protobuf:"bytes,3,opt,name=any_of,json=anyOf,proto3,oneof"`
 }
@@ -356,8 +355,8 @@ func (*WaitCondition_Timer) isWaitCondition_Condition() {}
 
 func (*WaitCondition_Channel) isWaitCondition_Condition() {}
 
-// TimerCondition is a durable timer (E15, E20). It holds once its fire time
-// has passed or a client skipped it (E19).
+// TimerCondition is a durable timer. It holds once its fire time
+// has passed or a client skipped it.
 type TimerCondition struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Duration is relative to the moment the server stores the Wait; the
@@ -405,8 +404,8 @@ func (x *TimerCondition) GetDuration() *durationpb.Duration {
 	return nil
 }
 
-// ChannelCondition waits for messages on one channel of the flow execution
-// (E16, E17). Messages are taken from the head of the channel's FIFO queue;
+// ChannelCondition waits for messages on one channel of the flow execution.
+// Messages are taken from the head of the channel's FIFO queue;
 // each message is delivered to exactly one Wait, once.
 type ChannelCondition struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -490,7 +489,7 @@ func (x *ChannelCondition) GetMax() uint32 {
 	return 0
 }
 
-// ConditionResults is what Execute learns about its satisfied Wait (E18):
+// ConditionResults is what Execute learns about its satisfied Wait:
 // which timers fired and which messages each channel condition consumed.
 type ConditionResults struct {
 	state protoimpl.MessageState `protogen:"open.v1"`

@@ -4,7 +4,7 @@
 // 	protoc        (unknown)
 // source: dex/worker.proto
 
-// WorkerTaskService: how workers pull tasks and report results (W1-W5).
+// WorkerTaskService: how workers pull tasks and report results.
 
 package dexpb
 
@@ -25,6 +25,85 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// JsonKind is the kind of JSON value a JsonShape accepts. A JSON null
+// matches every kind (Go's encoding/json leaves the target unchanged).
+type JsonKind int32
+
+const (
+	// JSON_KIND_UNSPECIFIED accepts any JSON value: a type with its own
+	// decoding, an interface, a type the SDK does not describe.
+	JsonKind_JSON_KIND_UNSPECIFIED JsonKind = 0
+	// JSON_KIND_BOOLEAN accepts true and false.
+	JsonKind_JSON_KIND_BOOLEAN JsonKind = 1
+	// JSON_KIND_NUMBER accepts a number within the float of `bits` bits
+	// (32 or 64; 0 means 64).
+	JsonKind_JSON_KIND_NUMBER JsonKind = 2
+	// JSON_KIND_INTEGER accepts an integer literal (no fraction, no
+	// exponent) within the integer of `bits` bits (8, 16, 32 or 64; 0
+	// means 64), not negative when `unsigned`.
+	JsonKind_JSON_KIND_INTEGER JsonKind = 3
+	// JSON_KIND_STRING accepts a string. Its content is not checked (for
+	// Go's []byte, base64).
+	JsonKind_JSON_KIND_STRING JsonKind = 4
+	// JSON_KIND_ARRAY accepts an array whose elements match `elements`.
+	JsonKind_JSON_KIND_ARRAY JsonKind = 5
+	// JSON_KIND_OBJECT accepts an object. With `fields` (a record type), a
+	// member named like a field (exactly, else case-insensitively, as Go's
+	// encoding/json matches them) must match that field's shape; other
+	// members are ignored. With `elements` instead (a map), every member's
+	// value must match it; keys are not checked.
+	JsonKind_JSON_KIND_OBJECT JsonKind = 6
+)
+
+// Enum value maps for JsonKind.
+var (
+	JsonKind_name = map[int32]string{
+		0: "JSON_KIND_UNSPECIFIED",
+		1: "JSON_KIND_BOOLEAN",
+		2: "JSON_KIND_NUMBER",
+		3: "JSON_KIND_INTEGER",
+		4: "JSON_KIND_STRING",
+		5: "JSON_KIND_ARRAY",
+		6: "JSON_KIND_OBJECT",
+	}
+	JsonKind_value = map[string]int32{
+		"JSON_KIND_UNSPECIFIED": 0,
+		"JSON_KIND_BOOLEAN":     1,
+		"JSON_KIND_NUMBER":      2,
+		"JSON_KIND_INTEGER":     3,
+		"JSON_KIND_STRING":      4,
+		"JSON_KIND_ARRAY":       5,
+		"JSON_KIND_OBJECT":      6,
+	}
+)
+
+func (x JsonKind) Enum() *JsonKind {
+	p := new(JsonKind)
+	*p = x
+	return p
+}
+
+func (x JsonKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (JsonKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_dex_worker_proto_enumTypes[0].Descriptor()
+}
+
+func (JsonKind) Type() protoreflect.EnumType {
+	return &file_dex_worker_proto_enumTypes[0]
+}
+
+func (x JsonKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use JsonKind.Descriptor instead.
+func (JsonKind) EnumDescriptor() ([]byte, []int) {
+	return file_dex_worker_proto_rawDescGZIP(), []int{0}
+}
+
 // TaskAckStatus is the server's verdict on a TaskResult or TaskFailure.
 type TaskAckStatus int32
 
@@ -37,10 +116,10 @@ const (
 	// TASK_ACK_STATUS_INVALID: the result was invalid (message says why), for
 	// example a movement to an undeclared step or a value above the payload
 	// limit; nothing of it committed and the attempt failed with
-	// INVALID_USER_FLOW_CODE (E28). For an RPC the caller gets the error.
+	// INVALID_USER_FLOW_CODE. For an RPC the caller gets the error.
 	TaskAckStatus_TASK_ACK_STATUS_INVALID TaskAckStatus = 2
 	// TASK_ACK_STATUS_STALE_EPOCH: the token belongs to an earlier epoch of
-	// the node; nothing committed (W2).
+	// the node; nothing committed.
 	TaskAckStatus_TASK_ACK_STATUS_STALE_EPOCH TaskAckStatus = 3
 	// TASK_ACK_STATUS_CANCELED: the step execution was cancelled or the flow
 	// execution closed; nothing committed.
@@ -86,11 +165,11 @@ func (x TaskAckStatus) String() string {
 }
 
 func (TaskAckStatus) Descriptor() protoreflect.EnumDescriptor {
-	return file_dex_worker_proto_enumTypes[0].Descriptor()
+	return file_dex_worker_proto_enumTypes[1].Descriptor()
 }
 
 func (TaskAckStatus) Type() protoreflect.EnumType {
-	return &file_dex_worker_proto_enumTypes[0]
+	return &file_dex_worker_proto_enumTypes[1]
 }
 
 func (x TaskAckStatus) Number() protoreflect.EnumNumber {
@@ -99,7 +178,7 @@ func (x TaskAckStatus) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use TaskAckStatus.Descriptor instead.
 func (TaskAckStatus) EnumDescriptor() ([]byte, []int) {
-	return file_dex_worker_proto_rawDescGZIP(), []int{0}
+	return file_dex_worker_proto_rawDescGZIP(), []int{1}
 }
 
 // DrainReason says why the server drains a stream.
@@ -108,7 +187,7 @@ type DrainReason int32
 const (
 	// DRAIN_REASON_UNSPECIFIED: no reason given.
 	DrainReason_DRAIN_REASON_UNSPECIFIED DrainReason = 0
-	// DRAIN_REASON_STEP_DOWN: an operator stepped the node down (A3).
+	// DRAIN_REASON_STEP_DOWN: an operator stepped the node down.
 	DrainReason_DRAIN_REASON_STEP_DOWN DrainReason = 1
 	// DRAIN_REASON_SHUTDOWN: the process is shutting down gracefully (K2).
 	DrainReason_DRAIN_REASON_SHUTDOWN DrainReason = 2
@@ -144,11 +223,11 @@ func (x DrainReason) String() string {
 }
 
 func (DrainReason) Descriptor() protoreflect.EnumDescriptor {
-	return file_dex_worker_proto_enumTypes[1].Descriptor()
+	return file_dex_worker_proto_enumTypes[2].Descriptor()
 }
 
 func (DrainReason) Type() protoreflect.EnumType {
-	return &file_dex_worker_proto_enumTypes[1]
+	return &file_dex_worker_proto_enumTypes[2]
 }
 
 func (x DrainReason) Number() protoreflect.EnumNumber {
@@ -157,7 +236,7 @@ func (x DrainReason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use DrainReason.Descriptor instead.
 func (DrainReason) EnumDescriptor() ([]byte, []int) {
-	return file_dex_worker_proto_rawDescGZIP(), []int{1}
+	return file_dex_worker_proto_rawDescGZIP(), []int{2}
 }
 
 // PollWorkerTaskRequest is one message from the worker.
@@ -438,7 +517,7 @@ func (*PollWorkerTaskResponse_Ping) isPollWorkerTaskResponse_Message() {}
 
 func (*PollWorkerTaskResponse_Drain) isPollWorkerTaskResponse_Message() {}
 
-// Hello says who the worker is and what it serves (W1).
+// Hello says who the worker is and what it serves.
 type Hello struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// WorkerId names the worker process, for live state and logs. Not empty;
@@ -446,7 +525,7 @@ type Hello struct {
 	WorkerId string `protobuf:"bytes,1,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
 	// FlowTypes are the flow types the worker serves, with their
 	// declarations. At least one; flow type names must be unique. The worker
-	// receives tasks only for these flow types (W5).
+	// receives tasks only for these flow types.
 	FlowTypes []*FlowTypeDeclaration `protobuf:"bytes,2,rep,name=flow_types,json=flowTypes,proto3" json:"flow_types,omitempty"`
 	// MaxConcurrentTasks is the most tasks the worker runs at once. At least
 	// 1.
@@ -532,7 +611,7 @@ func (x *Hello) GetMaxTaskBytes() uint32 {
 // and channels. The server validates handler results against it (a
 // movement to an undeclared step, or a write, publish or condition on an
 // undeclared name, fails the attempt with INVALID_USER_FLOW_CODE) and takes
-// step options from it (E13). Workers serving one flow type should declare
+// step options from it. Workers serving one flow type should declare
 // it identically; the server uses the declaration it received last.
 type FlowTypeDeclaration struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -547,13 +626,23 @@ type FlowTypeDeclaration struct {
 	// ChannelNames are the channels the flow type uses.
 	ChannelNames []string `protobuf:"bytes,5,rep,name=channel_names,json=channelNames,proto3" json:"channel_names,omitempty"`
 	// DefaultStepOptions are the flow type's options for all its steps (the
-	// third level of E13).
+	// third level of option resolution, see options.proto).
 	DefaultStepOptions *StepOptions `protobuf:"bytes,6,opt,name=default_step_options,json=defaultStepOptions,proto3" json:"default_step_options,omitempty"`
 	// StartStepType is the flow type's start step, one of steps; empty when
-	// RPCs drive the flow (E2). A StartFlow without a start step then starts
+	// RPCs drive the flow. A StartFlow without a start step then starts
 	// here, so that clients that do not know the flow type (dexcli) need not
 	// name it.
 	StartStepType string `protobuf:"bytes,7,opt,name=start_step_type,json=startStepType,proto3" json:"start_step_type,omitempty"`
+	// AttributeTypes declares the value type of some attributes, by name
+	// (each one of attribute_names). The server refuses a SetAttributes, or
+	// a StartFlow's initial attribute, whose value does not match it, with
+	// INVALID_ARGUMENT naming the attribute (see ValueType). An attribute
+	// without an entry takes any value.
+	AttributeTypes map[string]*ValueType `protobuf:"bytes,8,rep,name=attribute_types,json=attributeTypes,proto3" json:"attribute_types,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// ChannelTypes declares the message type of some channels, by name (each
+	// one of channel_names). The server refuses a PublishToChannel whose
+	// message does not match it, with INVALID_ARGUMENT naming the channel.
+	ChannelTypes  map[string]*ValueType `protobuf:"bytes,9,rep,name=channel_types,json=channelTypes,proto3" json:"channel_types,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -637,23 +726,204 @@ func (x *FlowTypeDeclaration) GetStartStepType() string {
 	return ""
 }
 
+func (x *FlowTypeDeclaration) GetAttributeTypes() map[string]*ValueType {
+	if x != nil {
+		return x.AttributeTypes
+	}
+	return nil
+}
+
+func (x *FlowTypeDeclaration) GetChannelTypes() map[string]*ValueType {
+	if x != nil {
+		return x.ChannelTypes
+	}
+	return nil
+}
+
+// ValueType declares the values an attribute or a channel holds, so that
+// the server can refuse, at the call, a client's value that the worker
+// could not decode. It checks a client's value (SetAttributes,
+// PublishToChannel, StartFlow's input and attributes), not a handler's
+// writes or movements.
+//
+// What is checked: the value's encoding equals encoding; for "json", that
+// the data is valid JSON (checked for every "json" value) and matches
+// json_shape. What is not: the value's type name (EncodedValue.type),
+// since programs in other packages or languages name the same shape
+// differently; anything a shape does not describe (see JsonShape).
+type ValueType struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Encoding is the values' encoding ("json" for the Go SDK). Empty: any.
+	Encoding string `protobuf:"bytes,1,opt,name=encoding,proto3" json:"encoding,omitempty"`
+	// Type names the type, for people and tools (the Go SDK writes the Go
+	// type, for example "orders.Order"). The server never compares it.
+	Type string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
+	// JsonShape is what a "json" value must look like; unset: any JSON.
+	JsonShape     *JsonShape `protobuf:"bytes,3,opt,name=json_shape,json=jsonShape,proto3" json:"json_shape,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ValueType) Reset() {
+	*x = ValueType{}
+	mi := &file_dex_worker_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ValueType) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ValueType) ProtoMessage() {}
+
+func (x *ValueType) ProtoReflect() protoreflect.Message {
+	mi := &file_dex_worker_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ValueType.ProtoReflect.Descriptor instead.
+func (*ValueType) Descriptor() ([]byte, []int) {
+	return file_dex_worker_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ValueType) GetEncoding() string {
+	if x != nil {
+		return x.Encoding
+	}
+	return ""
+}
+
+func (x *ValueType) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *ValueType) GetJsonShape() *JsonShape {
+	if x != nil {
+		return x.JsonShape
+	}
+	return nil
+}
+
+// JsonShape describes the JSON values that decode as a type. It describes
+// less than the type where that is safer: the server must never refuse a
+// value the worker would decode. At most 32 levels deep and 1,000 shapes
+// in one ValueType.
+type JsonShape struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Kind is the kind of JSON value accepted.
+	Kind JsonKind `protobuf:"varint,1,opt,name=kind,proto3,enum=dex.JsonKind" json:"kind,omitempty"`
+	// Bits is the size of a NUMBER's or an INTEGER's type.
+	Bits uint32 `protobuf:"varint,2,opt,name=bits,proto3" json:"bits,omitempty"`
+	// Unsigned: an INTEGER must not be negative.
+	Unsigned bool `protobuf:"varint,3,opt,name=unsigned,proto3" json:"unsigned,omitempty"`
+	// Elements is the shape of an ARRAY's elements or a map OBJECT's
+	// values; unset: any.
+	Elements *JsonShape `protobuf:"bytes,4,opt,name=elements,proto3" json:"elements,omitempty"`
+	// Fields are a record OBJECT's checked members, by JSON name.
+	Fields        map[string]*JsonShape `protobuf:"bytes,5,rep,name=fields,proto3" json:"fields,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JsonShape) Reset() {
+	*x = JsonShape{}
+	mi := &file_dex_worker_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JsonShape) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JsonShape) ProtoMessage() {}
+
+func (x *JsonShape) ProtoReflect() protoreflect.Message {
+	mi := &file_dex_worker_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JsonShape.ProtoReflect.Descriptor instead.
+func (*JsonShape) Descriptor() ([]byte, []int) {
+	return file_dex_worker_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *JsonShape) GetKind() JsonKind {
+	if x != nil {
+		return x.Kind
+	}
+	return JsonKind_JSON_KIND_UNSPECIFIED
+}
+
+func (x *JsonShape) GetBits() uint32 {
+	if x != nil {
+		return x.Bits
+	}
+	return 0
+}
+
+func (x *JsonShape) GetUnsigned() bool {
+	if x != nil {
+		return x.Unsigned
+	}
+	return false
+}
+
+func (x *JsonShape) GetElements() *JsonShape {
+	if x != nil {
+		return x.Elements
+	}
+	return nil
+}
+
+func (x *JsonShape) GetFields() map[string]*JsonShape {
+	if x != nil {
+		return x.Fields
+	}
+	return nil
+}
+
 // StepDeclaration declares one step of a flow type.
 type StepDeclaration struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// StepType is the step's name. Not empty.
 	StepType string `protobuf:"bytes,1,opt,name=step_type,json=stepType,proto3" json:"step_type,omitempty"`
 	// HasWaitFor is true when the step has a WaitFor. A step without one goes
-	// straight to Execute (E4).
+	// straight to Execute.
 	HasWaitFor bool `protobuf:"varint,2,opt,name=has_wait_for,json=hasWaitFor,proto3" json:"has_wait_for,omitempty"`
-	// Options are the step's own options (the second level of E13).
-	Options       *StepOptions `protobuf:"bytes,3,opt,name=options,proto3" json:"options,omitempty"`
+	// Options are the step's own options (the second level of option
+	// resolution, see options.proto).
+	Options *StepOptions `protobuf:"bytes,3,opt,name=options,proto3" json:"options,omitempty"`
+	// InputType declares the step's input type. The server keeps the start
+	// step's only (start_step_type) and refuses a StartFlow whose input for
+	// it does not match, with INVALID_ARGUMENT naming the step (see
+	// ValueType). Unset: any input.
+	InputType     *ValueType `protobuf:"bytes,4,opt,name=input_type,json=inputType,proto3" json:"input_type,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StepDeclaration) Reset() {
 	*x = StepDeclaration{}
-	mi := &file_dex_worker_proto_msgTypes[4]
+	mi := &file_dex_worker_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -665,7 +935,7 @@ func (x *StepDeclaration) String() string {
 func (*StepDeclaration) ProtoMessage() {}
 
 func (x *StepDeclaration) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_worker_proto_msgTypes[4]
+	mi := &file_dex_worker_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -678,7 +948,7 @@ func (x *StepDeclaration) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StepDeclaration.ProtoReflect.Descriptor instead.
 func (*StepDeclaration) Descriptor() ([]byte, []int) {
-	return file_dex_worker_proto_rawDescGZIP(), []int{4}
+	return file_dex_worker_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *StepDeclaration) GetStepType() string {
@@ -702,13 +972,20 @@ func (x *StepDeclaration) GetOptions() *StepOptions {
 	return nil
 }
 
+func (x *StepDeclaration) GetInputType() *ValueType {
+	if x != nil {
+		return x.InputType
+	}
+	return nil
+}
+
 // Welcome accepts a worker's Hello.
 type Welcome struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// NodeId is the node the worker is connected to.
 	NodeId string `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
 	// NodeEpoch is the serving process's lease epoch. Task tokens are bound to
-	// it (W2).
+	// it.
 	NodeEpoch uint64 `protobuf:"varint,2,opt,name=node_epoch,json=nodeEpoch,proto3" json:"node_epoch,omitempty"`
 	// SessionId names this stream, for logs.
 	SessionId string `protobuf:"bytes,3,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
@@ -738,7 +1015,7 @@ type Welcome struct {
 
 func (x *Welcome) Reset() {
 	*x = Welcome{}
-	mi := &file_dex_worker_proto_msgTypes[5]
+	mi := &file_dex_worker_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -750,7 +1027,7 @@ func (x *Welcome) String() string {
 func (*Welcome) ProtoMessage() {}
 
 func (x *Welcome) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_worker_proto_msgTypes[5]
+	mi := &file_dex_worker_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -763,7 +1040,7 @@ func (x *Welcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Welcome.ProtoReflect.Descriptor instead.
 func (*Welcome) Descriptor() ([]byte, []int) {
-	return file_dex_worker_proto_rawDescGZIP(), []int{5}
+	return file_dex_worker_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Welcome) GetNodeId() string {
@@ -815,7 +1092,7 @@ func (x *Welcome) GetMaxTaskBytes() uint32 {
 	return 0
 }
 
-// Task is one handler invocation the worker must run (W2). Fields marked
+// Task is one handler invocation the worker must run. Fields marked
 // for a kind are unset for the others.
 type Task struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -847,16 +1124,16 @@ type Task struct {
 	// Input is the step's input (WAIT_FOR, EXECUTE) or the RPC's input (RPC).
 	Input *EncodedValue `protobuf:"bytes,11,opt,name=input,proto3" json:"input,omitempty"`
 	// Attributes are the flow execution's attributes that have a value, as
-	// committed when the server handed out the task (E21): a handler only
+	// committed when the server handed out the task: a handler only
 	// observes durable state, never a change whose write is still in flight
-	// and could be lost in a crash (W4). A change that commits after the task
+	// and could be lost in a crash. A change that commits after the task
 	// was built is not shown.
 	Attributes []*Attribute `protobuf:"bytes,12,rep,name=attributes,proto3" json:"attributes,omitempty"`
 	// ConditionResults are the fired timers and consumed messages of the
 	// satisfied Wait (EXECUTE, when the step had a Wait).
 	ConditionResults *ConditionResults `protobuf:"bytes,13,opt,name=condition_results,json=conditionResults,proto3" json:"condition_results,omitempty"`
 	// WaitForFailed is true when the WaitFor exhausted its retries and this
-	// Execute runs under WAIT_FOR_FAILURE_POLICY_PROCEED (EXECUTE, E11).
+	// Execute runs under WAIT_FOR_FAILURE_POLICY_PROCEED (EXECUTE).
 	WaitForFailed bool `protobuf:"varint,14,opt,name=wait_for_failed,json=waitForFailed,proto3" json:"wait_for_failed,omitempty"`
 	// WaitForFailure is the WaitFor's last failure when wait_for_failed is
 	// set (EXECUTE).
@@ -866,13 +1143,29 @@ type Task struct {
 	// ChannelQueueSizes maps each channel with queued messages to the number
 	// of messages waiting in it, as committed when the task was built (RPC).
 	ChannelQueueSizes map[string]uint32 `protobuf:"bytes,17,rep,name=channel_queue_sizes,json=channelQueueSizes,proto3" json:"channel_queue_sizes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// MaxAttempts is the resolved retry policy's maximum_attempts for this
+	// handler (WAIT_FOR, EXECUTE): 0 means unlimited. A failure of attempt
+	// max_attempts exhausts the retries and the step's failure policy
+	// applies.
+	MaxAttempts uint32 `protobuf:"varint,18,opt,name=max_attempts,json=maxAttempts,proto3" json:"max_attempts,omitempty"`
+	// RetryDeadline is the first attempt's time plus the resolved
+	// maximum_total_duration (WAIT_FOR, EXECUTE); unset when there is no
+	// bound. No retry starts after it.
+	RetryDeadline *timestamppb.Timestamp `protobuf:"bytes,19,opt,name=retry_deadline,json=retryDeadline,proto3" json:"retry_deadline,omitempty"`
+	// RetryDelay is the delay before the next attempt should this one fail
+	// without a retry_after (WAIT_FOR, EXECUTE): the policy's backoff for
+	// this attempt, with its jitter. With retry_deadline it tells a worker
+	// whether a failure is the last one: a failure at time t is final when
+	// t plus this delay (or the failure's retry_after) is after
+	// retry_deadline.
+	RetryDelay    *durationpb.Duration `protobuf:"bytes,20,opt,name=retry_delay,json=retryDelay,proto3" json:"retry_delay,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Task) Reset() {
 	*x = Task{}
-	mi := &file_dex_worker_proto_msgTypes[6]
+	mi := &file_dex_worker_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -884,7 +1177,7 @@ func (x *Task) String() string {
 func (*Task) ProtoMessage() {}
 
 func (x *Task) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_worker_proto_msgTypes[6]
+	mi := &file_dex_worker_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -897,7 +1190,7 @@ func (x *Task) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Task.ProtoReflect.Descriptor instead.
 func (*Task) Descriptor() ([]byte, []int) {
-	return file_dex_worker_proto_rawDescGZIP(), []int{6}
+	return file_dex_worker_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Task) GetKind() TaskKind {
@@ -1019,8 +1312,29 @@ func (x *Task) GetChannelQueueSizes() map[string]uint32 {
 	return nil
 }
 
+func (x *Task) GetMaxAttempts() uint32 {
+	if x != nil {
+		return x.MaxAttempts
+	}
+	return 0
+}
+
+func (x *Task) GetRetryDeadline() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RetryDeadline
+	}
+	return nil
+}
+
+func (x *Task) GetRetryDelay() *durationpb.Duration {
+	if x != nil {
+		return x.RetryDelay
+	}
+	return nil
+}
+
 // TaskResult reports a handler's result. It commits atomically with its
-// staged writes (E6), or not at all.
+// staged writes, or not at all.
 type TaskResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// TaskToken is the token of the task this result answers.
@@ -1043,7 +1357,7 @@ type TaskResult struct {
 
 func (x *TaskResult) Reset() {
 	*x = TaskResult{}
-	mi := &file_dex_worker_proto_msgTypes[7]
+	mi := &file_dex_worker_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1055,7 +1369,7 @@ func (x *TaskResult) String() string {
 func (*TaskResult) ProtoMessage() {}
 
 func (x *TaskResult) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_worker_proto_msgTypes[7]
+	mi := &file_dex_worker_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1068,7 +1382,7 @@ func (x *TaskResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskResult.ProtoReflect.Descriptor instead.
 func (*TaskResult) Descriptor() ([]byte, []int) {
-	return file_dex_worker_proto_rawDescGZIP(), []int{7}
+	return file_dex_worker_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *TaskResult) GetTaskToken() []byte {
@@ -1155,7 +1469,7 @@ type WaitForResult struct {
 
 func (x *WaitForResult) Reset() {
 	*x = WaitForResult{}
-	mi := &file_dex_worker_proto_msgTypes[8]
+	mi := &file_dex_worker_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1167,7 +1481,7 @@ func (x *WaitForResult) String() string {
 func (*WaitForResult) ProtoMessage() {}
 
 func (x *WaitForResult) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_worker_proto_msgTypes[8]
+	mi := &file_dex_worker_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1180,7 +1494,7 @@ func (x *WaitForResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitForResult.ProtoReflect.Descriptor instead.
 func (*WaitForResult) Descriptor() ([]byte, []int) {
-	return file_dex_worker_proto_rawDescGZIP(), []int{8}
+	return file_dex_worker_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *WaitForResult) GetWait() *Wait {
@@ -1201,7 +1515,7 @@ type ExecuteResult struct {
 
 func (x *ExecuteResult) Reset() {
 	*x = ExecuteResult{}
-	mi := &file_dex_worker_proto_msgTypes[9]
+	mi := &file_dex_worker_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1213,7 +1527,7 @@ func (x *ExecuteResult) String() string {
 func (*ExecuteResult) ProtoMessage() {}
 
 func (x *ExecuteResult) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_worker_proto_msgTypes[9]
+	mi := &file_dex_worker_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1226,7 +1540,7 @@ func (x *ExecuteResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecuteResult.ProtoReflect.Descriptor instead.
 func (*ExecuteResult) Descriptor() ([]byte, []int) {
-	return file_dex_worker_proto_rawDescGZIP(), []int{9}
+	return file_dex_worker_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ExecuteResult) GetDecision() *StepDecision {
@@ -1236,7 +1550,7 @@ func (x *ExecuteResult) GetDecision() *StepDecision {
 	return nil
 }
 
-// RpcResult is what an RPC returned (E22).
+// RpcResult is what an RPC returned.
 type RpcResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Output is returned to the InvokeRPC caller. May be unset.
@@ -1250,7 +1564,7 @@ type RpcResult struct {
 
 func (x *RpcResult) Reset() {
 	*x = RpcResult{}
-	mi := &file_dex_worker_proto_msgTypes[10]
+	mi := &file_dex_worker_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1262,7 +1576,7 @@ func (x *RpcResult) String() string {
 func (*RpcResult) ProtoMessage() {}
 
 func (x *RpcResult) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_worker_proto_msgTypes[10]
+	mi := &file_dex_worker_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1275,7 +1589,7 @@ func (x *RpcResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RpcResult.ProtoReflect.Descriptor instead.
 func (*RpcResult) Descriptor() ([]byte, []int) {
-	return file_dex_worker_proto_rawDescGZIP(), []int{10}
+	return file_dex_worker_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RpcResult) GetOutput() *EncodedValue {
@@ -1294,7 +1608,7 @@ func (x *RpcResult) GetMovements() []*Movement {
 
 // TaskFailure reports that a handler returned an error. For a WaitFor or
 // Execute the attempt fails and is retried under its retry policy; for an
-// RPC the error goes to the caller and the flow is not affected (E22).
+// RPC the error goes to the caller and the flow is not affected.
 type TaskFailure struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// TaskToken is the token of the task this failure answers.
@@ -1306,7 +1620,7 @@ type TaskFailure struct {
 	// Stack is the stack trace the worker captured. May be empty.
 	Stack string `protobuf:"bytes,4,opt,name=stack,proto3" json:"stack,omitempty"`
 	// RetryAfter, when set, replaces the retry policy's backoff before the
-	// next attempt; the policy's limits still apply (E10), and a delay above
+	// next attempt; the policy's limits still apply, and a delay above
 	// 365 days counts as 365 days. Ignored for RPCs.
 	RetryAfter *durationpb.Duration `protobuf:"bytes,5,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
 	// NonRetryable says another attempt cannot succeed (a value that does not
@@ -1320,7 +1634,7 @@ type TaskFailure struct {
 
 func (x *TaskFailure) Reset() {
 	*x = TaskFailure{}
-	mi := &file_dex_worker_proto_msgTypes[11]
+	mi := &file_dex_worker_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1332,7 +1646,7 @@ func (x *TaskFailure) String() string {
 func (*TaskFailure) ProtoMessage() {}
 
 func (x *TaskFailure) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_worker_proto_msgTypes[11]
+	mi := &file_dex_worker_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1345,7 +1659,7 @@ func (x *TaskFailure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskFailure.ProtoReflect.Descriptor instead.
 func (*TaskFailure) Descriptor() ([]byte, []int) {
-	return file_dex_worker_proto_rawDescGZIP(), []int{11}
+	return file_dex_worker_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *TaskFailure) GetTaskToken() []byte {
@@ -1401,7 +1715,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_dex_worker_proto_msgTypes[12]
+	mi := &file_dex_worker_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1413,7 +1727,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_worker_proto_msgTypes[12]
+	mi := &file_dex_worker_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1426,7 +1740,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_dex_worker_proto_rawDescGZIP(), []int{12}
+	return file_dex_worker_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Heartbeat) GetRunningTaskTokens() [][]byte {
@@ -1447,7 +1761,7 @@ type Ping struct {
 
 func (x *Ping) Reset() {
 	*x = Ping{}
-	mi := &file_dex_worker_proto_msgTypes[13]
+	mi := &file_dex_worker_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1459,7 +1773,7 @@ func (x *Ping) String() string {
 func (*Ping) ProtoMessage() {}
 
 func (x *Ping) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_worker_proto_msgTypes[13]
+	mi := &file_dex_worker_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1472,7 +1786,7 @@ func (x *Ping) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ping.ProtoReflect.Descriptor instead.
 func (*Ping) Descriptor() ([]byte, []int) {
-	return file_dex_worker_proto_rawDescGZIP(), []int{13}
+	return file_dex_worker_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Ping) GetNonce() uint64 {
@@ -1493,7 +1807,7 @@ type Pong struct {
 
 func (x *Pong) Reset() {
 	*x = Pong{}
-	mi := &file_dex_worker_proto_msgTypes[14]
+	mi := &file_dex_worker_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1505,7 +1819,7 @@ func (x *Pong) String() string {
 func (*Pong) ProtoMessage() {}
 
 func (x *Pong) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_worker_proto_msgTypes[14]
+	mi := &file_dex_worker_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1518,7 +1832,7 @@ func (x *Pong) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pong.ProtoReflect.Descriptor instead.
 func (*Pong) Descriptor() ([]byte, []int) {
-	return file_dex_worker_proto_rawDescGZIP(), []int{14}
+	return file_dex_worker_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Pong) GetNonce() uint64 {
@@ -1543,7 +1857,7 @@ type TaskAck struct {
 
 func (x *TaskAck) Reset() {
 	*x = TaskAck{}
-	mi := &file_dex_worker_proto_msgTypes[15]
+	mi := &file_dex_worker_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1555,7 +1869,7 @@ func (x *TaskAck) String() string {
 func (*TaskAck) ProtoMessage() {}
 
 func (x *TaskAck) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_worker_proto_msgTypes[15]
+	mi := &file_dex_worker_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1568,7 +1882,7 @@ func (x *TaskAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskAck.ProtoReflect.Descriptor instead.
 func (*TaskAck) Descriptor() ([]byte, []int) {
-	return file_dex_worker_proto_rawDescGZIP(), []int{15}
+	return file_dex_worker_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *TaskAck) GetTaskToken() []byte {
@@ -1609,7 +1923,7 @@ type Drain struct {
 
 func (x *Drain) Reset() {
 	*x = Drain{}
-	mi := &file_dex_worker_proto_msgTypes[16]
+	mi := &file_dex_worker_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1621,7 +1935,7 @@ func (x *Drain) String() string {
 func (*Drain) ProtoMessage() {}
 
 func (x *Drain) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_worker_proto_msgTypes[16]
+	mi := &file_dex_worker_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1634,7 +1948,7 @@ func (x *Drain) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Drain.ProtoReflect.Descriptor instead.
 func (*Drain) Descriptor() ([]byte, []int) {
-	return file_dex_worker_proto_rawDescGZIP(), []int{16}
+	return file_dex_worker_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Drain) GetReason() DrainReason {
@@ -1687,7 +2001,7 @@ const file_dex_worker_proto_rawDesc = "" +
 	"\x14max_concurrent_tasks\x18\x03 \x01(\rR\x12maxConcurrentTasks\x12\x1f\n" +
 	"\vsdk_version\x18\x04 \x01(\tR\n" +
 	"sdkVersion\x12$\n" +
-	"\x0emax_task_bytes\x18\x05 \x01(\rR\fmaxTaskBytes\"\xb5\x02\n" +
+	"\x0emax_task_bytes\x18\x05 \x01(\rR\fmaxTaskBytes\"\x81\x05\n" +
 	"\x13FlowTypeDeclaration\x12\x1b\n" +
 	"\tflow_type\x18\x01 \x01(\tR\bflowType\x12*\n" +
 	"\x05steps\x18\x02 \x03(\v2\x14.dex.StepDeclarationR\x05steps\x12\x1b\n" +
@@ -1695,12 +2009,36 @@ const file_dex_worker_proto_rawDesc = "" +
 	"\x0fattribute_names\x18\x04 \x03(\tR\x0eattributeNames\x12#\n" +
 	"\rchannel_names\x18\x05 \x03(\tR\fchannelNames\x12B\n" +
 	"\x14default_step_options\x18\x06 \x01(\v2\x10.dex.StepOptionsR\x12defaultStepOptions\x12&\n" +
-	"\x0fstart_step_type\x18\a \x01(\tR\rstartStepType\"|\n" +
+	"\x0fstart_step_type\x18\a \x01(\tR\rstartStepType\x12U\n" +
+	"\x0fattribute_types\x18\b \x03(\v2,.dex.FlowTypeDeclaration.AttributeTypesEntryR\x0eattributeTypes\x12O\n" +
+	"\rchannel_types\x18\t \x03(\v2*.dex.FlowTypeDeclaration.ChannelTypesEntryR\fchannelTypes\x1aQ\n" +
+	"\x13AttributeTypesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12$\n" +
+	"\x05value\x18\x02 \x01(\v2\x0e.dex.ValueTypeR\x05value:\x028\x01\x1aO\n" +
+	"\x11ChannelTypesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12$\n" +
+	"\x05value\x18\x02 \x01(\v2\x0e.dex.ValueTypeR\x05value:\x028\x01\"j\n" +
+	"\tValueType\x12\x1a\n" +
+	"\bencoding\x18\x01 \x01(\tR\bencoding\x12\x12\n" +
+	"\x04type\x18\x02 \x01(\tR\x04type\x12-\n" +
+	"\n" +
+	"json_shape\x18\x03 \x01(\v2\x0e.dex.JsonShapeR\tjsonShape\"\x89\x02\n" +
+	"\tJsonShape\x12!\n" +
+	"\x04kind\x18\x01 \x01(\x0e2\r.dex.JsonKindR\x04kind\x12\x12\n" +
+	"\x04bits\x18\x02 \x01(\rR\x04bits\x12\x1a\n" +
+	"\bunsigned\x18\x03 \x01(\bR\bunsigned\x12*\n" +
+	"\belements\x18\x04 \x01(\v2\x0e.dex.JsonShapeR\belements\x122\n" +
+	"\x06fields\x18\x05 \x03(\v2\x1a.dex.JsonShape.FieldsEntryR\x06fields\x1aI\n" +
+	"\vFieldsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12$\n" +
+	"\x05value\x18\x02 \x01(\v2\x0e.dex.JsonShapeR\x05value:\x028\x01\"\xab\x01\n" +
 	"\x0fStepDeclaration\x12\x1b\n" +
 	"\tstep_type\x18\x01 \x01(\tR\bstepType\x12 \n" +
 	"\fhas_wait_for\x18\x02 \x01(\bR\n" +
 	"hasWaitFor\x12*\n" +
-	"\aoptions\x18\x03 \x01(\v2\x10.dex.StepOptionsR\aoptions\"\xbc\x02\n" +
+	"\aoptions\x18\x03 \x01(\v2\x10.dex.StepOptionsR\aoptions\x12-\n" +
+	"\n" +
+	"input_type\x18\x04 \x01(\v2\x0e.dex.ValueTypeR\tinputType\"\xbc\x02\n" +
 	"\aWelcome\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1d\n" +
 	"\n" +
@@ -1710,7 +2048,7 @@ const file_dex_worker_proto_rawDesc = "" +
 	"\x12heartbeat_interval\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\x12>\n" +
 	"\rping_interval\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\fpingInterval\x12*\n" +
 	"\x11max_message_bytes\x18\x06 \x01(\rR\x0fmaxMessageBytes\x12$\n" +
-	"\x0emax_task_bytes\x18\a \x01(\rR\fmaxTaskBytes\"\xbd\x06\n" +
+	"\x0emax_task_bytes\x18\a \x01(\rR\fmaxTaskBytes\"\xdf\a\n" +
 	"\x04Task\x12!\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\r.dex.TaskKindR\x04kind\x12\x1d\n" +
 	"\n" +
@@ -1732,7 +2070,11 @@ const file_dex_worker_proto_rawDesc = "" +
 	"\x0fwait_for_failed\x18\x0e \x01(\bR\rwaitForFailed\x12=\n" +
 	"\x10wait_for_failure\x18\x0f \x01(\v2\x13.dex.AttemptFailureR\x0ewaitForFailure\x12\x19\n" +
 	"\brpc_name\x18\x10 \x01(\tR\arpcName\x12P\n" +
-	"\x13channel_queue_sizes\x18\x11 \x03(\v2 .dex.Task.ChannelQueueSizesEntryR\x11channelQueueSizes\x1aD\n" +
+	"\x13channel_queue_sizes\x18\x11 \x03(\v2 .dex.Task.ChannelQueueSizesEntryR\x11channelQueueSizes\x12!\n" +
+	"\fmax_attempts\x18\x12 \x01(\rR\vmaxAttempts\x12A\n" +
+	"\x0eretry_deadline\x18\x13 \x01(\v2\x1a.google.protobuf.TimestampR\rretryDeadline\x12:\n" +
+	"\vretry_delay\x18\x14 \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"retryDelay\x1aD\n" +
 	"\x16ChannelQueueSizesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\rR\x05value:\x028\x01\"\xe5\x01\n" +
@@ -1776,7 +2118,15 @@ const file_dex_worker_proto_rawDesc = "" +
 	"\x05Drain\x12(\n" +
 	"\x06reason\x18\x01 \x01(\x0e2\x10.dex.DrainReasonR\x06reason\x123\n" +
 	"\atimeout\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12\x18\n" +
-	"\amessage\x18\x03 \x01(\tR\amessage*\xec\x01\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage*\xaa\x01\n" +
+	"\bJsonKind\x12\x19\n" +
+	"\x15JSON_KIND_UNSPECIFIED\x10\x00\x12\x15\n" +
+	"\x11JSON_KIND_BOOLEAN\x10\x01\x12\x14\n" +
+	"\x10JSON_KIND_NUMBER\x10\x02\x12\x15\n" +
+	"\x11JSON_KIND_INTEGER\x10\x03\x12\x14\n" +
+	"\x10JSON_KIND_STRING\x10\x04\x12\x13\n" +
+	"\x0fJSON_KIND_ARRAY\x10\x05\x12\x14\n" +
+	"\x10JSON_KIND_OBJECT\x10\x06*\xec\x01\n" +
 	"\rTaskAckStatus\x12\x1f\n" +
 	"\x1bTASK_ACK_STATUS_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18TASK_ACK_STATUS_ACCEPTED\x10\x01\x12\x1b\n" +
@@ -1805,86 +2155,104 @@ func file_dex_worker_proto_rawDescGZIP() []byte {
 	return file_dex_worker_proto_rawDescData
 }
 
-var file_dex_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_dex_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_dex_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_dex_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_dex_worker_proto_goTypes = []any{
-	(TaskAckStatus)(0),             // 0: dex.TaskAckStatus
-	(DrainReason)(0),               // 1: dex.DrainReason
-	(*PollWorkerTaskRequest)(nil),  // 2: dex.PollWorkerTaskRequest
-	(*PollWorkerTaskResponse)(nil), // 3: dex.PollWorkerTaskResponse
-	(*Hello)(nil),                  // 4: dex.Hello
-	(*FlowTypeDeclaration)(nil),    // 5: dex.FlowTypeDeclaration
-	(*StepDeclaration)(nil),        // 6: dex.StepDeclaration
-	(*Welcome)(nil),                // 7: dex.Welcome
-	(*Task)(nil),                   // 8: dex.Task
-	(*TaskResult)(nil),             // 9: dex.TaskResult
-	(*WaitForResult)(nil),          // 10: dex.WaitForResult
-	(*ExecuteResult)(nil),          // 11: dex.ExecuteResult
-	(*RpcResult)(nil),              // 12: dex.RpcResult
-	(*TaskFailure)(nil),            // 13: dex.TaskFailure
-	(*Heartbeat)(nil),              // 14: dex.Heartbeat
-	(*Ping)(nil),                   // 15: dex.Ping
-	(*Pong)(nil),                   // 16: dex.Pong
-	(*TaskAck)(nil),                // 17: dex.TaskAck
-	(*Drain)(nil),                  // 18: dex.Drain
-	nil,                            // 19: dex.Task.ChannelQueueSizesEntry
-	(*StepOptions)(nil),            // 20: dex.StepOptions
-	(*durationpb.Duration)(nil),    // 21: google.protobuf.Duration
-	(TaskKind)(0),                  // 22: dex.TaskKind
-	(*timestamppb.Timestamp)(nil),  // 23: google.protobuf.Timestamp
-	(*EncodedValue)(nil),           // 24: dex.EncodedValue
-	(*Attribute)(nil),              // 25: dex.Attribute
-	(*ConditionResults)(nil),       // 26: dex.ConditionResults
-	(*AttemptFailure)(nil),         // 27: dex.AttemptFailure
-	(*StagedWrites)(nil),           // 28: dex.StagedWrites
-	(*Wait)(nil),                   // 29: dex.Wait
-	(*StepDecision)(nil),           // 30: dex.StepDecision
-	(*Movement)(nil),               // 31: dex.Movement
+	(JsonKind)(0),                  // 0: dex.JsonKind
+	(TaskAckStatus)(0),             // 1: dex.TaskAckStatus
+	(DrainReason)(0),               // 2: dex.DrainReason
+	(*PollWorkerTaskRequest)(nil),  // 3: dex.PollWorkerTaskRequest
+	(*PollWorkerTaskResponse)(nil), // 4: dex.PollWorkerTaskResponse
+	(*Hello)(nil),                  // 5: dex.Hello
+	(*FlowTypeDeclaration)(nil),    // 6: dex.FlowTypeDeclaration
+	(*ValueType)(nil),              // 7: dex.ValueType
+	(*JsonShape)(nil),              // 8: dex.JsonShape
+	(*StepDeclaration)(nil),        // 9: dex.StepDeclaration
+	(*Welcome)(nil),                // 10: dex.Welcome
+	(*Task)(nil),                   // 11: dex.Task
+	(*TaskResult)(nil),             // 12: dex.TaskResult
+	(*WaitForResult)(nil),          // 13: dex.WaitForResult
+	(*ExecuteResult)(nil),          // 14: dex.ExecuteResult
+	(*RpcResult)(nil),              // 15: dex.RpcResult
+	(*TaskFailure)(nil),            // 16: dex.TaskFailure
+	(*Heartbeat)(nil),              // 17: dex.Heartbeat
+	(*Ping)(nil),                   // 18: dex.Ping
+	(*Pong)(nil),                   // 19: dex.Pong
+	(*TaskAck)(nil),                // 20: dex.TaskAck
+	(*Drain)(nil),                  // 21: dex.Drain
+	nil,                            // 22: dex.FlowTypeDeclaration.AttributeTypesEntry
+	nil,                            // 23: dex.FlowTypeDeclaration.ChannelTypesEntry
+	nil,                            // 24: dex.JsonShape.FieldsEntry
+	nil,                            // 25: dex.Task.ChannelQueueSizesEntry
+	(*StepOptions)(nil),            // 26: dex.StepOptions
+	(*durationpb.Duration)(nil),    // 27: google.protobuf.Duration
+	(TaskKind)(0),                  // 28: dex.TaskKind
+	(*timestamppb.Timestamp)(nil),  // 29: google.protobuf.Timestamp
+	(*EncodedValue)(nil),           // 30: dex.EncodedValue
+	(*Attribute)(nil),              // 31: dex.Attribute
+	(*ConditionResults)(nil),       // 32: dex.ConditionResults
+	(*AttemptFailure)(nil),         // 33: dex.AttemptFailure
+	(*StagedWrites)(nil),           // 34: dex.StagedWrites
+	(*Wait)(nil),                   // 35: dex.Wait
+	(*StepDecision)(nil),           // 36: dex.StepDecision
+	(*Movement)(nil),               // 37: dex.Movement
 }
 var file_dex_worker_proto_depIdxs = []int32{
-	4,  // 0: dex.PollWorkerTaskRequest.hello:type_name -> dex.Hello
-	9,  // 1: dex.PollWorkerTaskRequest.task_result:type_name -> dex.TaskResult
-	13, // 2: dex.PollWorkerTaskRequest.task_failure:type_name -> dex.TaskFailure
-	14, // 3: dex.PollWorkerTaskRequest.heartbeat:type_name -> dex.Heartbeat
-	16, // 4: dex.PollWorkerTaskRequest.pong:type_name -> dex.Pong
-	7,  // 5: dex.PollWorkerTaskResponse.welcome:type_name -> dex.Welcome
-	8,  // 6: dex.PollWorkerTaskResponse.task:type_name -> dex.Task
-	17, // 7: dex.PollWorkerTaskResponse.task_ack:type_name -> dex.TaskAck
-	15, // 8: dex.PollWorkerTaskResponse.ping:type_name -> dex.Ping
-	18, // 9: dex.PollWorkerTaskResponse.drain:type_name -> dex.Drain
-	5,  // 10: dex.Hello.flow_types:type_name -> dex.FlowTypeDeclaration
-	6,  // 11: dex.FlowTypeDeclaration.steps:type_name -> dex.StepDeclaration
-	20, // 12: dex.FlowTypeDeclaration.default_step_options:type_name -> dex.StepOptions
-	20, // 13: dex.StepDeclaration.options:type_name -> dex.StepOptions
-	21, // 14: dex.Welcome.heartbeat_interval:type_name -> google.protobuf.Duration
-	21, // 15: dex.Welcome.ping_interval:type_name -> google.protobuf.Duration
-	22, // 16: dex.Task.kind:type_name -> dex.TaskKind
-	23, // 17: dex.Task.first_attempt_time:type_name -> google.protobuf.Timestamp
-	21, // 18: dex.Task.attempt_timeout:type_name -> google.protobuf.Duration
-	24, // 19: dex.Task.input:type_name -> dex.EncodedValue
-	25, // 20: dex.Task.attributes:type_name -> dex.Attribute
-	26, // 21: dex.Task.condition_results:type_name -> dex.ConditionResults
-	27, // 22: dex.Task.wait_for_failure:type_name -> dex.AttemptFailure
-	19, // 23: dex.Task.channel_queue_sizes:type_name -> dex.Task.ChannelQueueSizesEntry
-	10, // 24: dex.TaskResult.wait_for:type_name -> dex.WaitForResult
-	11, // 25: dex.TaskResult.execute:type_name -> dex.ExecuteResult
-	12, // 26: dex.TaskResult.rpc:type_name -> dex.RpcResult
-	28, // 27: dex.TaskResult.writes:type_name -> dex.StagedWrites
-	29, // 28: dex.WaitForResult.wait:type_name -> dex.Wait
-	30, // 29: dex.ExecuteResult.decision:type_name -> dex.StepDecision
-	24, // 30: dex.RpcResult.output:type_name -> dex.EncodedValue
-	31, // 31: dex.RpcResult.movements:type_name -> dex.Movement
-	21, // 32: dex.TaskFailure.retry_after:type_name -> google.protobuf.Duration
-	0,  // 33: dex.TaskAck.status:type_name -> dex.TaskAckStatus
-	1,  // 34: dex.Drain.reason:type_name -> dex.DrainReason
-	21, // 35: dex.Drain.timeout:type_name -> google.protobuf.Duration
-	2,  // 36: dex.WorkerTaskService.PollWorkerTask:input_type -> dex.PollWorkerTaskRequest
-	3,  // 37: dex.WorkerTaskService.PollWorkerTask:output_type -> dex.PollWorkerTaskResponse
-	37, // [37:38] is the sub-list for method output_type
-	36, // [36:37] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	5,  // 0: dex.PollWorkerTaskRequest.hello:type_name -> dex.Hello
+	12, // 1: dex.PollWorkerTaskRequest.task_result:type_name -> dex.TaskResult
+	16, // 2: dex.PollWorkerTaskRequest.task_failure:type_name -> dex.TaskFailure
+	17, // 3: dex.PollWorkerTaskRequest.heartbeat:type_name -> dex.Heartbeat
+	19, // 4: dex.PollWorkerTaskRequest.pong:type_name -> dex.Pong
+	10, // 5: dex.PollWorkerTaskResponse.welcome:type_name -> dex.Welcome
+	11, // 6: dex.PollWorkerTaskResponse.task:type_name -> dex.Task
+	20, // 7: dex.PollWorkerTaskResponse.task_ack:type_name -> dex.TaskAck
+	18, // 8: dex.PollWorkerTaskResponse.ping:type_name -> dex.Ping
+	21, // 9: dex.PollWorkerTaskResponse.drain:type_name -> dex.Drain
+	6,  // 10: dex.Hello.flow_types:type_name -> dex.FlowTypeDeclaration
+	9,  // 11: dex.FlowTypeDeclaration.steps:type_name -> dex.StepDeclaration
+	26, // 12: dex.FlowTypeDeclaration.default_step_options:type_name -> dex.StepOptions
+	22, // 13: dex.FlowTypeDeclaration.attribute_types:type_name -> dex.FlowTypeDeclaration.AttributeTypesEntry
+	23, // 14: dex.FlowTypeDeclaration.channel_types:type_name -> dex.FlowTypeDeclaration.ChannelTypesEntry
+	8,  // 15: dex.ValueType.json_shape:type_name -> dex.JsonShape
+	0,  // 16: dex.JsonShape.kind:type_name -> dex.JsonKind
+	8,  // 17: dex.JsonShape.elements:type_name -> dex.JsonShape
+	24, // 18: dex.JsonShape.fields:type_name -> dex.JsonShape.FieldsEntry
+	26, // 19: dex.StepDeclaration.options:type_name -> dex.StepOptions
+	7,  // 20: dex.StepDeclaration.input_type:type_name -> dex.ValueType
+	27, // 21: dex.Welcome.heartbeat_interval:type_name -> google.protobuf.Duration
+	27, // 22: dex.Welcome.ping_interval:type_name -> google.protobuf.Duration
+	28, // 23: dex.Task.kind:type_name -> dex.TaskKind
+	29, // 24: dex.Task.first_attempt_time:type_name -> google.protobuf.Timestamp
+	27, // 25: dex.Task.attempt_timeout:type_name -> google.protobuf.Duration
+	30, // 26: dex.Task.input:type_name -> dex.EncodedValue
+	31, // 27: dex.Task.attributes:type_name -> dex.Attribute
+	32, // 28: dex.Task.condition_results:type_name -> dex.ConditionResults
+	33, // 29: dex.Task.wait_for_failure:type_name -> dex.AttemptFailure
+	25, // 30: dex.Task.channel_queue_sizes:type_name -> dex.Task.ChannelQueueSizesEntry
+	29, // 31: dex.Task.retry_deadline:type_name -> google.protobuf.Timestamp
+	27, // 32: dex.Task.retry_delay:type_name -> google.protobuf.Duration
+	13, // 33: dex.TaskResult.wait_for:type_name -> dex.WaitForResult
+	14, // 34: dex.TaskResult.execute:type_name -> dex.ExecuteResult
+	15, // 35: dex.TaskResult.rpc:type_name -> dex.RpcResult
+	34, // 36: dex.TaskResult.writes:type_name -> dex.StagedWrites
+	35, // 37: dex.WaitForResult.wait:type_name -> dex.Wait
+	36, // 38: dex.ExecuteResult.decision:type_name -> dex.StepDecision
+	30, // 39: dex.RpcResult.output:type_name -> dex.EncodedValue
+	37, // 40: dex.RpcResult.movements:type_name -> dex.Movement
+	27, // 41: dex.TaskFailure.retry_after:type_name -> google.protobuf.Duration
+	1,  // 42: dex.TaskAck.status:type_name -> dex.TaskAckStatus
+	2,  // 43: dex.Drain.reason:type_name -> dex.DrainReason
+	27, // 44: dex.Drain.timeout:type_name -> google.protobuf.Duration
+	7,  // 45: dex.FlowTypeDeclaration.AttributeTypesEntry.value:type_name -> dex.ValueType
+	7,  // 46: dex.FlowTypeDeclaration.ChannelTypesEntry.value:type_name -> dex.ValueType
+	8,  // 47: dex.JsonShape.FieldsEntry.value:type_name -> dex.JsonShape
+	3,  // 48: dex.WorkerTaskService.PollWorkerTask:input_type -> dex.PollWorkerTaskRequest
+	4,  // 49: dex.WorkerTaskService.PollWorkerTask:output_type -> dex.PollWorkerTaskResponse
+	49, // [49:50] is the sub-list for method output_type
+	48, // [48:49] is the sub-list for method input_type
+	48, // [48:48] is the sub-list for extension type_name
+	48, // [48:48] is the sub-list for extension extendee
+	0,  // [0:48] is the sub-list for field type_name
 }
 
 func init() { file_dex_worker_proto_init() }
@@ -1910,7 +2278,7 @@ func file_dex_worker_proto_init() {
 		(*PollWorkerTaskResponse_Ping)(nil),
 		(*PollWorkerTaskResponse_Drain)(nil),
 	}
-	file_dex_worker_proto_msgTypes[7].OneofWrappers = []any{
+	file_dex_worker_proto_msgTypes[9].OneofWrappers = []any{
 		(*TaskResult_WaitFor)(nil),
 		(*TaskResult_Execute)(nil),
 		(*TaskResult_Rpc)(nil),
@@ -1920,8 +2288,8 @@ func file_dex_worker_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dex_worker_proto_rawDesc), len(file_dex_worker_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   18,
+			NumEnums:      3,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -4,7 +4,7 @@
 // - protoc             (unknown)
 // source: dex/worker.proto
 
-// WorkerTaskService: how workers pull tasks and report results (W1-W5).
+// WorkerTaskService: how workers pull tasks and report results.
 
 package dexpb
 
@@ -31,9 +31,9 @@ const (
 // WorkerTaskService hands step and RPC tasks to workers. Only the active
 // process serves it; a standby ends the stream with UNAVAILABLE at once.
 // Readiness for it is reported under the health name
-// "dex.WorkerTaskService" (H2).
+// "dex.WorkerTaskService".
 type WorkerTaskServiceClient interface {
-	// PollWorkerTask is one worker session, a bidirectional stream (W1):
+	// PollWorkerTask is one worker session, a bidirectional stream:
 	//
 	//  1. The worker sends Hello, first and once. A stream whose first message
 	//     is not a Hello, or whose Hello is invalid, ends with
@@ -41,7 +41,7 @@ type WorkerTaskServiceClient interface {
 	//  2. The server answers Welcome, then sends Tasks, never more at once than
 	//     the worker's max_concurrent_tasks (a task counts until the worker
 	//     sends its TaskResult or TaskFailure). A task is never handed to two
-	//     workers at once (W3).
+	//     workers at once.
 	//  3. For each task the worker sends one TaskResult or TaskFailure; the
 	//     server answers each with a TaskAck once the outcome is durable, or
 	//     refused.
@@ -54,7 +54,7 @@ type WorkerTaskServiceClient interface {
 	//     UNAVAILABLE and the worker reconnects, possibly to another address.
 	//
 	// A worker that disconnects loses its running tasks: they time out and
-	// are retried under their retry policy (W3).
+	// are retried under their retry policy.
 	PollWorkerTask(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[PollWorkerTaskRequest, PollWorkerTaskResponse], error)
 }
 
@@ -86,9 +86,9 @@ type WorkerTaskService_PollWorkerTaskClient = grpc.BidiStreamingClient[PollWorke
 // WorkerTaskService hands step and RPC tasks to workers. Only the active
 // process serves it; a standby ends the stream with UNAVAILABLE at once.
 // Readiness for it is reported under the health name
-// "dex.WorkerTaskService" (H2).
+// "dex.WorkerTaskService".
 type WorkerTaskServiceServer interface {
-	// PollWorkerTask is one worker session, a bidirectional stream (W1):
+	// PollWorkerTask is one worker session, a bidirectional stream:
 	//
 	//  1. The worker sends Hello, first and once. A stream whose first message
 	//     is not a Hello, or whose Hello is invalid, ends with
@@ -96,7 +96,7 @@ type WorkerTaskServiceServer interface {
 	//  2. The server answers Welcome, then sends Tasks, never more at once than
 	//     the worker's max_concurrent_tasks (a task counts until the worker
 	//     sends its TaskResult or TaskFailure). A task is never handed to two
-	//     workers at once (W3).
+	//     workers at once.
 	//  3. For each task the worker sends one TaskResult or TaskFailure; the
 	//     server answers each with a TaskAck once the outcome is durable, or
 	//     refused.
@@ -109,7 +109,7 @@ type WorkerTaskServiceServer interface {
 	//     UNAVAILABLE and the worker reconnects, possibly to another address.
 	//
 	// A worker that disconnects loses its running tasks: they time out and
-	// are retried under their retry policy (W3).
+	// are retried under their retry policy.
 	PollWorkerTask(grpc.BidiStreamingServer[PollWorkerTaskRequest, PollWorkerTaskResponse]) error
 	mustEmbedUnimplementedWorkerTaskServiceServer()
 }

@@ -40,7 +40,7 @@ func HandleTask(ctx context.Context, w *dex.Worker, t *dexpb.Task) *dexpb.PollWo
 	return rawhook.HandleTask(ctx, w, t)
 }
 
-// FlowState returns the flow execution's live state (E26) as the API
+// FlowState returns the flow execution's live state as the API
 // defines it: active step executions with their phase, options, Wait
 // (timers and channel conditions) and failures, queued messages,
 // attributes, outputs and pending tasks. It is retried like
@@ -49,7 +49,7 @@ func FlowState(ctx context.Context, c *dex.Client, flowID string, opts ...dex.Ca
 	return rawhook.FlowState(ctx, c, flowID, opts)
 }
 
-// History returns a page of the flow execution's history (E26) as the API
+// History returns a page of the flow execution's history as the API
 // defines it, every field of every event. It is retried like
 // dex.Client.GetFlowHistory.
 func History(ctx context.Context, c *dex.Client, flowID string, q dex.HistoryQuery, opts ...dex.CallOption) (*dexpb.GetHistoryEventsResponse, error) {

@@ -8,7 +8,9 @@ import (
 
 // An open-loop run beyond the server's capacity: the server refuses part
 // of the starts (limits.maxQueuedTasks is small here), the refusals are
-// counted, and every accepted flow completes with the right output.
+// counted, and every accepted flow completes with the right output. The
+// rate is far above what one worker slot serves, so that a faster server
+// still refuses.
 func TestRun_OpenLoopCountsRefusals(t *testing.T) {
 	t.Parallel()
 	srv, err := StartDevServer(context.Background(), DevOptions{Binary: serverBinary(t), DataDir: t.TempDir(),
@@ -20,12 +22,12 @@ func TestRun_OpenLoopCountsRefusals(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	res, err := Run(ctx, Config{Workload: WorkloadChain, Addresses: []string{srv.Addr}, Steps: 2, Callers: 2,
-		WorkerConcurrency: 1, Warmup: 2, Rate: 400, Duration: 500 * time.Millisecond})
+		WorkerConcurrency: 1, Warmup: 2, Rate: 4000, Duration: 250 * time.Millisecond})
 	if err != nil {
 		t.Fatalf("run: %v (%+v)", err, res)
 	}
-	if res.Flows != 200 || res.Offered != 200 || res.Accepted+res.Refused+res.Skipped != res.Flows {
-		t.Fatalf("offered %d of %d, accepted %d, refused %d, skipped %d: want 200 = accepted + refused + skipped",
+	if res.Flows != 1000 || res.Offered != 1000 || res.Accepted+res.Refused+res.Skipped != res.Flows {
+		t.Fatalf("offered %d of %d, accepted %d, refused %d, skipped %d: want 1000 = accepted + refused + skipped",
 			res.Offered, res.Flows, res.Accepted, res.Refused, res.Skipped)
 	}
 	if res.Refused == 0 || res.Accepted == 0 {

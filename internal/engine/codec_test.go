@@ -2,11 +2,16 @@ package engine
 
 import (
 	"bytes"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/fxamacker/cbor/v2"
 )
 
 // sampleRecords returns one record of every type, with every field set.
@@ -81,8 +86,9 @@ func TestRecordCodec_RoundTrip(t *testing.T) {
 }
 
 // TestRecordCodec_Golden pins the encoding of every record type
-// (testdata/records.golden; -update rewrites it): an accidental format
-// change fails here.
+// (testdata/records.cbor.golden, each record as its CBOR diagnostic
+// notation and its bytes in hex; -update rewrites it): an accidental
+// format change fails here.
 func TestRecordCodec_Golden(t *testing.T) {
 	var buf bytes.Buffer
 	for _, r := range sampleRecords() {
@@ -90,10 +96,16 @@ func TestRecordCodec_Golden(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		buf.Write(b)
-		buf.WriteByte('\n')
+		if b[0] != formatCBOR {
+			t.Fatalf("%s: format byte 0x%02x", r.Type(), b[0])
+		}
+		diag, err := cbor.Diagnose(b[1:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&buf, "# %s\n%s\n", diag, hex.EncodeToString(b))
 	}
-	const path = "testdata/records.golden"
+	const path = "testdata/records.cbor.golden"
 	if *update {
 		if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
 			t.Fatal(err)
@@ -106,24 +118,52 @@ func TestRecordCodec_Golden(t *testing.T) {
 	if !bytes.Equal(buf.Bytes(), want) {
 		t.Errorf("record encoding changed; run go test -update if intended\n got:\n%s\nwant:\n%s", buf.Bytes(), want)
 	}
-	// Every golden line decodes.
-	for _, line := range bytes.Split(bytes.TrimSpace(want), []byte("\n")) {
-		if _, err := UnmarshalRecord(line); err != nil {
-			t.Errorf("golden line does not decode: %v", err)
+}
+
+// TestRecordCodec_ReadsFormat1 decodes the records of the first format
+// (JSON, testdata/records.golden, as written before format 2): logs and
+// snapshots written by earlier versions stay readable.
+func TestRecordCodec_ReadsFormat1(t *testing.T) {
+	want := sampleRecords()
+	data, err := os.ReadFile("testdata/records.golden")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := bytes.Split(bytes.TrimSpace(data), []byte("\n"))
+	if len(lines) != len(want) {
+		t.Fatalf("%d format 1 lines, %d samples", len(lines), len(want))
+	}
+	for i, line := range lines {
+		got, err := UnmarshalRecord(line)
+		if err != nil {
+			t.Fatalf("line %d: %v", i+1, err)
+		}
+		if !reflect.DeepEqual(got, want[i]) {
+			t.Errorf("line %d decodes as\n%#v\nwant\n%#v", i+1, got, want[i])
 		}
 	}
 }
 
 func TestRecordCodec_Rejects(t *testing.T) {
-	good, err := MarshalRecord(sampleRecords()[0])
+	good, err := MarshalRecord(sampleRecords()[len(sampleRecords())-1])
 	if err != nil {
 		t.Fatal(err)
 	}
+	unknown, err := MarshalRecord(Record{FlowID: "f", RunID: "r", Body: StepEnded{StepExecID: "A-1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unknown = bytes.Replace(unknown, []byte("step_ended"), []byte("step_ender"), 1)
 	for name, in := range map[string][]byte{
-		"unknown type": []byte(`{"v":1,"type":"flow_exploded","flowId":"f","runId":"r","at":"2025-01-01T00:00:00Z","body":{}}`),
-		"bad version":  bytes.Replace(good, []byte(`"v":1`), []byte(`"v":9`), 1),
-		"not json":     []byte("\x00\x01"),
-		"bad body":     []byte(`{"v":1,"type":"step_ended","flowId":"f","runId":"r","at":"2025-01-01T00:00:00Z","body":{"stepExecId":7}}`),
+		"json unknown type": []byte(`{"v":1,"type":"flow_exploded","flowId":"f","runId":"r","at":"2025-01-01T00:00:00Z","body":{}}`),
+		"json bad version":  []byte(`{"v":9,"type":"step_ended","flowId":"f","runId":"r","at":"2025-01-01T00:00:00Z","body":{}}`),
+		"json bad body":     []byte(`{"v":1,"type":"step_ended","flowId":"f","runId":"r","at":"2025-01-01T00:00:00Z","body":{"stepExecId":7}}`),
+		"unknown format":    []byte("\x00\x01"),
+		"empty":             nil,
+		"cbor unknown type": unknown,
+		"cbor truncated":    good[:len(good)-1],
+		"cbor trailing":     append(bytes.Clone(good), 0),
+		"cbor not an array": {formatCBOR, 0xa0},
 	} {
 		if _, err := UnmarshalRecord(in); err == nil {
 			t.Errorf("%s: decoded without error", name)
@@ -133,6 +173,9 @@ func TestRecordCodec_Rejects(t *testing.T) {
 	if !errors.Is(err, ErrUnknownRecord) {
 		t.Errorf("unknown type: got %v, want ErrUnknownRecord", err)
 	}
+	if _, err := UnmarshalRecord(unknown); !errors.Is(err, ErrUnknownRecord) {
+		t.Errorf("unknown type (format 2): got %v, want ErrUnknownRecord", err)
+	}
 	if _, err := MarshalRecord(Record{}); err == nil {
 		t.Error("a record without body marshalled")
 	}
@@ -141,6 +184,41 @@ func TestRecordCodec_Rejects(t *testing.T) {
 	}
 	if _, err := MarshalState(nil); err == nil {
 		t.Error("a nil state marshalled")
+	}
+	// A map with the same key twice is refused (format 2).
+	dup := []byte{formatCBOR, 0xa2}
+	for _, v := range []string{"a", "b"} {
+		dup = append(append(append(dup, 0x66), "flowId"...), 0x61, v[0])
+	}
+	if _, err := UnmarshalState(dup); err == nil {
+		t.Error("a state with a duplicate key decoded")
+	}
+}
+
+// TestStateCodec_LargeValueIsCopiedAsIs checks that a value's bytes cost
+// their own size in an encoded state and record, not 4/3 of it (format 1
+// wrote them in base64): the large-input problem of issue 11.
+func TestStateCodec_LargeValueIsCopiedAsIs(t *testing.T) {
+	big := Value{Type: "json:string", Data: bytes.Repeat([]byte{0xff, 'x'}, 1<<19)}
+	rec := Record{FlowID: "f", RunID: "r", Body: StepCreated{StepExecID: "A-1", StepType: "A", N: 1, Input: big}}
+	b, err := MarshalRecord(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if over := len(b) - len(big.Data); over < 0 || over > 512 {
+		t.Errorf("a %d-byte value makes a %d-byte record", len(big.Data), len(b))
+	}
+	back, err := UnmarshalRecord(b)
+	if err != nil || !bytes.Equal(back.Body.(StepCreated).Input.Data, big.Data) {
+		t.Fatalf("round trip: %v", err)
+	}
+	st := &FlowState{FlowID: "f", RunID: "r", Attributes: map[string]Value{"a": big}}
+	sb, err := MarshalState(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if over := len(sb) - len(big.Data); over < 0 || over > 512 {
+		t.Errorf("a %d-byte value makes a %d-byte state", len(big.Data), len(sb))
 	}
 }
 
@@ -194,4 +272,39 @@ func FuzzDecodeToken(f *testing.F) {
 			t.Errorf("token %+v decoded from %x does not round trip: %+v, %v", tok, b, again, err)
 		}
 	})
+}
+
+// TestStateCodec_ReadsFormat1 decodes a state and a history event written
+// in the first format (JSON): local stores and snapshots of earlier
+// versions stay readable.
+func TestStateCodec_ReadsFormat1(t *testing.T) {
+	ev := &HistoryEvent{ID: 1, At: base, Type: EventFlowStarted, Input: Value{Type: "json:string", Data: []byte(`"x"`)}}
+	st := &FlowState{FlowID: "f", RunID: "r", FlowType: "order", Status: StatusRunning, StartedAt: base,
+		Attributes: map[string]Value{"a": {Type: "json:number", Data: []byte("1")}}, History: []*HistoryEvent{ev}}
+	old, err := json.Marshal(stateEnvelope{V: recordFormatJSON, State: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := UnmarshalState(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, st) {
+		t.Errorf("format 1 state decodes as\n%#v\nwant\n%#v", got, st)
+	}
+	oldEv, err := json.Marshal(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gotEv, err := UnmarshalHistoryEvent(oldEv)
+	if err != nil || !reflect.DeepEqual(gotEv, ev) {
+		t.Errorf("format 1 event decodes as %#v, %v", gotEv, err)
+	}
+	newEv, err := MarshalHistoryEvent(ev)
+	if err != nil || newEv[0] != formatCBOR {
+		t.Fatalf("MarshalHistoryEvent: %v", err)
+	}
+	if gotEv, err := UnmarshalHistoryEvent(newEv); err != nil || !reflect.DeepEqual(gotEv, ev) {
+		t.Errorf("format 2 event decodes as %#v, %v", gotEv, err)
+	}
 }

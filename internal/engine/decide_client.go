@@ -122,6 +122,11 @@ func (d *decider) validateStart(c StartFlow) error {
 	if err := v.checkValue("input", c.Input); err != nil {
 		return err
 	}
+	if c.Definition != nil {
+		if err := c.Definition.Steps[c.StartStep].Input.Check(c.Input); err != nil {
+			return invalidArg("input", "start step %q: %v", c.StartStep, err)
+		}
+	}
 	if err := validateOptions("startOptions", c.StartOptions, v.stepDeclared); err != nil {
 		return err
 	}
@@ -129,6 +134,9 @@ func (d *decider) validateStart(c StartFlow) error {
 		return err
 	}
 	if err := v.checkAttributes("attributes", c.Attributes); err != nil {
+		return err
+	}
+	if err := v.checkAttributeTypes("attributes", c.Attributes); err != nil {
 		return err
 	}
 	if err := v.checkRequest(len(c.Input.Data) + attributeBytes(c.Attributes)); err != nil {
@@ -145,12 +153,21 @@ func validateDefinition(field string, def *FlowDefinition, flowType string) erro
 	if def.Type != flowType {
 		return invalidArg(field+".type", "definition of flow type %q given for %q", def.Type, flowType)
 	}
+	if err := ValidateValueTypes(field+".attributeTypes", def.AttributeTypes, def.Attributes); err != nil {
+		return err
+	}
+	if err := ValidateValueTypes(field+".channelTypes", def.ChannelTypes, def.Channels); err != nil {
+		return err
+	}
 	declared := func(typ string) bool { _, ok := def.Steps[typ]; return ok }
 	for name, sd := range def.Steps {
 		if name == "" {
 			return invalidArg(field+".steps", "empty step type")
 		}
 		if err := validateOptions(field+".steps["+name+"].options", sd.Options, declared); err != nil {
+			return err
+		}
+		if err := ValidateValueType(field+".steps["+name+"].input", sd.Input); err != nil {
 			return err
 		}
 	}
@@ -257,6 +274,9 @@ func (d *decider) publish(c PublishToChannel) error {
 	if err := d.checkPublishes("messages", c.Messages); err != nil {
 		return err
 	}
+	if err := d.checkPublishTypes("messages", c.Messages); err != nil {
+		return err
+	}
 	if err := d.checkRequest(publishBytes(c.Messages)); err != nil {
 		return err
 	}
@@ -274,6 +294,9 @@ func (d *decider) setAttributes(c SetAttributes) error {
 		return invalidArg("attributes", "must not be empty")
 	}
 	if err := d.checkAttributes("attributes", c.Attributes); err != nil {
+		return err
+	}
+	if err := d.checkAttributeTypes("attributes", c.Attributes); err != nil {
 		return err
 	}
 	if err := d.checkRequest(attributeBytes(c.Attributes)); err != nil {
@@ -384,6 +407,34 @@ func (d *decider) timerFired(c TimerFired) error {
 			Message: fmt.Sprintf("attempt %d of %s timed out after %v", t.Attempt, t.Method, s.policy(t.Method).Timeout)}, nil)
 	default:
 		return invalidArg("timer.kind", "unknown timer kind %q", t.Kind)
+	}
+	return nil
+}
+
+// checkPublishTypes refuses a client's message that does not match its
+// channel's declared type (valueshape.go), naming the channel.
+func (d *decider) checkPublishTypes(field string, ps []Publish) error {
+	if d.st.Definition == nil {
+		return nil
+	}
+	for i, p := range ps {
+		if err := d.st.Definition.ChannelTypes[p.Channel].Check(p.Value); err != nil {
+			return invalidArg(fmt.Sprintf("%s[%d].value", field, i), "channel %q: %v", p.Channel, err)
+		}
+	}
+	return nil
+}
+
+// checkAttributeTypes refuses a client's attribute value that does not
+// match the attribute's declared type, naming the attribute.
+func (d *decider) checkAttributeTypes(field string, ws []AttributeWrite) error {
+	if d.st.Definition == nil {
+		return nil
+	}
+	for i, w := range ws {
+		if err := d.st.Definition.AttributeTypes[w.Name].Check(w.Value); err != nil {
+			return invalidArg(fmt.Sprintf("%s[%d].value", field, i), "attribute %q: %v", w.Name, err)
+		}
 	}
 	return nil
 }

@@ -289,8 +289,11 @@
 //
 // # Encoding
 //
-// MarshalRecord/UnmarshalRecord and MarshalState/UnmarshalState use JSON
-// behind a format version; callers treat the bytes as opaque. Unknown record
-// types and versions are errors, never skipped. testdata/records.golden pins
-// the record encoding.
+// MarshalRecord/UnmarshalRecord, MarshalState/UnmarshalState and
+// MarshalHistoryEvent/UnmarshalHistoryEvent write format 2 (codec.go:
+// CBOR with the JSON field names, a value's bytes as they are) and read
+// format 1 (JSON, what earlier versions wrote) too; callers treat the bytes
+// as opaque. Unknown record types and versions are errors, never skipped.
+// testdata/records.cbor.golden pins the record encoding,
+// testdata/records.golden keeps format 1 readable.
 package engine

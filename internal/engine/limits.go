@@ -133,11 +133,11 @@ func (d *decider) checkStagedLimits(extra int, s Staged) error {
 // MaxDecisionBytes bounds the encoded size (MarshalRecord) of the records
 // one Decide call returns for a request within the limits, so that the
 // node can size its log record limit and never refuse such a request
-// there. Values are base64 in a record (4/3 of their size), and a value
-// can be logged twice: a movement's input in the completion and in the
-// step's creation, and an RPC's input (at most MaxPayloadBytes) is logged
-// with its result. 2 MiB cover names, options and the records' own fields.
+// there. A value's bytes are copied into a record as they are (codec.go),
+// and a value can be logged twice: a movement's input in the completion
+// and in the step's creation, and an RPC's input (at most MaxPayloadBytes)
+// is logged with its result. 2 MiB cover names, options and the records'
+// own fields.
 func (e *Engine) MaxDecisionBytes() int {
-	values := e.cfg.maxPayload() + 2*e.cfg.maxRequest()
-	return (values+2)/3*4 + 2<<20
+	return e.cfg.maxPayload() + 2*e.cfg.maxRequest() + 2<<20
 }

@@ -1,11 +1,6 @@
 package engine
 
-import (
-	"encoding/json"
-	"errors"
-	"fmt"
-	"time"
-)
+import "time"
 
 // Record is one durable state change of one run. Records carry every
 // decision (IDs, absolute times, attempt numbers, backoffs), so Apply needs
@@ -213,16 +208,17 @@ func (RPCCompleted) recordType() string       { return "rpc_completed" }
 func (StepEnded) recordType() string          { return "step_ended" }
 func (FlowClosed) recordType() string         { return "flow_closed" }
 
-// decodeBody decodes the JSON body of a record of type T.
-func decodeBody[T RecordBody](b []byte) (RecordBody, error) {
+// decodeBody decodes the body of a record of type T with unmarshal (the
+// codec of the record's format, codec.go).
+func decodeBody[T RecordBody](b []byte, unmarshal func([]byte, any) error) (RecordBody, error) {
 	var v T
-	err := json.Unmarshal(b, &v)
+	err := unmarshal(b, &v)
 	return v, err
 }
 
 // recordTypes maps each type name to its decoder; it is the one list of
 // record types the codec knows.
-var recordTypes = map[string]func([]byte) (RecordBody, error){
+var recordTypes = map[string]func([]byte, func([]byte, any) error) (RecordBody, error){
 	FlowStarted{}.recordType():        decodeBody[FlowStarted],
 	DefinitionSet{}.recordType():      decodeBody[DefinitionSet],
 	StepCreated{}.recordType():        decodeBody[StepCreated],
@@ -246,99 +242,4 @@ func (r Record) Type() string {
 		return ""
 	}
 	return r.Body.recordType()
-}
-
-// recordFormat is the version of the record and state encodings.
-const recordFormat = 1
-
-type recordEnvelope struct {
-	V      int             `json:"v"`
-	Type   string          `json:"type"`
-	FlowID string          `json:"flowId"`
-	RunID  string          `json:"runId"`
-	At     time.Time       `json:"at"`
-	Body   json.RawMessage `json:"body"`
-}
-
-// ErrUnknownRecord is returned by UnmarshalRecord for a record type this
-// version does not know.
-var ErrUnknownRecord = errors.New("engine: unknown record type")
-
-// MarshalRecord encodes a record. The encoding is JSON for now; callers must
-// treat it as opaque.
-func MarshalRecord(r Record) ([]byte, error) {
-	if r.Body == nil {
-		return nil, errors.New("engine: marshal record: no body")
-	}
-	body, err := json.Marshal(r.Body)
-	if err != nil {
-		return nil, fmt.Errorf("marshal %s record: %w", r.Type(), err)
-	}
-	return json.Marshal(recordEnvelope{V: recordFormat, Type: r.Type(), FlowID: r.FlowID, RunID: r.RunID, At: r.At, Body: body})
-}
-
-// UnmarshalRecord decodes what MarshalRecord encoded. An unknown version or
-// record type is an error, never skipped.
-func UnmarshalRecord(b []byte) (Record, error) {
-	var env recordEnvelope
-	if err := json.Unmarshal(b, &env); err != nil {
-		return Record{}, fmt.Errorf("unmarshal record: %w", err)
-	}
-	if env.V != recordFormat {
-		return Record{}, fmt.Errorf("unmarshal record: unknown format version %d", env.V)
-	}
-	decode, ok := recordTypes[env.Type]
-	if !ok {
-		return Record{}, fmt.Errorf("%w %q", ErrUnknownRecord, env.Type)
-	}
-	body, err := decode(env.Body)
-	if err != nil {
-		return Record{}, fmt.Errorf("unmarshal %s record: %w", env.Type, err)
-	}
-	return Record{FlowID: env.FlowID, RunID: env.RunID, At: env.At, Body: body}, nil
-}
-
-type stateEnvelope struct {
-	V     int        `json:"v"`
-	State *FlowState `json:"state"`
-}
-
-// MarshalState encodes a run's state (deterministically: equal states give
-// equal bytes).
-func MarshalState(st *FlowState) ([]byte, error) {
-	if st == nil {
-		return nil, errors.New("engine: marshal state: nil state")
-	}
-	return json.Marshal(stateEnvelope{V: recordFormat, State: st})
-}
-
-// UnmarshalState decodes what MarshalState encoded.
-func UnmarshalState(b []byte) (*FlowState, error) {
-	var env stateEnvelope
-	if err := json.Unmarshal(b, &env); err != nil {
-		return nil, fmt.Errorf("unmarshal state: %w", err)
-	}
-	if env.V != recordFormat || env.State == nil {
-		return nil, fmt.Errorf("unmarshal state: unknown format version %d", env.V)
-	}
-	return env.State, nil
-}
-
-// MarshalHistoryEvent encodes one history event, in the state encoding's
-// format: a store that keeps a run's history apart from the rest of its
-// state (events never change once appended) writes each event once.
-func MarshalHistoryEvent(ev *HistoryEvent) ([]byte, error) {
-	if ev == nil {
-		return nil, errors.New("engine: marshal history event: nil event")
-	}
-	return json.Marshal(ev)
-}
-
-// UnmarshalHistoryEvent decodes what MarshalHistoryEvent encoded.
-func UnmarshalHistoryEvent(b []byte) (*HistoryEvent, error) {
-	var ev HistoryEvent
-	if err := json.Unmarshal(b, &ev); err != nil {
-		return nil, fmt.Errorf("unmarshal history event: %w", err)
-	}
-	return &ev, nil
 }

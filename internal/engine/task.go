@@ -98,6 +98,13 @@ type Task struct {
 	// RPC only: the RPC's name and the queued message count per channel.
 	RPC        string         `json:"rpc,omitempty"`
 	QueueSizes map[string]int `json:"queueSizes,omitempty"`
+	// WaitFor and Execute only, so that a worker can tell whether a failure
+	// of this attempt is its last: the resolved policy's MaxAttempts (0:
+	// unlimited), FirstAt plus its MaxTotal (zero: no bound), and the
+	// jittered backoff a failure without retry-after waits (nextAttempt).
+	MaxAttempts   int           `json:"maxAttempts,omitempty"`
+	RetryDeadline time.Time     `json:"retryDeadline,omitzero"`
+	RetryDelay    time.Duration `json:"retryDelay,omitempty"`
 }
 
 // Task builds the payload of the running attempt that tok names, with the
@@ -116,6 +123,12 @@ func (st *FlowState) Task(tok Token) (Task, error) {
 		FirstAt: s.Attempt.FirstAt, Timeout: s.policy(tok.Method).Timeout,
 		Input: s.Input, Attributes: maps.Clone(st.Attributes),
 	}
+	p := s.policy(tok.Method).Retry
+	t.MaxAttempts = p.MaxAttempts
+	if p.MaxTotal > 0 {
+		t.RetryDeadline = s.Attempt.FirstAt.Add(p.MaxTotal)
+	}
+	t.RetryDelay = p.jitteredBackoff(tok.Attempt, retryJitter(st.FlowID, st.RunID, s.ID, tok.Method, tok.Attempt))
 	if tok.Method == MethodExecute {
 		t.Results = s.Wait.clone()
 		if s.Wait != nil {

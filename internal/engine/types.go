@@ -148,12 +148,18 @@ type FlowDefinition struct {
 	RPCs       []string           `json:"rpcs,omitempty"`
 	Attributes []string           `json:"attributes,omitempty"`
 	Channels   []string           `json:"channels,omitempty"`
+	// AttributeTypes and ChannelTypes are the declared value types of some
+	// attributes and channels, by name (valueshape.go).
+	AttributeTypes map[string]*ValueType `json:"attributeTypes,omitempty"`
+	ChannelTypes   map[string]*ValueType `json:"channelTypes,omitempty"`
 }
 
 // StepDef declares one step type of a flow.
 type StepDef struct {
 	HasWaitFor bool         `json:"hasWaitFor,omitempty"`
 	Options    *StepOptions `json:"options,omitempty"`
+	// Input is the declared type of the step's input (valueshape.go).
+	Input *ValueType `json:"input,omitempty"`
 }
 
 // StepOptions are the per-step options. Every field may be unset (nil or

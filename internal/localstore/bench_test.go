@@ -1,8 +1,10 @@
 package localstore
 
 import (
+	"bytes"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/dexzd/dexzd/internal/engine"
 )
@@ -48,6 +50,62 @@ func BenchmarkApply(b *testing.B) {
 			b.ReportMetric(float64(b.N)/sec, "batches/s")
 			b.ReportMetric(float64(b.N*perBatch)/sec, "states/s")
 			b.ReportMetric(float64(len(enc)), "B/state")
+		})
+	}
+}
+
+// appendEvents appends n events of realistic size (an Execute's decision
+// with a 256-byte movement input) to st's history, numbered on from its
+// last event.
+func appendEvents(st *engine.FlowState, n int, at time.Time) {
+	payload := engine.Value{Type: "json:main.Order", Data: bytes.Repeat([]byte("y"), 256)}
+	for range n {
+		id := len(st.History) + 1
+		st.History = append(st.History, &engine.HistoryEvent{ID: id, At: at.Add(time.Duration(id) * time.Millisecond),
+			Type: engine.EventExecuteCompleted, StepExecID: fmt.Sprintf("Charge-%d", id), StepType: "Charge",
+			Attempt: 1, Duration: time.Millisecond, Movements: []engine.Movement{{StepType: "Charge", Input: payload}}})
+	}
+}
+
+// BenchmarkPutFlow_History measures one step of a flow whose history
+// holds about `events` events: one more event, one PutFlow, one Apply. The
+// flow is replaced by a fresh one (outside the timer) once it has grown by
+// a tenth, so the history stays within 10 % of its nominal size. With the
+// history kept under its own keys the cost does not depend on its length.
+func BenchmarkPutFlow_History(b *testing.B) {
+	for _, events := range []int{10, 1000} {
+		b.Run(fmt.Sprintf("events=%d", events), func(b *testing.B) {
+			s, err := Open(b.TempDir(), Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			var seq uint64
+			put := func(st *engine.FlowState) {
+				seq++
+				if err := s.Apply(seq, func(tx *Tx) error { return tx.PutFlow(st) }); err != nil {
+					b.Fatal(err)
+				}
+			}
+			window := max(events/10, 1)
+			var st *engine.FlowState
+			fresh := func(gen int) {
+				st = richFlow(b, fmt.Sprintf("flow-%06d", gen), base)
+				appendEvents(st, events-len(st.History), base)
+				put(st)
+			}
+			gen := 0
+			fresh(gen)
+			for b.Loop() {
+				if len(st.History) >= events+window {
+					b.StopTimer()
+					gen++
+					fresh(gen)
+					b.StartTimer()
+				}
+				appendEvents(st, 1, base)
+				put(st)
+			}
 		})
 	}
 }

@@ -18,7 +18,7 @@
 // the node replays from Applied()+1. Apply refuses a seq at or below
 // Applied() (ErrAlreadyApplied); replay skips those batches.
 //
-// # Key layout (format version 1)
+// # Key layout (format version 2)
 //
 // The first byte of a key names its kind. <esc s> is s with 0x00 written
 // as 0x00 0xFF, followed by 0x00 0x01, so that it sorts as s and ends
@@ -26,7 +26,15 @@
 //
 //	0x00 'f'                        format version (u32, big-endian)
 //	0x00 'a'                        applied sequence number (u64, big-endian)
+//	'b' <key>                       the bytes of the large value of key, an
+//	                                'f', 'r' or 'h' key (see "Large values")
 //	'f' <flowID>                    the flow ID's latest run: flow value
+//	'h' <esc flowID> <esc runID> <id>
+//	                                history event id of a run (the latest or
+//	                                an older one): engine.MarshalHistoryEvent's
+//	                                bytes, or the one byte 0x00 when they are
+//	                                under 'b' <this key>; id is the event ID,
+//	                                u32 big-endian, so a run's events sort by ID
 //	'r' <esc flowID> <runID>        an older run of the flow ID: flow value
 //	'l' <time> <esc flowID> <runID> ListFlows entry of every run: summary
 //	'x' <flowID>                    the flow ID's latest run is RUNNING (empty)
@@ -41,23 +49,80 @@
 //
 // A summary is: FlowID, RunID, FlowType, Status, each a uvarint length and
 // the bytes; then StartedAt and ClosedAt, each varint Unix seconds and
-// uvarint nanoseconds (times decode in UTC; the zero time round-trips). A
-// flow value is: version byte 1, the summary's length (uvarint), the
-// summary, then engine.MarshalState's bytes. The summary header lets
-// PutFlow maintain the indexes and Summary answer without decoding the
-// whole state.
+// uvarint nanoseconds (times decode in UTC; the zero time round-trips).
+//
+// A flow value ('f' and 'r' keys) starts with a version byte:
+//
+//	2   the summary's length (uvarint), the summary, the number n of the
+//	    run's history events stored under its 'h' keys (uvarint), then
+//	    engine.MarshalState's bytes of the state with History nil. The
+//	    run's history is events 1..n of its 'h' keys.
+//	3   as 2 without the state: it is under 'b' <this key>.
+//	1   the summary's length (uvarint), the summary, then
+//	    engine.MarshalState's bytes of the whole state, history inline
+//	    (store format 1). Still read; never written.
+//
+// The summary header lets PutFlow maintain the indexes and Summary answer
+// without decoding the state or reading the history.
+//
+// # Large values
+//
+// Pebble keeps a value in one data block, and a read decompresses the
+// whole block: a 4 MiB state stored among the small ones made every read
+// of its neighbours (each PutFlow reads the latest run's header) cost
+// 4 MiB of decompression, and the bench's ordinary flows lost 96 % of their
+// throughput beside 1 % of large ones (issue 11). So a state or an event
+// above bigValueBytes (16 KiB) is stored under its own 'b' key, and the
+// keys other flows read ('f', 'r', 'h', 'l', 'x', 't') hold at most
+// 16 KiB each. PutFlow writes a large state's bytes at 'b' <'f' key> with
+// a version 3 value, and deletes them when the state is small again; a
+// run that becomes an older run takes them to 'b' <'r' key>. A large
+// event's bytes go to 'b' <'h' key>, written once like the event. Store
+// reads that may meet a version 3 value (Flow, Run, RunningFlows) read
+// through a Pebble snapshot, as 'b' <'f' key> is rewritten in place; a
+// missing 'b' key that a value names is ErrCorrupt. Every level has a
+// Bloom filter (10 bits per key), so a point read does not read a data
+// block of each table that cannot hold its key.
+//
+// # History keys
+//
+// A run's history is append-only (events never change once appended, and
+// event i has ID i, from 1, without gaps), so each event is written once:
+// PutFlow writes the events whose ID is above the count in the stored value
+// of the same run (every event of a new run), in the same batch as the new
+// value, and refuses a history shorter than the stored one, a nil event or
+// an event whose ID is not its position. A step thus writes the state
+// without history plus the new events, whatever the history's length,
+// where format 1 rewrote the whole history (issue 11). Reads that return a
+// state (Tx.Flow, Store.Flow, Store.Run, RunningFlows) read events 1..n
+// with one iterator over the run's 'h' prefix, bounded by n (a later
+// batch's events are not read); a missing or
+// misnumbered event is ErrCorrupt. Summary and ListFlows read no history.
+// A run's 'h' keys never move: when it becomes an older run, only its flow
+// value moves to its 'r' key. Nothing deletes them (nothing deletes runs).
 //
 // PutFlow keeps the indexes in the same batch: it rewrites the run's list
 // entry when its summary changed (deleting the old entry when the start
 // time moved), sets or deletes the running entry when the status crosses
 // RUNNING, and when a new run replaces the latest one it copies the old
-// run's value to its run key (its list entry stays: ListFlows lists every
-// run). The replaced run must be closed by then (ErrRunConflict otherwise):
-// under TERMINATE_IF_RUNNING the node puts the terminated run's state
-// before the new run's, in the same Apply.
+// run's value, whatever its version, to its run key (its list entry stays:
+// ListFlows lists every run). The replaced run must be closed by then
+// (ErrRunConflict otherwise): under TERMINATE_IF_RUNNING the node puts the
+// terminated run's state before the new run's, in the same Apply.
 //
-// Opening a directory stamped with another format version, or holding keys
-// without a format stamp, is ErrIncompatible naming the directory.
+// # Compatibility
+//
+// Format 1 is format 2 without 'h' keys and with version 1 flow values
+// only. Open restamps a format 1 directory as format 2 (synced, before any
+// write) and uses it as is: its values decode, and the first PutFlow of a
+// run stored as version 1 writes all the run's events as 'h' keys and a
+// version 2 value; an older run stored as version 1 stays so (older runs
+// are never written again) and reads as before. The restamp is one-way: a format 1 build then refuses the
+// directory with ErrIncompatible, as it refuses a format 2 snapshot stream;
+// to go back, rebuild the store from the log (delete the directory) or
+// restore an older snapshot. Opening a directory stamped with any other
+// format version, or holding keys without a format stamp, is
+// ErrIncompatible naming the directory.
 //
 // # Reads
 //
@@ -70,12 +135,12 @@
 //
 // # Snapshot stream (version 1)
 //
-// Checkpoint iterates a Pebble snapshot of every non-metadata key in key
-// order and writes (integers big-endian):
+// Checkpoint iterates a Pebble snapshot of every non-metadata key ('h' keys
+// included) in key order and writes (integers big-endian):
 //
 //	"DXLS"                    magic (4 bytes)
 //	1                         stream version (1 byte)
-//	storeFormat               format version of the keys and values (u32)
+//	storeFormat               format version of the keys and values (u32): 2
 //	applied                   the applied sequence number it covers (u64)
 //	entries                   uvarint key length (> 0), key, uvarint value length, value
 //	0                         uvarint 0: end of entries
@@ -85,8 +150,9 @@
 // Restore reads it into a sibling directory (<dir>.restoring), checks the
 // magic, versions, key order, lengths, count, checksum and that nothing
 // follows, writes the metadata last and renames the directory into place.
-// A bad stream is ErrCorrupt (ErrIncompatible for another store format),
-// and leaves nothing behind. The stream does not depend on Pebble's file
+// It accepts store format 1 and 2 (a format 1 stream's entries load as
+// they are) and stamps the store format 2. A bad stream is ErrCorrupt
+// (ErrIncompatible for another store format), and leaves nothing behind. The stream does not depend on Pebble's file
 // format, so a snapshot survives a Pebble upgrade. The wal package stores
 // the stream in parts (WriteSnapshotFrom, snapshot format version 2; see
 // wal's doc) with the number of the first batch it does not cover:

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/dexzd/dexzd/internal/engine"
@@ -17,6 +18,8 @@ const (
 	prefixList    byte = 'l'  // l<time><esc flowID><runID>: ListFlows index
 	prefixRunning byte = 'x'  // x<flowID>: the latest run is RUNNING
 	prefixType    byte = 't'  // t<flowType>: the run holding the type's latest declaration
+	prefixHistory byte = 'h'  // h<esc flowID><esc runID><u32 event ID>: one history event of a run
+	prefixBig     byte = 'b'  // b<key>: the bytes of a large value stored out of line (bigKey)
 )
 
 var (
@@ -25,11 +28,39 @@ var (
 )
 
 // storeFormat is the version of the key layout and value encodings. Open
-// refuses a directory written under another version.
-const storeFormat uint32 = 1
+// refuses a directory written under another version, except format 1,
+// which it restamps (see doc.go); Restore accepts streams of both.
+const storeFormat uint32 = 2
 
-// flowValueVersion is the first byte of every flow value ('f' and 'r' keys).
-const flowValueVersion byte = 1
+// storeFormatInline is the format before history keys: every flow value
+// is version 1 (history inline). Open and Restore upgrade it in place.
+const storeFormatInline uint32 = 1
+
+// The first byte of every flow value ('f' and 'r' keys). PutFlow writes
+// version 2; version 1 values (store format 1) still decode.
+const (
+	flowValueInline  byte = 1 // summary, then the whole state, history included
+	flowValueHistory byte = 2 // summary, event count, the state without history
+	flowValueBig     byte = 3 // summary, event count; the state is under bigKey(key)
+)
+
+// bigValueBytes is the size above which a state or a history event is
+// stored out of line, under bigKey of its key: Pebble puts a value in one
+// data block, so a 4 MiB state beside the small ones would make every read
+// of its neighbours decompress 4 MiB (issue 11), and every PutFlow read
+// it back for the header.
+const bigValueBytes = 16 << 10
+
+// bigKey is the key holding the out-of-line bytes of the value at key.
+func bigKey(key []byte) []byte {
+	k := make([]byte, 0, 1+len(key))
+	return append(append(k, prefixBig), key...)
+}
+
+// eventOutOfLine is a history key's whole value when its event is stored
+// under bigKey(history key). engine.MarshalHistoryEvent's bytes never start
+// with it (they start with their format byte, 0x02 or '{').
+const eventOutOfLine byte = 0x00
 
 func flowKey(flowID string) []byte {
 	k := make([]byte, 0, 1+len(flowID))
@@ -41,6 +72,26 @@ func runKey(flowID, runID string) []byte {
 	k = appendEscaped(append(k, prefixRun), flowID)
 	return append(k, runID...)
 }
+
+// historyPrefix is the prefix of every history event key of one run. Both
+// IDs are escaped, so no run's prefix is a prefix of another's.
+func historyPrefix(flowID, runID string) []byte {
+	k := make([]byte, 0, 5+len(flowID)+len(runID)+4)
+	k = appendEscaped(append(k, prefixHistory), flowID)
+	return appendEscaped(k, runID)
+}
+
+// historyKey is the key of event id of the run whose historyPrefix is
+// prefix: the prefix and the ID as a big-endian u32, so that a run's
+// events sort by ID.
+func historyKey(prefix []byte, id uint32) []byte {
+	k := make([]byte, 0, len(prefix)+4)
+	return binary.BigEndian.AppendUint32(append(k, prefix...), id)
+}
+
+// maxHistoryEvents is the most events a run's history can hold: event IDs
+// are u32 in keys.
+const maxHistoryEvents = math.MaxUint32
 
 func runningKey(flowID string) []byte {
 	k := make([]byte, 0, 1+len(flowID))
@@ -151,54 +202,105 @@ func decodeSummary(b []byte) (engine.Summary, []byte, error) {
 	return s, b, nil
 }
 
-// encodeFlowValue builds a flow value: a version byte, the uvarint length
-// of the summary, the summary, then engine.MarshalState's bytes. The
+// flowHeader is a decoded flow value without its state.
+type flowHeader struct {
+	sum     engine.Summary
+	version byte // flowValueInline or flowValueHistory
+	// events is the number of history events stored under the run's
+	// history keys (always 0 for flowValueInline: its history is inline).
+	events uint64
+	state  []byte // engine.MarshalState's bytes (the value's own memory)
+}
+
+// encodeFlowValue builds a version 2 flow value: the version byte, the
+// uvarint length of the summary, the summary, the uvarint number of
+// history events stored under the run's history keys, then
+// engine.MarshalState's bytes of the state without its history. The
 // summary lets PutFlow, Summary and the indexes read a run's identity and
 // status without decoding the whole state.
-func encodeFlowValue(s *engine.Summary, state []byte) []byte {
+//
+// With big, the state is not in the value (version 3): the caller stores
+// it under bigKey of the value's key.
+func encodeFlowValue(s *engine.Summary, events uint64, state []byte, big bool) []byte {
 	sum := appendSummary(make([]byte, 0, 96), s)
-	b := make([]byte, 0, 1+binary.MaxVarintLen64+len(sum)+len(state))
-	b = append(b, flowValueVersion)
+	version := flowValueHistory
+	if big {
+		version, state = flowValueBig, nil
+	}
+	b := make([]byte, 0, 1+2*binary.MaxVarintLen64+len(sum)+len(state))
+	b = append(b, version)
 	b = binary.AppendUvarint(b, uint64(len(sum)))
 	b = append(b, sum...)
+	b = binary.AppendUvarint(b, events)
 	return append(b, state...)
 }
 
-// decodeFlowHeader returns a flow value's summary and its state bytes.
-func decodeFlowHeader(v []byte) (engine.Summary, []byte, error) {
-	if len(v) == 0 || v[0] != flowValueVersion {
-		return engine.Summary{}, nil, errors.New("unknown flow value version")
+// decodeFlowHeader decodes a flow value of version 1 (summary, whole
+// state), 2 (summary, event count, state without history) or 3 (summary,
+// event count; the state out of line).
+func decodeFlowHeader(v []byte) (flowHeader, error) {
+	var h flowHeader
+	if len(v) == 0 || (v[0] != flowValueInline && v[0] != flowValueHistory && v[0] != flowValueBig) {
+		return h, errors.New("unknown flow value version")
 	}
+	h.version = v[0]
 	n, w := binary.Uvarint(v[1:])
 	if w <= 0 || n > uint64(len(v)-1-w) {
-		return engine.Summary{}, nil, errShort
+		return h, errShort
 	}
 	start := 1 + w
 	s, rest, err := decodeSummary(v[start : start+int(n)])
 	if err != nil {
-		return engine.Summary{}, nil, err
+		return h, err
 	}
 	if len(rest) != 0 {
-		return engine.Summary{}, nil, errors.New("bytes after the summary")
+		return h, errors.New("bytes after the summary")
 	}
-	return s, v[start+int(n):], nil
+	h.sum, h.state = s, v[start+int(n):]
+	if h.version != flowValueInline {
+		c, w := binary.Uvarint(h.state)
+		if w <= 0 {
+			return h, errShort
+		}
+		if c > maxHistoryEvents {
+			return h, fmt.Errorf("history event count %d out of range", c)
+		}
+		h.events, h.state = c, h.state[w:]
+		if h.version == flowValueBig && len(h.state) != 0 {
+			return h, errors.New("bytes after the header of an out-of-line flow value")
+		}
+	}
+	return h, nil
 }
 
 // decodeFlowValue decodes a flow value into a state, checking that the
-// header agrees with it.
-func decodeFlowValue(v []byte) (*engine.FlowState, error) {
-	sum, state, err := decodeFlowHeader(v)
+// header agrees with it. The history of a version 2 value is not in it:
+// the state comes back with History nil and the header says how many
+// events to read (readHistory).
+//
+// A version 3 value's state is not in v: big gives it (read from bigKey).
+func decodeFlowValue(v, big []byte) (*engine.FlowState, flowHeader, error) {
+	h, err := decodeFlowHeader(v)
 	if err != nil {
-		return nil, err
+		return nil, h, err
 	}
-	st, err := engine.UnmarshalState(state)
+	if h.version == flowValueBig {
+		if big == nil {
+			return nil, h, errors.New("out-of-line flow value without its state")
+		}
+		h.state = big
+	}
+	st, err := engine.UnmarshalState(h.state)
 	if err != nil {
-		return nil, err
+		return nil, h, err
 	}
-	if st.FlowID != sum.FlowID || st.RunID != sum.RunID {
-		return nil, fmt.Errorf("header names run %s/%s, state %s/%s", sum.FlowID, sum.RunID, st.FlowID, st.RunID)
+	if st.FlowID != h.sum.FlowID || st.RunID != h.sum.RunID {
+		return nil, h, fmt.Errorf("header names run %s/%s, state %s/%s", h.sum.FlowID, h.sum.RunID, st.FlowID, st.RunID)
 	}
-	return st, nil
+	if h.version != flowValueInline && len(st.History) != 0 {
+		return nil, h, fmt.Errorf("version %d flow value with history inline", h.version)
+	}
+	return st, h, nil
 }
 
 // sameSummary compares two summaries as the store encodes them.

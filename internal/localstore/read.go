@@ -20,7 +20,9 @@ func (s *Store) Flow(flowID string) (*engine.FlowState, error) {
 		return nil, err
 	}
 	defer s.leave()
-	return readFlow(s.db, flowID)
+	snap := s.db.NewSnapshot() // a state out of line is rewritten in place
+	defer snap.Close()
+	return readFlow(snap, flowID)
 }
 
 // Run returns the run runID of flowID, the latest or an older one; an
@@ -30,65 +32,69 @@ func (s *Store) Run(flowID, runID string) (*engine.FlowState, error) {
 		return nil, err
 	}
 	defer s.leave()
-	v, err := s.runValue(flowID, runID)
+	snap := s.db.NewSnapshot() // a state out of line is rewritten in place
+	defer snap.Close()
+	key, v, err := runValue(snap, flowID, runID)
 	if err != nil {
 		return nil, err
 	}
-	st, err := decodeFlowValue(v)
+	st, err := loadFlow(snap, key, v)
 	if err != nil {
-		return nil, fmt.Errorf("read flow %q run %q: %w: %w", flowID, runID, ErrCorrupt, err)
+		return nil, fmt.Errorf("read flow %q run %q: %w", flowID, runID, err)
 	}
 	return st, nil
 }
 
 // Summary returns the summary of run runID of flowID (empty: the latest)
-// without decoding the whole state. Times are in UTC. An unknown flow ID or
-// run is ErrNotFound.
+// from the flow value's header, without decoding the state or reading the
+// history. Times are in UTC. An unknown flow ID or run is ErrNotFound.
 func (s *Store) Summary(flowID, runID string) (engine.Summary, error) {
 	if err := s.enter(); err != nil {
 		return engine.Summary{}, err
 	}
 	defer s.leave()
-	v, err := s.runValue(flowID, runID)
+	_, v, err := runValue(s.db, flowID, runID)
 	if err != nil {
 		return engine.Summary{}, err
 	}
-	sum, _, err := decodeFlowHeader(v)
+	h, err := decodeFlowHeader(v)
 	if err != nil {
 		return engine.Summary{}, fmt.Errorf("read flow %q run %q: %w: %w", flowID, runID, ErrCorrupt, err)
 	}
-	return sum, nil
+	return h.sum, nil
 }
 
-// runValue returns the stored value of a run. It reads the latest run
-// first and the older runs second: a run only ever moves from the latest
-// key to a run key, so a concurrent Apply cannot make it miss the run.
-func (s *Store) runValue(flowID, runID string) ([]byte, error) {
-	v, err := getCopy(s.db, flowKey(flowID))
+// runValue returns the key and the stored value of a run, reading the
+// latest run first and the older runs second (a run only ever moves from
+// the latest key to a run key).
+func runValue(r reader, flowID, runID string) (key, v []byte, err error) {
+	key = flowKey(flowID)
+	v, err = getCopy(r, key)
 	switch {
 	case errors.Is(err, pebble.ErrNotFound):
-		return nil, fmt.Errorf("flow %q: %w", flowID, ErrNotFound)
+		return nil, nil, fmt.Errorf("flow %q: %w", flowID, ErrNotFound)
 	case err != nil:
-		return nil, fmt.Errorf("read flow %q: %w", flowID, err)
+		return nil, nil, fmt.Errorf("read flow %q: %w", flowID, err)
 	}
 	if runID == "" {
-		return v, nil
+		return key, v, nil
 	}
-	sum, _, err := decodeFlowHeader(v)
+	h, err := decodeFlowHeader(v)
 	if err != nil {
-		return nil, fmt.Errorf("read flow %q: %w: %w", flowID, ErrCorrupt, err)
+		return nil, nil, fmt.Errorf("read flow %q: %w: %w", flowID, ErrCorrupt, err)
 	}
-	if sum.RunID == runID {
-		return v, nil
+	if h.sum.RunID == runID {
+		return key, v, nil
 	}
-	v, err = getCopy(s.db, runKey(flowID, runID))
+	key = runKey(flowID, runID)
+	v, err = getCopy(r, key)
 	switch {
 	case errors.Is(err, pebble.ErrNotFound):
-		return nil, fmt.Errorf("flow %q run %q: %w", flowID, runID, ErrNotFound)
+		return nil, nil, fmt.Errorf("flow %q run %q: %w", flowID, runID, ErrNotFound)
 	case err != nil:
-		return nil, fmt.Errorf("read flow %q run %q: %w", flowID, runID, err)
+		return nil, nil, fmt.Errorf("read flow %q run %q: %w", flowID, runID, err)
 	}
-	return v, nil
+	return key, v, nil
 }
 
 // RunningFlows calls fn with every RUNNING flow (the latest run of its flow

@@ -120,7 +120,8 @@ func goldenStore(t testing.TB) *Store {
 	s := openStore(t, t.TempDir())
 	err := s.Apply(41, func(tx *Tx) error {
 		for _, kv := range [][2]string{
-			{"fflow-1", "latest value"}, {"lsome list key", "summary"}, {"rrun\x00\x01old", ""},
+			{"fflow-1", "latest value"}, {"hflow-1\x00\x01run\x00\x01\x00\x00\x00\x01", "event 1"},
+			{"lsome list key", "summary"}, {"rrun\x00\x01old", ""},
 			{"xflow-1", ""}, {"\xff\x00binary", "\x00\x01\x02"},
 		} {
 			if err := tx.b.Set([]byte(kv[0]), []byte(kv[1]), nil); err != nil {
@@ -283,10 +284,16 @@ func FuzzDecodeFlowValue(f *testing.F) {
 	st := richFlow(f, "o", base)
 	b, _ := engine.MarshalState(st)
 	sum := st.Summary()
-	f.Add(encodeFlowValue(&sum, b))
+	f.Add(encodeFlowValueV1(&sum, b))
+	bare := *st
+	bare.History = nil
+	b2, _ := engine.MarshalState(&bare)
+	f.Add(encodeFlowValue(&sum, uint64(len(st.History)), b2, false))
+	f.Add(encodeFlowValue(&sum, uint64(len(st.History)), b2, true))
 	f.Add(appendSummary(nil, &sum))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		_, _ = decodeFlowValue(data)
+		_, _, _ = decodeFlowValue(data, nil)
+		_, _, _ = decodeFlowValue(data, data)
 		_, _, _ = decodeSummary(data)
 		_, _ = decodePageToken(string(data), 0)
 	})

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/dexzd/dexzd/internal/diskfull"
@@ -88,11 +89,16 @@ type Store struct {
 	batches atomic.Uint64
 	bytes   atomic.Uint64
 	puts    atomic.Uint64
+	events  atomic.Uint64
 }
 
-// Open opens (or creates) the store in dir. A directory written under
-// another format version, or holding data that is not a local store, is
-// refused with ErrIncompatible.
+// Open opens (or creates) the store in dir. A directory of format 1 (flow
+// values with their history inline) is restamped format 2 and used as is:
+// its values still decode, and PutFlow moves a run's history to history
+// keys the first time it writes the run; a binary that reads only format 1
+// refuses the directory from then on (ErrIncompatible). A directory written
+// under another format version, or holding data that is not a local store,
+// is refused with ErrIncompatible.
 func Open(dir string, opts Options) (*Store, error) {
 	logger := opts.Logger
 	if logger == nil {
@@ -133,6 +139,12 @@ func openPebble(dir string, opts Options, logger *slog.Logger) (*pebble.DB, *dis
 	}
 	if po.MemTableSize == 0 {
 		po.MemTableSize = DefaultMemTableSize
+	}
+	// Bloom filters on every level: a point read (every PutFlow reads the
+	// latest run's header) skips the tables that do not hold its key
+	// instead of reading a data block of each.
+	for i := range po.Levels {
+		po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 	}
 	disk := &diskWatch{dir: dir, logger: limited}
 	if opts.fs == nil {
@@ -201,8 +213,9 @@ func fullOr(dir string, err error) error {
 	return err
 }
 
-// checkFormat stamps a new (empty) store with the format version, and
-// refuses a store stamped with another one or data without a stamp.
+// checkFormat stamps a new (empty) store with the format version, restamps
+// a format 1 store (synced, before any write of format 2 data), and refuses
+// a store stamped with another one or data without a stamp.
 func (s *Store) checkFormat() error {
 	v, err := getCopy(s.db, keyFormat)
 	switch {
@@ -224,7 +237,15 @@ func (s *Store) checkFormat() error {
 	if len(v) != 4 {
 		return fmt.Errorf("localstore: open %s: format version of %d bytes: %w", s.dir, len(v), ErrIncompatible)
 	}
-	if got := binary.BigEndian.Uint32(v); got != storeFormat {
+	got := binary.BigEndian.Uint32(v)
+	if got == storeFormatInline {
+		if err := s.db.Set(keyFormat, binary.BigEndian.AppendUint32(nil, storeFormat), pebble.Sync); err != nil {
+			return fmt.Errorf("localstore: open %s: restamp format %d as %d: %w", s.dir, got, storeFormat, err)
+		}
+		s.logger.Info("local store format upgraded", "dir", s.dir, "from", got, "to", storeFormat)
+		return nil
+	}
+	if got != storeFormat {
 		return fmt.Errorf("localstore: open %s: format version %d, this build reads %d: %w", s.dir, got, storeFormat, ErrIncompatible)
 	}
 	return nil
@@ -242,9 +263,11 @@ func isEmpty(db *pebble.DB) (bool, error) {
 	return empty, nil
 }
 
-// reader is what Get-style reads run against: the DB, a snapshot or a batch.
+// reader is what reads run against: the DB, a snapshot or an indexed
+// batch.
 type reader interface {
 	Get(key []byte) ([]byte, io.Closer, error)
+	NewIter(o *pebble.IterOptions) (*pebble.Iterator, error)
 }
 
 // getCopy reads a key and copies its value; not found is pebble.ErrNotFound.
@@ -359,6 +382,7 @@ func (s *Store) Apply(seq uint64, fn func(tx *Tx) error) error {
 	s.batches.Add(1)
 	s.bytes.Add(size)
 	s.puts.Add(uint64(tx.puts))
+	s.events.Add(uint64(tx.events))
 	return nil
 }
 
@@ -366,11 +390,13 @@ func (s *Store) Apply(seq uint64, fn func(tx *Tx) error) error {
 type Stats struct {
 	Applied    uint64 // the applied sequence number, when HasApplied
 	HasApplied bool
-	// Since Open: batches applied, their encoded size in bytes, and the
-	// flow states they stored.
+	// Since Open: batches applied, their encoded size in bytes, the flow
+	// states they stored and the history events they wrote (each event
+	// once).
 	BatchesApplied uint64
 	BytesApplied   uint64
 	FlowsPut       uint64
+	EventsPut      uint64
 	// DiskBytes is the space the store's files take.
 	DiskBytes uint64
 }
@@ -382,7 +408,7 @@ func (s *Store) Stats() (Stats, error) {
 	}
 	defer s.leave()
 	st := Stats{BatchesApplied: s.batches.Load(), BytesApplied: s.bytes.Load(),
-		FlowsPut: s.puts.Load(), DiskBytes: s.db.Metrics().DiskSpaceUsage()}
+		FlowsPut: s.puts.Load(), EventsPut: s.events.Load(), DiskBytes: s.db.Metrics().DiskSpaceUsage()}
 	st.Applied, st.HasApplied = s.Applied()
 	return st, nil
 }

@@ -23,8 +23,9 @@ var errTxDone = errors.New("localstore: transaction used after its Apply functio
 // Tx's own earlier writes. A Tx is valid only during the Apply function and
 // only on its goroutine.
 type Tx struct {
-	b    *pebble.Batch
-	puts int
+	b      *pebble.Batch
+	puts   int
+	events int // history events written
 }
 
 // Flow returns the flow ID's latest run as this batch has it, decoded
@@ -39,12 +40,22 @@ func (tx *Tx) Flow(flowID string) (*engine.FlowState, error) {
 // PutFlow stores st as its flow ID's latest run and keeps the indexes
 // current. st is encoded at once; the caller may change it afterwards.
 //
+// The run's history is stored apart, one key per event, each written once:
+// PutFlow writes the events the store does not hold yet (all of them for a
+// new run, or for a run stored before history keys) and a flow value that
+// counts them, so its cost does not grow with the history. st.History must
+// hold the stored events and may add more: event i (from 0) has ID i+1, a
+// history shorter than the stored one is an error (history never shrinks),
+// and so is a nil or misnumbered new event. The stored events are not
+// compared: events never change once appended.
+//
 // When st's run ID differs from the stored latest run's, that run moves to
-// its run key (Store.Run still finds it) and keeps its ListFlows entry; it
-// must be closed by then: a batch that terminates a run and starts the next
-// one (TERMINATE_IF_RUNNING) puts the closed state before the new one, else
-// ErrRunConflict. Putting a run that is already kept as an older run is
-// ErrRunConflict too.
+// its run key (Store.Run still finds it) and keeps its ListFlows entry and
+// its history keys; it must be closed by then: a batch that terminates a
+// run and starts the next one (TERMINATE_IF_RUNNING) puts the closed state
+// before the new one, else ErrRunConflict. Putting a run that is already
+// kept as an older run is ErrRunConflict too. An error leaves the batch as
+// it was.
 func (tx *Tx) PutFlow(st *engine.FlowState) error {
 	if tx.b == nil {
 		return errTxDone
@@ -52,8 +63,14 @@ func (tx *Tx) PutFlow(st *engine.FlowState) error {
 	if st == nil || st.FlowID == "" || st.RunID == "" {
 		return errors.New("localstore: put flow: state without flow ID or run ID")
 	}
+	if len(st.History) > maxHistoryEvents {
+		return fmt.Errorf("localstore: put flow %s run %s: history of %d events, at most %d",
+			st.FlowID, st.RunID, len(st.History), maxHistoryEvents)
+	}
 	sum := st.Summary()
-	state, err := engine.MarshalState(st)
+	bare := *st
+	bare.History = nil
+	state, err := engine.MarshalState(&bare)
 	if err != nil {
 		return fmt.Errorf("put flow %s: %w", st.FlowID, err)
 	}
@@ -63,7 +80,7 @@ func (tx *Tx) PutFlow(st *engine.FlowState) error {
 		return fmt.Errorf("put flow %s: latest run: %w", st.FlowID, err)
 	}
 
-	if prev == nil || prev.RunID != sum.RunID {
+	if prev == nil || prev.sum.RunID != sum.RunID {
 		// A new latest run: it must not be one kept as older.
 		_, err := getCopy(tx.b, runKey(sum.FlowID, sum.RunID))
 		switch {
@@ -73,30 +90,89 @@ func (tx *Tx) PutFlow(st *engine.FlowState) error {
 			return fmt.Errorf("put flow %s: read run %s: %w", sum.FlowID, sum.RunID, err)
 		}
 	}
-	if prev != nil && prev.RunID != sum.RunID {
-		if prev.Status == engine.StatusRunning {
-			return fmt.Errorf("put flow %s run %s: %w: the latest run %s is still %s",
-				sum.FlowID, sum.RunID, ErrRunConflict, prev.RunID, prev.Status)
+	moving := prev != nil && prev.sum.RunID != sum.RunID
+	if moving && prev.sum.Status == engine.StatusRunning {
+		return fmt.Errorf("put flow %s run %s: %w: the latest run %s is still %s",
+			sum.FlowID, sum.RunID, ErrRunConflict, prev.sum.RunID, prev.sum.Status)
+	}
+
+	// The events to write: those after the stored ones. A run stored as a
+	// version 1 value holds none under history keys: all are written.
+	var stored, from int
+	if prev != nil && !moving {
+		stored, from = int(prev.events), int(prev.events)
+		if prev.version == flowValueInline {
+			if stored, err = inlineHistoryLen(tx.b, fk); err != nil {
+				return fmt.Errorf("put flow %s: latest run: %w", st.FlowID, err)
+			}
+			from = 0
 		}
-		// Keep the previous run readable by run ID; its list entry stays.
+	}
+	if len(st.History) < stored {
+		return fmt.Errorf("localstore: put flow %s run %s: history of %d events, the store holds %d: history never shrinks",
+			sum.FlowID, sum.RunID, len(st.History), stored)
+	}
+	events, err := encodeEvents(st, from)
+	if err != nil {
+		return err
+	}
+
+	prevBig := prev != nil && prev.version == flowValueBig // bigKey(fk) holds its state
+	if moving {
+		// Keep the previous run readable by run ID; its list entry and
+		// its history keys stay.
 		prevRaw, err := getCopy(tx.b, fk)
 		if err != nil {
 			return fmt.Errorf("put flow %s: latest run: %w", st.FlowID, err)
 		}
-		if err := tx.b.Set(runKey(prev.FlowID, prev.RunID), prevRaw, nil); err != nil {
+		rk := runKey(prev.sum.FlowID, prev.sum.RunID)
+		if prevBig {
+			state, err := getCopy(tx.b, bigKey(fk))
+			if err != nil {
+				return fmt.Errorf("put flow %s: latest run's state: %w", st.FlowID, err)
+			}
+			if err := tx.b.Set(bigKey(rk), state, nil); err != nil {
+				return err
+			}
+		}
+		if err := tx.b.Set(rk, prevRaw, nil); err != nil {
 			return err
 		}
 		prev = nil
 	}
-
-	if err := tx.b.Set(fk, encodeFlowValue(&sum, state), nil); err != nil {
+	hp := historyPrefix(sum.FlowID, sum.RunID)
+	for i, ev := range events {
+		hk := historyKey(hp, uint32(from+i+1))
+		if len(ev) > bigValueBytes {
+			if err := tx.b.Set(bigKey(hk), ev, nil); err != nil {
+				return err
+			}
+			ev = []byte{eventOutOfLine}
+		}
+		if err := tx.b.Set(hk, ev, nil); err != nil {
+			return err
+		}
+	}
+	tx.events += len(events)
+	big := len(state) > bigValueBytes
+	if err := tx.b.Set(fk, encodeFlowValue(&sum, uint64(len(st.History)), state, big), nil); err != nil {
 		return err
 	}
+	switch {
+	case big:
+		if err := tx.b.Set(bigKey(fk), state, nil); err != nil {
+			return err
+		}
+	case prevBig:
+		if err := tx.b.Delete(bigKey(fk), nil); err != nil {
+			return err
+		}
+	}
 	tx.puts++
-	if prev == nil || !sameSummary(prev, &sum) {
+	if prev == nil || !sameSummary(&prev.sum, &sum) {
 		lk := listKey(&sum)
 		if prev != nil {
-			if old := listKey(prev); !bytes.Equal(old, lk) {
+			if old := listKey(&prev.sum); !bytes.Equal(old, lk) {
 				if err := tx.b.Delete(old, nil); err != nil {
 					return err
 				}
@@ -106,7 +182,7 @@ func (tx *Tx) PutFlow(st *engine.FlowState) error {
 			return err
 		}
 	}
-	wasRunning := prev != nil && prev.Status == engine.StatusRunning
+	wasRunning := prev != nil && prev.sum.Status == engine.StatusRunning
 	isRunning := sum.Status == engine.StatusRunning
 	switch {
 	case isRunning && !wasRunning:
@@ -117,9 +193,48 @@ func (tx *Tx) PutFlow(st *engine.FlowState) error {
 	return nil
 }
 
-// readHeader returns the summary of the flow value at key, nil when there
-// is none, without copying the value.
-func readHeader(r reader, key []byte) (*engine.Summary, error) {
+// encodeEvents checks and encodes st.History[from:]: event i has ID i+1.
+func encodeEvents(st *engine.FlowState, from int) ([][]byte, error) {
+	if from >= len(st.History) {
+		return nil, nil
+	}
+	out := make([][]byte, 0, len(st.History)-from)
+	for i, ev := range st.History[from:] {
+		want := from + i + 1
+		if ev == nil {
+			return nil, fmt.Errorf("localstore: put flow %s run %s: history event %d is nil", st.FlowID, st.RunID, want)
+		}
+		if ev.ID != want {
+			return nil, fmt.Errorf("localstore: put flow %s run %s: history event %d has ID %d",
+				st.FlowID, st.RunID, want, ev.ID)
+		}
+		b, err := engine.MarshalHistoryEvent(ev)
+		if err != nil {
+			return nil, fmt.Errorf("put flow %s: history event %d: %w", st.FlowID, want, err)
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+// inlineHistoryLen decodes the version 1 value at key and returns the
+// length of its inline history (once per run, when it is first rewritten
+// as version 2).
+func inlineHistoryLen(r reader, key []byte) (int, error) {
+	v, err := getCopy(r, key)
+	if err != nil {
+		return 0, err
+	}
+	st, _, err := decodeFlowValue(v, nil)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %w", ErrCorrupt, err)
+	}
+	return len(st.History), nil
+}
+
+// readHeader returns the header of the flow value at key, nil when there
+// is none, without copying the value (its state is not kept).
+func readHeader(r reader, key []byte) (*flowHeader, error) {
 	v, closer, err := r.Get(key)
 	if errors.Is(err, pebble.ErrNotFound) {
 		return nil, nil
@@ -128,14 +243,16 @@ func readHeader(r reader, key []byte) (*engine.Summary, error) {
 		return nil, err
 	}
 	defer closer.Close()
-	sum, _, err := decodeFlowHeader(v)
+	h, err := decodeFlowHeader(v)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
-	return &sum, nil
+	h.state = nil
+	return &h, nil
 }
 
-// readFlow reads and decodes the latest run of flowID.
+// readFlow reads and decodes the latest run of flowID, its history
+// included.
 func readFlow(r reader, flowID string) (*engine.FlowState, error) {
 	v, err := getCopy(r, flowKey(flowID))
 	if errors.Is(err, pebble.ErrNotFound) {
@@ -144,9 +261,9 @@ func readFlow(r reader, flowID string) (*engine.FlowState, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read flow %q: %w", flowID, err)
 	}
-	st, err := decodeFlowValue(v)
+	st, err := loadFlow(r, flowKey(flowID), v)
 	if err != nil {
-		return nil, fmt.Errorf("read flow %q: %w: %w", flowID, ErrCorrupt, err)
+		return nil, fmt.Errorf("read flow %q: %w", flowID, err)
 	}
 	return st, nil
 }

@@ -205,6 +205,13 @@ func helloIn(h *dexpb.Hello) (WorkerHello, error) {
 		seen[ft.GetFlowType()] = true
 		def := &engine.FlowDefinition{Type: ft.GetFlowType(), Steps: map[string]engine.StepDef{},
 			RPCs: ft.GetRpcNames(), Attributes: ft.GetAttributeNames(), Channels: ft.GetChannelNames()}
+		var err error
+		if def.AttributeTypes, err = valueTypesIn(f+".attributeTypes", ft.GetAttributeTypes(), def.Attributes); err != nil {
+			return WorkerHello{}, err
+		}
+		if def.ChannelTypes, err = valueTypesIn(f+".channelTypes", ft.GetChannelTypes(), def.Channels); err != nil {
+			return WorkerHello{}, err
+		}
 		for j, s := range ft.GetSteps() {
 			sf := fmt.Sprintf("%s.steps[%d]", f, j)
 			if s.GetStepType() == "" {
@@ -217,7 +224,16 @@ func helloIn(h *dexpb.Hello) (WorkerHello, error) {
 			if err != nil {
 				return WorkerHello{}, err
 			}
-			def.Steps[s.GetStepType()] = engine.StepDef{HasWaitFor: s.GetHasWaitFor(), Options: opts}
+			input, err := valueTypeIn(sf+".inputType", s.GetInputType())
+			if err != nil {
+				return WorkerHello{}, err
+			}
+			if s.GetStepType() != ft.GetStartStepType() {
+				// Every run stores its definition: keep only the input
+				// type a StartFlow is checked against (most name no step).
+				input = nil
+			}
+			def.Steps[s.GetStepType()] = engine.StepDef{HasWaitFor: s.GetHasWaitFor(), Options: opts, Input: input}
 		}
 		if st := ft.GetStartStepType(); st != "" {
 			if _, ok := def.Steps[st]; !ok {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"maps"
+	"math"
 	"slices"
 	"time"
 
@@ -210,6 +211,9 @@ func taskOut(t *engine.Task) *dexpb.Task {
 	}
 	if t.Method == engine.MethodRPC {
 		out.Attempt = 1
+	} else {
+		out.MaxAttempts = uint32(min(max(t.MaxAttempts, 0), math.MaxUint32)) //nolint:gosec // clamped
+		out.RetryDeadline, out.RetryDelay = tsOut(t.RetryDeadline), durOut(t.RetryDelay)
 	}
 	if t.WaitForFailed != nil {
 		out.WaitForFailed = true

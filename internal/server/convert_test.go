@@ -157,3 +157,27 @@ func TestValues_DeclaredJSONMustBeJSON(t *testing.T) {
 		t.Errorf("resultIn with a non-JSON attribute = %v; want an error naming writes.attributeWrites[0].value.data", err)
 	}
 }
+
+// A WaitFor or Execute task says what its retry policy has left, so that
+// the worker can tell the last failure (max attempts, deadline, delay); an
+// RPC task says nothing of it.
+//
+// Covers: E9
+func TestTaskOut_RetryLimits(t *testing.T) {
+	t.Parallel()
+	first := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	out := taskOut(&engine.Task{Method: engine.MethodExecute, Attempt: 2, FirstAt: first,
+		MaxAttempts: 3, RetryDeadline: first.Add(time.Minute), RetryDelay: 1500 * time.Millisecond})
+	if out.GetMaxAttempts() != 3 || !out.GetRetryDeadline().AsTime().Equal(first.Add(time.Minute)) ||
+		out.GetRetryDelay().AsDuration() != 1500*time.Millisecond {
+		t.Errorf("task = %v", out)
+	}
+	out = taskOut(&engine.Task{Method: engine.MethodWaitFor, Attempt: 1, FirstAt: first, RetryDelay: time.Second})
+	if out.GetMaxAttempts() != 0 || out.RetryDeadline != nil || out.GetRetryDelay().AsDuration() != time.Second {
+		t.Errorf("unlimited task = %v", out)
+	}
+	out = taskOut(&engine.Task{Method: engine.MethodRPC, MaxAttempts: 3, RetryDelay: time.Second})
+	if out.GetMaxAttempts() != 0 || out.RetryDelay != nil {
+		t.Errorf("RPC task = %v", out)
+	}
+}

@@ -18,6 +18,8 @@ import (
 //	1  …  record count n (uvarint), at least 1
 //	…  …  n times: length (uvarint), then engine.MarshalRecord bytes
 //
+// Each record names its own format in its first byte (engine codec.go:
+// CBOR since format 2, JSON before), so a log holding both replays.
 // Nothing may follow the last record. All records of one envelope belong to
 // one flow ID (one Decide call addresses one flow). A malformed envelope is a
 // corrupt log: it stops the writer or the replay and is never skipped.

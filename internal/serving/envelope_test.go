@@ -63,9 +63,33 @@ func TestEnvelope_Golden(t *testing.T) {
 	}
 }
 
+// TestEnvelope_DecodesFormat1Records decodes the golden envelope as
+// written before records moved to their second format (engine codec.go:
+// CBOR instead of JSON; the envelope's framing is unchanged): a log
+// written by an earlier version still replays.
+//
+// Covers: G1
+func TestEnvelope_DecodesFormat1Records(t *testing.T) {
+	t.Parallel()
+	old, err := os.ReadFile(filepath.Join("testdata", "envelope_format1.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := decodeEnvelope(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, goldenEnvelope()) {
+		t.Fatalf("decoded %+v\nwant %+v", got, goldenEnvelope())
+	}
+}
+
 // Covers: G1
 func FuzzDecodeEnvelope(f *testing.F) {
 	if b, err := os.ReadFile(filepath.Join("testdata", "envelope.bin")); err == nil {
+		f.Add(b)
+	}
+	if b, err := os.ReadFile(filepath.Join("testdata", "envelope_format1.bin")); err == nil {
 		f.Add(b)
 	}
 	f.Add([]byte{})

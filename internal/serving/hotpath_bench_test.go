@@ -1,6 +1,7 @@
 package serving
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"sync"
@@ -23,13 +24,28 @@ import (
 //	go test -run '^$' -bench HotPath -cpuprofile cpu.out ./internal/node/
 func BenchmarkHotPath_Chain(b *testing.B) {
 	for _, callers := range []int{1, 32} {
-		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) { benchChain(b, callers) })
+		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) { benchChain(b, callers, smallInput) })
 	}
 }
 
+// BenchmarkHotPath_ChainLarge is BenchmarkHotPath_Chain with an input of
+// just under the 4 MiB value limit carried through every step: what one
+// large flow costs the serving core (issue 11).
+func BenchmarkHotPath_ChainLarge(b *testing.B) {
+	pad := bytes.Repeat([]byte("L"), 4<<20-1<<10)
+	input := engine.Value{Type: "json:bench.ChainInput", Data: append(append([]byte(`{"pad":"`), pad...), `"}`...)}
+	benchChain(b, 1, input)
+}
+
+// benchMaxRecord is the record limit the node sets for the default limits
+// (node/leaseperiod.go): twice the 9 MiB gRPC message, plus 1 MiB.
+const benchMaxRecord = 19 << 20
+
+var smallInput = engine.Value{Type: "json:number", Data: []byte("1")}
+
 var chainDef = &engine.FlowDefinition{Type: "chain", Steps: map[string]engine.StepDef{"S1": {}, "S2": {}, "S3": {}}}
 
-func benchChain(b *testing.B, callers int) {
+func benchChain(b *testing.B, callers int, input engine.Value) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	store, err := flowstore.OpenLocal(b.TempDir(), nil)
@@ -42,8 +58,9 @@ func benchChain(b *testing.B, callers int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	c := NewCore(CoreConfig{NodeID: "n1", ProcessID: "p", Epoch: 1, Store: store})
-	w, err := wal.NewWriter(wal.WriterConfig{Store: blobs, Layout: testLayout, Epoch: 1, NextSeq: next, OnDurable: c.OnDurable})
+	c := NewCore(CoreConfig{NodeID: "n1", ProcessID: "p", Epoch: 1, Store: store, MaxRecordBytes: benchMaxRecord - 8})
+	w, err := wal.NewWriter(wal.WriterConfig{Store: blobs, Layout: testLayout, Epoch: 1, NextSeq: next, OnDurable: c.OnDurable,
+		MaxRecordBytes: benchMaxRecord})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -92,7 +109,6 @@ func benchChain(b *testing.B, callers int) {
 		}
 	}()
 	var n atomic.Int64
-	input := engine.Value{Type: "json:number", Data: []byte("1")}
 	b.ReportAllocs()
 	b.ResetTimer()
 	var callersWG sync.WaitGroup

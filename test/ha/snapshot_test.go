@@ -64,9 +64,10 @@ func bootstrapFromSnapshot(t *testing.T, backend string, hot bool) {
 		time.Sleep(100 * time.Millisecond)
 	}
 
-	// The truncation seen, the snapshot is counted once it completed.
-	for m := scrape(t, a.metrics); m["dexzd_snapshots_total"] == "0" || m["dexzd_snapshot_bytes"] == "0" ||
-		m["dexzd_snapshot_failures_total"] != "0"; m = scrape(t, a.metrics) {
+	// The truncation seen, the snapshot is counted once it completed. (A
+	// snapshot may also have failed on a store timeout, on a loaded
+	// machine: a failure keeps the log, which is what truncation checks.)
+	for m := scrape(t, a.metrics); m["dexzd_snapshots_total"] == "0" || m["dexzd_snapshot_bytes"] == "0"; m = scrape(t, a.metrics) {
 		if time.Now().After(deadline) {
 			t.Fatalf("snapshot metrics = total %s, bytes %s, failures %s", m["dexzd_snapshots_total"],
 				m["dexzd_snapshot_bytes"], m["dexzd_snapshot_failures_total"])
