@@ -17,6 +17,7 @@ var (
 	firstFlag = flag.Uint64("first", 0, "the first seed of a -seeds run")
 	repeat    = flag.Int("repeat", 1, "with -seed: run it this many times (goroutines of one virtual instant may interleave differently)")
 	slowSeed  = 2 * time.Second
+	showIf    = flag.String("showif", "", "print the events of every run, passing or not, with an event that contains this text")
 	verbose   = flag.Bool("simlog", false, "print the processes' logs and every run's events")
 )
 
@@ -75,7 +76,13 @@ func TestSim(t *testing.T) {
 				faults[k] += v
 			}
 		}
-		if err != nil || *verbose {
+		show := *verbose
+		if *showIf != "" && res != nil {
+			for _, e := range res.Events {
+				show = show || strings.Contains(e, *showIf)
+			}
+		}
+		if err != nil || show {
 			t.Logf("seed %d: %v\nschedule: %s\nperiod ends: %v, store faults: %v, acks: %d\nevents:\n  %s",
 				seed, err, res.Plan, res.Ends, res.Faults, res.Acks, strings.Join(res.Events, "\n  "))
 		}

@@ -21,7 +21,7 @@ import (
 // applies and snapshots exclude each other, so that a snapshot is the
 // state after exactly one batch (what a Pebble checkpoint gives the
 // node). The snapshot data is the simulator's own format (JSON of every
-// run's encoded state and the flow type index); package wal treats it as
+// run's engine.MarshalState encoding and the flow type index); package wal treats it as
 // opaque.
 type localStore struct {
 	*flowstore.MemStore
@@ -40,9 +40,9 @@ func (s *localStore) Apply(seq uint64, fn func(tx flowstore.Tx) error) error {
 }
 
 type snapshotData struct {
-	Seq   uint64            `json:"seq"`
-	Runs  []json.RawMessage `json:"runs"` // the latest run of each flow last
-	Types [][3]string       `json:"types"`
+	Seq   uint64      `json:"seq"`
+	Runs  [][]byte    `json:"runs"` // engine.MarshalState; the latest run of each flow last
+	Types [][3]string `json:"types"`
 }
 
 // snapshot encodes the store; ok is false when it applied nothing.
@@ -54,7 +54,7 @@ func (s *localStore) snapshot() (seq uint64, data []byte, ok bool, err error) {
 		return 0, nil, false, nil
 	}
 	d := snapshotData{Seq: seq}
-	var latest []json.RawMessage
+	var latest [][]byte
 	var runs []engine.Summary
 	q := flowstore.ListQuery{PageSize: 1000}
 	for {
