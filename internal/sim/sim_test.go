@@ -13,7 +13,7 @@ import (
 
 var (
 	seedFlag  = flag.Int64("seed", -1, "run only this seed (replays a failing run's schedule)")
-	seedsFlag = flag.Int("seeds", 0, "how many seeds to run, from -first (default: DEX_SIM_SEEDS, else 500, or 40 with -race)")
+	seedsFlag = flag.Int("seeds", 0, "how many seeds to run, from -first (default: DEX_SIM_SEEDS, else 800, or 50 with -race)")
 	firstFlag = flag.Uint64("first", 0, "the first seed of a -seeds run")
 	repeat    = flag.Int("repeat", 1, "with -seed: run it this many times (goroutines of one virtual instant may interleave differently)")
 	slowSeed  = 2 * time.Second
@@ -32,9 +32,9 @@ var (
 func TestSim(t *testing.T) {
 	first, n := *firstFlag, *seedsFlag
 	if n == 0 {
-		n = 500
+		n = 800
 		if raceEnabled {
-			n = 40
+			n = 50
 		}
 		if v := os.Getenv("DEX_SIM_SEEDS"); v != "" {
 			if _, err := fmt.Sscan(v, &n); err != nil {
