@@ -114,7 +114,9 @@ func (p *proc) kill(drop bool) {
 // run is the process's life: acquire, serve a period, and start again
 // (as a restarted process with a new process ID) when the period ends.
 func (p *proc) run(ctx context.Context, gen int) {
-	for n := 0; ctx.Err() == nil; n++ {
+	// n numbers the process's restarts after an exit 1; a step down
+	// keeps the process (and its process ID).
+	for n := 0; ctx.Err() == nil; {
 		pid := fmt.Sprintf("p%d.%d.%d", p.id, gen, n)
 		cfg := lease.Config{Store: p.store, Key: p.sim.layout.LeaseKey(), NodeID: nodeID,
 			ProcessID: pid, Duration: leaseDuration, PollInterval: 250 * time.Millisecond, Logger: p.sim.log}
@@ -143,6 +145,7 @@ func (p *proc) run(ctx context.Context, gen int) {
 			if ctx.Err() != nil {
 				return
 			}
+			n++
 			p.sim.event("%s: acquire: %v", pid, err)
 			if !lease.Sleep(ctx, time.Second) {
 				return
@@ -172,17 +175,18 @@ func (p *proc) run(ctx context.Context, gen int) {
 		}
 		p.sim.periodEnded(err)
 		// The process exits 1 (L11) and its supervisor starts it again.
+		n++
 		if !lease.Sleep(ctx, restartDelay) {
 			return
 		}
 	}
 }
 
-// period mirrors node's leasePeriod.run for the parts that matter to the
-// log and the flows (no gRPC surface, no snapshots, no step down): renew
-// from the start, replay and fence into the local store, writer under
-// node.Supervise, Recover, serve until the lease or the writer stops or
-// the process is killed.
+// period mirrors node's leasePeriod.run without its gRPC surface: renew
+// from the start, restore a snapshot if needed, replay and fence into the
+// local store, writer under node.Supervise, Recover, serve (with
+// snapshots) until the lease or the writer stops, a step down, or the
+// process is killed.
 func (p *proc) period(ctx context.Context, h *lease.Holder) error {
 	rctx0, stopRenew := context.WithCancel(context.WithoutCancel(ctx))
 	renewDone := make(chan struct{})
