@@ -208,7 +208,8 @@ func sameStates(want, got flowstore.Store) error {
 			return err
 		}
 		if !bytes.Equal(wb, gb) {
-			return fmt.Errorf("flow %s:\nlive:     %s\nreplayed: %s", id, gb, wb)
+			return fmt.Errorf("flow %s: live state (%s, %d bytes) differs from the replayed one (%s, %d bytes):\nlive:     %.400q\nreplayed: %.400q",
+				id, g.Status, len(gb), w.Status, len(wb), gb, wb)
 		}
 	}
 	return nil
