@@ -18,7 +18,7 @@
 // the node replays from Applied()+1. Apply refuses a seq at or below
 // Applied() (ErrAlreadyApplied); replay skips those batches.
 //
-// # Key layout (format version 2)
+// # Key layout (format version 3)
 //
 // The first byte of a key names its kind. <esc s> is s with 0x00 written
 // as 0x00 0xFF, followed by 0x00 0x01, so that it sorts as s and ends
@@ -71,7 +71,7 @@
 // whole block: a 4 MiB state stored among the small ones made every read
 // of its neighbours (each PutFlow reads the latest run's header) cost
 // 4 MiB of decompression, and the bench's ordinary flows lost 96 % of their
-// throughput beside 1 % of large ones (issue 11). So a state or an event
+// throughput beside 1 % of large ones (issue 11). So a flow value or an event
 // above bigValueBytes (16 KiB) is stored under its own 'b' key, and the
 // keys other flows read ('f', 'r', 'h', 'l', 'x', 't') hold at most
 // 16 KiB each. PutFlow writes a large state's bytes at 'b' <'f' key> with
@@ -112,16 +112,18 @@
 //
 // # Compatibility
 //
-// Format 1 is format 2 without 'h' keys and with version 1 flow values
-// only. Open restamps a format 1 directory as format 2 (synced, before any
+// Format 1 is format 3 without 'h' and 'b' keys and with version 1 flow
+// values only. Open restamps a format 1 directory as format 3 (synced, before any
 // write) and uses it as is: its values decode, and the first PutFlow of a
 // run stored as version 1 writes all the run's events as 'h' keys and a
 // version 2 value; an older run stored as version 1 stays so (older runs
 // are never written again) and reads as before. The restamp is one-way: a format 1 build then refuses the
-// directory with ErrIncompatible, as it refuses a format 2 snapshot stream;
+// directory with ErrIncompatible, as it refuses a format 3 snapshot stream;
 // to go back, rebuild the store from the log (delete the directory) or
 // restore an older snapshot. Opening a directory stamped with any other
-// format version, or holding keys without a format stamp, is
+// format version (format 2 included: the unreleased builds that wrote it
+// stored states in JSON and large values inline), or holding keys without
+// a format stamp, is
 // ErrIncompatible naming the directory.
 //
 // # Reads
@@ -151,7 +153,7 @@
 // magic, versions, key order, lengths, count, checksum and that nothing
 // follows, writes the metadata last and renames the directory into place.
 // It accepts store format 1 and 2 (a format 1 stream's entries load as
-// they are) and stamps the store format 2. A bad stream is ErrCorrupt
+// they are) and stamps the store format 3. A bad stream is ErrCorrupt
 // (ErrIncompatible for another store format), and leaves nothing behind. The stream does not depend on Pebble's file
 // format, so a snapshot survives a Pebble upgrade. The wal package stores
 // the stream in parts (WriteSnapshotFrom, snapshot format version 2; see

@@ -473,7 +473,7 @@ func storedFormat(t testing.TB, s *Store) uint32 {
 	return binary.BigEndian.Uint32(v)
 }
 
-// A store written by a format 1 build opens, is restamped format 2, reads
+// A store written by a format 1 build opens, is restamped format 3, reads
 // its version 1 values, and moves a run's history to history keys the
 // first time it writes the run.
 func TestOpen_UpgradesFormat1Store(t *testing.T) {
@@ -544,7 +544,7 @@ func TestOpen_UpgradesFormat1Store(t *testing.T) {
 		sameState(t, got, want)
 	}
 	readsAll(t, s2, r3)
-	// Reopened: stays format 2.
+	// Reopened: stays format 3.
 	if err := s2.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -572,7 +572,7 @@ func encodeStream(format uint32, seq uint64, kvs [][2][]byte) []byte {
 }
 
 // Restore reads streams of store format 1 (version 1 values) and 2, and
-// refuses others; the restored store is format 2.
+// refuses others; the restored store is format 3.
 func TestRestore_AcceptsFormat1Streams(t *testing.T) {
 	t.Parallel()
 	older, latest := twoRuns(t)
@@ -606,8 +606,12 @@ func TestRestore_AcceptsFormat1Streams(t *testing.T) {
 	defer g.Close()
 	mustAppliedAt(t, g, 41)
 
-	_, err = Restore(filepath.Join(t.TempDir(), "f3"), bytes.NewReader(encodeStream(3, 7, kvs)), Options{})
-	wantErr(t, err, ErrIncompatible)
+	// Format 2 (unreleased builds: JSON states, large values inline) and
+	// any later format are refused.
+	for _, f := range []uint32{2, 4} {
+		_, err = Restore(filepath.Join(t.TempDir(), fmt.Sprint("f", f)), bytes.NewReader(encodeStream(f, 7, kvs)), Options{})
+		wantErr(t, err, ErrIncompatible)
+	}
 }
 
 // A checkpoint carries the history keys; the restored store reads every

@@ -30,7 +30,9 @@ var (
 // storeFormat is the version of the key layout and value encodings. Open
 // refuses a directory written under another version, except format 1,
 // which it restamps (see doc.go); Restore accepts streams of both.
-const storeFormat uint32 = 2
+// Format 2 was the same layout while it was being built (unreleased
+// builds with JSON states and without out-of-line values): refused.
+const storeFormat uint32 = 3
 
 // storeFormatInline is the format before history keys: every flow value
 // is version 1 (history inline). Open and Restore upgrade it in place.

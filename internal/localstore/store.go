@@ -93,7 +93,7 @@ type Store struct {
 }
 
 // Open opens (or creates) the store in dir. A directory of format 1 (flow
-// values with their history inline) is restamped format 2 and used as is:
+// values with their history inline) is restamped format 3 and used as is:
 // its values still decode, and PutFlow moves a run's history to history
 // keys the first time it writes the run; a binary that reads only format 1
 // refuses the directory from then on (ErrIncompatible). A directory written
@@ -214,7 +214,7 @@ func fullOr(dir string, err error) error {
 }
 
 // checkFormat stamps a new (empty) store with the format version, restamps
-// a format 1 store (synced, before any write of format 2 data), and refuses
+// a format 1 store (synced, before any write of format 3 data), and refuses
 // a store stamped with another one or data without a stamp.
 func (s *Store) checkFormat() error {
 	v, err := getCopy(s.db, keyFormat)

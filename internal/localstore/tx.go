@@ -154,8 +154,14 @@ func (tx *Tx) PutFlow(st *engine.FlowState) error {
 		}
 	}
 	tx.events += len(events)
-	big := len(state) > bigValueBytes
-	if err := tx.b.Set(fk, encodeFlowValue(&sum, uint64(len(st.History)), state, big), nil); err != nil {
+	// The whole flow value counts, header included: the keys other flows
+	// read stay within bigValueBytes whatever the IDs' lengths.
+	value := encodeFlowValue(&sum, uint64(len(st.History)), state, false)
+	big := len(value) > bigValueBytes
+	if big {
+		value = encodeFlowValue(&sum, uint64(len(st.History)), state, true)
+	}
+	if err := tx.b.Set(fk, value, nil); err != nil {
 		return err
 	}
 	switch {
