@@ -3,11 +3,12 @@
 # both (the server drains, releases its lease and exits 0).
 #
 #   scripts/dev.sh            # data in ./.dex-data, API on 127.0.0.1:8801
-#   DEX_DATA_DIR=/tmp/d DEX_LISTEN=127.0.0.1:9901 scripts/dev.sh
+#   DEX_DATA_DIR=/tmp/d DEX_LISTEN=127.0.0.1:9901 DEX_METRICS_LISTEN=127.0.0.1:9902 scripts/dev.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 data=${DEX_DATA_DIR:-.dex-data}
 listen=${DEX_LISTEN:-127.0.0.1:8801}
+metrics=${DEX_METRICS_LISTEN:-127.0.0.1:9464}
 durability=${DEX_DURABILITY:-strict}
 
 echo "dev: building bin/dex-server-zd, bin/dexcli and bin/example-worker" >&2
@@ -31,7 +32,7 @@ stop() {
 }
 trap stop EXIT INT TERM
 
-bin/dex-server-zd dev --data-dir "$data" --listen "$listen" --durability "$durability" &
+bin/dex-server-zd dev --data-dir "$data" --listen "$listen" --durability "$durability" --metrics-listen "$metrics" &
 pids+=($!)
 
 # Wait until the server answers before the worker connects.
@@ -52,7 +53,9 @@ pids+=($!)
 cat >&2 <<TXT
 
 dev: the server listens on $listen with data in $data; the example worker serves
-     the order, approval and counter flows. In another terminal:
+     the order, approval and counter flows. Metrics and probes:
+     http://$metrics/metrics  http://$metrics/readyz  http://$metrics/livez
+     In another terminal:
 
   bin/dexcli flow start order order-42 --step Reserve --input '{"id":"42","cents":1200,"card":"visa"}'
   bin/dexcli flow state order-42

@@ -103,6 +103,7 @@ func runNode(mode config.Mode, args []string, stderr io.Writer) int {
 	dataDir := fl.String("data-dir", "", "the data directory (dev default: ./.dex-data)")
 	listen := fl.String("listen", "", "the API address, overriding api.listen (default 127.0.0.1:8801)")
 	durability := fl.String("durability", "", "strict, processCrashSafe or relaxed, overriding dev.durabilityMode")
+	metricsListen := fl.String("metrics-listen", "", "the address of /metrics, /readyz and /livez, overriding metrics.listen")
 	cfgPath := fl.String("config", "", "the YAML configuration file")
 	if err := fl.Parse(args); err != nil {
 		return 2
@@ -121,6 +122,9 @@ func runNode(mode config.Mode, args []string, stderr io.Writer) int {
 	}
 	if *listen != "" {
 		cfg.API.Listen = *listen
+	}
+	if *metricsListen != "" {
+		cfg.Metrics.Listen = *metricsListen
 	}
 	if err := cfg.Validate(mode); err != nil {
 		fmt.Fprintln(stderr, err)

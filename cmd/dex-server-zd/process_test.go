@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -280,5 +282,45 @@ func TestProcess_ConfigErrorsAndDefaults(t *testing.T) {
 	p.serving(t)
 	if !strings.Contains(p.log(), "leaseDuration=30s") {
 		t.Fatalf("dev lease default:\n%s", p.log())
+	}
+}
+
+// `dev --metrics-listen ADDR` (what `make dev` passes) serves /metrics,
+// /readyz and /livez there, /metrics with the Go runtime's and the
+// process's own series beside the node's.
+//
+// Covers: H2
+func TestProcess_DevServesMetricsWhereTold(t *testing.T) {
+	addr := testproc.FreeAddr(t)
+	p := start(t, "dev", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--metrics-listen", addr)
+	p.serving(t)
+	get := func(path string) string {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctxT(t), http.MethodGet, "http://"+addr+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("GET %s: %v\n%s", path, err, p.log())
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %d %v\n%s", path, resp.StatusCode, err, body)
+		}
+		return string(body)
+	}
+	m := get("/metrics")
+	for _, want := range []string{"\ndexzd_leader 1\n", "\ngo_goroutines ", "\nprocess_resident_memory_bytes "} {
+		if !strings.Contains(m, want) {
+			t.Errorf("/metrics lacks %q", strings.TrimSpace(want))
+		}
+	}
+	get("/readyz")
+	get("/livez")
+	p.Signal(t, syscall.SIGTERM)
+	if code := p.wait(t); code != 0 {
+		t.Fatalf("exited %d:\n%s", code, p.log())
 	}
 }

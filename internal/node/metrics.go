@@ -12,6 +12,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/common/expfmt"
+
 	"github.com/dexzd/dexzd/internal/blob"
 	"github.com/dexzd/dexzd/internal/lease"
 	"github.com/dexzd/dexzd/internal/serving"
@@ -76,6 +80,8 @@ var standbyStates = []StandbyState{StandbyNotStandby, StandbyStateCold, StandbyF
 // The log, store and flow series count what this process did; like every
 // counter they start at 0 in a new process, so a failover resets them.
 type Metrics struct {
+	// runtime holds the Go runtime and process collectors.
+	runtime         *prometheus.Registry
 	renewals        atomic.Uint64
 	renewalFailures atomic.Uint64
 	// Snapshots written and failed, and the size of the last one.
@@ -103,7 +109,11 @@ type Metrics struct {
 // NewMetrics returns metrics with every value at zero and the standby
 // state not_standby.
 func NewMetrics() *Metrics {
-	m := &Metrics{}
+	m := &Metrics{runtime: prometheus.NewRegistry()}
+	// The Go runtime's and the process's own series (go_*, process_*),
+	// from client_golang's collectors; the dexzd_* series are written by
+	// hand below until they move to this registry too (issue 17).
+	m.runtime.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.setStandbyState(StandbyNotStandby)
 	m.batchSeconds.init(latencyBuckets)
 	m.batchBytes.init(byteBuckets)
@@ -274,6 +284,15 @@ func (m *Metrics) WriteText(w io.Writer) error {
 	metric("dexzd_snapshot_bytes", "gauge", "Size of the last snapshot this process wrote; 0 before the first.", m.snapshotBytes.Load())
 	m.store.writeText(bw, s.fsyncs)
 	m.flows.writeText(bw)
+	families, err := m.runtime.Gather()
+	if err != nil {
+		return fmt.Errorf("gather runtime metrics: %w", err)
+	}
+	for _, mf := range families {
+		if _, err := expfmt.MetricFamilyToText(bw, mf); err != nil {
+			return err
+		}
+	}
 	return bw.Flush()
 }
 

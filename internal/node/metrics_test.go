@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
 	"github.com/dexzd/dexzd/internal/blob/mem"
 	"github.com/dexzd/dexzd/internal/serving"
 	"github.com/dexzd/dexzd/internal/wal"
@@ -45,6 +48,11 @@ func checkExposition(text string) error {
 	if !strings.HasSuffix(text, "\n") {
 		return fmt.Errorf("the text does not end with a newline")
 	}
+	// Prometheus's own parser first: what a scraper accepts.
+	parser := expfmt.NewTextParser(model.LegacyValidation)
+	if _, err := parser.TextToMetricFamilies(strings.NewReader(text)); err != nil {
+		return fmt.Errorf("prometheus text parser: %w", err)
+	}
 	var family, typ string
 	seenFamily := map[string]bool{}
 	seenSeries := map[string]bool{}
@@ -70,7 +78,7 @@ func checkExposition(text string) error {
 				return fmt.Errorf("line %d: TYPE of %s does not follow its HELP", n, name)
 			}
 			switch t {
-			case "counter", "gauge", "histogram":
+			case "counter", "gauge", "histogram", "summary":
 				typ = t
 			default:
 				return fmt.Errorf("line %d: type %q", n, t)
@@ -110,6 +118,10 @@ func checkExposition(text string) error {
 		}
 		key := strings.Join(rest, ",")
 		switch {
+		case typ == "summary":
+			if name != family && name != family+"_sum" && name != family+"_count" {
+				return fmt.Errorf("line %d: sample %s in summary %s", n, name, family)
+			}
 		case typ != "histogram":
 			if name != family {
 				return fmt.Errorf("line %d: sample %s in family %s", n, name, family)
@@ -262,6 +274,9 @@ func TestMetrics_TextFormat(t *testing.T) {
 		"dexzd_log_batch_write_seconds histogram", "dexzd_log_batch_bytes histogram", "dexzd_log_batch_records histogram",
 		"dexzd_store_requests_total counter", "dexzd_store_request_seconds histogram", "dexzd_store_fsyncs_total counter",
 		"dexzd_flows_started_total counter", "dexzd_flows_completed_total counter", "dexzd_step_attempts_total counter",
+		// The Go runtime and process collectors (issue 13 item 9).
+		"go_goroutines gauge", "go_memstats_heap_alloc_bytes gauge", "go_gc_duration_seconds summary",
+		"process_cpu_seconds_total counter", "process_resident_memory_bytes gauge", "process_open_fds gauge",
 	} {
 		if !strings.Contains(strings.Join(families, "\n")+"\n", want+"\n") {
 			t.Errorf("no family %q in %q", want, families)
