@@ -245,8 +245,10 @@
 // # Metrics (metrics.go)
 //
 // Metrics are passed in (LocalOptions.Metrics, ServeOptions.Metrics), never
-// global, and served in the Prometheus text format on metrics.listen at
-// /metrics: dexzd_leader (P4: 1 only while this process serves; alert when
+// global: each holds its own client_golang prometheus.Registry, served by
+// promhttp on metrics.listen at /metrics (the Prometheus text format, or
+// OpenMetrics when the scraper asks for it), with the Go runtime and
+// process collectors beside: dexzd_leader (P4: 1 only while this process serves; alert when
 // no process or more than one reports 1), dexzd_node_epoch,
 // dexzd_hot_standby_state{state} (not_standby, cold, or a hot standby's
 // following, bootstrapping, behind, restarting, failed),
@@ -274,7 +276,11 @@
 //     say what this process did and restart at 0 in the process that takes
 //     over.
 //
-// Histograms are written by hand like the rest: integer observations
-// (nanoseconds, bytes, records) into fixed atomic buckets, nothing
-// allocated per observation.
+// The histograms are native prometheus.Histograms (latency buckets from
+// 0.2 ms to 10 s, byte buckets in powers of 4 from 256 B to 64 MiB, record
+// buckets up to the writer's 10,000); the values kept elsewhere (the log
+// writers' counters, the serving gate, the standby state) and the atomic
+// counters of the hot paths (store requests, flows, attempts) are read at
+// scrape time by one Collector. No label carries a flow ID: every label
+// (state, limit, op, result, status, outcome) has a fixed set of values.
 package node

@@ -1,10 +1,10 @@
 package node
 
 import (
-	"bufio"
-	"fmt"
 	"slices"
 	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dexzd/dexzd/internal/serving"
 )
@@ -44,22 +44,33 @@ func (m *Metrics) CountFlows(c *serving.FlowCounts) {
 	}
 }
 
-func (f *flowMetrics) writeText(bw *bufio.Writer) {
-	const started = "dexzd_flows_started_total"
-	fmt.Fprintf(bw, "# HELP %s Flow runs this process started.\n# TYPE %s counter\n%s %d\n",
-		started, started, started, f.started.Load())
-	const closed = "dexzd_flows_completed_total"
-	fmt.Fprintf(bw, "# HELP %s Flow runs this process closed, by terminal status.\n# TYPE %s counter\n", closed, closed)
+var (
+	flowsStartedDesc = desc("dexzd_flows_started_total", "Flow runs this process started.")
+	flowsClosedDesc  = desc("dexzd_flows_completed_total", "Flow runs this process closed, by terminal status.", "status")
+	attemptsDesc     = desc("dexzd_step_attempts_total",
+		"Step attempts (WaitFor and Execute) that ended while this process was active, by outcome.", "outcome")
+)
+
+func flowDescribe(ch chan<- *prometheus.Desc) {
+	ch <- flowsStartedDesc
+	ch <- flowsClosedDesc
+	ch <- attemptsDesc
+}
+
+// collect exports the flow counters: every status but other (exported
+// once it occurred) and every outcome, even while 0.
+func (f *flowMetrics) collect(ch chan<- prometheus.Metric) {
+	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	counter(flowsStartedDesc, f.started.Load())
 	for i, label := range serving.CloseStatusLabels {
 		if n := f.closed[i].Load(); n > 0 || i != serving.CloseOther {
-			fmt.Fprintf(bw, "%s{status=%q} %d\n", closed, label, n)
+			counter(flowsClosedDesc, n, label)
 		}
 	}
-	const attempts = "dexzd_step_attempts_total"
-	fmt.Fprintf(bw, "# HELP %s Step attempts (WaitFor and Execute) that ended while this process was active, by outcome.\n# TYPE %s counter\n",
-		attempts, attempts)
 	for i, label := range serving.AttemptOutcomeLabels {
-		fmt.Fprintf(bw, "%s{outcome=%q} %d\n", attempts, label, f.attempts[i].Load())
+		counter(attemptsDesc, f.attempts[i].Load(), label)
 	}
 }
 
@@ -70,6 +81,6 @@ func (m *Metrics) CountRefused(limit string) {
 		return
 	}
 	if i := slices.Index(serving.RefusalLimits, limit); i >= 0 {
-		m.refused[i].Add(1)
+		m.refused[i].Inc()
 	}
 }

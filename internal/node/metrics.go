@@ -1,20 +1,17 @@
 package node
 
 import (
-	"bufio"
 	"context"
-	"fmt"
 	"io"
-	"math"
 	"net/http"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/dexzd/dexzd/internal/blob"
 	"github.com/dexzd/dexzd/internal/lease"
@@ -46,10 +43,12 @@ const (
 var standbyStates = []StandbyState{StandbyNotStandby, StandbyStateCold, StandbyFollowing,
 	StandbyBootstrapping, StandbyRestarting, StandbyBehind, StandbyFailed}
 
-// Metrics are one process's metrics, served in the Prometheus text format
-// (version 0.0.4) on metrics.listen. The caller creates them with
-// NewMetrics and passes them in (LocalOptions.Metrics, ServeOptions.Metrics):
-// there is no global registry. A nil *Metrics records nothing.
+// Metrics are one process's metrics, served on metrics.listen by
+// client_golang's promhttp (the Prometheus text format, or OpenMetrics
+// when the scraper asks for it). The caller creates them with NewMetrics
+// and passes them in (LocalOptions.Metrics, ServeOptions.Metrics): each
+// holds its own prometheus.Registry, there is no global one. A nil
+// *Metrics records nothing.
 //
 //	dexzd_leader                         1 while this process is the active one and serves (P4)
 //	dexzd_node_epoch                     the epoch of the lease this process holds, 0 while it holds none
@@ -62,6 +61,7 @@ var standbyStates = []StandbyState{StandbyNotStandby, StandbyStateCold, StandbyF
 //	dexzd_log_bytes_total                encoded bytes of those batches
 //	dexzd_log_write_retries_total        log requests repeated after a transient error
 //	dexzd_log_adopted_batches_total      batches whose lost reply was resolved by reading them back (G5)
+//	dexzd_requests_refused_total{limit}  calls refused as overloaded, by serving.RefusalLimits
 //	dexzd_snapshots_total                snapshots written (each followed by a log truncation)
 //	dexzd_snapshot_failures_total        snapshots or truncations that failed
 //	dexzd_snapshot_bytes                 size of the last snapshot written
@@ -77,11 +77,19 @@ var standbyStates = []StandbyState{StandbyNotStandby, StandbyStateCold, StandbyF
 //	dexzd_flows_completed_total{status}  flow runs closed: completed, failed, canceled, terminated
 //	dexzd_step_attempts_total{outcome}   step attempts ended: succeeded, failed, timed_out, not_completed
 //
-// The log, store and flow series count what this process did; like every
-// counter they start at 0 in a new process, so a failover resets them.
+// Beside them the registry holds client_golang's Go runtime (go_*) and
+// process (process_*) collectors. Every label has a fixed, small set of
+// values (no flow IDs); labelled series are listed at 0 from the start,
+// so that rate() and absent() alerts find them.
+//
+// The histograms and the refusal counters are native client_golang
+// metrics; the values that live elsewhere (the log writer's counters, the
+// serving gate, the standby state) or are kept as atomics (lease, snapshot,
+// store and flow counts) are read at scrape time by stateCollector. The log, store and flow series count what this process
+// did; like every counter they start at 0 in a new process, so a failover
+// resets them.
 type Metrics struct {
-	// runtime holds the Go runtime and process collectors.
-	runtime         *prometheus.Registry
+	reg             *prometheus.Registry
 	renewals        atomic.Uint64
 	renewalFailures atomic.Uint64
 	// Snapshots written and failed, and the size of the last one.
@@ -92,9 +100,9 @@ type Metrics struct {
 	// instead of state.
 	hot atomic.Pointer[hotStandby]
 
-	batchSeconds, batchBytes, batchRecords histogram
+	batchSeconds, batchBytes, batchRecords prometheus.Histogram
 	// refused counts overload refusals by serving.RefusalLimits' index.
-	refused [4]atomic.Uint64
+	refused []prometheus.Counter
 	store   storeMetrics
 	flows   flowMetrics
 
@@ -106,19 +114,39 @@ type Metrics struct {
 	fsyncs  []fsyncCounter              // the metered stores that count fsyncs
 }
 
+// Histogram buckets.
+var (
+	// latencyBuckets suit 0.2 ms (a local fsync) to 10 s (the log write
+	// limit's order), in seconds.
+	latencyBuckets = []float64{0.0002, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
+	// byteBuckets: powers of 4 from 256 B to 64 MiB.
+	byteBuckets = prometheus.ExponentialBuckets(256, 4, 10)
+	// recordBuckets reach the writer's default limit of 10,000 records.
+	recordBuckets = []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000}
+)
+
 // NewMetrics returns metrics with every value at zero and the standby
 // state not_standby.
 func NewMetrics() *Metrics {
-	m := &Metrics{runtime: prometheus.NewRegistry()}
-	// The Go runtime's and the process's own series (go_*, process_*),
-	// from client_golang's collectors; the dexzd_* series are written by
-	// hand below until they move to this registry too (issue 17).
-	m.runtime.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m := &Metrics{reg: prometheus.NewRegistry()}
+	f := promauto.With(m.reg)
+	histogram := func(name, help string, buckets []float64) prometheus.Histogram {
+		return f.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets})
+	}
+	m.batchSeconds = histogram("dexzd_log_batch_write_seconds",
+		"Time from the first write request of a log batch until it was durable, retries included.", latencyBuckets)
+	m.batchBytes = histogram("dexzd_log_batch_bytes", "Encoded size of the log batches this process wrote.", byteBuckets)
+	m.batchRecords = histogram("dexzd_log_batch_records",
+		"Records (one per engine decision) in the log batches this process wrote.", recordBuckets)
+	refused := f.NewCounterVec(prometheus.CounterOpts{Name: "dexzd_requests_refused_total",
+		Help: "Calls refused as overloaded (RESOURCE_EXHAUSTED with a retry hint), by the limit reached."}, []string{"limit"})
+	for _, l := range serving.RefusalLimits {
+		m.refused = append(m.refused, refused.WithLabelValues(l))
+	}
+	m.store.init(f)
+	m.reg.MustRegister(stateCollector{m},
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.setStandbyState(StandbyNotStandby)
-	m.batchSeconds.init(latencyBuckets)
-	m.batchBytes.init(byteBuckets)
-	m.batchRecords.init(recordBuckets)
-	m.store.init()
 	return m
 }
 
@@ -127,9 +155,9 @@ func (m *Metrics) ObserveBatch(b wal.BatchStats) {
 	if m == nil {
 		return
 	}
-	m.batchSeconds.observe(uint64(max(b.Duration, 0)))
-	m.batchBytes.observe(uint64(max(b.Bytes, 0)))
-	m.batchRecords.observe(uint64(max(b.Records, 0)))
+	m.batchSeconds.Observe(max(b.Duration, 0).Seconds())
+	m.batchBytes.Observe(float64(max(b.Bytes, 0)))
+	m.batchRecords.Observe(float64(max(b.Records, 0)))
 }
 
 // WriterHook returns the wal.WriterConfig.OnBatch hook that records each
@@ -212,7 +240,8 @@ func (m *Metrics) leaseRenewal(err error) {
 	}
 }
 
-// snapshot is one consistent reading of the metrics.
+// snapshot is one consistent reading of the state that stateCollector
+// exports.
 type snapshot struct {
 	leader                    bool
 	epoch                     uint64
@@ -246,144 +275,85 @@ func (m *Metrics) snapshot() snapshot {
 	return s
 }
 
-// WriteText writes the metrics in the Prometheus text format.
-func (m *Metrics) WriteText(w io.Writer) error {
-	s := m.snapshot()
-	bw := bufio.NewWriter(w)
-	metric := func(name, typ, help string, v uint64) {
-		fmt.Fprintf(bw, "# HELP %s %s\n# TYPE %s %s\n%s %d\n", name, help, name, typ, name, v)
-	}
-	metric("dexzd_leader", "gauge", "1 while this process is the active process of its node and serves, else 0.", b2u(s.leader))
-	metric("dexzd_node_epoch", "gauge", "The epoch of the node lease this process holds; 0 while it holds none.", s.epoch)
-	const hs = "dexzd_hot_standby_state"
-	fmt.Fprintf(bw, "# HELP %s 1 for the standby state this process is in, 0 for the others.\n# TYPE %s gauge\n", hs, hs)
-	for _, st := range standbyStates {
-		fmt.Fprintf(bw, "%s{state=%q} %d\n", hs, st, b2u(st == s.state))
-	}
-	const lag = "dexzd_hot_standby_lag_seconds"
-	fmt.Fprintf(bw, "# HELP %s How far this hot standby trails the log: the time since it last caught up with its end; 0 when not a hot standby.\n# TYPE %s gauge\n%s %.3f\n",
-		lag, lag, lag, s.lag.Seconds())
-	metric("dexzd_lease_renewals_total", "counter", "Lease renewal writes that succeeded.", s.renewals)
-	metric("dexzd_lease_renewal_failures_total", "counter", "Lease renewal writes that failed; every attempt counts.", s.renewalFailures)
-	metric("dexzd_log_batches_total", "counter", "Log batches this process wrote.", s.log.Batches)
-	metric("dexzd_log_records_total", "counter", "Records in the log batches this process wrote.", s.log.Records)
-	metric("dexzd_log_bytes_total", "counter", "Encoded bytes of the log batches this process wrote.", s.log.Bytes)
-	metric("dexzd_log_write_retries_total", "counter", "Log store requests repeated after a transient error.", s.log.Retries)
-	metric("dexzd_log_adopted_batches_total", "counter", "Log batches whose lost write reply was resolved by reading the batch back.", s.log.Adopted)
-	histogramFamily(bw, &m.batchSeconds, "dexzd_log_batch_write_seconds",
-		"Time from the first write request of a log batch until it was durable, retries included.")
-	histogramFamily(bw, &m.batchBytes, "dexzd_log_batch_bytes", "Encoded size of the log batches this process wrote.")
-	histogramFamily(bw, &m.batchRecords, "dexzd_log_batch_records", "Records (one per engine decision) in the log batches this process wrote.")
-	const rf = "dexzd_requests_refused_total"
-	fmt.Fprintf(bw, "# HELP %s Calls refused as overloaded (RESOURCE_EXHAUSTED with a retry hint), by the limit reached.\n# TYPE %s counter\n", rf, rf)
-	for i, l := range serving.RefusalLimits {
-		fmt.Fprintf(bw, "%s{limit=%q} %d\n", rf, l, m.refused[i].Load())
-	}
-	metric("dexzd_snapshots_total", "counter", "Snapshots of the local store this process wrote (and truncated the log after).", m.snapshots.Load())
-	metric("dexzd_snapshot_failures_total", "counter", "Snapshots or truncations that failed; the log is kept until the next one.", m.snapshotFailures.Load())
-	metric("dexzd_snapshot_bytes", "gauge", "Size of the last snapshot this process wrote; 0 before the first.", m.snapshotBytes.Load())
-	m.store.writeText(bw, s.fsyncs)
-	m.flows.writeText(bw)
-	families, err := m.runtime.Gather()
-	if err != nil {
-		return fmt.Errorf("gather runtime metrics: %w", err)
-	}
-	for _, mf := range families {
-		if _, err := expfmt.MetricFamilyToText(bw, mf); err != nil {
-			return err
-		}
-	}
-	return bw.Flush()
+func desc(name, help string, labels ...string) *prometheus.Desc {
+	return prometheus.NewDesc(name, help, labels, nil)
 }
 
-// maxBuckets is the most upper bounds a histogram has (+Inf aside).
-const maxBuckets = 16
-
-// bucketSpec are a histogram's upper bounds: in the observed integer unit
-// for observe, as le label values for the text.
-type bucketSpec struct {
-	bounds []uint64
-	le     []string
-	unit   float64 // observed units per exported unit: 1e9 for ns as seconds
-}
-
-func newBuckets(unit float64, upper ...float64) *bucketSpec {
-	if len(upper) > maxBuckets {
-		panic("metrics: too many histogram buckets")
-	}
-	b := &bucketSpec{unit: unit}
-	for _, u := range upper {
-		b.bounds = append(b.bounds, uint64(math.Round(u*unit)))
-		b.le = append(b.le, strconv.FormatFloat(u, 'f', -1, 64))
-	}
-	return b
-}
-
-// Histogram buckets.
+// The series stateCollector reads at scrape time.
 var (
-	// latencyBuckets suit 0.2 ms (a local fsync) to 10 s (the log write
-	// limit's order): observed in nanoseconds, exported in seconds.
-	latencyBuckets = newBuckets(1e9, 0.0002, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
-	// byteBuckets: powers of 4 from 256 B to 64 MiB.
-	byteBuckets = newBuckets(1, 256, 1<<10, 4<<10, 16<<10, 64<<10, 256<<10, 1<<20, 4<<20, 16<<20, 64<<20)
-	// recordBuckets reach the writer's default limit of 10,000 records.
-	recordBuckets = newBuckets(1, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000)
+	leaderDesc  = desc("dexzd_leader", "1 while this process is the active process of its node and serves, else 0.")
+	epochDesc   = desc("dexzd_node_epoch", "The epoch of the node lease this process holds; 0 while it holds none.")
+	standbyDesc = desc("dexzd_hot_standby_state", "1 for the standby state this process is in, 0 for the others.", "state")
+	lagDesc     = desc("dexzd_hot_standby_lag_seconds",
+		"How far this hot standby trails the log: the time since it last caught up with its end; 0 when not a hot standby.")
+	renewalsDesc        = desc("dexzd_lease_renewals_total", "Lease renewal writes that succeeded.")
+	renewalFailuresDesc = desc("dexzd_lease_renewal_failures_total", "Lease renewal writes that failed; every attempt counts.")
+	snapshotsDesc       = desc("dexzd_snapshots_total",
+		"Snapshots of the local store this process wrote (and truncated the log after).")
+	snapshotFailuresDesc = desc("dexzd_snapshot_failures_total",
+		"Snapshots or truncations that failed; the log is kept until the next one.")
+	snapshotBytesDesc = desc("dexzd_snapshot_bytes", "Size of the last snapshot this process wrote; 0 before the first.")
+	logBatchesDesc    = desc("dexzd_log_batches_total", "Log batches this process wrote.")
+	logRecordsDesc    = desc("dexzd_log_records_total", "Records in the log batches this process wrote.")
+	logBytesDesc      = desc("dexzd_log_bytes_total", "Encoded bytes of the log batches this process wrote.")
+	logRetriesDesc    = desc("dexzd_log_write_retries_total", "Log store requests repeated after a transient error.")
+	logAdoptedDesc    = desc("dexzd_log_adopted_batches_total",
+		"Log batches whose lost write reply was resolved by reading the batch back.")
 )
 
-// histogram is a Prometheus histogram of integer observations (nanoseconds,
-// bytes, records): safe for concurrent use, no allocation per observation.
-// init it before use.
-type histogram struct {
-	spec   *bucketSpec
-	counts [maxBuckets + 1]atomic.Uint64 // per bucket, not cumulative; the last is +Inf
-	sum    atomic.Uint64
-}
+// stateCollector exports the values kept outside client_golang's metric
+// types: the serving gate, lease epoch, standby state and lag, the lease
+// renewal and snapshot counts, the log writers' counters, and the store
+// and flow counters.
+type stateCollector struct{ m *Metrics }
 
-func (h *histogram) init(b *bucketSpec) { h.spec = b }
-
-func (h *histogram) observe(v uint64) {
-	b := h.spec.bounds
-	i := 0
-	for i < len(b) && v > b[i] {
-		i++
+func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{leaderDesc, epochDesc, standbyDesc, lagDesc,
+		renewalsDesc, renewalFailuresDesc, snapshotsDesc, snapshotFailuresDesc, snapshotBytesDesc, logBatchesDesc, logRecordsDesc, logBytesDesc, logRetriesDesc, logAdoptedDesc} {
+		ch <- d
 	}
-	h.counts[i].Add(1)
-	h.sum.Add(v)
+	storeDescribe(ch)
+	flowDescribe(ch)
 }
 
-// histogramFamily writes the HELP and TYPE lines and h's series.
-func histogramFamily(bw *bufio.Writer, h *histogram, name, help string) {
-	fmt.Fprintf(bw, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name)
-	h.writeText(bw, name, "")
-}
-
-// writeText writes h's series of the family name: its buckets
-// (cumulative), sum and count, with labels (`op="get"`, or "") on each.
-// The count is the +Inf bucket, so they always agree.
-func (h *histogram) writeText(bw *bufio.Writer, name, labels string) {
-	sep, braced := "", ""
-	if labels != "" {
-		sep, braced = ",", "{"+labels+"}"
+func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.m.snapshot()
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
-	var cum uint64
-	for i, le := range h.spec.le {
-		cum += h.counts[i].Load()
-		fmt.Fprintf(bw, "%s_bucket{%s%sle=%q} %d\n", name, labels, sep, le, cum)
+	counter := func(d *prometheus.Desc, v uint64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v))
 	}
-	cum += h.counts[len(h.spec.le)].Load()
-	fmt.Fprintf(bw, "%s_bucket{%s%sle=\"+Inf\"} %d\n", name, labels, sep, cum)
-	sum := strconv.FormatFloat(float64(h.sum.Load())/h.spec.unit, 'f', -1, 64)
-	fmt.Fprintf(bw, "%s_sum%s %s\n%s_count%s %d\n", name, braced, sum, name, braced, cum)
+	gauge(leaderDesc, b2f(s.leader))
+	gauge(epochDesc, float64(s.epoch))
+	for _, st := range standbyStates {
+		gauge(standbyDesc, b2f(st == s.state), string(st))
+	}
+	gauge(lagDesc, s.lag.Seconds())
+	counter(renewalsDesc, s.renewals)
+	counter(renewalFailuresDesc, s.renewalFailures)
+	counter(snapshotsDesc, c.m.snapshots.Load())
+	counter(snapshotFailuresDesc, c.m.snapshotFailures.Load())
+	gauge(snapshotBytesDesc, float64(c.m.snapshotBytes.Load()))
+	counter(logBatchesDesc, s.log.Batches)
+	counter(logRecordsDesc, s.log.Records)
+	counter(logBytesDesc, s.log.Bytes)
+	counter(logRetriesDesc, s.log.Retries)
+	counter(logAdoptedDesc, s.log.Adopted)
+	c.m.store.collect(ch, s.fsyncs)
+	c.m.flows.collect(ch)
 }
 
-func b2u(b bool) uint64 {
+func b2f(b bool) float64 {
 	if b {
 		return 1
 	}
 	return 0
 }
 
-// Handler serves GET /metrics.
+// Handler serves GET /metrics: promhttp over the process's registry, in
+// the Prometheus text format or, when the scraper's Accept header asks for
+// it, OpenMetrics.
 //
 // The same listener is the process's HTTP surface for load balancers and
 // probes that do not speak gRPC: GET /readyz answers 200 while the
@@ -392,10 +362,7 @@ func b2u(b bool) uint64 {
 // GET /livez answers 200 while the process runs.
 func (m *Metrics) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-		_ = m.WriteText(w)
-	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{EnableOpenMetrics: true}))
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		if m.serving() {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net/http/httptest"
 	"regexp"
 	"strconv"
@@ -19,7 +20,24 @@ import (
 	"github.com/dexzd/dexzd/internal/wal"
 )
 
-func u64(n uint64) string { return strconv.FormatUint(n, 10) }
+// u64 is n as the text format writes a sample value (expfmt: %g, so
+// 1e+06 from a million on).
+func u64(n uint64) string { return strconv.FormatFloat(float64(n), 'g', -1, 64) }
+
+// WriteText writes m's registry in the Prometheus text format, as GET
+// /metrics does for a scraper that asks for no other format.
+func (m *Metrics) WriteText(w io.Writer) error {
+	families, err := m.reg.Gather()
+	if err != nil {
+		return err
+	}
+	for _, mf := range families {
+		if _, err := expfmt.MetricFamilyToText(w, mf); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // metricsText returns m's text after checking its format.
 func metricsText(t *testing.T, m *Metrics) string {
@@ -184,8 +202,9 @@ func TestMetrics_BatchHistograms(t *testing.T) {
 			"dexzd_log_batch_write_seconds_sum 11.0032\n" +
 			"dexzd_log_batch_write_seconds_count 3\n",
 		`dexzd_log_batch_bytes_bucket{le="256"} 1` + "\n" + `dexzd_log_batch_bytes_bucket{le="1024"} 2` + "\n",
-		`dexzd_log_batch_bytes_bucket{le="67108864"} 2` + "\n" + `dexzd_log_batch_bytes_bucket{le="+Inf"} 3` + "\n",
-		"dexzd_log_batch_bytes_sum " + strconv.Itoa(256+300+100<<20) + "\n",
+		// expfmt writes le and values with %g: 64 MiB is 6.7108864e+07.
+		`dexzd_log_batch_bytes_bucket{le="6.7108864e+07"} 2` + "\n" + `dexzd_log_batch_bytes_bucket{le="+Inf"} 3` + "\n",
+		"dexzd_log_batch_bytes_sum " + u64(256+300+100<<20) + "\n",
 		`dexzd_log_batch_records_bucket{le="5"} 1` + "\n" + `dexzd_log_batch_records_bucket{le="10"} 2` + "\n",
 		`dexzd_log_batch_records_bucket{le="5000"} 2` + "\n" + `dexzd_log_batch_records_bucket{le="10000"} 3` + "\n",
 	} {

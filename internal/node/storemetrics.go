@@ -1,12 +1,13 @@
 package node
 
 import (
-	"bufio"
 	"context"
 	"errors"
-	"fmt"
 	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/dexzd/dexzd/internal/blob"
 )
@@ -72,23 +73,28 @@ func storeResult(ctx context.Context, err error) int {
 }
 
 // storeMetrics are the durable store's request counters and latencies.
+// The counters are atomics (exported by stateCollector, the unexpected
+// results only once they occurred); the latencies a native histogram
+// vector with every op's series made up front.
 type storeMetrics struct {
 	requests [numStoreOps][numStoreResults]atomic.Uint64
-	seconds  [numStoreOps]histogram
+	seconds  [numStoreOps]prometheus.Observer
 }
 
 // fsyncCounter is a store that counts its fsyncs (fs.Store).
 type fsyncCounter interface{ Fsyncs() uint64 }
 
-func (s *storeMetrics) init() {
-	for i := range s.seconds {
-		s.seconds[i].init(latencyBuckets)
+func (s *storeMetrics) init(f promauto.Factory) {
+	v := f.NewHistogramVec(prometheus.HistogramOpts{Name: "dexzd_store_request_seconds",
+		Help: "Latency of durable store requests, by kind; every result counts.", Buckets: latencyBuckets}, []string{"op"})
+	for op := range s.seconds {
+		s.seconds[op] = v.WithLabelValues(storeOpLabels[op])
 	}
 }
 
 func (s *storeMetrics) observe(op int, ctx context.Context, start time.Time, err error) {
 	s.requests[op][storeResult(ctx, err)].Add(1)
-	s.seconds[op].observe(uint64(time.Since(start)))
+	s.seconds[op].Observe(time.Since(start).Seconds())
 }
 
 // MeterStore returns s counting its requests, by kind and result, and
@@ -153,22 +159,27 @@ func (s *meteredStore) Delete(ctx context.Context, key string) error {
 
 func (s *meteredStore) Close() error { return s.s.Close() }
 
-func (s *storeMetrics) writeText(bw *bufio.Writer, fsyncs uint64) {
-	const req = "dexzd_store_requests_total"
-	fmt.Fprintf(bw, "# HELP %s Durable store requests, by kind and result.\n# TYPE %s counter\n", req, req)
+var (
+	storeRequestsDesc = desc("dexzd_store_requests_total", "Durable store requests, by kind and result.", "op", "result")
+	storeFsyncsDesc   = desc("dexzd_store_fsyncs_total",
+		"fsyncs of the fs durable store (strict durability); 0 on other backends.")
+)
+
+func storeDescribe(ch chan<- *prometheus.Desc) {
+	ch <- storeRequestsDesc
+	ch <- storeFsyncsDesc
+}
+
+// collect exports the request counters, each expected op and result pair
+// even while 0, and the fsyncs of the metered stores.
+func (s *storeMetrics) collect(ch chan<- prometheus.Metric, fsyncs uint64) {
 	for op := range numStoreOps {
 		for res := range numStoreResults {
 			if n := s.requests[op][res].Load(); n > 0 || storeResultExpected[op][res] {
-				fmt.Fprintf(bw, "%s{op=%q,result=%q} %d\n", req, storeOpLabels[op], storeResultLabels[res], n)
+				ch <- prometheus.MustNewConstMetric(storeRequestsDesc, prometheus.CounterValue, float64(n),
+					storeOpLabels[op], storeResultLabels[res])
 			}
 		}
 	}
-	const sec = "dexzd_store_request_seconds"
-	fmt.Fprintf(bw, "# HELP %s Latency of durable store requests, by kind; every result counts.\n# TYPE %s histogram\n", sec, sec)
-	for op := range numStoreOps {
-		s.seconds[op].writeText(bw, sec, fmt.Sprintf("op=%q", storeOpLabels[op]))
-	}
-	const fs = "dexzd_store_fsyncs_total"
-	fmt.Fprintf(bw, "# HELP %s fsyncs of the fs durable store (strict durability); 0 on other backends.\n# TYPE %s counter\n%s %d\n",
-		fs, fs, fs, fsyncs)
+	ch <- prometheus.MustNewConstMetric(storeFsyncsDesc, prometheus.CounterValue, float64(fsyncs))
 }
