@@ -31,6 +31,11 @@ type StartFlow struct {
 	// Definition is the flow type's registered definition, nil when no
 	// worker has registered the type yet (see FlowDefinition).
 	Definition *FlowDefinition
+	// InputChecked says the caller checked Input against this very
+	// Definition with CheckStartInput, so Decide does not check it again:
+	// a large input's shape is checked beside the node's single sequencer,
+	// not on it (issue 11). Never logged.
+	InputChecked bool
 }
 
 // SetDefinition stores (or replaces) the run's flow definition, for runs

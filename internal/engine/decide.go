@@ -211,6 +211,13 @@ func (d *decider) failAttempt(s *StepExec, f Failure, retryAfter *time.Duration)
 	if f.NonRetryable {
 		retry = false
 	}
+	// A WaitFor attempt of a step that has none (a worker held it when the
+	// run's first definition arrived, E4) is not retried: its step goes to
+	// Execute, as SetDefinition sends one no worker holds.
+	noWaitFor := a.Method == MethodWaitFor && !s.HasWaitFor
+	if noWaitFor {
+		retry = false
+	}
 	failed := AttemptFailed{StepExecID: s.ID, Method: a.Method, Attempt: a.Number, Duration: d.elapsed(a), Failure: f}
 	if retry {
 		failed.NextAttemptAt = at
@@ -218,6 +225,10 @@ func (d *decider) failAttempt(s *StepExec, f Failure, retryAfter *time.Duration)
 	d.emit(failed)
 	if retry {
 		d.emit(AttemptScheduled{StepExecID: s.ID, Method: a.Method, Attempt: a.Number + 1, FirstAt: a.FirstAt, NotBefore: at})
+		return
+	}
+	if noWaitFor {
+		d.emit(AttemptScheduled{StepExecID: s.ID, Method: MethodExecute, Attempt: 1, FirstAt: d.now, NotBefore: d.now})
 		return
 	}
 	msg := fmt.Sprintf("step %s %s failed after %d attempts: %s: %s", s.ID, a.Method, a.Number, f.Type, f.Message)

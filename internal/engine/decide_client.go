@@ -122,9 +122,9 @@ func (d *decider) validateStart(c StartFlow) error {
 	if err := v.checkValue("input", c.Input); err != nil {
 		return err
 	}
-	if c.Definition != nil {
-		if err := c.Definition.Steps[c.StartStep].Input.Check(c.Input); err != nil {
-			return invalidArg("input", "start step %q: %v", c.StartStep, err)
+	if !c.InputChecked {
+		if err := CheckStartInput(c.Definition, c.StartStep, c.Input); err != nil {
+			return err
 		}
 	}
 	if err := validateOptions("startOptions", c.StartOptions, v.stepDeclared); err != nil {
@@ -435,6 +435,24 @@ func (d *decider) checkAttributeTypes(field string, ws []AttributeWrite) error {
 		if err := d.st.Definition.AttributeTypes[w.Name].Check(w.Value); err != nil {
 			return invalidArg(fmt.Sprintf("%s[%d].value", field, i), "attribute %q: %v", w.Name, err)
 		}
+	}
+	return nil
+}
+
+// CheckStartInput checks a start's input against the type that def
+// declares for its start step (nil def, or a step def does not declare:
+// nothing to check; Decide reports an undeclared step itself). It is
+// Decide's own check, for a caller that runs it before Decide and sets
+// StartFlow.InputChecked.
+func CheckStartInput(def *FlowDefinition, startStep string, input Value) error {
+	if def == nil {
+		return nil
+	}
+	if startStep == "" {
+		startStep = def.Start // as Decide resolves it
+	}
+	if err := def.Steps[startStep].Input.Check(input); err != nil {
+		return invalidArg("input", "start step %q: %v", startStep, err)
 	}
 	return nil
 }

@@ -275,10 +275,12 @@
 // (DefinitionSet.Steps), so Apply computes nothing. A step the definition
 // says has no WaitFor and whose WaitFor attempt no worker holds goes to
 // Execute attempt 1 in the same Decide; a WaitFor attempt a worker already
-// holds is left to it (it answers "no wait"), and a step type the
-// definition does not declare keeps its options. Attempt numbers are kept:
-// attempts a step ran before the declaration count against the declared
-// maximum. On a run that already had a definition, SetDefinition replaces
+// holds is left to it (it answers "no wait"), and if that attempt fails
+// instead (a timeout, a takeover, an invalid answer) the step goes to
+// Execute attempt 1 rather than retry a WaitFor it does not have. A step
+// type the definition does not declare keeps its options. Attempt numbers
+// are kept: attempts a step ran before the declaration count against the
+// declared maximum. On a run that already had a definition, SetDefinition replaces
 // it for the steps created afterwards only.
 //
 // A run is pinned to the first definition it gets: the node sets one only

@@ -83,3 +83,31 @@ func manyFields(n int) string {
 	}
 	return "{" + strings.Join(fields, ",") + "}"
 }
+
+// CheckStartInput is Decide's own check of a start's input, the start step
+// resolved as Decide resolves it (the definition's start step when the
+// start names none); a StartFlow marked InputChecked is not checked again.
+//
+// Covers: E2
+func TestCheckStartInput_IsDecidesCheck(t *testing.T) {
+	def := &FlowDefinition{Type: "typed", Start: "A", Steps: map[string]StepDef{
+		"A": {Input: &ValueType{Encoding: "json", Shape: "s"}}}}
+	obj := Value{Type: "json:main.X", Data: []byte(`{"id":"x"}`)}
+	for _, step := range []string{"", "A"} {
+		if err := CheckStartInput(def, step, obj); err == nil || !strings.Contains(err.Error(), `start step "A"`) {
+			t.Errorf("step %q: an object for a string: %v", step, err)
+		}
+		if err := CheckStartInput(def, step, Value{Type: "json:string", Data: []byte(`"x"`)}); err != nil {
+			t.Errorf("step %q: a string: %v", step, err)
+		}
+	}
+	e := New(Config{})
+	start := StartFlow{FlowID: "f", FlowType: "typed", RunID: "r", Input: obj, Definition: def}
+	if _, err := e.Decide(nil, start, base); err == nil {
+		t.Error("Decide started a flow whose input does not match")
+	}
+	start.InputChecked = true
+	if _, err := e.Decide(nil, start, base); err != nil {
+		t.Errorf("Decide checked an input marked checked: %v", err)
+	}
+}

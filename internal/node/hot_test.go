@@ -13,6 +13,7 @@ import (
 	"github.com/dexzd/dexzd/internal/flowstore"
 	"github.com/dexzd/dexzd/internal/lease"
 	"github.com/dexzd/dexzd/internal/wal"
+	"github.com/dexzd/dexzd/internal/wal/waltest"
 )
 
 const (
@@ -172,7 +173,7 @@ func TestHotStandby_FailsWhenTheLogWasTruncated(t *testing.T) {
 			blobs.SetRaw(layout.LogKey(seq), wal.Encode(wal.Batch{Seq: seq, Epoch: 1, Kind: wal.KindRecords}))
 		}
 		ok := func(context.Context) error { return nil }
-		if err := wal.WriteSnapshot(t.Context(), blobs, layout, 3, []byte("x"), ok, 1); err != nil {
+		if err := waltest.WriteSnapshot(t.Context(), blobs, layout, 3, []byte("x"), ok, 1); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := wal.Truncate(t.Context(), blobs, layout, ok); err != nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/dexzd/dexzd/internal/flowstore"
 	"github.com/dexzd/dexzd/internal/lease"
 	"github.com/dexzd/dexzd/internal/wal"
+	"github.com/dexzd/dexzd/internal/wal/waltest"
 )
 
 // Takeovers whose recovery (a snapshot restore, a long replay) outlasts the
@@ -263,7 +264,7 @@ func TestTakeover_RecoveryLongerThanTheLeaseKeepsRenewing(t *testing.T) {
 		}},
 		{"snapshot restore", func(t *testing.T, blobs *mem.Store, next uint64) (flowstore.Store, restorer) {
 			ok := func(context.Context) error { return nil }
-			if err := wal.WriteSnapshot(t.Context(), blobs, testLayout, next, []byte("snapshot"), ok, 1); err != nil {
+			if err := waltest.WriteSnapshot(t.Context(), blobs, testLayout, next, []byte("snapshot"), ok, 1); err != nil {
 				t.Fatal(err)
 			}
 			return flowstore.NewMemStore(), func(_ string, r io.Reader) (flowstore.Store, error) {

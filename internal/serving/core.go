@@ -240,6 +240,17 @@ func (c *Core) fireTimer(a engine.ArmTimer) {
 // StartFlow implements server.Backend.
 func (c *Core) StartFlow(ctx context.Context, s engine.StartFlow) (server.StartResult, error) {
 	s.RunID = newRunID()
+	// Check the input's shape here, on the caller's goroutine, against
+	// the declaration known now (a JSON parse of up to 4 MiB must not hold
+	// the sequencer every flow passes, issue 11); Decide skips the check
+	// if the sequencer reads the same declaration, and checks otherwise.
+	var checked *engine.FlowDefinition
+	if decl, ok := c.defs.get(s.FlowType); ok && decl.Definition != nil {
+		if err := engine.CheckStartInput(decl.Definition, s.StartStep, s.Input); err != nil {
+			return server.StartResult{}, err
+		}
+		checked = decl.Definition
+	}
 	d, err := call(ctx, c.seq, func() decision {
 		// Read the declaration on the sequencer: a declaration that
 		// arrives meanwhile either is read here or, posted after this,
@@ -252,6 +263,7 @@ func (c *Core) StartFlow(ctx context.Context, s engine.StartFlow) (server.StartR
 				s.Config = decl.Defaults
 			}
 		}
+		s.InputChecked = checked != nil && s.Definition == checked
 		d, _ := c.seq.decide(s.FlowID, s)
 		return d
 	})

@@ -46,7 +46,7 @@
 //
 // A snapshot object is: magic "DXSN", version 1 (1 byte), nextSeq (u64),
 // data length (u64), the data, and a CRC-32C of everything before it
-// (EncodeSnapshot; still read, no longer written). Version 2
+// (still read, no longer written). Version 2
 // (WriteSnapshotFrom and WriteSnapshot) keeps
 // the data out of it, in parts of SnapshotPartBytes at
 // snapshots/<nextSeq>.<attempt>.<part, 6 digits>: the object (the head) is

@@ -228,7 +228,7 @@ func TestFence_KeptThroughTruncation(t *testing.T) {
 			if snapSeq != 9 {
 				t.Fatalf("snapshot at %d, want 9", snapSeq)
 			}
-			if err := wal.WriteSnapshot(ctx, store, l, snapSeq, data, leaseAt(store, l, 8), 0); err != nil {
+			if err := waltest.WriteSnapshot(ctx, store, l, snapSeq, data, leaseAt(store, l, 8), 0); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := wal.Truncate(ctx, store, l, leaseAt(store, l, 8)); err != nil {

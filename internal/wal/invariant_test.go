@@ -388,7 +388,7 @@ func (p *proc) snapshot() {
 	seq, data := local.snapshot()
 	tl.log("p%d snapshots at %d and truncates", p.id, seq)
 	p.bg.Go(func() {
-		if err := wal.WriteSnapshot(ctx, store, tl.layout, seq, data, check, 0); err != nil {
+		if err := waltest.WriteSnapshot(ctx, store, tl.layout, seq, data, check, 0); err != nil {
 			return
 		}
 		_, _ = wal.Truncate(ctx, store, tl.layout, check)

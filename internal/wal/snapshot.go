@@ -46,9 +46,11 @@ const (
 	manifestVersion = 2
 )
 
-// EncodeSnapshot returns the stored form of a snapshot of the local store
-// that reflects every batch below nextSeq.
-func EncodeSnapshot(nextSeq uint64, data []byte) []byte {
+// encodeSnapshot returns the stored form of a version 1 snapshot (one
+// blob) of the local store that reflects every batch below nextSeq. No
+// longer written; tests use it (export_test.go) to check that version 1 is
+// still read.
+func encodeSnapshot(nextSeq uint64, data []byte) []byte {
 	buf := make([]byte, 0, snapshotHeaderSize+len(data)+4)
 	buf = append(buf, snapshotMagic...)
 	buf = append(buf, snapshotVersion)
@@ -202,23 +204,6 @@ func readManifestRetry(ctx context.Context, store blob.Store, layout Layout) (m 
 		return manifest{}, "", false, fmt.Errorf("read manifest: %w", err)
 	}
 	return m, v, found, nil
-}
-
-// WriteSnapshot stores data, a snapshot of the local store that reflects
-// every batch below nextSeq, as WriteSnapshotFrom does, then records it in
-// the manifest, which keeps the newest keep snapshots
-// (DefaultKeepSnapshots if keep <= 0) and raises the log start to the
-// newest kept snapshot. The snapshot is written create-if-absent; the
-// manifest create-if-absent the first time and replace-if-unchanged after.
-// leaseCheck runs before the snapshot write and before each manifest
-// write; if it fails nothing more is written.
-//
-// WriteSnapshot deletes nothing; call Truncate after it. A snapshot that
-// already exists for nextSeq (a retry after a lost reply, or one the previous
-// holder took at the same position) is accepted if it decodes.
-func WriteSnapshot(ctx context.Context, store blob.Store, layout Layout, nextSeq uint64, data []byte, leaseCheck LeaseCheck, keep int) error {
-	_, err := WriteSnapshotFrom(ctx, store, layout, nextSeq, bytes.NewReader(data), leaseCheck, keep)
-	return err
 }
 
 // recordSnapshot records the snapshot for nextSeq in the manifest, which

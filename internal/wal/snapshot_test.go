@@ -14,6 +14,7 @@ import (
 	"github.com/dexzd/dexzd/internal/blob"
 	"github.com/dexzd/dexzd/internal/blob/mem"
 	"github.com/dexzd/dexzd/internal/wal"
+	"github.com/dexzd/dexzd/internal/wal/waltest"
 )
 
 // fakeLease stands in for the lease package's check: it holds while the
@@ -52,7 +53,7 @@ func fill(t *testing.T, s *mem.Store, lease *fakeLease, n uint64, snaps ...uint6
 		plant(s, wal.Batch{Seq: seq, Epoch: 1, Kind: wal.KindRecords})
 	}
 	for _, seq := range snaps {
-		if err := wal.WriteSnapshot(t.Context(), s, layout, seq, fmt.Appendf(nil, "state@%d", seq), lease.check, 0); err != nil {
+		if err := waltest.WriteSnapshot(t.Context(), s, layout, seq, fmt.Appendf(nil, "state@%d", seq), lease.check, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -87,7 +88,7 @@ func TestSnapshot_WriteAndLoadLatest(t *testing.T) {
 			t.Fatalf("manifest %s", m)
 		}
 		// An older snapshot written late does not move the log start back.
-		if err := wal.WriteSnapshot(t.Context(), s, layout, 22, nil, lease.check, 3); err != nil {
+		if err := waltest.WriteSnapshot(t.Context(), s, layout, 22, nil, lease.check, 3); err != nil {
 			t.Fatal(err)
 		}
 		m, _ = s.Raw(layout.ManifestKey())
@@ -237,7 +238,7 @@ func TestTruncate_OnlyWhileLeaseHeld(t *testing.T) {
 			s := mem.New()
 			standby := newFakeLease(s, "8")
 			standby.epoch = "7"
-			err := wal.WriteSnapshot(t.Context(), s, layout, 10, []byte("x"), standby.check, 0)
+			err := waltest.WriteSnapshot(t.Context(), s, layout, 10, []byte("x"), standby.check, 0)
 			if err == nil || len(s.Keys()) != 1 {
 				t.Fatalf("WriteSnapshot = %v, keys %v", err, s.Keys())
 			}

@@ -90,9 +90,11 @@ func snapshotVersionOf(key string, raw []byte) (byte, error) {
 
 // WriteSnapshotFrom stores the snapshot read from r (every batch below
 // nextSeq) in parts of SnapshotPartBytes, so that it is never held in
-// memory whole, then its head, then records it in the manifest as
-// WriteSnapshot does (keep, leaseCheck before the first part and before
-// each manifest write). It returns the snapshot's size. If the snapshot
+// memory whole, then its head, then records it in the manifest, which
+// keeps the newest keep snapshots (DefaultKeepSnapshots if keep <= 0) and
+// raises the log start to the newest kept one; leaseCheck runs before the
+// first part and before each manifest write, and if it fails nothing more
+// is written. It returns the snapshot's size. If the snapshot
 // for nextSeq already exists (an earlier attempt, or the previous holder
 // at the same position), r is not read and it is only recorded. Nothing
 // is deleted; call Truncate after it.

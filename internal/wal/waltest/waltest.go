@@ -103,3 +103,12 @@ func CheckAcked(acked, readable [][]byte) error {
 	}
 	return nil
 }
+
+// WriteSnapshot stores data as the snapshot of every batch below nextSeq
+// and records it in the manifest (wal.WriteSnapshotFrom with the data in
+// memory), for tests that model a node's state as bytes.
+func WriteSnapshot(ctx context.Context, store blob.Store, layout wal.Layout, nextSeq uint64, data []byte,
+	leaseCheck wal.LeaseCheck, keep int) error {
+	_, err := wal.WriteSnapshotFrom(ctx, store, layout, nextSeq, bytes.NewReader(data), leaseCheck, keep)
+	return err
+}
