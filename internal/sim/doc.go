@@ -32,8 +32,14 @@
 // for every flow to end; two workers open sessions on whichever process
 // serves (OpenSession, Take, Result, Heartbeat, two slots each) and run a
 // workload whose outcome is known in advance: chain (S1 -> S2 -> S3),
-// fan-out (F -> A and B) and wait (WaitFor a channel message, then
-// Execute with it); S2, A and B are ASYNC (T3). Like the SDK, a worker
+// fan-out (F -> A and B), wait (WaitFor a channel message, then Execute
+// with it), timer (WaitFor a durable 2 s timer, staging an attribute;
+// Execute stages another; the client sets a third with SetAttributes) and
+// stop (the step waits for a message nobody sends; the client cancels or
+// terminates the flow with StopFlow, retried until acknowledged or the run
+// is seen closed); S2, A and B are ASYNC (T3). A WaitFor task of a step
+// without WaitFor (a flow started before any worker declared its type) is
+// answered "no wait", as the SDK does, and logged as an event. Like the SDK, a worker
 // resends the results whose answer it did not get on its next session,
 // where a new epoch answers STALE_EPOCH.
 //
@@ -84,13 +90,25 @@
 //     nextSeq (up to the first missing batch, with nothing after that gap)
 //     reaches the last batch and gives the same states. This is the final
 //     state the next checks read.
+//   - No result of a superseded attempt commits: along the whole log, a
+//     WaitFor or Execute result record commits only for its step's
+//     current attempt of that method, once, after that attempt's start,
+//     in a batch of the epoch that started it; a start is written in its
+//     own epoch, once; a failure names the current attempt.
 //   - No acknowledged change is lost: every acknowledged start is in the
 //     final state (the whole log replayed), every acknowledged publish is
 //     the output of its wait flow, every accepted Execute result is
-//     there (its movements ran, its output is among the flow's outputs).
+//     there (its movements ran, its output is among the flow's outputs),
+//     every acknowledged attribute write (the client's, and those staged
+//     with an accepted WaitFor or Execute result) has its value.
+//   - A durable timer fires no earlier than its time: T's Execute task
+//     comes with the timer fired, not before its fire time, which is at
+//     least 2 s after the first WaitFor result of the flow was sent.
 //   - Each flow completes exactly once, with the outputs the workload
 //     expects, and each step runs exactly one execution (a result
-//     committed twice would start a second one).
+//     committed twice would start a second one); a stop flow ends
+//     CANCELED or TERMINATED as its client asked, its history ending with
+//     the close.
 //   - Liveness: every flow ends within 3 minutes after the faults.
 //
 // # Running it

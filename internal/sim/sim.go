@@ -30,7 +30,7 @@ type Config struct {
 	Seed uint64
 	// Processes of the node (default 3).
 	Processes int
-	// Flows the clients start (default 24, a third of each type).
+	// Flows the clients start (default 25, a fifth of each type).
 	Flows int
 	// Faults is how long faults are injected (virtual time, default 40 s);
 	// then the run heals and waits for every flow to complete.
@@ -47,7 +47,7 @@ func (c Config) withDefaults() Config {
 		c.Processes = 3
 	}
 	if c.Flows == 0 {
-		c.Flows = 24
+		c.Flows = 25
 	}
 	if c.Faults == 0 {
 		c.Faults = 40 * time.Second
@@ -245,11 +245,10 @@ func Run(cfg Config) (*Result, error) {
 		work.Go(func() { s.worker(wctx, fmt.Sprintf("w%d", i)) })
 	}
 	var clients sync.WaitGroup
-	types := []string{"chain", "fan", "wait"}
 	for i := range cfg.Flows {
 		// The flows start in four bursts, so that tasks queue for the
 		// workers' slots.
-		id, typ := fmt.Sprintf("f%02d", i), types[i%len(types)]
+		id, typ := fmt.Sprintf("f%02d", i), flowTypes[i%len(flowTypes)]
 		burst := time.Duration(hash(cfg.Seed, id, 0)%4) * cfg.Faults / 4
 		delay := burst + time.Duration(hash(cfg.Seed, id, 1)%500)*time.Millisecond
 		clients.Go(func() {

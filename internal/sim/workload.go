@@ -19,18 +19,33 @@ import (
 //	fan    F moves to A and B at once; each completes with "A:"/"B:" + ID
 //	wait   W waits (WaitFor) for one message on channel "go", which the
 //	       client publishes; Execute completes with the message
+//	timer  T waits (WaitFor) for a durable timer of timerWait, staging
+//	       attribute "wf"; Execute completes with "T:" + ID, staging
+//	       attribute "ex"; the client sets attribute "client"
+//	stop   H waits for a message on channel "never" that nobody sends;
+//	       the client cancels or terminates the flow (StopFlow)
 //
+// Steps without a WaitFor that get a WaitFor task (a flow started before
+// any worker declared its type) are answered "no wait", as the SDK does.
 // S2, A and B are ASYNC (their attempt's start is logged after it is
 // sent, T3), the others SYNC.
 var flowDefs = []*engine.FlowDefinition{
 	{Type: "chain", Start: "S1", Steps: map[string]engine.StepDef{"S1": {}, "S2": asyncStep, "S3": {}}},
 	{Type: "fan", Start: "F", Steps: map[string]engine.StepDef{"F": {}, "A": asyncStep, "B": asyncStep}},
 	{Type: "wait", Start: "W", Steps: map[string]engine.StepDef{"W": {HasWaitFor: true}}, Channels: []string{"go"}},
+	{Type: "timer", Start: "T", Steps: map[string]engine.StepDef{"T": {HasWaitFor: true}}, Attributes: []string{"client", "wf", "ex"}},
+	{Type: "stop", Start: "H", Steps: map[string]engine.StepDef{"H": {HasWaitFor: true}}, Channels: []string{"never"}},
 }
+
+// timerWait is the timer T waits for.
+const timerWait = 2 * time.Second
 
 var asyncStep = engine.StepDef{Options: &engine.StepOptions{Execute: &engine.MethodOptions{Durability: engine.ASYNC}}}
 
-var startStep = map[string]string{"chain": "S1", "fan": "F", "wait": "W"}
+var startStep = map[string]string{"chain": "S1", "fan": "F", "wait": "W", "timer": "T", "stop": "H"}
+
+// flowTypes are the workload's flow types, in the order flows are dealt.
+var flowTypes = []string{"chain", "fan", "wait", "timer", "stop"}
 
 // wantCounters is how many step executions of each type a flow of the
 // type has in the end: one each; a second one means a result committed
@@ -39,6 +54,8 @@ var wantCounters = map[string]map[string]int{
 	"chain": {"S1": 1, "S2": 1, "S3": 1},
 	"fan":   {"F": 1, "A": 1, "B": 1},
 	"wait":  {"W": 1},
+	"timer": {"T": 1},
+	"stop":  {"H": 1},
 }
 
 func str(s string) engine.Value {
@@ -55,6 +72,10 @@ func wantOutputs(flowType, flowID string) map[string]engine.Value {
 		return map[string]engine.Value{"S3": str(flowID)}
 	case "fan":
 		return map[string]engine.Value{"A": str("A:" + flowID), "B": str("B:" + flowID)}
+	case "timer":
+		return map[string]engine.Value{"T": str("T:" + flowID)}
+	case "stop":
+		return map[string]engine.Value{}
 	default:
 		return map[string]engine.Value{"W": published(flowID)}
 	}
@@ -83,6 +104,11 @@ func decide(t *engine.Task) engine.Decision {
 		return move("A", "B")
 	case "A", "B":
 		return complete(str(t.StepType + ":" + t.FlowID))
+	case "T":
+		if t.Results != nil && len(t.Results.Conditions) == 1 && t.Results.Conditions[0].Kind == engine.CondTimer && t.Results.Conditions[0].Satisfied {
+			return complete(str("T:" + t.FlowID))
+		}
+		return engine.Decision{Kind: engine.DecideForceFail, Reason: "T ran before its timer fired"}
 	case "W":
 		if t.Results != nil && len(t.Results.Conditions) == 1 && len(t.Results.Conditions[0].Messages) == 1 {
 			return complete(t.Results.Conditions[0].Messages[0].Value)
@@ -104,11 +130,35 @@ type ledger struct {
 	acks    int
 	// done: the client saw the flow end.
 	done map[string]bool
+	// attrs are the acknowledged attribute writes (the client's, and
+	// those staged with an accepted result): flow ID -> name -> value.
+	// Each name has one writer, so the final state must hold the value.
+	attrs map[string]map[string]engine.Value
+	// stopped: the flow's StopFlow was acknowledged, with its kind.
+	stopped map[string]stopAck
+	// timerSent: when the accepted WaitFor result of a timer flow was
+	// sent; its timer cannot fire before timerWait after that.
+	timerSent map[string]time.Time
+}
+
+type stopAck struct {
+	kind engine.StopKind
+	at   time.Time
+}
+
+func (l *ledger) attr(flowID, name string, v engine.Value) {
+	if l.attrs[flowID] == nil {
+		l.attrs[flowID] = map[string]engine.Value{}
+	}
+	l.attrs[flowID][name] = v
+	l.acks++
 }
 
 func newLedger() *ledger {
 	return &ledger{started: map[string]string{}, published: map[string]bool{},
-		results: map[string]map[string]engine.Decision{}, done: map[string]bool{}}
+		results: map[string]map[string]engine.Decision{}, done: map[string]bool{},
+		attrs: map[string]map[string]engine.Value{}, stopped: map[string]stopAck{},
+		timerSent: map[string]time.Time{}}
 }
 
 // client drives one flow: start it (retrying with the same request ID
@@ -163,6 +213,46 @@ func (s *sim) client(ctx context.Context, flowID, flowType string) {
 		s.ledger.published[flowID] = true
 		s.ledger.acks++
 		s.ledger.mu.Unlock()
+	}
+	if flowType == "timer" {
+		v := str("c:" + flowID)
+		if !try("set attribute", func(ctx context.Context, c *serving.Core) error {
+			_, err := c.Command(ctx, flowID, engine.SetAttributes{FlowID: flowID,
+				Attributes: []engine.AttributeWrite{{Name: "client", Value: v}}})
+			return err
+		}) {
+			return
+		}
+		s.ledger.mu.Lock()
+		s.ledger.attr(flowID, "client", v)
+		s.ledger.mu.Unlock()
+	}
+	if flowType == "stop" {
+		kind := engine.StopCancel
+		if hash(s.cfg.Seed, flowID, 2)%2 == 1 {
+			kind = engine.StopTerminate
+		}
+		if !sleep(ctx, time.Duration(hash(s.cfg.Seed, flowID, 3)%3000)*time.Millisecond) {
+			return
+		}
+		// A retry after a reply that got lost finds the run closed: the
+		// flow's status then says whether the stop landed.
+		if !try("stop", func(ctx context.Context, c *serving.Core) error {
+			_, err := c.Command(ctx, flowID, engine.StopFlow{FlowID: flowID, Kind: kind, Reason: "sim"})
+			if err == nil {
+				s.ledger.mu.Lock()
+				s.ledger.stopped[flowID] = stopAck{kind: kind, at: time.Now()}
+				s.ledger.acks++
+				s.ledger.mu.Unlock()
+				return nil
+			}
+			if st, ferr := c.Flow(ctx, flowID, ""); ferr == nil && st != nil && st.Status != engine.StatusRunning {
+				return nil
+			}
+			return err
+		}) {
+			return
+		}
 	}
 	if try("wait", func(ctx context.Context, c *serving.Core) error {
 		st, err := c.WaitForFlow(ctx, flowID, "")
@@ -344,16 +434,80 @@ func (w *worker) runTask(ctx context.Context, ws *wsession, t *engine.Task, n ui
 	}
 	var cmd engine.Command
 	if t.Token.Method == engine.MethodWaitFor {
-		cmd = engine.WaitForResult{Token: t.Token, Wait: &engine.Wait{Mode: engine.Until,
-			Conditions: []engine.Condition{{Channel: &engine.ChannelCondition{Channel: "go", Bound: engine.ForOne}}}}}
+		if !hasWaitFor(t.FlowType, t.StepType) {
+			// Legitimate only for an attempt handed out before the run got
+			// its definition (engine doc, E4); -showif "without WaitFor".
+			w.s.count("WaitFor task of a step without WaitFor")
+			w.s.event("%s: WaitFor task %s/%s attempt %d (epoch %d) of a step without WaitFor", w.name, t.FlowID, t.StepExecID, t.Attempt, t.Token.Epoch)
+		}
+		cmd = waitFor(t)
 	} else {
-		cmd = engine.ExecuteResult{Token: t.Token, Decision: decide(t)}
+		if t.StepType == "T" {
+			w.checkTimer(t)
+		}
+		er := engine.ExecuteResult{Token: t.Token, Decision: decide(t)}
+		if t.StepType == "T" {
+			er.Staged.Attributes = []engine.AttributeWrite{{Name: "ex", Value: str("ex:" + t.FlowID)}}
+		}
+		cmd = er
 	}
 	if !w.send(ctx, ws, cmd, true) {
 		return
 	}
 	if w.s.chance(w.name, "duplicate", n, w.s.plan.duplicateRate) {
 		w.send(ctx, ws, cmd, false)
+	}
+}
+
+func hasWaitFor(flowType, stepType string) bool {
+	for _, d := range flowDefs {
+		if d.Type == flowType {
+			return d.Steps[stepType].HasWaitFor
+		}
+	}
+	return false
+}
+
+// waitFor is the worker's WaitFor code.
+func waitFor(t *engine.Task) engine.WaitForResult {
+	channel := func(ch string) *engine.Wait {
+		return &engine.Wait{Mode: engine.Until,
+			Conditions: []engine.Condition{{Channel: &engine.ChannelCondition{Channel: ch, Bound: engine.ForOne}}}}
+	}
+	r := engine.WaitForResult{Token: t.Token}
+	switch t.StepType {
+	case "W":
+		r.Wait = channel("go")
+	case "H":
+		r.Wait = channel("never")
+	case "T":
+		d := timerWait
+		r.Wait = &engine.Wait{Mode: engine.Until, Conditions: []engine.Condition{{Timer: &d}}}
+		r.Staged.Attributes = []engine.AttributeWrite{{Name: "wf", Value: str("wf:" + t.FlowID)}}
+	}
+	return r
+}
+
+// checkTimer checks T's Execute task: its timer fired, not before its
+// fire time, which is timerWait after the accepted WaitFor result was
+// stored (so after it was sent).
+func (w *worker) checkTimer(t *engine.Task) {
+	now := time.Now()
+	if t.Results == nil || len(t.Results.Conditions) != 1 || !t.Results.Conditions[0].Satisfied {
+		w.s.fail("%s/%s: Execute task of T without a fired timer: %+v", t.FlowID, t.StepExecID, t.Results)
+		return
+	}
+	at := t.Results.Conditions[0].FireAt
+	if now.Before(at) {
+		w.s.fail("%s/%s: Execute task of T at %v, before its timer's fire time %v", t.FlowID, t.StepExecID, now.Sub(w.s.start), at.Sub(w.s.start))
+	}
+	l := w.s.ledger
+	l.mu.Lock()
+	sent, ok := l.timerSent[t.FlowID]
+	l.mu.Unlock()
+	if ok && at.Before(sent.Add(timerWait)) {
+		w.s.fail("%s/%s: timer fires at %v, less than %v after its WaitFor result was sent at %v",
+			t.FlowID, t.StepExecID, at.Sub(w.s.start), timerWait, sent.Sub(w.s.start))
 	}
 }
 
@@ -379,6 +533,16 @@ func (w *worker) send(ctx context.Context, ws *wsession, cmd engine.Command, kee
 	ws.mu.Unlock()
 	var ack server.Ack
 	err := errKilled
+	if wf, ok := cmd.(engine.WaitForResult); ok && wf.Wait != nil && len(wf.Wait.Conditions) == 1 && wf.Wait.Conditions[0].Timer != nil {
+		// Whichever of the flow's WaitFor results is stored, it was sent
+		// no earlier than the first.
+		l := w.s.ledger
+		l.mu.Lock()
+		if _, ok := l.timerSent[tok.FlowID]; !ok {
+			l.timerSent[tok.FlowID] = time.Now()
+		}
+		l.mu.Unlock()
+	}
 	if !closed && ws.p.gate.wait() {
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		ack, err = ws.sess.Result(rctx, tok, cmd)
@@ -402,16 +566,24 @@ func (w *worker) send(ctx context.Context, ws *wsession, cmd engine.Command, kee
 		w.s.event("%s: sent the result of %s/%s (epoch %d) again on p%d: ack %d", w.name, tok.FlowID, tok.StepExecID, tok.Epoch, ws.p.id, ack.Status)
 	}
 	if ack.Status == server.AckAccepted {
-		if er, ok := cmd.(engine.ExecuteResult); ok {
-			l := w.s.ledger
-			l.mu.Lock()
+		l := w.s.ledger
+		l.mu.Lock()
+		var staged engine.Staged
+		switch c := cmd.(type) {
+		case engine.ExecuteResult:
 			if l.results[tok.FlowID] == nil {
 				l.results[tok.FlowID] = map[string]engine.Decision{}
 			}
-			l.results[tok.FlowID][tok.StepExecID] = er.Decision
+			l.results[tok.FlowID][tok.StepExecID] = c.Decision
 			l.acks++
-			l.mu.Unlock()
+			staged = c.Staged
+		case engine.WaitForResult:
+			staged = c.Staged
 		}
+		for _, a := range staged.Attributes {
+			l.attr(tok.FlowID, a.Name, a.Value)
+		}
+		l.mu.Unlock()
 	}
 	return true
 }

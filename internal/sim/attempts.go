@@ -1,0 +1,97 @@
+package sim
+
+import (
+	"fmt"
+
+	"github.com/dexzd/dexzd/internal/engine"
+	"github.com/dexzd/dexzd/internal/serving"
+	"github.com/dexzd/dexzd/internal/wal"
+)
+
+// checkAttempts reads the whole log's records in order and checks that no
+// result of a superseded attempt is committed: a WaitFor or Execute result
+// (WaitForCompleted, ExecuteCompleted) commits only for its step's current
+// attempt of that method, once, after that attempt was handed out
+// (AttemptStarted), and in a batch of the epoch that handed it out (a
+// result carries the token of its attempt and epoch; a retry, a takeover
+// or a timeout supersedes it). An attempt is handed out in the epoch that
+// writes its start, and fails (AttemptFailed) only while it is the
+// current one.
+func checkAttempts(batches []wal.Batch) error {
+	type attempt struct {
+		method  engine.Method
+		number  int
+		started bool
+		epoch   uint64
+		ended   bool
+	}
+	type key struct{ flow, run, step string }
+	cur := map[key]*attempt{}
+	for _, b := range batches {
+		var recs []engine.Record
+		for i, raw := range b.Records {
+			rs, err := serving.DecodeRecords(raw)
+			if err != nil {
+				return fmt.Errorf("batch %d record %d: %w", b.Seq, i, err)
+			}
+			recs = append(recs, rs...)
+		}
+		for i, rec := range recs {
+			where := func(step string) string {
+				return fmt.Sprintf("batch %d (epoch %d) record %d, %s/%s %s", b.Seq, b.Epoch, i, rec.FlowID, step, rec.RunID)
+			}
+			get := func(step string, m engine.Method, n int, what string) (*attempt, error) {
+				a := cur[key{rec.FlowID, rec.RunID, step}]
+				if a == nil || a.ended || a.method != m || a.number != n {
+					return nil, fmt.Errorf("%s: %s of %s attempt %d, the current attempt is %+v", where(step), what, m, n, a)
+				}
+				return a, nil
+			}
+			complete := func(step string, m engine.Method, n int, what string) error {
+				a, err := get(step, m, n, what)
+				if err != nil {
+					return err
+				}
+				if !a.started {
+					return fmt.Errorf("%s: %s of %s attempt %d, which was never handed out", where(step), what, m, n)
+				}
+				if a.epoch != b.Epoch {
+					return fmt.Errorf("%s: %s of %s attempt %d handed out in epoch %d committed in epoch %d", where(step), what, m, n, a.epoch, b.Epoch)
+				}
+				a.ended = true
+				return nil
+			}
+			switch r := rec.Body.(type) {
+			case engine.AttemptScheduled:
+				cur[key{rec.FlowID, rec.RunID, r.StepExecID}] = &attempt{method: r.Method, number: r.Attempt}
+			case engine.AttemptStarted:
+				a, err := get(r.StepExecID, r.Method, r.Attempt, "start")
+				if err != nil {
+					return err
+				}
+				if a.started {
+					return fmt.Errorf("%s: %s attempt %d started twice (epochs %d and %d)", where(r.StepExecID), r.Method, r.Attempt, a.epoch, r.Epoch)
+				}
+				if r.Epoch != b.Epoch {
+					return fmt.Errorf("%s: %s attempt %d started with epoch %d in a batch of epoch %d", where(r.StepExecID), r.Method, r.Attempt, r.Epoch, b.Epoch)
+				}
+				a.started, a.epoch = true, r.Epoch
+			case engine.AttemptFailed:
+				a, err := get(r.StepExecID, r.Method, r.Attempt, "failure")
+				if err != nil {
+					return err
+				}
+				a.ended = true
+			case engine.WaitForCompleted:
+				if err := complete(r.StepExecID, engine.MethodWaitFor, r.Attempt, "result"); err != nil {
+					return err
+				}
+			case engine.ExecuteCompleted:
+				if err := complete(r.StepExecID, engine.MethodExecute, r.Attempt, "result"); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
