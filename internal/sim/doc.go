@@ -118,8 +118,10 @@
 //	go test ./internal/sim -run 'TestSim$' -seed 27 -repeat 20 -simlog -v
 //
 // make test runs 50 seeds under -race (with the other packages, about
-// 25 s of CPU) and then 800 without (about 50 s of CPU, 13 seeds/s on one
-// core); DEX_SIM_SEEDS or -seeds changes the count. A failing seed prints
+// 28 s of CPU) and then 1000 without (about 75-85 s of CPU, 45 s on two
+// cores: -par seeds run at once, GOMAXPROCS by default, each in its own
+// bubble; -simlog runs one at a time); DEX_SIM_SEEDS or -seeds changes
+// the count. A failing seed prints
 // its fault schedule and the run's events; -showif TEXT prints those of
 // every run with an event containing TEXT. The
 // schedule, the store faults and the workers' choices are the seed's; the
