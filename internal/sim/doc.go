@@ -94,7 +94,8 @@
 //     WaitFor or Execute result record commits only for its step's
 //     current attempt of that method, once, after that attempt's start,
 //     in a batch of the epoch that started it; a start is written in its
-//     own epoch, once; a failure names the current attempt.
+//     own epoch, once; a failure names the current attempt; no WaitFor
+//     attempt is scheduled for a step without WaitFor (E4).
 //   - No acknowledged change is lost: every acknowledged start is in the
 //     final state (the whole log replayed), every acknowledged publish is
 //     the output of its wait flow, every accepted Execute result is
