@@ -446,11 +446,15 @@ func (w *worker) session(ctx context.Context, ws *wsession, tasks *sync.WaitGrou
 
 // runTask runs one task and sends its result, maybe twice.
 func (w *worker) runTask(ctx context.Context, ws *wsession, t *engine.Task, n uint64) {
-	defer func() {
+	// The task holds its slot until its result is answered; the node
+	// frees the slot then, so a duplicate sent after that holds none (an
+	// RPC result sent again waits for the first commit to be durable).
+	release := sync.OnceFunc(func() {
 		ws.mu.Lock()
 		ws.running--
 		ws.mu.Unlock()
-	}()
+	})
+	defer release()
 	if !sleep(ctx, 50*time.Millisecond+time.Duration(n%7)*20*time.Millisecond) {
 		return
 	}
@@ -480,6 +484,7 @@ func (w *worker) runTask(ctx context.Context, ws *wsession, t *engine.Task, n ui
 	if !w.send(ctx, ws, cmd, true) {
 		return
 	}
+	release()
 	if w.s.chance(w.name, "duplicate", n, w.s.plan.duplicateRate) {
 		w.send(ctx, ws, cmd, false)
 	}
