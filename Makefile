@@ -37,9 +37,9 @@ test-integration: ## Run only the store conformance and integration tests agains
 	scripts/testenv.sh run -- $(GO) test -count=1 ./internal/blob/... ./internal/testenv/...
 
 .PHONY: sim
-sim: ## Run the node simulator (internal/sim): SEEDS=N seeds from FIRST (default 800 from 0), or replay SEED=N (REPEAT=K times).
+sim: ## Run the node simulator (internal/sim): SEEDS=N seeds from FIRST (default 1000 from 0), or replay SEED=N (REPEAT=K times).
 	$(GO) test -count=1 -v -timeout 0 -run 'TestSim$$' ./internal/sim \
-		$(if $(SEED),-seed $(SEED) -repeat $(or $(REPEAT),1),-seeds $(or $(SEEDS),800) -first $(or $(FIRST),0))
+		$(if $(SEED),-seed $(SEED) -repeat $(or $(REPEAT),1),-seeds $(or $(SEEDS),1000) -first $(or $(FIRST),0))
 
 .PHONY: fuzz
 fuzz: ## Fuzz the batch and envelope decoders for FUZZTIME each (default 60s).

@@ -16,7 +16,9 @@ import (
 // result carries the token of its attempt and epoch; a retry, a takeover
 // or a timeout supersedes it). An attempt is handed out in the epoch that
 // writes its start, and fails (AttemptFailed) only while it is the
-// current one.
+// current one. No WaitFor attempt is scheduled for a step without WaitFor
+// (E4: one handed out before the run's first definition said so is left
+// to its worker, and goes to Execute if it fails).
 func checkAttempts(batches []wal.Batch) error {
 	type attempt struct {
 		method  engine.Method
@@ -27,6 +29,9 @@ func checkAttempts(batches []wal.Batch) error {
 	}
 	type key struct{ flow, run, step string }
 	cur := map[key]*attempt{}
+	// hasWaitFor: the step has a WaitFor (StepCreated, changed by the
+	// run's first DefinitionSet).
+	hasWaitFor := map[key]bool{}
 	for _, b := range batches {
 		var recs []engine.Record
 		for i, raw := range b.Records {
@@ -62,8 +67,20 @@ func checkAttempts(batches []wal.Batch) error {
 				return nil
 			}
 			switch r := rec.Body.(type) {
+			case engine.StepCreated:
+				hasWaitFor[key{rec.FlowID, rec.RunID, r.StepExecID}] = r.HasWaitFor
+			case engine.DefinitionSet:
+				for _, sr := range r.Steps {
+					hasWaitFor[key{rec.FlowID, rec.RunID, sr.StepExecID}] = sr.HasWaitFor
+				}
 			case engine.AttemptScheduled:
-				cur[key{rec.FlowID, rec.RunID, r.StepExecID}] = &attempt{method: r.Method, number: r.Attempt}
+				k := key{rec.FlowID, rec.RunID, r.StepExecID}
+				if r.Method == engine.MethodWaitFor && !hasWaitFor[k] {
+					// Only an attempt handed out before the definition
+					// arrived may be a WaitFor the step does not have (E4).
+					return fmt.Errorf("%s: waitFor attempt %d scheduled for a step without WaitFor", where(r.StepExecID), r.Attempt)
+				}
+				cur[k] = &attempt{method: r.Method, number: r.Attempt}
 			case engine.AttemptStarted:
 				a, err := get(r.StepExecID, r.Method, r.Attempt, "start")
 				if err != nil {

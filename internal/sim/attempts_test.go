@@ -62,6 +62,16 @@ func TestCheckAttempts(t *testing.T) {
 		{"never handed out", func() []wal.Batch {
 			return []wal.Batch{batch(t, 0, 1, sched(1), done(1))}
 		}, "never handed out"},
+		{"waitFor retried for a step without one", func() []wal.Batch {
+			wf := engine.MethodWaitFor
+			return []wal.Batch{batch(t, 0, 1,
+				engine.StepCreated{StepExecID: "A-1", StepType: "A", N: 1, HasWaitFor: true},
+				engine.AttemptScheduled{StepExecID: "A-1", Method: wf, Attempt: 1},
+				engine.AttemptStarted{StepExecID: "A-1", Method: wf, Attempt: 1, Epoch: 1},
+				engine.DefinitionSet{Steps: []engine.StepRedefined{{StepExecID: "A-1"}}},
+				engine.AttemptFailed{StepExecID: "A-1", Method: wf, Attempt: 1},
+				engine.AttemptScheduled{StepExecID: "A-1", Method: wf, Attempt: 2})}
+		}, "waitFor attempt 2 scheduled for a step without WaitFor"},
 		{"twice", func() []wal.Batch {
 			return []wal.Batch{batch(t, 0, 1, sched(1), start(1, 1), done(1)), batch(t, 1, 1, done(1))}
 		}, "the current attempt is"},

@@ -94,7 +94,8 @@
 //     WaitFor or Execute result record commits only for its step's
 //     current attempt of that method, once, after that attempt's start,
 //     in a batch of the epoch that started it; a start is written in its
-//     own epoch, once; a failure names the current attempt.
+//     own epoch, once; a failure names the current attempt; no WaitFor
+//     attempt is scheduled for a step without WaitFor (E4).
 //   - No acknowledged change is lost: every acknowledged start is in the
 //     final state (the whole log replayed), every acknowledged publish is
 //     the output of its wait flow, every accepted Execute result is
@@ -118,8 +119,10 @@
 //	go test ./internal/sim -run 'TestSim$' -seed 27 -repeat 20 -simlog -v
 //
 // make test runs 50 seeds under -race (with the other packages, about
-// 25 s of CPU) and then 800 without (about 50 s of CPU, 13 seeds/s on one
-// core); DEX_SIM_SEEDS or -seeds changes the count. A failing seed prints
+// 28 s of CPU) and then 1000 without (about 75-85 s of CPU, 45 s on two
+// cores: -par seeds run at once, GOMAXPROCS by default, each in its own
+// bubble; -simlog runs one at a time); DEX_SIM_SEEDS or -seeds changes
+// the count. A failing seed prints
 // its fault schedule and the run's events; -showif TEXT prints those of
 // every run with an event containing TEXT. The
 // schedule, the store faults and the workers' choices are the seed's; the

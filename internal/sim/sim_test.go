@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -13,12 +15,13 @@ import (
 
 var (
 	seedFlag  = flag.Int64("seed", -1, "run only this seed (replays a failing run's schedule)")
-	seedsFlag = flag.Int("seeds", 0, "how many seeds to run, from -first (default: DEX_SIM_SEEDS, else 800, or 50 with -race)")
+	seedsFlag = flag.Int("seeds", 0, "how many seeds to run, from -first (default: DEX_SIM_SEEDS, else 1000, or 50 with -race)")
 	firstFlag = flag.Uint64("first", 0, "the first seed of a -seeds run")
 	repeat    = flag.Int("repeat", 1, "with -seed: run it this many times (goroutines of one virtual instant may interleave differently)")
 	slowSeed  = 2 * time.Second
 	showIf    = flag.String("showif", "", "print the events of every run, passing or not, with an event that contains this text")
 	verbose   = flag.Bool("simlog", false, "print the processes' logs and every run's events")
+	parFlag   = flag.Int("par", runtime.GOMAXPROCS(0), "how many seeds run at once")
 )
 
 // The whole node in a simulation: three processes of one node ID over one
@@ -32,7 +35,7 @@ var (
 func TestSim(t *testing.T) {
 	first, n := *firstFlag, *seedsFlag
 	if n == 0 {
-		n = 800
+		n = 1000
 		if raceEnabled {
 			n = 50
 		}
@@ -48,53 +51,101 @@ func TestSim(t *testing.T) {
 		seedOf = func(int) uint64 { return uint64(*seedFlag) }
 	}
 	began := time.Now()
-	var acks, failed int
-	ends, faults := map[string]int{}, map[string]int{}
-	ran := 0
-	for i := range n {
-		seed := seedOf(i)
-		ran++
-		var res *Result
-		var err error
-		cfg := Config{Seed: seed}
-		if *verbose {
-			cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
-		}
-		t0 := time.Now()
-		synctest.Test(t, func(t *testing.T) {
-			res, err = Run(cfg)
-		})
-		if d := time.Since(t0); d > slowSeed {
-			t.Logf("seed %d took %v", seed, d.Round(time.Millisecond))
-		}
-		if res != nil {
-			acks += res.Acks
-			for k, v := range res.Ends {
-				ends[k] += v
-			}
-			for k, v := range res.Faults {
-				faults[k] += v
-			}
-		}
-		show := *verbose
-		if *showIf != "" && res != nil {
-			for _, e := range res.Events {
-				show = show || strings.Contains(e, *showIf)
-			}
-		}
-		if err != nil || show {
-			t.Logf("seed %d: %v\nschedule: %s\nperiod ends: %v, store faults: %v, acks: %d\nevents:\n  %s",
-				seed, err, res.Plan, res.Ends, res.Faults, res.Acks, strings.Join(res.Events, "\n  "))
-		}
-		if err != nil {
-			failed++
-			t.Errorf("seed %d failed: %v\nreplay: go test ./internal/sim -run 'TestSim$' -seed %d   (or make sim SEED=%d)", seed, err, seed, seed)
-			if failed >= 3 {
-				break
-			}
-		}
+	var (
+		mu           sync.Mutex
+		acks, failed int
+		ran          int
+		ends, faults = map[string]int{}, map[string]int{}
+	)
+	// Each seed runs in its own bubble; -par of them at once (a bubble
+	// shares nothing with another).
+	seeds := make(chan uint64)
+	var pool sync.WaitGroup
+	par := max(1, *parFlag)
+	if *verbose {
+		par = 1 // one process log at a time
 	}
+	for range par {
+		pool.Go(func() {
+			normal := false
+			defer func() {
+				if !normal {
+					// synctest.Test ended this goroutine (FailNow): stop
+					// handing out seeds, take the ones on their way.
+					mu.Lock()
+					failed += 3
+					mu.Unlock()
+					go func() {
+						for range seeds {
+						}
+					}()
+				}
+			}()
+			for seed := range seeds {
+				res, err := runSeed(t, seed)
+				mu.Lock()
+				ran++
+				if res != nil {
+					acks += res.Acks
+					for k, v := range res.Ends {
+						ends[k] += v
+					}
+					for k, v := range res.Faults {
+						faults[k] += v
+					}
+				}
+				if err != nil {
+					failed++
+				}
+				mu.Unlock()
+			}
+			normal = true
+		})
+	}
+	for i := range n {
+		mu.Lock()
+		stop := failed >= 3
+		mu.Unlock()
+		if stop {
+			break
+		}
+		seeds <- seedOf(i)
+	}
+	close(seeds)
+	pool.Wait()
 	el := time.Since(began)
 	t.Logf("%d runs in %v (%.1f runs/s), %d acknowledgements checked; lease period ends and result answers: %v; store faults: %v",
 		ran, el.Round(time.Millisecond), float64(ran)/el.Seconds(), acks, ends, faults)
+}
+
+// runSeed runs one seed in a synctest bubble and reports it: its events
+// when it failed (or matches -showif), its real time when slow.
+func runSeed(t *testing.T, seed uint64) (*Result, error) {
+	var res *Result
+	var err error
+	cfg := Config{Seed: seed}
+	if *verbose {
+		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	t0 := time.Now()
+	synctest.Test(t, func(t *testing.T) {
+		res, err = Run(cfg)
+	})
+	if d := time.Since(t0); d > slowSeed {
+		t.Logf("seed %d took %v", seed, d.Round(time.Millisecond))
+	}
+	show := *verbose
+	if *showIf != "" && res != nil {
+		for _, e := range res.Events {
+			show = show || strings.Contains(e, *showIf)
+		}
+	}
+	if err != nil || show {
+		t.Logf("seed %d: %v\nschedule: %s\nperiod ends: %v, store faults: %v, acks: %d\nevents:\n  %s",
+			seed, err, res.Plan, res.Ends, res.Faults, res.Acks, strings.Join(res.Events, "\n  "))
+	}
+	if err != nil {
+		t.Errorf("seed %d failed: %v\nreplay: go test ./internal/sim -run 'TestSim$' -seed %d   (or make sim SEED=%d)", seed, err, seed, seed)
+	}
+	return res, err
 }

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -23,7 +24,9 @@ import (
 //	       attribute "wf"; Execute completes with "T:" + ID, staging
 //	       attribute "ex"; the client sets attribute "client"
 //	stop   H waits for a message on channel "never" that nobody sends;
-//	       the client cancels or terminates the flow (StopFlow)
+//	       the client calls RPC "ping" (answered "pong:" + ID, staging
+//	       attribute "rpc"), then cancels or terminates the flow
+//	       (StopFlow)
 //
 // Steps without a WaitFor that get a WaitFor task (a flow started before
 // any worker declared its type) are answered "no wait", as the SDK does.
@@ -34,7 +37,8 @@ var flowDefs = []*engine.FlowDefinition{
 	{Type: "fan", Start: "F", Steps: map[string]engine.StepDef{"F": {}, "A": asyncStep, "B": asyncStep}},
 	{Type: "wait", Start: "W", Steps: map[string]engine.StepDef{"W": {HasWaitFor: true}}, Channels: []string{"go"}},
 	{Type: "timer", Start: "T", Steps: map[string]engine.StepDef{"T": {HasWaitFor: true}}, Attributes: []string{"client", "wf", "ex"}},
-	{Type: "stop", Start: "H", Steps: map[string]engine.StepDef{"H": {HasWaitFor: true}}, Channels: []string{"never"}},
+	{Type: "stop", Start: "H", Steps: map[string]engine.StepDef{"H": {HasWaitFor: true}}, Channels: []string{"never"},
+		RPCs: []string{"ping"}, Attributes: []string{"rpc"}},
 }
 
 // timerWait is the timer T waits for.
@@ -228,6 +232,24 @@ func (s *sim) client(ctx context.Context, flowID, flowType string) {
 		s.ledger.mu.Unlock()
 	}
 	if flowType == "stop" {
+		// Each try is a new call: one whose answer got lost may commit
+		// too, with the same output and attribute.
+		if !try("rpc", func(ctx context.Context, c *serving.Core) error {
+			res, err := c.InvokeRPC(ctx, engine.InvokeRPC{FlowID: flowID, Name: "ping", Input: str("rpc:" + flowID)}, 3*time.Second)
+			if err != nil {
+				return err
+			}
+			if want := str("pong:" + flowID); res.Output.Type != want.Type || !bytes.Equal(res.Output.Data, want.Data) {
+				s.fail("RPC ping of %s answered %s %s, want %s", flowID, res.Output.Type, res.Output.Data, want.Data)
+			}
+			s.count("rpc answered")
+			s.ledger.mu.Lock()
+			s.ledger.attr(flowID, "rpc", str("r:"+flowID))
+			s.ledger.mu.Unlock()
+			return nil
+		}) {
+			return
+		}
 		kind := engine.StopCancel
 		if hash(s.cfg.Seed, flowID, 2)%2 == 1 {
 			kind = engine.StopTerminate
@@ -424,16 +446,24 @@ func (w *worker) session(ctx context.Context, ws *wsession, tasks *sync.WaitGrou
 
 // runTask runs one task and sends its result, maybe twice.
 func (w *worker) runTask(ctx context.Context, ws *wsession, t *engine.Task, n uint64) {
-	defer func() {
+	// The task holds its slot until its result is answered; the node
+	// frees the slot then, so a duplicate sent after that holds none (an
+	// RPC result sent again waits for the first commit to be durable).
+	release := sync.OnceFunc(func() {
 		ws.mu.Lock()
 		ws.running--
 		ws.mu.Unlock()
-	}()
+	})
+	defer release()
 	if !sleep(ctx, 50*time.Millisecond+time.Duration(n%7)*20*time.Millisecond) {
 		return
 	}
 	var cmd engine.Command
-	if t.Token.Method == engine.MethodWaitFor {
+	switch t.Token.Method {
+	case engine.MethodRPC:
+		cmd = engine.RPCResult{Token: t.Token, Output: str("pong:" + t.FlowID),
+			Staged: engine.Staged{Attributes: []engine.AttributeWrite{{Name: "rpc", Value: str("r:" + t.FlowID)}}}}
+	case engine.MethodWaitFor:
 		if !hasWaitFor(t.FlowType, t.StepType) {
 			// Legitimate only for an attempt handed out before the run got
 			// its definition (engine doc, E4); -showif "without WaitFor".
@@ -441,7 +471,7 @@ func (w *worker) runTask(ctx context.Context, ws *wsession, t *engine.Task, n ui
 			w.s.event("%s: WaitFor task %s/%s attempt %d (epoch %d) of a step without WaitFor", w.name, t.FlowID, t.StepExecID, t.Attempt, t.Token.Epoch)
 		}
 		cmd = waitFor(t)
-	} else {
+	default:
 		if t.StepType == "T" {
 			w.checkTimer(t)
 		}
@@ -454,6 +484,7 @@ func (w *worker) runTask(ctx context.Context, ws *wsession, t *engine.Task, n ui
 	if !w.send(ctx, ws, cmd, true) {
 		return
 	}
+	release()
 	if w.s.chance(w.name, "duplicate", n, w.s.plan.duplicateRate) {
 		w.send(ctx, ws, cmd, false)
 	}
@@ -518,6 +549,8 @@ func token(cmd engine.Command) engine.Token {
 		return c.Token
 	case engine.ExecuteResult:
 		return c.Token
+	case engine.RPCResult:
+		return c.Token
 	}
 	panic(fmt.Sprintf("sim: no token in %T", cmd))
 }
@@ -578,6 +611,8 @@ func (w *worker) send(ctx context.Context, ws *wsession, cmd engine.Command, kee
 			l.acks++
 			staged = c.Staged
 		case engine.WaitForResult:
+			staged = c.Staged
+		case engine.RPCResult:
 			staged = c.Staged
 		}
 		for _, a := range staged.Attributes {
