@@ -344,7 +344,6 @@ func TestReview_Format1RestoreThenLargePuts(t *testing.T) {
 	checkNoLargeInline(t, s) // the whole flow value counts since c6f3a1c
 }
 
-
 // doc.go: "the keys other flows read ('f', 'r', 'h', 'l', 'x', 't') hold
 // at most 16 KiB each". PutFlow compares the state's size with
 // bigValueBytes, not the flow value's: a state of exactly 16 KiB stays
