@@ -156,10 +156,12 @@ func (tx *Tx) PutFlow(st *engine.FlowState) error {
 	tx.events += len(events)
 	// The whole flow value counts, header included: the keys other flows
 	// read stay within bigValueBytes whatever the IDs' lengths.
-	value := encodeFlowValue(&sum, uint64(len(st.History)), state, false)
-	big := len(value) > bigValueBytes
-	if big {
-		value = encodeFlowValue(&sum, uint64(len(st.History)), state, true)
+	// The out-of-line value is the inline one without the state, so its
+	// length tells the inline one's without copying a large state.
+	value := encodeFlowValue(&sum, uint64(len(st.History)), state, true)
+	big := len(value)+len(state) > bigValueBytes
+	if !big {
+		value = encodeFlowValue(&sum, uint64(len(st.History)), state, false)
 	}
 	if err := tx.b.Set(fk, value, nil); err != nil {
 		return err
