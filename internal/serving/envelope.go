@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/maphash"
 
 	"github.com/dexzd/dexzd/internal/engine"
 	"github.com/dexzd/dexzd/internal/flowstore"
@@ -60,22 +61,64 @@ func movements(body engine.RecordBody) []engine.Movement {
 	return nil
 }
 
-// inputRef finds the movement among earlier's whose input equals a
-// StepCreated's: its record and movement index (ok false: none, or rec is
-// no StepCreated with an input).
-func inputRef(earlier []engine.Record, rec engine.Record) (i, j int, ok bool) {
+// inputIndex finds, for a StepCreated, the movement among the earlier
+// records of an envelope whose input equals its own: the latest such
+// record, and its first such movement. Inputs are indexed by a hash of
+// their type and data, so an envelope of n movements and n steps costs
+// O(n) hashing, not a scan of every earlier movement per step (a result of
+// 16,000 movements took 3.7 s on the sequencer that way).
+type inputIndex struct {
+	seed maphash.Seed
+	refs map[uint64][]inputLoc
+}
+
+type inputLoc struct{ i, j int }
+
+func newInputIndex() *inputIndex {
+	return &inputIndex{seed: maphash.MakeSeed(), refs: make(map[uint64][]inputLoc)}
+}
+
+func (x *inputIndex) hash(v engine.Value) uint64 {
+	var h maphash.Hash
+	h.SetSeed(x.seed)
+	_, _ = h.WriteString(v.Type)
+	_ = h.WriteByte(0)
+	_, _ = h.Write(v.Data)
+	return h.Sum64()
+}
+
+// add indexes the movement inputs of recs[i].
+func (x *inputIndex) add(recs []engine.Record, i int) {
+	for j, m := range movements(recs[i].Body) {
+		if len(m.Input.Data) == 0 {
+			continue
+		}
+		h := x.hash(m.Input)
+		x.refs[h] = append(x.refs[h], inputLoc{i, j})
+	}
+}
+
+// find returns the reference for rec among the indexed records of recs
+// (ok false: none, or rec is no StepCreated with an input).
+func (x *inputIndex) find(recs []engine.Record, rec engine.Record) (i, j int, ok bool) {
 	sc, isSC := rec.Body.(engine.StepCreated)
 	if !isSC || len(sc.Input.Data) == 0 {
 		return 0, 0, false
 	}
-	for i = len(earlier) - 1; i >= 0; i-- {
-		for j, m := range movements(earlier[i].Body) {
-			if m.Input.Type == sc.Input.Type && bytes.Equal(m.Input.Data, sc.Input.Data) {
-				return i, j, true
-			}
+	locs := x.refs[x.hash(sc.Input)]
+	// locs ascend by record, then movement: the first equal one from the
+	// end names the latest record; go on back for its first movement.
+	for k := len(locs) - 1; k >= 0; k-- {
+		l := locs[k]
+		if ok && l.i != i {
+			break
+		}
+		m := movements(recs[l.i].Body)[l.j]
+		if m.Input.Type == sc.Input.Type && bytes.Equal(m.Input.Data, sc.Input.Data) {
+			i, j, ok = l.i, l.j, true
 		}
 	}
-	return 0, 0, false
+	return i, j, ok
 }
 
 // encodeEnvelope encodes the records of one Decide call.
@@ -85,9 +128,10 @@ func encodeEnvelope(recs []engine.Record) ([]byte, error) {
 	}
 	entries := make([][]byte, len(recs))
 	size := 1 + binary.MaxVarintLen64
+	refs := newInputIndex()
 	for k, r := range recs {
 		var hdr []byte
-		if i, j, ok := inputRef(recs[:k], r); ok {
+		if i, j, ok := refs.find(recs, r); ok {
 			sc := r.Body.(engine.StepCreated)
 			sc.Input = engine.Value{}
 			r.Body = sc
@@ -102,6 +146,7 @@ func encodeEnvelope(recs []engine.Record) ([]byte, error) {
 		}
 		entries[k] = data
 		size += binary.MaxVarintLen64 + len(data)
+		refs.add(recs, k)
 	}
 	b := make([]byte, 0, size)
 	b = append(b, envelopeVersion)
