@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -51,8 +52,21 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
 	env := &session.Env{Stdout: stdout, Stderr: stderr, Getenv: getenv, UnresponsiveAfter: unresponsiveAfter}
 	root := newRoot(env)
-	root.SetArgs(goFlagSyntax(root, args))
+	args = goFlagSyntax(root, args)
+	root.SetArgs(args)
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		if !c.HasParent() {
+			// A bad flag before the command words stops cobra at the
+			// root; the usage line is still the command's.
+			c = commandNamed(root, args)
+		}
+		return &aboutError{err: flagError(err), cmd: c}
+	})
 	cmd, err := root.ExecuteContextC(ctx)
+	var about *aboutError
+	if errors.As(err, &about) {
+		cmd = about.cmd
+	}
 	var ue *session.UsageError
 	var ee session.ExitError
 	switch {
@@ -92,7 +106,6 @@ func newRoot(env *session.Env) *cobra.Command {
 	root.SetErr(env.Stderr)
 	registerGlobals(root.PersistentFlags(), env)
 	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]cobra.Completion{"table", "json"}, cobra.ShellCompDirectiveNoFileComp))
-	root.SetFlagErrorFunc(flagError)
 	for _, g := range groups(env) {
 		g.Args, g.RunE = commandArgs, missingCommand
 		root.AddCommand(g)
@@ -101,6 +114,9 @@ func newRoot(env *session.Env) *cobra.Command {
 	for _, c := range root.Commands() {
 		if c.Name() == "completion" {
 			c.Args, c.RunE = commandArgs, missingCommand
+			for _, shell := range c.Commands() {
+				shell.Args = session.Args(0, 0)
+			}
 		}
 	}
 	root.SetHelpCommand(helpCommand(root))
@@ -162,9 +178,40 @@ func unknownCommand(parent *cobra.Command, typed string) error {
 	return &session.UsageError{Msg: msg}
 }
 
+// aboutError is a usage error about another command than the one cobra
+// ran: the target of help ("dexcli help flow strt" is about the group
+// flow), or the command a line with a bad flag names.
+type aboutError struct {
+	err error
+	cmd *cobra.Command
+}
+
+func (e *aboutError) Error() string { return e.err.Error() }
+func (e *aboutError) Unwrap() error { return e.err }
+
+// commandNamed is the command that the words of args (those not starting
+// with "-") name, as far as they name one; root if none.
+func commandNamed(root *cobra.Command, args []string) *cobra.Command {
+	c := root
+	for _, w := range args {
+		if w == "--" {
+			break
+		}
+		if strings.HasPrefix(w, "-") {
+			continue
+		}
+		next := findCommand(c, w)
+		if next == nil {
+			break
+		}
+		c = next
+	}
+	return c
+}
+
 // flagError turns pflag's error for a flag into a usage error that names
 // the flag and, for a duration, says how to write one.
-func flagError(_ *cobra.Command, err error) error {
+func flagError(err error) error {
 	var inv *pflag.InvalidValueError
 	if !errors.As(err, &inv) {
 		return &session.UsageError{Msg: err.Error()}
@@ -176,7 +223,27 @@ func flagError(_ *cobra.Command, err error) error {
 	case "bool":
 		return session.Usagef("invalid boolean value %q for --%s", v, f.Name)
 	default:
-		return session.Usagef("invalid value %q for --%s: %v", v, f.Name, inv.Unwrap())
+		return session.Usagef("invalid value %q for --%s: %s", v, f.Name, valueProblem(f.Value.Type(), inv.Unwrap()))
+	}
+}
+
+// valueProblem says what is wrong with a flag's value of type typ, in
+// words rather than strconv's ("strconv.ParseInt: parsing ...").
+func valueProblem(typ string, err error) string {
+	var ne *strconv.NumError
+	if !errors.As(err, &ne) {
+		return err.Error()
+	}
+	if errors.Is(ne.Err, strconv.ErrRange) {
+		return "out of range for " + typ
+	}
+	switch {
+	case strings.HasPrefix(typ, "uint"):
+		return "not a whole number (0 or more)"
+	case strings.HasPrefix(typ, "int"):
+		return "not a whole number"
+	default:
+		return "not a number"
 	}
 }
 

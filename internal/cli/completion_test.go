@@ -103,3 +103,32 @@ func TestUnknownFlag_ExitsTwoNamingTheFlag(t *testing.T) {
 		t.Errorf("a usage error sent %d calls", n)
 	}
 }
+
+// A usage error prints the usage line of the command it concerns, even
+// when cobra stopped before reaching it: a bad flag before the command
+// words, the target of help, an argument too many for a completion
+// command. A value that is not a number says so in words.
+func TestUsageErrors_UsageLineOfTheCommandConcerned(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--bogus", "flow", "describe", "a"}, []string{"unknown flag: --bogus", "usage: dexcli flow describe FLOW_ID [flags]"}},
+		{[]string{"--timeout", "x", "flow", "list"}, []string{`--timeout "x": not a duration`, "usage: dexcli flow list [flags]"}},
+		{[]string{"help", "flow", "start", "extra"}, []string{`help takes a group and a command, not "extra"`, "usage: dexcli flow start FLOW_TYPE FLOW_ID [flags]"}},
+		{[]string{"help", "flow", "strt"}, []string{`did you mean "flow start"?`, "usage: dexcli flow <command> [arguments] [flags]"}},
+		{[]string{"help", "xyz"}, []string{`unknown command "xyz"`, "usage: dexcli <group> <command> [arguments] [flags]"}},
+		{[]string{"completion", "bash", "extra"}, []string{`unexpected argument "extra"`, "usage: dexcli completion bash"}},
+		{[]string{"flow", "list", "--limit", "x"}, []string{`invalid value "x" for --limit: not a whole number`, "usage: dexcli flow list [flags]"}},
+		{[]string{"flow", "list", "--limit", "99999999999999999999"}, []string{"for --limit: out of range for int"}},
+		{[]string{"flow", "state", "a", "--max-messages", "-2"}, []string{`invalid value "-2" for --max-messages: not a whole number (0 or more)`}},
+		{[]string{"bench", "chain", "--rate", "x"}, []string{`invalid value "x" for --rate: not a number`}},
+	} {
+		r := runCLI(t, tt.args...)
+		if r.code != exitUsage {
+			t.Errorf("%q: exit %d, want 2; stderr:\n%s", tt.args, r.code, r.stderr)
+		}
+		r.wantStderr(t, tt.want...)
+	}
+}

@@ -37,11 +37,11 @@ func helpCommand(root *cobra.Command) *cobra.Command {
 			target := root
 			for _, w := range args {
 				if !target.HasSubCommands() {
-					return session.Usagef("help takes a group and a command, not %q", w)
+					return &aboutError{err: session.Usagef("help takes a group and a command, not %q", w), cmd: target}
 				}
 				next := findCommand(target, w)
 				if next == nil {
-					return unknownCommand(target, w)
+					return &aboutError{err: unknownCommand(target, w), cmd: target}
 				}
 				target = next
 			}

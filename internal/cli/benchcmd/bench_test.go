@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/dexzd/dexzd/internal/bench"
+	"github.com/dexzd/dexzd/internal/cli/clitest"
 	"github.com/dexzd/dexzd/internal/cli/session"
 )
 
@@ -36,7 +37,7 @@ func fixtureChainResult() bench.Result {
 // chainOutcome runs the outcome of a chain run through a session, as the
 // command does, and returns the exit code with what was printed. parent
 // stands for the run's context (cancelled for Ctrl-C).
-func chainOutcome(t *testing.T, parent context.Context, output string, res bench.Result, runErr error) result {
+func chainOutcome(t *testing.T, parent context.Context, output string, res bench.Result, runErr error) clitest.Result {
 	t.Helper()
 	var out, errb bytes.Buffer
 	env := &session.Env{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" },
@@ -46,7 +47,7 @@ func chainOutcome(t *testing.T, parent context.Context, output string, res bench
 		t.Fatal(err)
 	}
 	code := session.ExitCode(s.Finish(parent, benchOutcome(parent, s, res, runErr)))
-	return result{code: code, stdout: out.String(), stderr: errb.String()}
+	return clitest.Result{Code: code, Stdout: out.String(), Stderr: errb.String()}
 }
 
 func TestBench_Output(t *testing.T) {
@@ -104,22 +105,22 @@ func TestBench_Output(t *testing.T) {
 			t.Run(tt.name+"/"+format, func(t *testing.T) {
 				t.Parallel()
 				r := chainOutcome(t, tt.parent, format, tt.res, tt.err)
-				r.wantCode(t, tt.wantCode)
-				r.wantStderr(t, tt.stderr...)
+				r.WantCode(t, tt.wantCode)
+				r.WantStderr(t, tt.stderr...)
 				if format == "json" {
 					var doc map[string]any
-					dec := json.NewDecoder(strings.NewReader(r.stdout))
+					dec := json.NewDecoder(strings.NewReader(r.Stdout))
 					if err := dec.Decode(&doc); err != nil {
-						t.Fatalf("stdout is not JSON: %v\n%s", err, r.stdout)
+						t.Fatalf("stdout is not JSON: %v\n%s", err, r.Stdout)
 					}
 					if dec.More() {
-						t.Fatalf("stdout holds more than one JSON document:\n%s", r.stdout)
+						t.Fatalf("stdout holds more than one JSON document:\n%s", r.Stdout)
 					}
 					if _, hasErr := doc["error"]; hasErr != (tt.err != nil) {
 						t.Errorf("error field present: %v, want %v", hasErr, tt.err != nil)
 					}
 				}
-				checkGolden(t, tt.name, format, r.stdout)
+				clitest.CheckGolden(t, tt.name, format, r.Stdout)
 			})
 		}
 	}
@@ -163,10 +164,10 @@ func TestBench_LargeOutput(t *testing.T) {
 		t.Run(format, func(t *testing.T) {
 			t.Parallel()
 			r := chainOutcome(t, context.Background(), format, res, nil)
-			r.wantCode(t, exitOK)
-			checkGolden(t, "bench_chain_large", format, r.stdout)
+			r.WantCode(t, exitOK)
+			clitest.CheckGolden(t, "bench_chain_large", format, r.Stdout)
 			if format == "table" {
-				r.wantStdout(t, "2000 (1980 ordinary, 20 large)", "ordinary 465.9, large 4.7", "p99 250.500ms")
+				r.WantStdout(t, "2000 (1980 ordinary, 20 large)", "ordinary 465.9, large 4.7", "p99 250.500ms")
 				return
 			}
 			var doc struct {
@@ -181,20 +182,20 @@ func TestBench_LargeOutput(t *testing.T) {
 					LatencyMs          struct{ P50, P99 float64 }
 				}
 			}
-			if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil {
-				t.Fatalf("%v\n%s", err, r.stdout)
+			if err := json.Unmarshal([]byte(r.Stdout), &doc); err != nil {
+				t.Fatalf("%v\n%s", err, r.Stdout)
 			}
 			if doc.LargeFraction == nil || *doc.LargeFraction != 0.01 || doc.LargePayloadBytes == nil || *doc.LargePayloadBytes != bench.MaxLargePayloadBytes ||
 				doc.OrdinaryCompleted == nil || *doc.OrdinaryCompleted != 1980 || doc.OrdinaryFlowsPerSecond == nil || *doc.OrdinaryFlowsPerSecond != 465.882 ||
 				doc.LatencyMs.P99 != 120.125 || doc.Large == nil || doc.Large.Planned != 20 || doc.Large.Completed != 20 ||
 				doc.Large.FlowsPerSecond != 4.706 || doc.Large.LatencyMs.P50 != 130 || doc.Large.LatencyMs.P99 != 250.5 {
-				t.Errorf("the figures are not split as expected:\n%s", r.stdout)
+				t.Errorf("the figures are not split as expected:\n%s", r.Stdout)
 			}
 		})
 	}
 	// Without large flows the split fields are null.
 	r := chainOutcome(t, context.Background(), "json", fixtureChainResult(), nil)
-	r.wantStdout(t, `"largeFraction": null`, `"ordinaryFlowsPerSecond": null`, `"large": null`)
+	r.WantStdout(t, `"largeFraction": null`, `"ordinaryFlowsPerSecond": null`, `"large": null`)
 }
 
 // The flags that pass validation reach bench.Config: the default size
@@ -242,8 +243,8 @@ func TestBench_OpenLoopOutput(t *testing.T) {
 		t.Run(format, func(t *testing.T) {
 			t.Parallel()
 			r := chainOutcome(t, context.Background(), format, res, nil)
-			r.wantCode(t, exitOK)
-			checkGolden(t, "bench_chain_open", format, r.stdout)
+			r.WantCode(t, exitOK)
+			clitest.CheckGolden(t, "bench_chain_open", format, r.Stdout)
 		})
 	}
 }
