@@ -74,16 +74,30 @@ func mustDecMode(o cbor.DecOptions) cbor.DecMode {
 
 // marshalCBOR encodes v in format 2: the format byte, then v's CBOR.
 func marshalCBOR(v any) ([]byte, error) {
-	b, err := cborEnc.Marshal(v)
-	if err != nil {
+	// The encoder writes v's CBOR into its pooled buffer and hands it to
+	// w once, which copies it after the format byte: one copy of the
+	// encoding, where Marshal and a prefixed copy of its result made two
+	// (a 4 MiB value in a state, an event and a record was copied six
+	// times per step).
+	var w prefixedWriter
+	if err := cborEnc.NewEncoder(&w).Encode(v); err != nil {
 		return nil, err
 	}
-	// One copy more than necessary, of bytes the encoder already
-	// produced: cheap beside encoding, and the result is exactly sized.
-	out := make([]byte, 1+len(b))
-	out[0] = formatCBOR
-	copy(out[1:], b)
-	return out, nil
+	return w.out, nil
+}
+
+// prefixedWriter keeps the format byte and a copy of the one Write it
+// receives: an exactly sized format 2 value.
+type prefixedWriter struct{ out []byte }
+
+func (w *prefixedWriter) Write(p []byte) (int, error) {
+	if w.out != nil {
+		return 0, errors.New("engine: CBOR encoding written twice")
+	}
+	w.out = make([]byte, 1+len(p))
+	w.out[0] = formatCBOR
+	copy(w.out[1:], p)
+	return len(p), nil
 }
 
 // unmarshalAny decodes b, in format 1 or 2, into v.

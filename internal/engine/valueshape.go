@@ -363,17 +363,12 @@ func (vt *ValueType) Check(v Value) error {
 	if err != nil {
 		return nil // checked when the definition was taken; never refuse on it
 	}
-	if !json.Valid(v.Data) {
+	valid, mis := scanJSON(v.Data, shape)
+	if !valid {
 		return errors.New("the value is not valid JSON")
 	}
-	dec := json.NewDecoder(strings.NewReader(string(v.Data))) // the engine imports no bytes or io
-	dec.UseNumber()
-	if err := shape.match(dec, ""); err != nil {
-		var m *shapeMismatch
-		if errors.As(err, &m) {
-			return fmt.Errorf("the value does not decode as the declared type %s: %w", vt.describe(), m)
-		}
-		return fmt.Errorf("the value is not valid JSON: %w", err)
+	if mis != nil {
+		return fmt.Errorf("the value does not decode as the declared type %s: %w", vt.describe(), mis)
 	}
 	return nil
 }
@@ -395,88 +390,6 @@ func (m *shapeMismatch) Error() string {
 		return fmt.Sprintf("%s where %s is expected", m.got, m.want)
 	}
 	return fmt.Sprintf("at %s: %s where %s is expected", m.path, m.got, m.want)
-}
-
-// match reads one JSON value from dec and checks it against s (nil: any).
-func (s *JSONShape) match(dec *json.Decoder, path string) error {
-	tok, err := dec.Token()
-	if err != nil {
-		return err
-	}
-	if tok == nil {
-		return nil // null decodes as anything
-	}
-	if s == nil || s.Kind == JSONAny {
-		return skipValue(dec, tok)
-	}
-	mismatch := func(want string) error { return &shapeMismatch{path: path, got: describeToken(tok), want: want} }
-	switch s.Kind {
-	case JSONBoolean:
-		if _, ok := tok.(bool); !ok {
-			return mismatch("a boolean")
-		}
-	case JSONString:
-		if _, ok := tok.(string); !ok {
-			return mismatch("a string")
-		}
-	case JSONNumber:
-		n, ok := tok.(json.Number)
-		if !ok {
-			return mismatch("a number")
-		}
-		if _, err := strconv.ParseFloat(string(n), bitsOr64(s.Bits)); err != nil {
-			return mismatch(fmt.Sprintf("a %d-bit float", bitsOr64(s.Bits)))
-		}
-	case JSONInteger:
-		n, ok := tok.(json.Number)
-		if !ok {
-			return mismatch("an integer")
-		}
-		if s.Unsigned {
-			_, err = strconv.ParseUint(string(n), 10, bitsOr64(s.Bits))
-		} else {
-			_, err = strconv.ParseInt(string(n), 10, bitsOr64(s.Bits))
-		}
-		if err != nil {
-			sign := ""
-			if s.Unsigned {
-				sign = "un"
-			}
-			return mismatch(fmt.Sprintf("an integer (%ssigned, %d bits)", sign, bitsOr64(s.Bits)))
-		}
-	case JSONArray:
-		if tok != json.Delim('[') {
-			return mismatch("an array")
-		}
-		for i := 0; dec.More(); i++ {
-			if err := s.Elements.match(dec, fmt.Sprintf("%s[%d]", path, i)); err != nil {
-				return err
-			}
-		}
-		_, err = dec.Token() // ']'
-		return err
-	case JSONObject:
-		if tok != json.Delim('{') {
-			return mismatch("an object")
-		}
-		for dec.More() {
-			kt, err := dec.Token()
-			if err != nil {
-				return err
-			}
-			key, _ := kt.(string)
-			sub := s.Elements
-			if s.Fields != nil {
-				sub = s.field(key)
-			}
-			if err := sub.match(dec, path+"."+key); err != nil {
-				return err
-			}
-		}
-		_, err = dec.Token() // '}'
-		return err
-	}
-	return nil
 }
 
 // field is the shape of member key of a record: the field of that name,
@@ -505,41 +418,4 @@ func bitsOr64(b int) int {
 		return 64
 	}
 	return b
-}
-
-// skipValue reads the rest of the value that tok starts.
-func skipValue(dec *json.Decoder, tok json.Token) error {
-	if tok != json.Delim('{') && tok != json.Delim('[') {
-		return nil
-	}
-	for depth := 1; depth > 0; {
-		t, err := dec.Token()
-		if err != nil {
-			return err
-		}
-		switch t {
-		case json.Delim('{'), json.Delim('['):
-			depth++
-		case json.Delim('}'), json.Delim(']'):
-			depth--
-		}
-	}
-	return nil
-}
-
-func describeToken(tok json.Token) string {
-	switch t := tok.(type) {
-	case bool:
-		return fmt.Sprintf("the boolean %t", t)
-	case json.Number:
-		return "the number " + string(t)
-	case string:
-		return "a string"
-	case json.Delim:
-		if t == '{' {
-			return "an object"
-		}
-		return "an array"
-	}
-	return "a value"
 }

@@ -82,7 +82,11 @@
 // through a Pebble snapshot, as 'b' <'f' key> is rewritten in place; a
 // missing 'b' key that a value names is ErrCorrupt. Every level has a
 // Bloom filter (10 bits per key), so a point read does not read a data
-// block of each table that cannot hold its key.
+// block of each table that cannot hold its key. Values of at least
+// bigValueBytes go to Pebble blob files (value separation) when a memtable
+// is flushed; compactions then move references instead of rewriting the
+// bytes, and a blob file is rewritten once a fifth of it is garbage
+// (BenchmarkApply_LargeStates compares with the values kept inline).
 //
 // # History keys
 //

@@ -60,6 +60,9 @@ type Options struct {
 
 	// fs replaces the operating system's file system (crash tests).
 	fs vfs.FS
+	// inlineBigValues keeps large values in sstables (benchmarks compare
+	// it with value separation).
+	inlineBigValues bool
 }
 
 // Store is the materialised state of one node: the latest run of every flow
@@ -145,6 +148,21 @@ func openPebble(dir string, opts Options, logger *slog.Logger) (*pebble.DB, *dis
 	// instead of reading a data block of each.
 	for i := range po.Levels {
 		po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+	}
+	// Values of at least bigValueBytes (the 'b' keys: large states and
+	// history events) go to blob files when a memtable is flushed, and
+	// compactions move references to them instead of rewriting them:
+	// a 4 MiB input was rewritten at every level it passed through. A
+	// blob file is rewritten once a fifth of it is garbage (a large
+	// state is replaced at every step of its run).
+	po.Experimental.ValueSeparationPolicy = func() pebble.ValueSeparationPolicy {
+		return pebble.ValueSeparationPolicy{
+			Enabled:               !opts.inlineBigValues,
+			MinimumSize:           bigValueBytes,
+			MaxBlobReferenceDepth: 10,
+			RewriteMinimumAge:     5 * time.Minute,
+			TargetGarbageRatio:    0.2,
+		}
 	}
 	disk := &diskWatch{dir: dir, logger: limited}
 	if opts.fs == nil {

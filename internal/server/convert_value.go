@@ -1,7 +1,6 @@
 package server
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -36,7 +35,7 @@ func valueIn(field string, v *dexpb.EncodedValue) (engine.Value, error) {
 	if strings.Contains(v.GetEncoding(), ":") {
 		return engine.Value{}, argError(field+".encoding", "%q must not contain ':'", v.GetEncoding())
 	}
-	if v.GetEncoding() == encodingJSON && !json.Valid(v.GetData()) {
+	if v.GetEncoding() == encodingJSON && !engine.ValidJSON(v.GetData()) {
 		return engine.Value{}, argError(field+".data", "is declared %q but is not valid JSON (%d bytes)", encodingJSON, len(v.GetData()))
 	}
 	return engine.Value{Type: v.GetEncoding() + ":" + v.GetType(), Data: v.GetData()}, nil

@@ -1,6 +1,7 @@
 package serving
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -14,43 +15,110 @@ import (
 // every engine record of one Decide call, so that they are written and
 // applied atomically, in order, and nothing else interleaves with them:
 //
-//	0  1  envelope version, 1
+//	0  1  envelope version: 2 (1 is still read)
 //	1  …  record count n (uvarint), at least 1
-//	…  …  n times: length (uvarint), then engine.MarshalRecord bytes
+//	…  …  n times: length (uvarint), then an entry, one of
+//	        engine.MarshalRecord bytes (first byte 0x02, or '{' before
+//	          records moved to CBOR), or
+//	        0x00, i (uvarint), j (uvarint), then the engine.MarshalRecord
+//	          bytes of a StepCreated without input: its input is the input
+//	          of movement j of record i (i before this one; version 2 only).
 //
-// Each record names its own format in its first byte (engine codec.go:
-// CBOR since format 2, JSON before), so a log holding both replays.
-// Nothing may follow the last record. All records of one envelope belong to
-// one flow ID (one Decide call addresses one flow). A malformed envelope is a
-// corrupt log: it stops the writer or the replay and is never skipped.
-const envelopeVersion = 1
+// The reference exists because a step's input is the movement that created
+// it: ExecuteCompleted, RPCCompleted and FlowStarted keep their movements
+// for history (E26) and the StepCreated records that follow carry the same
+// value, so an envelope held every input twice (a 4 MiB input made an 8 MiB
+// log record for each step). Each record names its own format in its first
+// byte (engine codec.go), so a log holding both formats replays. Nothing may
+// follow the last record. All records of one envelope belong to one flow ID
+// (one Decide call addresses one flow). A malformed envelope is a corrupt
+// log: it stops the writer or the replay and is never skipped.
+const envelopeVersion = 2
+
+// envelopeVersionNoRefs is the version written before input references.
+const envelopeVersionNoRefs = 1
+
+// entryRef starts an entry that refers to a movement's input.
+const entryRef = 0x00
 
 // errBadEnvelope matches every envelope decoding error.
 var errBadEnvelope = errors.New("malformed log record envelope")
+
+// movements returns the movements a record keeps for history, whose inputs
+// the StepCreated records after it may refer to.
+func movements(body engine.RecordBody) []engine.Movement {
+	switch b := body.(type) {
+	case engine.ExecuteCompleted:
+		return b.Movements
+	case engine.RPCCompleted:
+		return b.Movements
+	case engine.FlowStarted:
+		if b.StartStep != nil {
+			return []engine.Movement{*b.StartStep}
+		}
+	}
+	return nil
+}
+
+// inputRef finds the movement among earlier's whose input equals a
+// StepCreated's: its record and movement index (ok false: none, or rec is
+// no StepCreated with an input).
+func inputRef(earlier []engine.Record, rec engine.Record) (i, j int, ok bool) {
+	sc, isSC := rec.Body.(engine.StepCreated)
+	if !isSC || len(sc.Input.Data) == 0 {
+		return 0, 0, false
+	}
+	for i = len(earlier) - 1; i >= 0; i-- {
+		for j, m := range movements(earlier[i].Body) {
+			if m.Input.Type == sc.Input.Type && bytes.Equal(m.Input.Data, sc.Input.Data) {
+				return i, j, true
+			}
+		}
+	}
+	return 0, 0, false
+}
 
 // encodeEnvelope encodes the records of one Decide call.
 func encodeEnvelope(recs []engine.Record) ([]byte, error) {
 	if len(recs) == 0 {
 		return nil, errors.New("encode envelope: no records")
 	}
-	b := []byte{envelopeVersion}
-	b = binary.AppendUvarint(b, uint64(len(recs)))
-	for _, r := range recs {
+	entries := make([][]byte, len(recs))
+	size := 1 + binary.MaxVarintLen64
+	for k, r := range recs {
+		var hdr []byte
+		if i, j, ok := inputRef(recs[:k], r); ok {
+			sc := r.Body.(engine.StepCreated)
+			sc.Input = engine.Value{}
+			r.Body = sc
+			hdr = binary.AppendUvarint(binary.AppendUvarint([]byte{entryRef}, uint64(i)), uint64(j))
+		}
 		data, err := engine.MarshalRecord(r)
 		if err != nil {
 			return nil, fmt.Errorf("encode envelope: %w", err)
 		}
-		b = binary.AppendUvarint(b, uint64(len(data)))
-		b = append(b, data...)
+		if hdr != nil {
+			data = append(hdr, data...)
+		}
+		entries[k] = data
+		size += binary.MaxVarintLen64 + len(data)
+	}
+	b := make([]byte, 0, size)
+	b = append(b, envelopeVersion)
+	b = binary.AppendUvarint(b, uint64(len(recs)))
+	for _, e := range entries {
+		b = binary.AppendUvarint(b, uint64(len(e)))
+		b = append(b, e...)
 	}
 	return b, nil
 }
 
-// decodeEnvelope decodes what encodeEnvelope encoded.
+// decodeEnvelope decodes what encodeEnvelope encoded, in either version.
 func decodeEnvelope(b []byte) ([]engine.Record, error) {
-	if len(b) == 0 || b[0] != envelopeVersion {
+	if len(b) == 0 || (b[0] != envelopeVersion && b[0] != envelopeVersionNoRefs) {
 		return nil, fmt.Errorf("%w: unknown version", errBadEnvelope)
 	}
+	refs := b[0] == envelopeVersion
 	b = b[1:]
 	n, k := binary.Uvarint(b)
 	if k <= 0 || n == 0 || n > uint64(len(b)) {
@@ -63,7 +131,7 @@ func decodeEnvelope(b []byte) ([]engine.Record, error) {
 		if k <= 0 || l > uint64(len(b)-k) {
 			return nil, fmt.Errorf("%w: record %d of %d is truncated", errBadEnvelope, i, n)
 		}
-		r, err := engine.UnmarshalRecord(b[k : k+int(l)])
+		r, err := decodeEntry(b[k:k+int(l)], recs, refs)
 		if err != nil {
 			return nil, fmt.Errorf("%w: record %d of %d: %w", errBadEnvelope, i, n, err)
 		}
@@ -74,6 +142,39 @@ func decodeEnvelope(b []byte) ([]engine.Record, error) {
 		return nil, fmt.Errorf("%w: %d bytes after the last record", errBadEnvelope, len(b))
 	}
 	return recs, nil
+}
+
+// decodeEntry decodes one entry after the records earlier (refs: input
+// references are allowed).
+func decodeEntry(e []byte, earlier []engine.Record, refs bool) (engine.Record, error) {
+	if len(e) == 0 || e[0] != entryRef {
+		return engine.UnmarshalRecord(e)
+	}
+	if !refs {
+		return engine.Record{}, errors.New("an input reference in a version 1 envelope")
+	}
+	e = e[1:]
+	i, k := binary.Uvarint(e)
+	if k <= 0 || i >= uint64(len(earlier)) {
+		return engine.Record{}, errors.New("the input reference names no earlier record")
+	}
+	e = e[k:]
+	j, k := binary.Uvarint(e)
+	ms := movements(earlier[i].Body)
+	if k <= 0 || j >= uint64(len(ms)) {
+		return engine.Record{}, fmt.Errorf("the input reference names no movement of record %d", i)
+	}
+	r, err := engine.UnmarshalRecord(e[k:])
+	if err != nil {
+		return engine.Record{}, err
+	}
+	sc, ok := r.Body.(engine.StepCreated)
+	if !ok || !sc.Input.IsZero() {
+		return engine.Record{}, fmt.Errorf("an input reference holds a %s record with an input, not a StepCreated without one", r.Type())
+	}
+	sc.Input = ms[j].Input
+	r.Body = sc
+	return r, nil
 }
 
 // applied is what applying one batch to the store produced.
