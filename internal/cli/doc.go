@@ -19,6 +19,8 @@
 //   - flowcmd, admincmd, benchcmd: the flow, admin (requirements A10-A14)
 //     and bench groups; the workloads and the measuring of bench live in
 //     internal/bench.
+//   - clitest: what the tests of these packages share (golden files, the
+//     checks of a command's exit code and output); tests only.
 //
 // Imports point one way: cli -> flowcmd, admincmd, benchcmd -> session ->
 // output. A command package never imports another one, nor cli.
