@@ -1,27 +1,8 @@
 package cli
 
 import (
-	"context"
 	"testing"
-	"time"
 )
-
-// An open-loop run (--rate) prints its accepted and refused starts.
-func TestBench_OpenLoopOutput(t *testing.T) {
-	t.Parallel()
-	res := fixtureChainResult()
-	res.Rate, res.Duration = 10000, time.Minute
-	res.Flows, res.Offered, res.Accepted, res.Refused, res.Skipped, res.Completed = 600000, 600000, 70000, 520000, 10000, 70000
-	res.OfferElapsed = time.Minute
-	for _, format := range []string{"table", "json"} {
-		t.Run(format, func(t *testing.T) {
-			t.Parallel()
-			r := chainOutcome(t, context.Background(), format, res, nil)
-			r.wantCode(t, exitOK)
-			checkGolden(t, "bench_chain_open", format, r.stdout)
-		})
-	}
-}
 
 func TestBenchChain_RateUsageErrors(t *testing.T) {
 	t.Parallel()

@@ -32,10 +32,10 @@ func TestUsageErrors_ExitTwoWithAUsageLine(t *testing.T) {
 		{[]string{"flow", "list", "--since", "2d"}, []string{`--since "2d": not a duration`, "72h for three days"}},
 		{[]string{"flow", "describe"}, []string{"missing argument", "usage: dexcli flow describe FLOW_ID [flags]"}},
 		{[]string{"flow", "describe", "a", "b"}, []string{`unexpected argument "b"`}},
-		{[]string{"flow", "describe", "a", "--bogus"}, []string{"flag provided but not defined: -bogus"}},
+		{[]string{"flow", "describe", "a", "--bogus"}, []string{"unknown flag: --bogus"}},
 		{[]string{"flow", "describe", "a", "--output", "yaml"}, []string{"--output must be table or json"}},
 		{[]string{"flow", "describe", "a", "--timeout", "soon"}, []string{`--timeout "soon": not a duration`}},
-		{[]string{"admin", "describe", "--yes"}, []string{"flag provided but not defined: -yes"}},
+		{[]string{"admin", "describe", "--yes"}, []string{"unknown flag: --yes"}},
 		{[]string{"help", "flow", "start", "extra"}, []string{"help takes a group and a command"}},
 	}
 	for _, tt := range tests {

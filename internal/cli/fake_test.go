@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"net"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/dexzd/dexzd/api/dexpb"
+	"github.com/dexzd/dexzd/internal/cli/clitest"
 )
 
 // fakeServer is a test implementation of FlowService and AdminService. It
@@ -216,27 +216,21 @@ func runCLIEnv(t *testing.T, env map[string]string, args ...string) result {
 // wantCode fails the test when r did not exit with code.
 func (r result) wantCode(t *testing.T, code int) {
 	t.Helper()
-	if r.code != code {
-		t.Fatalf("exit code %d, want %d\nstdout:\n%s\nstderr:\n%s", r.code, code, r.stdout, r.stderr)
-	}
+	r.shared().WantCode(t, code)
 }
 
 // wantStderr fails the test when stderr lacks one of subs.
 func (r result) wantStderr(t *testing.T, subs ...string) {
 	t.Helper()
-	for _, s := range subs {
-		if !strings.Contains(r.stderr, s) {
-			t.Errorf("stderr lacks %q:\n%s", s, r.stderr)
-		}
-	}
+	r.shared().WantStderr(t, subs...)
 }
 
 // wantStdout fails the test when stdout lacks one of subs.
 func (r result) wantStdout(t *testing.T, subs ...string) {
 	t.Helper()
-	for _, s := range subs {
-		if !strings.Contains(r.stdout, s) {
-			t.Errorf("stdout lacks %q:\n%s", s, r.stdout)
-		}
-	}
+	r.shared().WantStdout(t, subs...)
+}
+
+func (r result) shared() clitest.Result {
+	return clitest.Result{Code: r.code, Stdout: r.stdout, Stderr: r.stderr}
 }

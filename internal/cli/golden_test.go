@@ -2,9 +2,6 @@ package cli
 
 import (
 	"context"
-	"flag"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,9 +10,8 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/dexzd/dexzd/api/dexpb"
+	"github.com/dexzd/dexzd/internal/cli/clitest"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files under testdata")
 
 // checkGolden compares got with testdata/<name>.<json|txt>, after replacing
 // the test's server addresses with ADDR. With -update it rewrites the file.
@@ -24,27 +20,7 @@ func checkGolden(t *testing.T, name, format, got string, addrs ...string) {
 	for _, a := range addrs {
 		got = strings.ReplaceAll(got, a, "ADDR")
 	}
-	ext := ".txt"
-	if format == "json" {
-		ext = ".json"
-	}
-	path := filepath.Join("testdata", name+ext)
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("read golden file (run go test -update to create it): %v", err)
-	}
-	if got != string(want) {
-		t.Errorf("output differs from %s (run go test -update if the change is intended)\ngot:\n%s\nwant:\n%s", path, got, want)
-	}
+	clitest.CheckGolden(t, name, format, got)
 }
 
 var t0 = time.Date(2025, 1, 2, 3, 4, 5, 123000000, time.UTC)

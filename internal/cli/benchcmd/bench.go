@@ -1,9 +1,8 @@
-package cli
+package benchcmd
 
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,26 +12,28 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/grpc"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/dexzd/dexzd/internal/bench"
+	"github.com/dexzd/dexzd/internal/cli/output"
+	"github.com/dexzd/dexzd/internal/cli/session"
 )
 
-// benchGroup is "dexcli bench": load drivers that run a built-in worker and
+// New returns "dexcli bench": load drivers that run a built-in worker and
 // measure the server. The workloads and the measuring live in
 // internal/bench; this file is the command line around them.
-func benchGroup() *group {
-	cmds := make([]*command, 0, len(bench.Workloads))
+func New(env *session.Env) *cobra.Command {
+	g := &cobra.Command{
+		Use:   "bench",
+		Short: "Load a server with built-in workloads and measure throughput, latency, CPU, memory and store requests.",
+	}
 	for _, w := range bench.Workloads {
-		cmds = append(cmds, benchCmd(w))
+		g.AddCommand(benchCmd(env, w))
 	}
-	return &group{
-		name:     "bench",
-		summary:  "Load a server with built-in workloads and measure throughput, latency, CPU, memory and store requests.",
-		commands: cmds,
-	}
+	return g
 }
 
 // benchOptions are the flags of the bench commands.
@@ -44,7 +45,7 @@ type benchOptions struct {
 	burst                             bool
 	rate                              float64
 	duration                          time.Duration
-	warmup                            optUint
+	warmup                            session.OptUint
 	payloadBytes                      int
 	largeFraction                     float64
 	largePayloadBytes                 byteSize
@@ -138,26 +139,27 @@ and prints what was measured so far (exit 130). A failed flow (an error,
 another end than COMPLETED, a wrong output) is counted, the first ones are
 listed, and the command exits 1.`
 
-func benchCmd(w bench.Workload) *command {
+func benchCmd(env *session.Env, w bench.Workload) *cobra.Command {
 	h := benchWorkloadHelp[w]
-	return &command{
-		name: string(w), minArgs: 0, maxArgs: 0,
-		summary:  h.summary + "; report flows/s, latency, CPU, RSS, store requests",
-		details:  h.flows + benchCommonDetails,
-		examples: h.examples,
-		setup: func(fs *flag.FlagSet) runFunc {
-			o := newBenchOptions(w, fs)
-			return func(ctx context.Context, s *session, _ []string) error {
-				return s.bench(ctx, o)
-			}
-		},
+	cmd := &cobra.Command{
+		Use:     string(w),
+		Short:   h.summary + "; report flows/s, latency, CPU, RSS, store requests",
+		Long:    h.flows + benchCommonDetails,
+		Example: session.Examples(h.examples),
+		Args:    session.Args(0, 0),
 	}
+	fs := cmd.Flags()
+	o := newBenchOptions(w, fs)
+	cmd.RunE = env.Run(0, func(ctx context.Context, s *session.Session, _ []string) error {
+		return runBench(ctx, s, o)
+	})
+	return cmd
 }
 
 // newBenchOptions registers the flags of workload w's command on fs and
 // returns the options they fill in.
-func newBenchOptions(w bench.Workload, fs *flag.FlagSet) *benchOptions {
-	o := &benchOptions{workload: w, warmup: optUint{bits: 31}}
+func newBenchOptions(w bench.Workload, fs *pflag.FlagSet) *benchOptions {
+	o := &benchOptions{workload: w, warmup: session.OptUint{Bits: 31}}
 	fs.IntVar(&o.flows, "flows", 1000, "run `N` measured flows")
 	switch w {
 	case bench.WorkloadChain:
@@ -184,7 +186,7 @@ func newBenchOptions(w bench.Workload, fs *flag.FlagSet) *benchOptions {
 }
 
 // config checks the flags and turns them into a bench.Config.
-func (o *benchOptions) config(s *session) (bench.Config, error) {
+func (o *benchOptions) config(s *session.Session) (bench.Config, error) {
 	checks := []struct {
 		name     string
 		v, least int
@@ -206,115 +208,111 @@ func (o *benchOptions) config(s *session) (bench.Config, error) {
 		}{"--branches", o.branches, 1})
 	case bench.WorkloadTimer:
 		if o.timer < time.Millisecond {
-			return bench.Config{}, usagef("--timer must be at least 1ms, not %s", o.timer)
+			return bench.Config{}, session.Usagef("--timer must be at least 1ms, not %s", o.timer)
 		}
 	}
 	for _, f := range checks {
 		if f.v < f.least {
-			return bench.Config{}, usagef("%s must be at least %d, not %d", f.name, f.least, f.v)
+			return bench.Config{}, session.Usagef("%s must be at least %d, not %d", f.name, f.least, f.v)
 		}
 	}
 	switch lb := o.largePayloadBytes.v; {
 	case math.IsNaN(o.largeFraction) || o.largeFraction < 0 || o.largeFraction > 1:
-		return bench.Config{}, usagef("--large-fraction must be a fraction from 0 to 1, not %v", o.largeFraction)
+		return bench.Config{}, session.Usagef("--large-fraction must be a fraction from 0 to 1, not %v", o.largeFraction)
 	case lb < 1 || lb > bench.MaxLargePayloadBytes:
-		return bench.Config{}, usagef("--large-payload-bytes must be from 1 to %d (limits.maxPayloadBytes %d less %d for the rest of the value), not %d",
+		return bench.Config{}, session.Usagef("--large-payload-bytes must be from 1 to %d (limits.maxPayloadBytes %d less %d for the rest of the value), not %d",
 			bench.MaxLargePayloadBytes, bench.MaxPayloadBytes, bench.LargeEnvelopeBytes, lb)
 	case o.largePayloadBytes.set && o.largeFraction == 0:
-		return bench.Config{}, usagef("--large-payload-bytes applies only with a positive --large-fraction")
+		return bench.Config{}, session.Usagef("--large-payload-bytes applies only with a positive --large-fraction")
 	}
 	largeBytes := 0
 	if o.largeFraction > 0 {
 		largeBytes = int(o.largePayloadBytes.v)
 	}
 	if o.flowType == "" {
-		return bench.Config{}, usagef("--flow-type is empty")
+		return bench.Config{}, session.Usagef("--flow-type is empty")
 	}
 	if o.serverPID > 0 {
 		if _, err := bench.ProcessCPU(o.serverPID); err != nil {
-			return bench.Config{}, usagef("--server-pid: %v", err)
+			return bench.Config{}, session.Usagef("--server-pid: %v", err)
 		}
 	}
 	if o.metricsURL != "" {
 		u, err := url.Parse(o.metricsURL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return bench.Config{}, usagef("--metrics-url %q is not an http:// or https:// URL", o.metricsURL)
+			return bench.Config{}, session.Usagef("--metrics-url %q is not an http:// or https:// URL", o.metricsURL)
 		}
 	}
 	switch {
 	case o.rate < 0 || math.IsNaN(o.rate) || math.IsInf(o.rate, 0):
-		return bench.Config{}, usagef("--rate must be a positive number of starts per second, not %v", o.rate)
+		return bench.Config{}, session.Usagef("--rate must be a positive number of starts per second, not %v", o.rate)
 	case o.rate > 0 && o.duration <= 0:
-		return bench.Config{}, usagef("--rate needs a positive --duration, not %s", o.duration)
+		return bench.Config{}, session.Usagef("--rate needs a positive --duration, not %s", o.duration)
 	case o.rate == 0 && o.duration != 0:
-		return bench.Config{}, usagef("--duration applies only with --rate")
+		return bench.Config{}, session.Usagef("--duration applies only with --rate")
 	case o.rate > 0 && o.burst:
-		return bench.Config{}, usagef("--rate and --burst exclude each other")
+		return bench.Config{}, session.Usagef("--rate and --burst exclude each other")
 	}
 	if o.rate > 0 {
 		o.flows = bench.Config{Rate: o.rate, Duration: o.duration}.Offered()
 	}
 	warmup := bench.DefaultWarmup(o.flows)
-	if o.warmup.set {
-		warmup = int(o.warmup.v)
-	}
-	var dial []grpc.DialOption
-	if s.conns.token != "" {
-		dial = append(dial, grpc.WithPerRPCCredentials(bearerToken(s.conns.token)))
+	if o.warmup.Given {
+		warmup = int(o.warmup.V)
 	}
 	return bench.Config{
-		Workload: o.workload, Addresses: s.conns.addrs, DialOptions: dial, FlowType: o.flowType,
+		Workload: o.workload, Addresses: s.Addresses(), DialOptions: s.DialOptions(), FlowType: o.flowType,
 		Flows: o.flows, Steps: o.steps, Branches: o.branches, Timer: o.timer,
 		Callers: o.callers, Burst: o.burst, Rate: o.rate, Duration: o.duration, WorkerConcurrency: o.workerConcurrency,
 		Warmup: warmup, PayloadBytes: o.payloadBytes, LargeFraction: o.largeFraction, LargePayloadBytes: largeBytes, ServerPID: o.serverPID, MetricsURL: o.metricsURL,
-		Logger: slog.New(slog.NewTextHandler(s.stderr(), &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Logger: slog.New(slog.NewTextHandler(s.Stderr(), &slog.HandlerOptions{Level: slog.LevelWarn})),
 	}, nil
 }
 
-func (s *session) bench(ctx context.Context, o *benchOptions) error {
+func runBench(ctx context.Context, s *session.Session, o *benchOptions) error {
 	cfg, err := o.config(s)
 	if err != nil {
 		return err
 	}
-	progress := isTerminal(s.stderr())
+	progress := output.IsTerminal(s.Stderr())
 	if progress {
-		cfg.Progress = progressBar(s.stderr(), cfg.Burst)
+		cfg.Progress = progressBar(s.Stderr(), cfg.Burst)
 	}
 	res, err := bench.Run(ctx, cfg)
 	if progress {
 		// Run has stopped calling Progress; clear its line before the
 		// results go to the same terminal.
-		fmt.Fprint(s.stderr(), "\r\x1b[K")
+		fmt.Fprint(s.Stderr(), "\r\x1b[K")
 	}
-	return s.benchOutcome(ctx, res, err)
+	return benchOutcome(ctx, s, res, err)
 }
 
 // benchOutcome prints a run's result and returns the command's error: nil
 // when every flow completed right; otherwise a failure that, in JSON,
 // carries the result's fields beside the error, so that the output stays
 // one document.
-func (s *session) benchOutcome(ctx context.Context, res bench.Result, err error) error {
+func benchOutcome(ctx context.Context, s *session.Session, res bench.Result, err error) error {
 	if err != nil && !res.Interrupted && !errors.Is(err, bench.ErrFlowsFailed) {
 		// Nothing ran: no server answered, or the worker was refused.
-		return s.fail(ctx, err, callInfo{})
+		return s.Fail(ctx, err, session.CallInfo{})
 	}
-	if !s.out.json {
-		if perr := benchTable(s.out.w, res); perr != nil {
+	if !s.Out.JSON {
+		if perr := benchTable(s.Out.W, res); perr != nil {
 			return perr
 		}
 	}
 	if err == nil {
-		if s.out.json {
-			return s.out.document(benchJSON(res))
+		if s.Out.JSON {
+			return s.Out.Document(benchJSON(res))
 		}
 		return nil
 	}
 	name := "bench " + string(res.Workload)
-	f := &failure{fields: benchJSON(res)}
+	f := &session.Failure{Fields: benchJSON(res)}
 	switch {
 	case errors.Is(err, bench.ErrFlowsFailed):
-		f.msg = fmt.Sprintf("%s: %d of %d flows failed", name, res.Failures+res.WarmupFailures, res.Flows+res.Warmup)
-		f.hint = "the first failures are listed (failureSamples in JSON); see one with \"dexcli flow describe FLOW_ID\""
+		f.Msg = fmt.Sprintf("%s: %d of %d flows failed", name, res.Failures+res.WarmupFailures, res.Flows+res.Warmup)
+		f.Hint = "the first failures are listed (failureSamples in JSON); see one with \"dexcli flow describe FLOW_ID\""
 	default:
 		st := status.Convert(err)
 		switch {
@@ -324,15 +322,15 @@ func (s *session) benchOutcome(ctx context.Context, res bench.Result, err error)
 			st = status.New(codes.DeadlineExceeded, err.Error())
 		}
 		msg := strings.TrimPrefix(st.Message(), "bench: ")
-		f.code, f.serverMsg = st.Code(), msg
-		f.msg = fmt.Sprintf("%s: %s: %s", name, codeName(st.Code()), msg)
+		f.Code, f.ServerMsg = st.Code(), msg
+		f.Msg = fmt.Sprintf("%s: %s: %s", name, output.CodeName(st.Code()), msg)
 		switch st.Code() {
 		case codes.Canceled:
-			f.hint = "interrupted; the figures cover the flows that finished before"
+			f.Hint = "interrupted; the figures cover the flows that finished before"
 		case codes.DeadlineExceeded:
-			f.hint = fmt.Sprintf("stopped by --timeout %s; the figures cover the flows that finished before", s.timeout)
+			f.Hint = fmt.Sprintf("stopped by --timeout %s; the figures cover the flows that finished before", s.Timeout)
 		default:
-			f.hint = "the run stopped early; the figures cover the flows that finished before"
+			f.Hint = "the run stopped early; the figures cover the flows that finished before"
 		}
 	}
 	return f
@@ -376,14 +374,14 @@ func progressText(p bench.Progress, burst bool) string {
 // stable camelCase fields, every field present (null when it does not
 // apply or was not measured), durations in milliseconds or seconds as the
 // field name says, rates per second, rounded to three decimals.
-func benchJSON(r bench.Result) jsonObject {
+func benchJSON(r bench.Result) output.Object {
 	samples := r.FailureSamples
 	if samples == nil {
 		samples = []string{}
 	}
 	var serverCPU any
 	if r.ServerCPU != nil {
-		serverCPU = jsonObject{
+		serverCPU = output.Object{
 			{"pid", r.ServerPID},
 			{"userSeconds", round3(r.ServerCPU.User.Seconds())},
 			{"systemSeconds", round3(r.ServerCPU.System.Seconds())},
@@ -406,11 +404,11 @@ func benchJSON(r bench.Result) jsonObject {
 	if r.LargeFraction > 0 {
 		largeFraction, largePayloadBytes = r.LargeFraction, r.LargePayloadBytes
 		ordinaryCompleted, ordinaryPerSecond = r.OrdinaryCompleted(), round3(r.OrdinaryFlowsPerSecond())
-		large = jsonObject{
+		large = output.Object{
 			{"planned", bench.LargeFlows(r.Flows, r.LargeFraction)},
 			{"completed", r.Large.Count},
 			{"flowsPerSecond", round3(r.LargeFlowsPerSecond())},
-			{"latencyMs", jsonObject{
+			{"latencyMs", output.Object{
 				{"p50", millis(r.Large.P50)},
 				{"p99", millis(r.Large.P99)},
 				{"max", millis(r.Large.Max)},
@@ -424,7 +422,7 @@ func benchJSON(r bench.Result) jsonObject {
 	if r.Workload == bench.WorkloadTimer {
 		timerMs = millis(r.Timer)
 	}
-	return jsonObject{
+	return output.Object{
 		{"workload", string(r.Workload)},
 		{"mode", mode},
 		{"flowType", r.FlowType},
@@ -455,7 +453,7 @@ func benchJSON(r bench.Result) jsonObject {
 		{"stepsPerSecond", round3(r.StepsPerSecond())},
 		{"ordinaryCompleted", ordinaryCompleted},
 		{"ordinaryFlowsPerSecond", ordinaryPerSecond},
-		{"latencyMs", jsonObject{
+		{"latencyMs", output.Object{
 			{"p50", millis(r.Latency.P50)},
 			{"p95", millis(r.Latency.P95)},
 			{"p99", millis(r.Latency.P99)},
@@ -463,14 +461,14 @@ func benchJSON(r bench.Result) jsonObject {
 			{"min", millis(r.Latency.Min)},
 			{"mean", millis(r.Latency.Mean)},
 		}},
-		{"cpu", jsonObject{
+		{"cpu", output.Object{
 			{"userSeconds", round3(r.CPU.User.Seconds())},
 			{"systemSeconds", round3(r.CPU.System.Seconds())},
 			{"msPerFlow", millis(r.CPU.Per(r.Completed))},
 		}},
 		{"large", large},
 		{"serverCpu", serverCPU},
-		{"peakRssBytes", jsonObject{
+		{"peakRssBytes", output.Object{
 			{"driver", nullIfZero(r.PeakRSS)},
 			{"server", nullIfZero(r.ServerPeakRSS)},
 		}},
@@ -501,7 +499,7 @@ func storeJSON(r bench.Result) any {
 		errMsg = r.MetricsError
 	}
 	steps := r.Completed * r.StepsPerFlow
-	return jsonObject{
+	return output.Object{
 		{"putsPerFlow", per(st.HasRequests, st.Puts, r.Completed)},
 		{"putsPerStep", per(st.HasRequests, st.Puts, steps)},
 		{"getsPerFlow", per(st.HasRequests, st.Gets, r.Completed)},
@@ -601,7 +599,7 @@ func benchTable(w io.Writer, r bench.Result) error {
 		rss += ", server " + textBytes(r.ServerPeakRSS)
 	}
 	kv = append(kv, "Peak RSS", rss, "Store per flow", storeText(r))
-	if err := keyValues(w, kv...); err != nil {
+	if err := output.KeyValues(w, kv...); err != nil {
 		return err
 	}
 	if len(r.FailureSamples) > 0 {
@@ -703,3 +701,6 @@ func (b *byteSize) Set(s string) error {
 	b.v, b.set = v*unit, true
 	return nil
 }
+
+// Type names the value in help when the usage names none.
+func (b *byteSize) Type() string { return "bytes" }

@@ -1,4 +1,4 @@
-package cli
+package output
 
 import (
 	"bytes"
@@ -19,53 +19,55 @@ import (
 	"github.com/dexzd/dexzd/api/dexpb"
 )
 
-// printer writes a command's result to stdout: one JSON document with
+// Printer writes a command's result to stdout: one JSON document with
 // --output json, text for people otherwise.
-type printer struct {
-	w    io.Writer
-	json bool
+type Printer struct {
+	W    io.Writer
+	JSON bool // --output json
 }
 
-// document writes v as one indented JSON document.
-func (p *printer) document(v any) error {
+// Document writes v as one indented JSON document.
+func (p *Printer) Document(v any) error {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode output: %w", err)
 	}
-	_, err = p.w.Write(append(b, '\n'))
+	_, err = p.W.Write(append(b, '\n'))
 	return err
 }
 
-// jsonField is one field of a jsonObject.
-type jsonField struct {
-	key   string
-	value any
+// Field is one field of an Object. It is an alias of an unnamed struct
+// type so that other packages can write the fields of an Object as
+// {"key", value} pairs.
+type Field = struct {
+	Key   string
+	Value any
 }
 
-// jsonObject is a JSON object whose fields keep their order, so that the
+// Object is a JSON object whose fields keep their order, so that the
 // JSON output is byte-for-byte stable.
-type jsonObject []jsonField
+type Object []Field
 
-// add returns o with the field key set to v.
-func (o jsonObject) add(key string, v any) jsonObject {
-	return append(o, jsonField{key, v})
+// Add returns o with the field key set to v.
+func (o Object) Add(key string, v any) Object {
+	return append(o, Field{key, v})
 }
 
 // MarshalJSON writes the fields in order.
-func (o jsonObject) MarshalJSON() ([]byte, error) {
+func (o Object) MarshalJSON() ([]byte, error) {
 	var b bytes.Buffer
 	b.WriteByte('{')
 	for i, f := range o {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		k, err := json.Marshal(f.key)
+		k, err := json.Marshal(f.Key)
 		if err != nil {
 			return nil, err
 		}
-		v, err := json.Marshal(f.value)
+		v, err := json.Marshal(f.Value)
 		if err != nil {
-			return nil, fmt.Errorf("field %s: %w", f.key, err)
+			return nil, fmt.Errorf("field %s: %w", f.Key, err)
 		}
 		b.Write(k)
 		b.WriteByte(':')
@@ -75,22 +77,22 @@ func (o jsonObject) MarshalJSON() ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// valueJSON renders an encoded value for JSON output: its encoding, its
+// ValueJSON renders an encoded value for JSON output: its encoding, its
 // type when it has one, and the value itself as JSON ("json") when the
 // encoding is json, else its bytes as base64 ("base64").
-func valueJSON(v *dexpb.EncodedValue) jsonObject {
+func ValueJSON(v *dexpb.EncodedValue) Object {
 	enc := v.GetEncoding()
 	if enc == "" {
 		enc = "binary"
 	}
-	o := jsonObject{{"encoding", enc}}
+	o := Object{{"encoding", enc}}
 	if t := v.GetType(); t != "" {
-		o = o.add("type", t)
+		o = o.Add("type", t)
 	}
 	if j, ok := jsonData(v); ok {
-		return o.add("json", json.RawMessage(j))
+		return o.Add("json", json.RawMessage(j))
 	}
-	return o.add("base64", base64.StdEncoding.EncodeToString(v.GetData()))
+	return o.Add("base64", base64.StdEncoding.EncodeToString(v.GetData()))
 }
 
 // jsonData returns a json value's data, compacted, when it is valid JSON.
@@ -105,9 +107,9 @@ func jsonData(v *dexpb.EncodedValue) ([]byte, bool) {
 	return b.Bytes(), true
 }
 
-// valueText renders an encoded value for people: JSON text when the
+// ValueText renders an encoded value for people: JSON text when the
 // encoding is json, else base64 with the encoding and the type.
-func valueText(v *dexpb.EncodedValue) string {
+func ValueText(v *dexpb.EncodedValue) string {
 	if v == nil {
 		return "-"
 	}
@@ -124,38 +126,38 @@ func valueText(v *dexpb.EncodedValue) string {
 	return fmt.Sprintf("(%s) base64:%s", enc, base64.StdEncoding.EncodeToString(v.GetData()))
 }
 
-// jsonValue is an encoded value for JSON output, or nil when unset.
-func jsonValue(v *dexpb.EncodedValue) any {
+// JSONValue is an encoded value for JSON output, or nil when unset.
+func JSONValue(v *dexpb.EncodedValue) any {
 	if v == nil {
 		return nil
 	}
-	return valueJSON(v)
+	return ValueJSON(v)
 }
 
-// textTime renders a timestamp for people, in UTC with milliseconds.
-func textTime(t *timestamppb.Timestamp) string {
+// TextTime renders a timestamp for people, in UTC with milliseconds.
+func TextTime(t *timestamppb.Timestamp) string {
 	if t == nil {
 		return "-"
 	}
 	return t.AsTime().UTC().Format("2006-01-02T15:04:05.000Z")
 }
 
-// textDuration renders a duration for people ("1m30s").
-func textDuration(d *durationpb.Duration) string {
+// TextDuration renders a duration for people ("1m30s").
+func TextDuration(d *durationpb.Duration) string {
 	if d == nil {
 		return "-"
 	}
 	return d.AsDuration().String()
 }
 
-// enumText is an enum value's name without its type prefix
+// EnumText is an enum value's name without its type prefix
 // (FLOW_STATUS_COMPLETED is COMPLETED).
-func enumText(e protoreflect.Enum) string {
+func EnumText(e protoreflect.Enum) string {
 	return enumName(e.Descriptor(), e.Number())
 }
 
-// keyValues prints aligned "key  value" lines.
-func keyValues(w io.Writer, kv ...string) error {
+// KeyValues prints aligned "key  value" lines.
+func KeyValues(w io.Writer, kv ...string) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	for i := 0; i+1 < len(kv); i += 2 {
 		fmt.Fprintf(tw, "%s\t%s\n", kv[i], kv[i+1])
@@ -164,7 +166,7 @@ func keyValues(w io.Writer, kv ...string) error {
 }
 
 // table prints a table with a header row.
-func table(w io.Writer, header []string, rows [][]string) error {
+func Table(w io.Writer, header []string, rows [][]string) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, strings.Join(header, "\t"))
 	for _, r := range rows {
@@ -173,16 +175,16 @@ func table(w io.Writer, header []string, rows [][]string) error {
 	return tw.Flush()
 }
 
-// orDash is s, or "-" when s is empty.
-func orDash(s string) string {
+// OrDash is s, or "-" when s is empty.
+func OrDash(s string) string {
 	if s == "" {
 		return "-"
 	}
 	return s
 }
 
-// isTerminal reports whether w is a terminal.
-func isTerminal(w io.Writer) bool {
+// IsTerminal reports whether w is a terminal.
+func IsTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	if !ok {
 		return false
@@ -191,11 +193,11 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
-// startProgress shows a spinner with the elapsed time on w while a long
+// StartProgress shows a spinner with the elapsed time on w while a long
 // call runs, when w is a terminal; otherwise it shows nothing. The returned
 // function stops it and clears the line.
-func startProgress(w io.Writer, label string) (stop func()) {
-	if !isTerminal(w) {
+func StartProgress(w io.Writer, label string) (stop func()) {
+	if !IsTerminal(w) {
 		return func() {}
 	}
 	done := make(chan struct{})

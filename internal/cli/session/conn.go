@@ -1,4 +1,4 @@
-package cli
+package session
 
 import (
 	"context"
@@ -21,26 +21,26 @@ import (
 	"github.com/dexzd/dexzd/dex"
 )
 
-// retryRule says when a call moves on to the next address of --server.
-type retryRule int
+// RetryRule says when a call moves on to the next address of --server.
+type RetryRule int
 
 const (
-	// onUnavailable moves on whenever an address answers UNAVAILABLE. Only
+	// OnUnavailable moves on whenever an address answers UNAVAILABLE. Only
 	// for calls that are safe to repeat: reads, and writes the server
 	// deduplicates (StartFlow and PublishToChannel with a request ID) or
 	// that change nothing when repeated (SetAttributes, StopFlow,
 	// SkipTimer).
-	onUnavailable retryRule = iota
-	// onUnreachable moves on only when an address cannot be reached at
+	OnUnavailable RetryRule = iota
+	// OnUnreachable moves on only when an address cannot be reached at
 	// all, so the request was never sent. For calls that must not run
 	// twice (InvokeRPC, StepDown): an UNAVAILABLE from a reachable process
 	// may come from a call that had already taken effect.
-	onUnreachable
-	// onRefused moves on when an address cannot be reached or answers
+	OnUnreachable
+	// OnRefused moves on when an address cannot be reached or answers
 	// FAILED_PRECONDITION, which promises that nothing changed. For
 	// StepDown: its expectations name one process, so sending the same
 	// request to every address is safe, and a standby refuses it.
-	onRefused
+	OnRefused
 )
 
 // connSet holds one lazily dialled connection per address of --server.
@@ -48,10 +48,18 @@ type connSet struct {
 	addrs []string
 	token string
 	conns []*grpc.ClientConn
+	// unresponsive is how long an attempt waits for a server that
+	// answers nothing, not even a health check, before it gives the
+	// address up (the SDK's DefaultUnresponsiveTimeout unless a test
+	// shortens it).
+	unresponsive time.Duration
 }
 
-func newConnSet(addrs []string, token string) *connSet {
-	return &connSet{addrs: addrs, token: token, conns: make([]*grpc.ClientConn, len(addrs))}
+func newConnSet(addrs []string, token string, unresponsive time.Duration) *connSet {
+	if unresponsive <= 0 {
+		unresponsive = dex.DefaultUnresponsiveTimeout
+	}
+	return &connSet{addrs: addrs, token: token, conns: make([]*grpc.ClientConn, len(addrs)), unresponsive: unresponsive}
 }
 
 func (c *connSet) conn(i int) (*grpc.ClientConn, error) {
@@ -64,8 +72,8 @@ func (c *connSet) conn(i int) (*grpc.ClientConn, error) {
 		// frozen process) fails the connection after the bound instead of
 		// gRPC's 20 s, and a connection whose server stops answering pings
 		// is closed.
-		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.DefaultConfig, MinConnectTimeout: unresponsiveAfter}),
-		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: dex.KeepaliveTime, Timeout: unresponsiveAfter, PermitWithoutStream: true}),
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.DefaultConfig, MinConnectTimeout: c.unresponsive}),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: dex.KeepaliveTime, Timeout: c.unresponsive, PermitWithoutStream: true}),
 	}
 	if c.token != "" {
 		opts = append(opts, grpc.WithPerRPCCredentials(bearerToken(c.token)))
@@ -86,12 +94,12 @@ func (c *connSet) close() {
 	}
 }
 
-// attempt is one address a call was sent to (or could not reach), and the
+// Attempt is one address a call was sent to (or could not reach), and the
 // error it got.
-type attempt struct {
-	addr      string
-	reachable bool
-	err       error
+type Attempt struct {
+	Addr      string
+	Reachable bool
+	Err       error
 }
 
 // call runs fn against the addresses in turn, starting with the address
@@ -100,42 +108,42 @@ type attempt struct {
 // every address's outcome. When no address answered, the error is the
 // last one; otherwise it is the last answer, so that an unreachable
 // address does not hide what a reachable one said.
-func (c *connSet) call(ctx context.Context, rule retryRule, first int,
+func (c *connSet) call(ctx context.Context, rule RetryRule, first int,
 	fn func(ctx context.Context, cc *grpc.ClientConn) error,
-) (int, []attempt, error) {
-	var tried []attempt
+) (int, []Attempt, error) {
+	var tried []Attempt
 	last, lastErr := first, error(nil)
 	for k := range c.addrs {
 		i := (first + k) % len(c.addrs)
 		last = i
 		cc, err := c.conn(i)
 		if err != nil {
-			tried = append(tried, attempt{addr: c.addrs[i], err: err})
+			tried = append(tried, Attempt{Addr: c.addrs[i], Err: err})
 			lastErr = status.Error(codes.Unavailable, err.Error())
 			continue
 		}
-		if rule != onUnavailable && !waitReady(ctx, cc) {
+		if rule != OnUnavailable && !waitReady(ctx, cc) {
 			if ctx.Err() != nil {
 				lastErr = status.FromContextError(ctx.Err()).Err()
-				tried = append(tried, attempt{addr: c.addrs[i], err: lastErr})
+				tried = append(tried, Attempt{Addr: c.addrs[i], Err: lastErr})
 				return i, tried, lastErr
 			}
 			lastErr = status.Errorf(codes.Unavailable, "cannot connect to %s", c.addrs[i])
-			tried = append(tried, attempt{addr: c.addrs[i], err: lastErr})
+			tried = append(tried, Attempt{Addr: c.addrs[i], Err: lastErr})
 			continue
 		}
-		lastErr = guard(ctx, cc, c.addrs[i], rule, func(ctx context.Context) error { return fn(ctx, cc) })
-		tried = append(tried, attempt{addr: c.addrs[i], reachable: true, err: lastErr})
+		lastErr = guard(ctx, c.unresponsive, cc, c.addrs[i], rule, func(ctx context.Context) error { return fn(ctx, cc) })
+		tried = append(tried, Attempt{Addr: c.addrs[i], Reachable: true, Err: lastErr})
 		code := status.Code(lastErr)
-		moveOn := rule == onUnavailable && code == codes.Unavailable ||
-			rule == onRefused && code == codes.FailedPrecondition
+		moveOn := rule == OnUnavailable && code == codes.Unavailable ||
+			rule == OnRefused && code == codes.FailedPrecondition
 		if !moveOn || ctx.Err() != nil {
 			return i, tried, lastErr
 		}
 	}
 	for j := len(tried) - 1; j >= 0; j-- {
-		if tried[j].reachable {
-			return indexOf(c.addrs, tried[j].addr, last), tried, tried[j].err
+		if tried[j].Reachable {
+			return indexOf(c.addrs, tried[j].Addr, last), tried, tried[j].Err
 		}
 	}
 	return last, tried, lastErr
@@ -150,11 +158,6 @@ func indexOf(addrs []string, addr string, fallback int) int {
 	return fallback
 }
 
-// unresponsiveAfter is how long an attempt waits for a server that answers
-// nothing, not even a health check, before it gives the address up (the
-// SDK's DefaultUnresponsiveTimeout). A variable for tests.
-var unresponsiveAfter = dex.DefaultUnresponsiveTimeout
-
 // guard runs one attempt fn on cc and gives it up when the server stops
 // answering: after half the bound without an answer it asks the health
 // service, on the same connection, for an answer within the other half;
@@ -162,7 +165,7 @@ var unresponsiveAfter = dex.DefaultUnresponsiveTimeout
 // next address), and any answer, even an error, lets it go on (a long
 // WaitForFlow is never cut off). For a call that must not run twice the
 // error says the request may have taken effect.
-func guard(ctx context.Context, cc *grpc.ClientConn, addr string, rule retryRule, fn func(ctx context.Context) error) error {
+func guard(ctx context.Context, unresponsiveAfter time.Duration, cc *grpc.ClientConn, addr string, rule RetryRule, fn func(ctx context.Context) error) error {
 	actx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	stop, watched := make(chan struct{}), make(chan struct{})
@@ -199,7 +202,7 @@ func guard(ctx context.Context, cc *grpc.ClientConn, addr string, rule retryRule
 	close(stop)
 	<-watched
 	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(actx), errUnresponsive) {
-		if rule == onUnavailable {
+		if rule == OnUnavailable {
 			return status.Errorf(codes.Unavailable, "%s answered nothing for %s, not even a health check: unresponsive", addr, unresponsiveAfter)
 		}
 		return status.Errorf(codes.Unavailable, "%s answered nothing for %s, not even a health check: unresponsive; the request was sent and may have taken effect",
@@ -229,8 +232,8 @@ func waitReady(ctx context.Context, cc *grpc.ClientConn) bool {
 	}
 }
 
-// flow calls fn with a FlowService client, retrying addresses by rule.
-func (s *session) flow(ctx context.Context, rule retryRule,
+// Flow calls fn with a FlowService client, retrying addresses by rule.
+func (s *Session) Flow(ctx context.Context, rule RetryRule,
 	fn func(ctx context.Context, c dexpb.FlowServiceClient) error,
 ) error {
 	_, _, err := s.conns.call(ctx, rule, 0, func(ctx context.Context, cc *grpc.ClientConn) error {
@@ -239,8 +242,28 @@ func (s *session) flow(ctx context.Context, rule retryRule,
 	return err
 }
 
-// serverList is --server as the addresses that were used.
-func (s *session) serverList() string { return strings.Join(s.conns.addrs, ",") }
+// Call runs fn against the addresses of --server in turn, starting with
+// the one at index first, moving on by rule (see connSet.call).
+func (s *Session) Call(ctx context.Context, rule RetryRule, first int,
+	fn func(ctx context.Context, cc *grpc.ClientConn) error,
+) (int, []Attempt, error) {
+	return s.conns.call(ctx, rule, first, fn)
+}
+
+// Addresses are the addresses of --server.
+func (s *Session) Addresses() []string { return s.conns.addrs }
+
+// DialOptions are the options that send the admin credential, for a
+// command that dials the addresses itself.
+func (s *Session) DialOptions() []grpc.DialOption {
+	if s.conns.token == "" {
+		return nil
+	}
+	return []grpc.DialOption{grpc.WithPerRPCCredentials(bearerToken(s.conns.token))}
+}
+
+// ServerList is --server as the addresses that were used.
+func (s *Session) ServerList() string { return strings.Join(s.conns.addrs, ",") }
 
 // bearerToken sends the admin credential as "authorization: Bearer <token>"
 // metadata with every call. The API is plain gRPC without TLS (a proxy or

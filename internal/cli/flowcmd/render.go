@@ -1,4 +1,4 @@
-package cli
+package flowcmd
 
 import (
 	"fmt"
@@ -6,10 +6,11 @@ import (
 	"strings"
 
 	"github.com/dexzd/dexzd/api/dexpb"
+	"github.com/dexzd/dexzd/internal/cli/output"
 )
 
 // Text renderings of flow summaries, results, live state and history, for
-// people. JSON output does not use them (see protoJSON).
+// people. JSON output does not use them (see output.ProtoJSON).
 
 // summaryKV is a summary as key/value pairs.
 func summaryKV(sum *dexpb.FlowSummary) []string {
@@ -17,18 +18,18 @@ func summaryKV(sum *dexpb.FlowSummary) []string {
 		"Flow ID", sum.GetFlowId(),
 		"Run ID", sum.GetRunId(),
 		"Type", sum.GetFlowType(),
-		"Status", enumText(sum.GetStatus()),
-		"Started", textTime(sum.GetStartTime()),
+		"Status", output.EnumText(sum.GetStatus()),
+		"Started", output.TextTime(sum.GetStartTime()),
 	}
 	if sum.GetCloseTime() != nil {
-		kv = append(kv, "Closed", textTime(sum.GetCloseTime()))
+		kv = append(kv, "Closed", output.TextTime(sum.GetCloseTime()))
 	}
 	if sum.GetFlowTimeout() != nil {
 		policy := "FAIL"
 		if sum.GetFlowTimeoutPolicy() == dexpb.FlowTimeoutPolicy_FLOW_TIMEOUT_POLICY_CANCEL {
 			policy = "CANCEL"
 		}
-		kv = append(kv, "Flow timeout", fmt.Sprintf("%s, then %s", textDuration(sum.GetFlowTimeout()), policy))
+		kv = append(kv, "Flow timeout", fmt.Sprintf("%s, then %s", output.TextDuration(sum.GetFlowTimeout()), policy))
 	}
 	return append(kv, flowErrorKV(sum.GetError())...)
 }
@@ -38,9 +39,9 @@ func flowErrorKV(e *dexpb.FlowError) []string {
 	if e == nil {
 		return nil
 	}
-	kv := []string{"Error", strings.TrimPrefix(enumText(e.GetType())+": ", "UNSPECIFIED: ") + e.GetMessage()}
+	kv := []string{"Error", strings.TrimPrefix(output.EnumText(e.GetType())+": ", "UNSPECIFIED: ") + e.GetMessage()}
 	if e.GetStepExecutionId() != "" || e.GetStepType() != "" {
-		kv = append(kv, "Error step", fmt.Sprintf("%s (%s)", orDash(e.GetStepExecutionId()), orDash(e.GetStepType())))
+		kv = append(kv, "Error step", fmt.Sprintf("%s (%s)", output.OrDash(e.GetStepExecutionId()), output.OrDash(e.GetStepType())))
 	}
 	if f := e.GetLastAttemptFailure(); f != nil {
 		kv = append(kv, "Last attempt", attemptFailureText(f))
@@ -57,7 +58,7 @@ func printStack(w io.Writer, heading, stack, prefix string) {
 }
 
 func summaryText(w io.Writer, sum *dexpb.FlowSummary) error {
-	if err := keyValues(w, summaryKV(sum)...); err != nil {
+	if err := output.KeyValues(w, summaryKV(sum)...); err != nil {
 		return err
 	}
 	printStack(w, "Stack", sum.GetError().GetLastAttemptFailure().GetStack(), "")
@@ -66,11 +67,11 @@ func summaryText(w io.Writer, sum *dexpb.FlowSummary) error {
 
 // attemptFailureText is one line about a failed attempt.
 func attemptFailureText(f *dexpb.AttemptFailure) string {
-	s := fmt.Sprintf("%s attempt %d", enumText(f.GetMethod()), f.GetAttempt())
+	s := fmt.Sprintf("%s attempt %d", output.EnumText(f.GetMethod()), f.GetAttempt())
 	if f.GetTime() != nil {
-		s += " at " + textTime(f.GetTime())
+		s += " at " + output.TextTime(f.GetTime())
 	}
-	s += ": " + enumText(f.GetKind())
+	s += ": " + output.EnumText(f.GetKind())
 	if f.GetErrorType() != "" {
 		s += " " + f.GetErrorType()
 	}
@@ -85,10 +86,10 @@ func resultText(w io.Writer, r *dexpb.FlowResult) error {
 		"Flow ID", r.GetFlowId(),
 		"Run ID", r.GetRunId(),
 		"Type", r.GetFlowType(),
-		"Status", enumText(r.GetStatus()),
-		"Closed", textTime(r.GetCloseTime()),
+		"Status", output.EnumText(r.GetStatus()),
+		"Closed", output.TextTime(r.GetCloseTime()),
 	}
-	if err := keyValues(w, append(kv, flowErrorKV(r.GetError())...)...); err != nil {
+	if err := output.KeyValues(w, append(kv, flowErrorKV(r.GetError())...)...); err != nil {
 		return err
 	}
 	printStack(w, "Stack", r.GetError().GetLastAttemptFailure().GetStack(), "")
@@ -106,9 +107,9 @@ func outputsText(w io.Writer, outs []*dexpb.StepOutput) error {
 		if o.GetForceComplete() {
 			kind = "force"
 		}
-		rows[i] = []string{"  " + o.GetStepExecutionId(), o.GetStepType(), kind, textTime(o.GetTime()), valueText(o.GetOutput())}
+		rows[i] = []string{"  " + o.GetStepExecutionId(), o.GetStepType(), kind, output.TextTime(o.GetTime()), output.ValueText(o.GetOutput())}
 	}
-	return table(w, []string{"  STEP EXECUTION", "STEP", "COMPLETE", "TIME", "OUTPUT"}, rows)
+	return output.Table(w, []string{"  STEP EXECUTION", "STEP", "COMPLETE", "TIME", "OUTPUT"}, rows)
 }
 
 // stateText prints a flow's live state as a tree.
@@ -125,7 +126,7 @@ func stateText(w io.Writer, st *dexpb.FlowState) error {
 		for _, c := range st.GetChannels() {
 			fmt.Fprintf(w, "  %s: %d queued\n", c.GetChannel(), c.GetSize())
 			for _, m := range c.GetMessages() {
-				fmt.Fprintf(w, "    %s  %s\n", textTime(m.GetPublishTime()), valueText(m.GetValue()))
+				fmt.Fprintf(w, "    %s  %s\n", output.TextTime(m.GetPublishTime()), output.ValueText(m.GetValue()))
 			}
 			if extra := int(c.GetSize()) - len(c.GetMessages()); extra > 0 {
 				fmt.Fprintf(w, "    ... %d more\n", extra)
@@ -136,9 +137,9 @@ func stateText(w io.Writer, st *dexpb.FlowState) error {
 		fmt.Fprintln(w, "\nAttributes:")
 		rows := make([][]string, len(st.GetAttributes()))
 		for i, a := range st.GetAttributes() {
-			rows[i] = []string{"  " + a.GetName(), valueText(a.GetValue())}
+			rows[i] = []string{"  " + a.GetName(), output.ValueText(a.GetValue())}
 		}
-		if err := table(w, []string{"  NAME", "VALUE"}, rows); err != nil {
+		if err := output.Table(w, []string{"  NAME", "VALUE"}, rows); err != nil {
 			return err
 		}
 	}
@@ -148,7 +149,7 @@ func stateText(w io.Writer, st *dexpb.FlowState) error {
 	if len(st.GetPendingTasks()) > 0 {
 		fmt.Fprintln(w, "\nPending tasks (no worker has received them):")
 		for _, p := range st.GetPendingTasks() {
-			what := fmt.Sprintf("%s %s attempt %d", enumText(p.GetKind()), p.GetStepExecutionId(), p.GetAttempt())
+			what := fmt.Sprintf("%s %s attempt %d", output.EnumText(p.GetKind()), p.GetStepExecutionId(), p.GetAttempt())
 			if p.GetKind() == dexpb.TaskKind_TASK_KIND_RPC {
 				what = "RPC " + p.GetRpcName()
 			}
@@ -156,22 +157,22 @@ func stateText(w io.Writer, st *dexpb.FlowState) error {
 			if p.GetNoWorker() {
 				why = "no connected worker serves the flow type"
 			}
-			fmt.Fprintf(w, "  %s, ready since %s: %s\n", what, textTime(p.GetReadyTime()), why)
+			fmt.Fprintf(w, "  %s, ready since %s: %s\n", what, output.TextTime(p.GetReadyTime()), why)
 		}
 	}
 	return nil
 }
 
 func stepText(w io.Writer, x *dexpb.StepExecutionState) {
-	fmt.Fprintf(w, "  %s (%s)  %s  scheduled %s\n", x.GetStepExecutionId(), x.GetStepType(), enumText(x.GetPhase()), textTime(x.GetScheduleTime()))
-	fmt.Fprintf(w, "    input: %s\n", valueText(x.GetInput()))
+	fmt.Fprintf(w, "  %s (%s)  %s  scheduled %s\n", x.GetStepExecutionId(), x.GetStepType(), output.EnumText(x.GetPhase()), output.TextTime(x.GetScheduleTime()))
+	fmt.Fprintf(w, "    input: %s\n", output.ValueText(x.GetInput()))
 	if a := x.GetAttempt(); a != nil {
-		s := fmt.Sprintf("%s attempt %d %s", enumText(a.GetMethod()), a.GetAttempt(), enumText(a.GetStatus()))
+		s := fmt.Sprintf("%s attempt %d %s", output.EnumText(a.GetMethod()), a.GetAttempt(), output.EnumText(a.GetStatus()))
 		switch a.GetStatus() {
 		case dexpb.AttemptStatus_ATTEMPT_STATUS_RUNNING:
-			s += fmt.Sprintf(" on worker %s since %s, deadline %s", orDash(a.GetWorkerId()), textTime(a.GetStartTime()), textTime(a.GetDeadline()))
+			s += fmt.Sprintf(" on worker %s since %s, deadline %s", output.OrDash(a.GetWorkerId()), output.TextTime(a.GetStartTime()), output.TextTime(a.GetDeadline()))
 		case dexpb.AttemptStatus_ATTEMPT_STATUS_BACKOFF:
-			s += " until " + textTime(a.GetNextAttemptTime())
+			s += " until " + output.TextTime(a.GetNextAttemptTime())
 		}
 		fmt.Fprintf(w, "    attempt: %s\n", s)
 	}
@@ -180,9 +181,9 @@ func stepText(w io.Writer, x *dexpb.StepExecutionState) {
 		if ws.GetSatisfied() {
 			sat = "satisfied"
 		}
-		fmt.Fprintf(w, "    wait: %s, %s, stored %s\n", waitText(ws.GetWait()), sat, textTime(ws.GetStoreTime()))
+		fmt.Fprintf(w, "    wait: %s, %s, stored %s\n", waitText(ws.GetWait()), sat, output.TextTime(ws.GetStoreTime()))
 		for _, t := range ws.GetTimers() {
-			fmt.Fprintf(w, "      timer #%d%s  %s  fires %s\n", t.GetTimerIndex(), idText(t.GetConditionId()), enumText(t.GetStatus()), textTime(t.GetFireTime()))
+			fmt.Fprintf(w, "      timer #%d%s  %s  fires %s\n", t.GetTimerIndex(), idText(t.GetConditionId()), output.EnumText(t.GetStatus()), output.TextTime(t.GetFireTime()))
 		}
 		for _, c := range ws.GetChannels() {
 			s := "waiting"
@@ -232,7 +233,7 @@ func conditionText(c *dexpb.WaitCondition) string {
 	var s string
 	switch k := c.GetCondition().(type) {
 	case *dexpb.WaitCondition_Timer:
-		s = "timer " + textDuration(k.Timer.GetDuration())
+		s = "timer " + output.TextDuration(k.Timer.GetDuration())
 	case *dexpb.WaitCondition_Channel:
 		ch := k.Channel
 		var bound string
@@ -248,7 +249,7 @@ func conditionText(c *dexpb.WaitCondition) string {
 		case dexpb.ChannelBound_CHANNEL_BOUND_AT_LEAST_AT_MOST:
 			bound = fmt.Sprintf("atLeastAtMost(%d,%d)", ch.GetMin(), ch.GetMax())
 		default:
-			bound = enumText(ch.GetBound())
+			bound = output.EnumText(ch.GetBound())
 		}
 		s = fmt.Sprintf("channel %s %s", ch.GetChannel(), bound)
 	default:
@@ -272,10 +273,10 @@ func eventText(e *dexpb.HistoryEvent) (kind, details string) {
 			parts = append(parts, "attributes "+attributesText(attrs))
 		}
 		if x.GetFlowTimeout() != nil {
-			parts = append(parts, fmt.Sprintf("timeout %s (%s)", textDuration(x.GetFlowTimeout()), enumText(x.GetFlowTimeoutPolicy())))
+			parts = append(parts, fmt.Sprintf("timeout %s (%s)", output.TextDuration(x.GetFlowTimeout()), output.EnumText(x.GetFlowTimeoutPolicy())))
 		}
 		if p := x.GetIdReusePolicy(); p != dexpb.IdReusePolicy_ID_REUSE_POLICY_UNSPECIFIED {
-			parts = append(parts, "idReuse "+enumText(p))
+			parts = append(parts, "idReuse "+output.EnumText(p))
 		}
 		if x.GetTerminatedRunId() != "" {
 			parts = append(parts, "terminated run "+x.GetTerminatedRunId())
@@ -287,19 +288,19 @@ func eventText(e *dexpb.HistoryEvent) (kind, details string) {
 	case *dexpb.HistoryEvent_WaitForCompleted:
 		x := ev.WaitForCompleted
 		return "WaitForCompleted", fmt.Sprintf("%s attempt %d (%s): wait %s%s",
-			x.GetStepExecutionId(), x.GetAttempt(), textDuration(x.GetDuration()), waitText(x.GetWait()), writesText(x.GetWrites()))
+			x.GetStepExecutionId(), x.GetAttempt(), output.TextDuration(x.GetDuration()), waitText(x.GetWait()), writesText(x.GetWrites()))
 	case *dexpb.HistoryEvent_WaitForFailed:
 		return "WaitForFailed", attemptFailedText(ev.WaitForFailed)
 	case *dexpb.HistoryEvent_ExecuteCompleted:
 		x := ev.ExecuteCompleted
 		return "ExecuteCompleted", fmt.Sprintf("%s attempt %d (%s): %s%s",
-			x.GetStepExecutionId(), x.GetAttempt(), textDuration(x.GetDuration()),
+			x.GetStepExecutionId(), x.GetAttempt(), output.TextDuration(x.GetDuration()),
 			decisionText(x.GetDecision(), x.GetScheduledStepExecutionIds()), writesText(x.GetWrites()))
 	case *dexpb.HistoryEvent_ExecuteFailed:
 		return "ExecuteFailed", attemptFailedText(ev.ExecuteFailed)
 	case *dexpb.HistoryEvent_RpcCompleted:
 		x := ev.RpcCompleted
-		s := fmt.Sprintf("%s (%s): input %s, output %s", x.GetRpcName(), textDuration(x.GetDuration()), valueText(x.GetInput()), valueText(x.GetOutput()))
+		s := fmt.Sprintf("%s (%s): input %s, output %s", x.GetRpcName(), output.TextDuration(x.GetDuration()), output.ValueText(x.GetInput()), output.ValueText(x.GetOutput()))
 		if len(x.GetMovements()) > 0 {
 			s += "; " + movementsText(x.GetMovements(), x.GetScheduledStepExecutionIds())
 		}
@@ -317,9 +318,9 @@ func eventText(e *dexpb.HistoryEvent) (kind, details string) {
 		return "TimerSkipped", fmt.Sprintf("%s timer #%d%s", x.GetStepExecutionId(), x.GetTimerIndex(), idText(x.GetConditionId()))
 	case *dexpb.HistoryEvent_FlowClosed:
 		x := ev.FlowClosed
-		s := enumText(x.GetStatus())
+		s := output.EnumText(x.GetStatus())
 		if e := x.GetError(); e != nil {
-			s += ": " + strings.TrimPrefix(enumText(e.GetType())+": ", "UNSPECIFIED: ") + e.GetMessage()
+			s += ": " + strings.TrimPrefix(output.EnumText(e.GetType())+": ", "UNSPECIFIED: ") + e.GetMessage()
 		}
 		if n := len(x.GetOutputs()); n > 0 {
 			s += fmt.Sprintf("; %d output(s)", n)
@@ -331,7 +332,7 @@ func eventText(e *dexpb.HistoryEvent) (kind, details string) {
 
 func attemptFailedText(x *dexpb.StepAttemptFailedEvent) string {
 	f := x.GetFailure()
-	s := fmt.Sprintf("%s attempt %d (%s): %s", x.GetStepExecutionId(), f.GetAttempt(), textDuration(x.GetDuration()), enumText(f.GetKind()))
+	s := fmt.Sprintf("%s attempt %d (%s): %s", x.GetStepExecutionId(), f.GetAttempt(), output.TextDuration(x.GetDuration()), output.EnumText(f.GetKind()))
 	if f.GetErrorType() != "" {
 		s += " " + f.GetErrorType()
 	}
@@ -339,7 +340,7 @@ func attemptFailedText(x *dexpb.StepAttemptFailedEvent) string {
 		s += ": " + f.GetMessage()
 	}
 	if x.GetNextAttemptTime() != nil {
-		return s + "; retry at " + textTime(x.GetNextAttemptTime())
+		return s + "; retry at " + output.TextTime(x.GetNextAttemptTime())
 	}
 	return s + "; no retries left"
 }
@@ -349,9 +350,9 @@ func decisionText(d *dexpb.StepDecision, ids []string) string {
 	case *dexpb.StepDecision_Movements:
 		return movementsText(k.Movements.GetMovements(), ids)
 	case *dexpb.StepDecision_GracefulComplete:
-		return "gracefulComplete, output " + valueText(k.GracefulComplete.GetOutput())
+		return "gracefulComplete, output " + output.ValueText(k.GracefulComplete.GetOutput())
 	case *dexpb.StepDecision_ForceComplete:
-		return "forceComplete, output " + valueText(k.ForceComplete.GetOutput())
+		return "forceComplete, output " + output.ValueText(k.ForceComplete.GetOutput())
 	case *dexpb.StepDecision_ForceFail:
 		return fmt.Sprintf("forceFail %q", k.ForceFail.GetReason())
 	case *dexpb.StepDecision_DeadEnd:
@@ -381,7 +382,7 @@ func movementText(m *dexpb.Movement, id string) string {
 		s += " (skip WaitFor)"
 	}
 	if m.GetInput() != nil {
-		s += " input " + valueText(m.GetInput())
+		s += " input " + output.ValueText(m.GetInput())
 	}
 	return s
 }
@@ -389,7 +390,7 @@ func movementText(m *dexpb.Movement, id string) string {
 func attributesText(attrs []*dexpb.Attribute) string {
 	parts := make([]string, len(attrs))
 	for i, a := range attrs {
-		parts[i] = a.GetName() + "=" + valueText(a.GetValue())
+		parts[i] = a.GetName() + "=" + output.ValueText(a.GetValue())
 	}
 	return strings.Join(parts, ", ")
 }
@@ -399,7 +400,7 @@ func publishesText(ps []*dexpb.ChannelPublish) string {
 	for i, p := range ps {
 		vals := make([]string, len(p.GetValues()))
 		for j, v := range p.GetValues() {
-			vals[j] = valueText(v)
+			vals[j] = output.ValueText(v)
 		}
 		parts[i] = fmt.Sprintf("%s <- %s", p.GetChannel(), strings.Join(vals, ", "))
 	}

@@ -1,4 +1,4 @@
-package cli
+package output
 
 import (
 	"encoding/base64"
@@ -18,7 +18,7 @@ import (
 	"github.com/dexzd/dexzd/api/dexpb"
 )
 
-// protoJSON renders an API message for JSON output. It follows the
+// ProtoJSON renders an API message for JSON output. It follows the
 // protobuf JSON mapping (camelCase names, fields in declaration order, 64-bit
 // integers as strings, timestamps in RFC 3339, durations as "1.5s"). Like
 // protojson's EmitUnpopulated, it prints scalars, enums and lists even when
@@ -26,9 +26,9 @@ import (
 // its values; unset messages, oneof members and optional fields are left
 // out. It makes two changes for people and scripts:
 // enum values lose their type prefix (FLOW_STATUS_COMPLETED is "COMPLETED"),
-// and encoded values show their JSON (see valueJSON). Unlike protojson,
+// and encoded values show their JSON (see ValueJSON). Unlike protojson,
 // its output never varies between builds.
-func protoJSON(m proto.Message) any {
+func ProtoJSON(m proto.Message) any {
 	if m == nil {
 		return nil
 	}
@@ -42,20 +42,20 @@ func protoJSON(m proto.Message) any {
 func messageJSON(m protoreflect.Message) any {
 	switch v := m.Interface().(type) {
 	case *dexpb.EncodedValue:
-		return valueJSON(v)
+		return ValueJSON(v)
 	case *timestamppb.Timestamp:
 		return v.AsTime().UTC().Format("2006-01-02T15:04:05.999999999Z")
 	case *durationpb.Duration:
-		return durationJSON(v)
+		return DurationJSON(v)
 	}
-	o := jsonObject{}
+	o := Object{}
 	fields := m.Descriptor().Fields()
 	for i := 0; i < fields.Len(); i++ {
 		fd := fields.Get(i)
 		if !m.Has(fd) && (fd.ContainingOneof() != nil || fd.Message() != nil && !fd.IsList() && !fd.IsMap()) {
 			continue
 		}
-		o = o.add(fd.JSONName(), fieldJSON(fd, m.Get(fd)))
+		o = o.Add(fd.JSONName(), fieldJSON(fd, m.Get(fd)))
 	}
 	return o
 }
@@ -80,9 +80,9 @@ func fieldJSON(fd protoreflect.FieldDescriptor, v protoreflect.Value) any {
 			return true
 		})
 		sort.Slice(es, func(i, j int) bool { return es[i].key < es[j].key })
-		o := jsonObject{}
+		o := Object{}
 		for _, e := range es {
-			o = o.add(e.key, e.val)
+			o = o.Add(e.key, e.val)
 		}
 		return o
 	default:
@@ -125,9 +125,9 @@ func singularJSON(fd protoreflect.FieldDescriptor, v protoreflect.Value) any {
 	return nil
 }
 
-// durationJSON renders a duration as the protobuf JSON mapping does: seconds
+// DurationJSON renders a duration as the protobuf JSON mapping does: seconds
 // with 0, 3, 6 or 9 fractional digits and an "s".
-func durationJSON(d *durationpb.Duration) string {
+func DurationJSON(d *durationpb.Duration) string {
 	secs, nanos := d.GetSeconds(), int64(d.GetNanos())
 	sign := ""
 	if secs < 0 || nanos < 0 {
@@ -164,9 +164,9 @@ func upperSnake(s string) string {
 	return b.String()
 }
 
-// lowerCamel turns an UPPER_SNAKE name into lowerCamel
+// LowerCamel turns an UPPER_SNAKE name into LowerCamel
 // ("TAKEN_BACK_BY_THIS_PROCESS" is "takenBackByThisProcess").
-func lowerCamel(s string) string {
+func LowerCamel(s string) string {
 	parts := strings.Split(strings.ToLower(s), "_")
 	for i := 1; i < len(parts); i++ {
 		if parts[i] != "" {
