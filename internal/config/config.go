@@ -214,6 +214,12 @@ type Limits struct {
 	// MaxFlowWaiters bounds the WaitForFlow calls that wait at once; one
 	// more that would wait is refused as overloaded (retry hint 1 s).
 	MaxFlowWaiters int `yaml:"maxFlowWaiters"`
+	// ValueObjectBytes: a user value of at least this many bytes is
+	// written to the durable store as an object of its own, beside the
+	// log, before its request is decided; the log and the local store keep
+	// a reference to it (serving: Value objects). 0 keeps every value in
+	// the log.
+	ValueObjectBytes int `yaml:"valueObjectBytes"`
 }
 
 // Snapshots configures the snapshots the active process writes of its
@@ -282,6 +288,7 @@ func Defaults() Config {
 	c.Limits.MaxQueuedTasks = DefaultMaxQueuedTasks
 	c.Limits.MaxConcurrentStreams = DefaultMaxConcurrentStreams
 	c.Limits.MaxFlowWaiters = DefaultMaxFlowWaiters
+	c.Limits.ValueObjectBytes = DefaultValueObjectBytes
 	return c
 }
 
@@ -293,6 +300,10 @@ const (
 	DefaultMaxQueuedTasks       = 1000
 	DefaultMaxConcurrentStreams = 16384
 	DefaultMaxFlowWaiters       = 10_000
+	// DefaultValueObjectBytes: values from 256 KiB on travel beside the
+	// log. Below it a value costs the single-threaded path less than the
+	// store request an object adds to its call.
+	DefaultValueObjectBytes = 256 << 10
 )
 
 // DefaultsYAML renders Defaults as YAML, for `dex-server-zd config defaults`.

@@ -146,6 +146,9 @@ func (c *Config) Validate(mode Mode) error {
 	if c.Limits.MaxPendingBytes < 1<<20 {
 		bad("limits.maxPendingBytes: must be at least %d (1 MiB), got %d", 1<<20, c.Limits.MaxPendingBytes)
 	}
+	if c.Limits.ValueObjectBytes < 0 {
+		bad("limits.valueObjectBytes: must not be negative (0 keeps every value in the log), got %d", c.Limits.ValueObjectBytes)
+	}
 	if c.Limits.MaxFlowWaiters < 1 {
 		bad("limits.maxFlowWaiters: must be at least 1, got %d", c.Limits.MaxFlowWaiters)
 	}

@@ -274,8 +274,8 @@ func detail(err error) string {
 
 // checkValue enforces the payload limit (E28).
 func (d *decider) checkValue(field string, v Value) error {
-	if limit := d.e.cfg.maxPayload(); len(v.Data) > limit {
-		return tooLarge(field, len(v.Data), limit)
+	if limit := d.e.cfg.maxPayload(); v.Len() > limit {
+		return tooLarge(field, v.Len(), limit)
 	}
 	return nil
 }

@@ -139,7 +139,7 @@ func (d *decider) validateStart(c StartFlow) error {
 	if err := v.checkAttributeTypes("attributes", c.Attributes); err != nil {
 		return err
 	}
-	if err := v.checkRequest(len(c.Input.Data) + attributeBytes(c.Attributes)); err != nil {
+	if err := v.checkRequest(c.Input.Len() + attributeBytes(c.Attributes)); err != nil {
 		return err
 	}
 	return v.checkFlowAttributes("attributes", nil, c.Attributes) // a new run starts without attributes

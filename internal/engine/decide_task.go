@@ -124,7 +124,7 @@ func (d *decider) executeResult(c ExecuteResult) error {
 		return nil
 	}
 	dec := c.Decision
-	if err := d.checkStagedLimits(len(dec.Output.Data)+movementBytes(dec.Movements), c.Staged); err != nil {
+	if err := d.checkStagedLimits(dec.Output.Len()+movementBytes(dec.Movements), c.Staged); err != nil {
 		d.invalidResult(s, err)
 		return nil
 	}
@@ -217,7 +217,7 @@ func (e *Engine) RPCTask(st *FlowState, call InvokeRPC, epoch uint64) (Task, err
 	if err := d.checkValue("input", call.Input); err != nil {
 		return Task{}, err
 	}
-	if err := d.checkRequest(len(call.Input.Data)); err != nil {
+	if err := d.checkRequest(call.Input.Len()); err != nil {
 		return Task{}, err
 	}
 	return Task{
@@ -266,7 +266,7 @@ func (d *decider) rpcResult(c RPCResult) error {
 	if err := d.checkMovements("movements", c.Movements); err != nil {
 		return invalid(err)
 	}
-	if err := d.checkStagedLimits(len(c.Output.Data)+movementBytes(c.Movements), c.Staged); err != nil {
+	if err := d.checkStagedLimits(c.Output.Len()+movementBytes(c.Movements), c.Staged); err != nil {
 		return invalid(err)
 	}
 	var dur = d.now.Sub(c.StartedAt)

@@ -19,7 +19,7 @@ import "fmt"
 //     is always accepted, so a run that holds more (committed before the
 //     limit was lowered) can still shrink.
 //
-// Sizes count value bytes (Value.Data), as MaxPayloadBytes does. Both are
+// Sizes count value bytes (Value.Len: a value object counts its Size), as MaxPayloadBytes does. Both are
 // checks on new requests only: Apply and replay never check them, so a log
 // written under larger limits replays unchanged.
 //
@@ -57,7 +57,7 @@ func (c Config) maxFlowAttributes() int {
 func attributeBytes(ws []AttributeWrite) int {
 	n := 0
 	for _, w := range ws {
-		n += len(w.Value.Data)
+		n += w.Value.Len()
 	}
 	return n
 }
@@ -65,7 +65,7 @@ func attributeBytes(ws []AttributeWrite) int {
 func publishBytes(ps []Publish) int {
 	n := 0
 	for _, p := range ps {
-		n += len(p.Value.Data)
+		n += p.Value.Len()
 	}
 	return n
 }
@@ -73,7 +73,7 @@ func publishBytes(ps []Publish) int {
 func movementBytes(ms []Movement) int {
 	n := 0
 	for _, m := range ms {
-		n += len(m.Input.Data)
+		n += m.Input.Len()
 	}
 	return n
 }
@@ -85,7 +85,7 @@ func stagedBytes(s Staged) int { return attributeBytes(s.Attributes) + publishBy
 func AttributeBytes(attrs map[string]Value) int {
 	n := 0
 	for _, v := range attrs {
-		n += len(v.Data)
+		n += v.Len()
 	}
 	return n
 }
@@ -109,10 +109,10 @@ func (d *decider) checkFlowAttributes(field string, cur map[string]Value, ws []A
 	after := before
 	next := map[string]int{}
 	for _, w := range ws {
-		next[w.Name] = len(w.Value.Data) // the last write of a name wins
+		next[w.Name] = w.Value.Len() // the last write of a name wins
 	}
 	for name, n := range next {
-		after += n - len(cur[name].Data)
+		after += n - cur[name].Len()
 	}
 	if limit := d.e.cfg.maxFlowAttributes(); after > limit && after > before {
 		return &Error{Code: CodeResourceExhausted, Field: field, Limit: "limits.maxFlowAttributeBytes",

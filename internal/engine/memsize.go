@@ -13,7 +13,7 @@ const (
 	memFailText = 3    // type, message and stack of a Failure
 )
 
-func valueMem(v Value) int { return memElement + len(v.Type) + len(v.Data) }
+func valueMem(v Value) int { return memElement + len(v.Type) + len(v.Data) + len(v.Ref) }
 
 func failureMem(f *Failure) int {
 	if f == nil {

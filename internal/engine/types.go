@@ -3,16 +3,37 @@ package engine
 import "time"
 
 // Value is an opaque user payload: the bytes the SDK encoded and the name of
-// their type (for example "json:main.Order"). The engine never looks inside.
+// their type (for example "json:main.Order"). The engine never looks inside
+// beyond the declared-type checks.
+//
+// A large value may be kept out of the log and the local store as a value
+// object (the serving core writes its bytes beside the log before its
+// command is decided): Ref names the object and Size is its length. Such a
+// value is logged and stored without its Data; in memory, between a
+// command's arrival and its records' encoding, it carries both, so that
+// Decide checks it as any other. Whether a value is an object is decided
+// before the command and carried in it, so Apply and replay stay
+// deterministic.
 type Value struct {
 	Type string `json:"type,omitempty"`
 	Data []byte `json:"data,omitempty"`
+	Ref  string `json:"ref,omitempty"`
+	Size int    `json:"size,omitempty"`
 }
 
 // IsZero reports whether v is "no value". An empty Data counts as none
 // whether it is nil or not, so that a value encodes the same before and
 // after a round trip through JSON (omitzero fields use IsZero).
-func (v Value) IsZero() bool { return v.Type == "" && len(v.Data) == 0 }
+func (v Value) IsZero() bool { return v.Type == "" && len(v.Data) == 0 && v.Ref == "" }
+
+// Len is the value's length in bytes: Size for a value object, else the
+// length of Data. Limits (E28) count it.
+func (v Value) Len() int {
+	if v.Ref != "" {
+		return v.Size
+	}
+	return len(v.Data)
+}
 
 // Status is the lifecycle status of a flow run (E8).
 type Status string

@@ -349,7 +349,9 @@ func (p *shapeParser) name() (string, error) {
 // Check reports why v does not match vt, or nil. An unset value, and any
 // value for a nil vt, match.
 func (vt *ValueType) Check(v Value) error {
-	if vt == nil || v.IsZero() {
+	if vt == nil || v.IsZero() || (v.Ref != "" && v.Data == nil) {
+		// A value object without its bytes is a durable value: it was
+		// checked when it arrived, with its bytes.
 		return nil
 	}
 	enc, _, _ := strings.Cut(v.Type, ":")

@@ -178,6 +178,10 @@ func (p *leasePeriod) run(ctx context.Context) (sd *steppedDown, err error) {
 	// A log record holds the records of one request: never refuse one the
 	// engine accepted (engine.MaxDecisionBytes).
 	maxBatch := max(2*srv.MaxMessageBytes(), eng.MaxDecisionBytes()) + (1 << 20)
+	// fatal carries a store error the core met outside the writer (a value
+	// object refused as permanent): it ends the period as the writer's
+	// own stop does.
+	fatal := make(chan error, 1)
 	core := serving.NewCore(serving.CoreConfig{
 		NodeID: p.cfg.NodeID, ProcessID: p.holder.ProcessID(), Epoch: p.holder.Epoch(), Store: store,
 		Engine: eng,
@@ -185,6 +189,14 @@ func (p *leasePeriod) run(ctx context.Context) (sd *steppedDown, err error) {
 		Admission: serving.AdmissionLimits{MaxPendingRequests: p.cfg.Limits.MaxPendingRequests,
 			MaxPendingBytes: p.cfg.Limits.MaxPendingBytes, MaxQueuedTasks: p.cfg.Limits.MaxQueuedTasks,
 			MaxFlowWaiters: p.cfg.Limits.MaxFlowWaiters},
+		Values:           &wal.Values{Store: p.blobs, Layout: p.layout},
+		ValueObjectBytes: p.cfg.Limits.ValueObjectBytes,
+		Fatal: func(err error) {
+			select {
+			case fatal <- err:
+			default:
+			}
+		},
 	})
 	// maxBatch is the largest record; group commit gathers records into
 	// batches of up to wal.DefaultMaxBatchBytes, sized to be written within
@@ -263,6 +275,17 @@ func (p *leasePeriod) run(ctx context.Context) (sd *steppedDown, err error) {
 		core.Fail(err)
 		srv.Close()
 		core.Stop()
+		stopGRPC(p.inst.g, time.Second)
+		return nil, err
+	case err := <-fatal:
+		// The same end, for a store failure outside the writer; the
+		// writer is stopped with it (nothing more is acknowledged).
+		renewing.stop()
+		core.Fail(err)
+		srv.Close()
+		core.Stop()
+		cancelSup()
+		<-supDone
 		stopGRPC(p.inst.g, time.Second)
 		return nil, err
 	case <-p.abandon:

@@ -42,6 +42,17 @@ type CoreConfig struct {
 	// Admission bounds the new work accepted from clients (admission.go);
 	// zero fields take the defaults.
 	Admission AdmissionLimits
+	// Values keeps value objects; a value of at least ValueObjectBytes
+	// becomes one (valueobjects.go). Nil, or 0, keeps every value inline.
+	// Values is also needed to read the objects a log written with them
+	// names, whatever ValueObjectBytes is now.
+	Values           ValueStore
+	ValueObjectBytes int
+	// Fatal is told of a store error that retrying will not help (a
+	// value object refused as permanent: a full disk, a denied write),
+	// as the log writer stops on one; the node ends the lease period with
+	// it. Nil: the calls concerned fail, nothing more.
+	Fatal func(error)
 }
 
 // Core is the serving loop of one active lease period: the sequencer, the
@@ -251,6 +262,10 @@ func (c *Core) StartFlow(ctx context.Context, s engine.StartFlow) (server.StartR
 		}
 		checked = decl.Definition
 	}
+	s, objects, err := offload(ctx, c, s)
+	if err != nil {
+		return server.StartResult{}, err
+	}
 	d, err := call(ctx, c.seq, func() decision {
 		// Read the declaration on the sequencer: a declaration that
 		// arrives meanwhile either is read here or, posted after this,
@@ -264,7 +279,7 @@ func (c *Core) StartFlow(ctx context.Context, s engine.StartFlow) (server.StartR
 			}
 		}
 		s.InputChecked = checked != nil && s.Definition == checked
-		d, _ := c.seq.decide(s.FlowID, s)
+		d, _ := c.seq.decideObjects(s.FlowID, s, objects)
 		return d
 	})
 	if err == nil {
@@ -278,8 +293,12 @@ func (c *Core) StartFlow(ctx context.Context, s engine.StartFlow) (server.StartR
 
 // Command implements server.Backend.
 func (c *Core) Command(ctx context.Context, flowID string, cmd engine.Command) (server.CommandResult, error) {
+	cmd, objects, err := offload(ctx, c, cmd)
+	if err != nil {
+		return server.CommandResult{}, err
+	}
 	d, err := call(ctx, c.seq, func() decision {
-		d, _ := c.seq.decide(flowID, cmd)
+		d, _ := c.seq.decideObjects(flowID, cmd, objects)
 		return d
 	})
 	if err == nil {
@@ -293,8 +312,28 @@ func (c *Core) Command(ctx context.Context, flowID string, cmd engine.Command) (
 	return server.CommandResult{RunID: d.runID, Status: d.status, Duplicate: len(d.recs) == 0}, nil
 }
 
-// Flow implements server.Backend: committed state only.
-func (c *Core) Flow(_ context.Context, flowID, runID string) (*engine.FlowState, error) {
+// Flow implements server.Backend: committed state only, with the bytes of
+// its value objects.
+func (c *Core) Flow(ctx context.Context, flowID, runID string) (*engine.FlowState, error) {
+	st, err := c.flow(flowID, runID)
+	if err != nil {
+		return nil, err
+	}
+	return c.withValues(ctx, st)
+}
+
+// withValues returns st with the bytes of its value objects.
+func (c *Core) withValues(ctx context.Context, st *engine.FlowState) (*engine.FlowState, error) {
+	out, err := resolve(ctx, c, st)
+	if err != nil {
+		return nil, fmt.Errorf("%w: flow %q: %w", server.ErrNotServing, st.FlowID, err)
+	}
+	return out, nil
+}
+
+// flow reads the committed state of a run; value objects keep their
+// references.
+func (c *Core) flow(flowID, runID string) (*engine.FlowState, error) {
 	if flowID == "" {
 		return nil, &engine.Error{Code: engine.CodeInvalidArgument, Field: "flowId", Message: "must not be empty"}
 	}

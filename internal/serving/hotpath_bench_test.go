@@ -22,9 +22,15 @@ import (
 // Profile with
 //
 //	go test -run '^$' -bench HotPath -cpuprofile cpu.out ./internal/node/
+//
+// objects=true runs with value objects (from 256 KiB, the default of
+// limits.valueObjectBytes) on the memory store, as the node does;
+// objects=false keeps every value in the log.
 func BenchmarkHotPath_Chain(b *testing.B) {
-	for _, callers := range []int{1, 32} {
-		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) { benchChain(b, callers, smallInput) })
+	for _, objects := range []bool{false, true} {
+		for _, callers := range []int{1, 32} {
+			b.Run(fmt.Sprintf("objects=%t/callers=%d", objects, callers), func(b *testing.B) { benchChain(b, callers, smallInput, objects) })
+		}
 	}
 }
 
@@ -34,7 +40,9 @@ func BenchmarkHotPath_Chain(b *testing.B) {
 func BenchmarkHotPath_ChainLarge(b *testing.B) {
 	pad := bytes.Repeat([]byte("L"), 4<<20-1<<10)
 	input := engine.Value{Type: "json:bench.ChainInput", Data: append(append([]byte(`{"pad":"`), pad...), `"}`...)}
-	benchChain(b, 1, input)
+	for _, objects := range []bool{false, true} {
+		b.Run(fmt.Sprintf("objects=%t", objects), func(b *testing.B) { benchChain(b, 1, input, objects) })
+	}
 }
 
 // benchMaxRecord is the record limit the node sets for the default limits
@@ -45,7 +53,10 @@ var smallInput = engine.Value{Type: "json:number", Data: []byte("1")}
 
 var chainDef = &engine.FlowDefinition{Type: "chain", Steps: map[string]engine.StepDef{"S1": {}, "S2": {}, "S3": {}}}
 
-func benchChain(b *testing.B, callers int, input engine.Value) {
+// benchValueObjectBytes is config.DefaultValueObjectBytes.
+const benchValueObjectBytes = 256 << 10
+
+func benchChain(b *testing.B, callers int, input engine.Value, objects bool) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	store, err := flowstore.OpenLocal(b.TempDir(), nil)
@@ -58,7 +69,11 @@ func benchChain(b *testing.B, callers int, input engine.Value) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	c := NewCore(CoreConfig{NodeID: "n1", ProcessID: "p", Epoch: 1, Store: store, MaxRecordBytes: benchMaxRecord - 8})
+	cfg := CoreConfig{NodeID: "n1", ProcessID: "p", Epoch: 1, Store: store, MaxRecordBytes: benchMaxRecord - 8}
+	if objects {
+		cfg.Values, cfg.ValueObjectBytes = &wal.Values{Store: blobs, Layout: testLayout}, benchValueObjectBytes
+	}
+	c := NewCore(cfg)
 	w, err := wal.NewWriter(wal.WriterConfig{Store: blobs, Layout: testLayout, Epoch: 1, NextSeq: next, OnDurable: c.OnDurable,
 		MaxRecordBytes: benchMaxRecord})
 	if err != nil {

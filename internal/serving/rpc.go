@@ -112,6 +112,10 @@ func (c *Core) InvokeRPC(ctx context.Context, inv engine.InvokeRPC, timeout time
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	inv.CallID = fmt.Sprintf("%d.%d", c.cfg.Epoch, c.rpcSeq.Add(1))
+	inv, _, err := offload(ctx, c, inv)
+	if err != nil {
+		return server.RPCResult{}, err
+	}
 	task, err := c.buildRPCTask(ctx, inv)
 	if err != nil {
 		return server.RPCResult{}, err
@@ -192,7 +196,7 @@ func (c *Core) buildRPCTask(ctx context.Context, inv engine.InvokeRPC) (engine.T
 // rpcResult commits an RPC's result and answers its caller. The commit
 // outlives the worker's stream (ctx): only the sequencer stopping ends the
 // wait for it.
-func (c *Core) rpcResult(ctx context.Context, tok engine.Token, rr engine.RPCResult) (server.Ack, error) {
+func (c *Core) rpcResult(ctx context.Context, tok engine.Token, rr engine.RPCResult, objects bool) (server.Ack, error) {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	go func() {
@@ -222,7 +226,7 @@ func (c *Core) rpcResult(ctx context.Context, tok engine.Token, rr engine.RPCRes
 				return decision{err: errRPCNotWaiting}
 			}
 		}
-		d, _ := c.seq.decide(tok.FlowID, rr)
+		d, _ := c.seq.decideObjects(tok.FlowID, rr, objects || rr.Input.Ref != "")
 		return d
 	})
 	if err == nil {

@@ -349,7 +349,18 @@ func (s *sequencer) committedState(flowID string) (st *engine.FlowState, last wa
 // the flow's latest envelope in flight, so that its answer too is based on
 // durable state only.
 func (s *sequencer) decide(flowID string, cmd engine.Command) (decision, *engine.FlowState) {
+	return s.decideObjects(flowID, cmd, false)
+}
+
+// decideObjects is decide for a command that may name value objects
+// (objects: it does, see valueobjects.go): their bytes, which Decide may
+// check, are stripped from the records before anything keeps them (the
+// head, the log, the local store).
+func (s *sequencer) decideObjects(flowID string, cmd engine.Command, objects bool) (decision, *engine.FlowState) {
 	st, h, recs, d, done := s.against(flowID, cmd)
+	if objects && !done {
+		recs = stripValueData(recs)
+	}
 	if done {
 		if d.err == nil && h != nil && h.hasLast {
 			d.fut, d.wait = h.last, true

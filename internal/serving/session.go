@@ -84,7 +84,12 @@ func (s *session) Untake(msgs []server.Outgoing) {
 	s.mu.Unlock()
 }
 
-func (s *session) Take() []server.Outgoing {
+// Take implements server.Session: the tasks carry the bytes of their value
+// objects (resolveTasks).
+func (s *session) Take() []server.Outgoing { return s.resolveTasks(s.take()) }
+
+// take returns and removes the queued messages as they are.
+func (s *session) take() []server.Outgoing {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := s.out
@@ -106,7 +111,7 @@ func (s *session) Close() {
 	s.c.disp.mu.Lock()
 	s.closed = true // no task is pushed to s from now on
 	s.c.disp.mu.Unlock()
-	unsent := s.Take()
+	unsent := s.take()
 	s.c.disp.remove(s)
 	s.c.disp.resend(unsent)
 	s.end()
@@ -141,15 +146,19 @@ func (s *session) Result(ctx context.Context, tok engine.Token, cmd engine.Comma
 		return server.Ack{Status: server.AckStaleEpoch,
 			Message: fmt.Sprintf("the task was handed out in epoch %d; this process serves epoch %d", tok.Epoch, c.cfg.Epoch)}, nil
 	}
+	cmd, objects, err := offload(ctx, c, cmd)
+	if err != nil {
+		return server.Ack{}, err
+	}
 	if rr, ok := cmd.(engine.RPCResult); ok {
-		return c.rpcResult(ctx, tok, rr)
+		return c.rpcResult(ctx, tok, rr, objects)
 	}
 	type outcome struct {
 		d   decision
 		ack server.Ack
 	}
 	o, err := call(ctx, c.seq, func() outcome {
-		d, st := c.seq.decide(tok.FlowID, cmd)
+		d, st := c.seq.decideObjects(tok.FlowID, cmd, objects)
 		if d.err != nil {
 			return outcome{d: d, ack: classify(d.err, st, tok)}
 		}

@@ -39,7 +39,7 @@ func (c *Core) WaitForFlow(ctx context.Context, flowID, runID string) (*engine.F
 		// and the wait is not missed; released on every way out, so that
 		// a call on a closed or unknown flow leaves no entry behind.
 		ch := c.waiters.acquire(flowID)
-		st, err := c.Flow(ctx, flowID, runID)
+		st, err := c.flow(flowID, runID)
 		if err == nil && st.Running() && !counted {
 			if counted = c.waiters.enter(); !counted {
 				err = &server.OverloadError{Limit: "limits.maxFlowWaiters", RetryAfter: retryWaiters, Message: fmt.Sprintf(
@@ -54,7 +54,7 @@ func (c *Core) WaitForFlow(ctx context.Context, flowID, runID string) (*engine.F
 		runID = st.RunID // wait for the latest run as of the call
 		if !st.Running() {
 			c.waiters.release(flowID, ch)
-			return st, nil
+			return c.withValues(ctx, st)
 		}
 		select {
 		case <-ch:

@@ -225,7 +225,7 @@ func (s *sim) checkFlows(final flowstore.Store) error {
 	s.ledger.mu.Lock()
 	defer s.ledger.mu.Unlock()
 	for id, typ := range s.ledger.started {
-		st, err := final.Flow(id)
+		st, err := s.flowWithValues(final, id)
 		if err != nil {
 			return fmt.Errorf("acknowledged start of %s: %w", id, err)
 		}
@@ -282,7 +282,7 @@ func (s *sim) checkFlows(final flowstore.Store) error {
 		// The wait flow's output is the message: checked above.
 	}
 	for id, execs := range s.ledger.results {
-		st, err := final.Flow(id)
+		st, err := s.flowWithValues(final, id)
 		if err != nil {
 			return fmt.Errorf("flow %s of an accepted result: %w", id, err)
 		}
@@ -308,4 +308,14 @@ func (s *sim) checkFlows(final flowstore.Store) error {
 		}
 	}
 	return nil
+}
+
+// flowWithValues reads a flow from the final state with the bytes of its
+// value objects, read from the durable store the processes wrote them to.
+func (s *sim) flowWithValues(final flowstore.Store, id string) (*engine.FlowState, error) {
+	st, err := final.Flow(id)
+	if err != nil || st == nil {
+		return st, err
+	}
+	return serving.WithValueBytes(context.Background(), &wal.Values{Store: s.blobs, Layout: s.layout}, st)
 }

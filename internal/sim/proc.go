@@ -41,6 +41,12 @@ type proc struct {
 }
 
 // active returns the core while the process serves.
+// simValueObjectBytes is the value object threshold of the simulated
+// processes: the workload's messages and the outputs and attributes that
+// name a step ("A:f03", 7 bytes quoted) are objects, a chain's output
+// ("f03") is not.
+const simValueObjectBytes = 7
+
 func (p *proc) active() *serving.Core {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -245,8 +251,12 @@ func (p *proc) period(ctx context.Context, h *lease.Holder) error {
 		return fmt.Errorf("replay and fence the log: %w", err)
 	}
 	log := p.sim.log.With("proc", p.id, "epoch", h.Epoch())
+	// Value objects from simValueObjectBytes on: the workload's longer
+	// values (outputs and attributes naming their flow) travel beside the
+	// log, through the same faulty store.
 	core := serving.NewCore(serving.CoreConfig{NodeID: nodeID, ProcessID: h.ProcessID(), Epoch: h.Epoch(),
-		Store: store, Lease: h, Logger: log})
+		Store: store, Lease: h, Logger: log,
+		Values: &wal.Values{Store: p.store, Layout: p.sim.layout}, ValueObjectBytes: simValueObjectBytes})
 	w, err := wal.NewWriter(wal.WriterConfig{Store: p.store, Layout: p.sim.layout, Epoch: h.Epoch(), NextSeq: next,
 		OnDurable: core.OnDurable, Logger: log})
 	if err != nil {

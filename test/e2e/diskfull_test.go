@@ -119,21 +119,33 @@ func TestDiskFull_ExitsCleanlyAndRestartFailsFast(t *testing.T) {
 	// and the whole data directory on the small disk: the log's segment
 	// appends fail first.
 	// And the log's segments on a small disk of their own: the log's
-	// appends fail with ENOSPC.
+	// appends fail with ENOSPC. (Value objects are files of the data
+	// directory's store, which writes them through its own temporary
+	// directory: DataDir fills them too.)
 	for _, c := range []struct {
 		name, small string
 		size        int
-	}{{"LocalStore", "state", diskSize}, {"DataDir", "", diskSize}, {"LogSegments", "log-segments", 8 << 20}} {
-		t.Run(c.name, func(t *testing.T) { testDiskFull(t, c.small, c.size) })
+		input       int
+	}{
+		{"LocalStore", "state", diskSize, bigInput},
+		{"DataDir", "", diskSize, bigInput},
+		// Inputs below limits.valueObjectBytes: they go into the log.
+		{"LogSegments", "log-segments", 8 << 20, 96 << 10},
+	} {
+		t.Run(c.name, func(t *testing.T) { testDiskFull(t, c.small, c.size, c.input) })
 	}
 }
+
+// bigInput is the raw size of the load's inputs: 256 KiB once in base64,
+// above limits.valueObjectBytes.
+const bigInput = 192 << 10
 
 // diskSize is the small disk's size. Pebble preallocates its WAL (about
 // 1.1 memtables, 35 MiB) and the local store keeps a memtable flush and
 // 4 MiB free (36 MiB): about 24 MiB of load fills it.
 const diskSize = 96 << 20
 
-func testDiskFull(t *testing.T, small string, size int) {
+func testDiskFull(t *testing.T, small string, size, input int) {
 	var dir, disk string
 	if small == "" {
 		disk = smallDisk(t, size)
@@ -172,12 +184,11 @@ func testDiskFull(t *testing.T, small string, size int) {
 	}
 	defer c.Close()
 
-	// Load: flows with 256 KiB incompressible inputs until the process
-	// ends.
+	// Load: flows with incompressible inputs until the process ends.
 	loadCtx, stopLoad := context.WithCancel(ctx)
 	for g := range 4 {
 		wg.Go(func() {
-			raw := make([]byte, 192<<10)
+			raw := make([]byte, input)
 			for i := 0; loadCtx.Err() == nil; i++ {
 				_, _ = rand.Read(raw)
 				_, _ = c.StartFlow(loadCtx, echoFlow, fmt.Sprintf("big-%d-%d", g, i), base64.StdEncoding.EncodeToString(raw))

@@ -1,0 +1,172 @@
+package serving
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/dexzd/dexzd/internal/blob"
+	"github.com/dexzd/dexzd/internal/engine"
+	"github.com/dexzd/dexzd/internal/server"
+	"github.com/dexzd/dexzd/internal/wal"
+)
+
+// Value objects (issue 11; wal/values.go has the objects, engine
+// valuerefs.go the references). A value of at least
+// CoreConfig.ValueObjectBytes that a client or a worker sends is written as
+// an object of its own before its command reaches the sequencer, on the
+// caller's goroutine, beside every other caller's; the command then names
+// the object and still carries the bytes, so that Decide checks them, and
+// the sequencer strips the bytes from the records before they are encoded.
+// The log, the writer, the local store, the state cache and the
+// dispatcher's queues hold a reference of some hundred bytes: one large
+// flow no longer stalls every other flow's batches behind megabytes of
+// encoding, writing and applying, and the memory a large value takes is
+// that of the calls that carry it.
+//
+// The bytes are loaded back where a value leaves the server: the states
+// Flow and WaitForFlow answer, and the tasks a session hands to its
+// worker stream (Take). The object is durable before the record that
+// names it is submitted, so every reference in the log names a durable
+// object: a crash, a failover or a replay anywhere finds it (the objects
+// live in the durable store, not on this process's disk).
+
+// ValueStore keeps value objects: wal.Values over the node's durable store.
+type ValueStore interface {
+	Put(ctx context.Context, data []byte) (ref string, err error)
+	Get(ctx context.Context, ref string) ([]byte, error)
+}
+
+var _ ValueStore = (*wal.Values)(nil)
+
+// offloads reports whether values of this core may become objects.
+func (c *Core) offloads() bool { return c.cfg.Values != nil && c.cfg.ValueObjectBytes > 0 }
+
+// offload writes every value of x of at least ValueObjectBytes as a value
+// object and returns x with those values naming their objects (their
+// bytes kept), and whether there was any. A value is named by its bytes
+// alone: a reference it carries is written again (the object is found
+// there, or was never written) rather than trusted.
+func offload[T any](ctx context.Context, c *Core, x T) (T, bool, error) {
+	if !c.offloads() {
+		return x, false, nil
+	}
+	found := false
+	out, err := mapEngineValues(x, func(v engine.Value) (engine.Value, bool, error) {
+		switch {
+		case v.Ref != "" && v.Data == nil:
+			found = true // an object already, without its bytes
+			return v, false, nil
+		case len(v.Data) < c.cfg.ValueObjectBytes && v.Ref != "":
+			v.Ref, v.Size = "", 0 // inline, as any value of its size
+			return v, true, nil
+		case len(v.Data) < c.cfg.ValueObjectBytes:
+			return v, false, nil
+		}
+		ref, err := c.cfg.Values.Put(ctx, v.Data)
+		if err != nil {
+			return v, false, err
+		}
+		v.Ref, v.Size = ref, len(v.Data)
+		found = true
+		return v, true, nil
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return x, false, ctx.Err()
+		}
+		if blob.Classify(err) == blob.ErrPermanent && c.cfg.Fatal != nil {
+			// As the log writer does: the store will not take writes.
+			c.cfg.Fatal(err)
+		}
+		return x, false, fmt.Errorf("%w: %w", server.ErrNotServing, err)
+	}
+	return out, found, nil
+}
+
+// resolve returns x with the bytes of every value object it names loaded
+// from the core's value store (WithValueBytes).
+func resolve[T any](ctx context.Context, c *Core, x T) (T, error) {
+	if c.cfg.Values == nil {
+		return x, nil
+	}
+	return WithValueBytes(ctx, c.cfg.Values, x)
+}
+
+// WithValueBytes returns x (a state, a task, a record) with the bytes of
+// every value object it names loaded from values. x itself is not
+// modified: states and tasks may be shared with the state cache.
+func WithValueBytes[T any](ctx context.Context, values ValueStore, x T) (T, error) {
+	out, err := mapEngineValues(x, func(v engine.Value) (engine.Value, bool, error) {
+		if v.Ref == "" || v.Data != nil {
+			return v, false, nil
+		}
+		data, err := values.Get(ctx, v.Ref)
+		if err != nil {
+			return v, false, err
+		}
+		if len(data) != v.Size {
+			return v, false, fmt.Errorf("value object %s holds %d bytes, its reference says %d", v.Ref, len(data), v.Size)
+		}
+		v.Data = data
+		return v, true, nil
+	})
+	if err != nil && ctx.Err() != nil {
+		return x, ctx.Err()
+	}
+	return out, err
+}
+
+// errValueUnavailable is the failure type of an attempt whose task could
+// not be given its values (a value object could not be read).
+const errValueUnavailable = "ValueUnavailable"
+
+// resolveTasks loads the value objects of the tasks in msgs. A task whose
+// values cannot be loaded is not handed out: its attempt fails (the retry
+// policy applies; an RPC's caller gets the error), as a task too large for
+// its worker does, and the others go on.
+func (s *session) resolveTasks(msgs []server.Outgoing) []server.Outgoing {
+	c := s.c
+	if c.cfg.Values == nil {
+		return msgs
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-s.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	out := msgs[:0:0]
+	for _, m := range msgs {
+		if m.Task == nil {
+			out = append(out, m)
+			continue
+		}
+		t, err := resolve(ctx, c, *m.Task)
+		if err == nil {
+			m.Task = &t
+			out = append(out, m)
+			continue
+		}
+		tok := m.Task.Token
+		f := engine.Failure{Type: errValueUnavailable, Message: fmt.Sprintf("the task's values could not be read: %v", err)}
+		c.log.Error("task not sent: its values could not be read", "flowId", tok.FlowID, "stepExecId", tok.StepExecID,
+			"method", string(tok.Method), "attempt", tok.Attempt, "err", err)
+		if errors.Is(err, context.Canceled) {
+			continue // the session ended: the attempt times out (W3)
+		}
+		if tok.Method == engine.MethodRPC {
+			s.RPCFailed(tok, f)
+			continue
+		}
+		go func() {
+			if _, err := s.Result(context.Background(), tok, engine.TaskFailed{Token: tok, Failure: f}); err != nil {
+				c.log.Warn("the attempt of a task without its values was not failed; it times out", "flowId", tok.FlowID, "err", err)
+			}
+		}()
+	}
+	return out
+}

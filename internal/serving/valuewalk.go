@@ -1,0 +1,219 @@
+package serving
+
+import (
+	"reflect"
+	"sync"
+
+	"github.com/dexzd/dexzd/internal/engine"
+)
+
+// mapEngineValues and the walk behind it: how value objects (valueobjects.go)
+// are found in, and changed in, commands, records, states and tasks without
+// a hand-written list of every field that holds a value (tier 2 will add
+// more). The walk is by reflection over exported fields, so a new field
+// holding an engine.Value is covered without a change here.
+
+// mapEngineValues returns x with every Value reachable from it through exported
+// fields, pointers, slices, arrays, maps and interfaces replaced by what fn
+// returns for it, when fn reports a change. Containers on the path to a
+// changed value are copied; everything else is shared with x, which is
+// never modified. fn is called once per value, depth first; its first
+// error ends the walk and is returned with the zero T.
+//
+// It is meant for the rare values that are objects: a state, a task or a
+// record without any costs one walk of its fields and no allocation.
+func mapEngineValues[T any](x T, fn func(engine.Value) (engine.Value, bool, error)) (T, error) {
+	v := reflect.ValueOf(&x).Elem()
+	out, changed, err := walkValues(v, fn)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	if !changed {
+		return x, nil
+	}
+	return out.Interface().(T), nil
+}
+
+// hasValueObjects reports whether any Value reachable from x names a value
+// object.
+func hasValueObjects(x any) bool {
+	found := false
+	_, _ = mapEngineValues(x, func(v engine.Value) (engine.Value, bool, error) {
+		if v.Ref != "" {
+			found = true
+		}
+		return v, false, nil
+	})
+	return found
+}
+
+// stripValueData returns recs with the bytes of every value object
+// removed (its Ref and Size stay): what the log and the local store keep.
+// recs is not modified.
+func stripValueData(recs []engine.Record) []engine.Record {
+	out, _ := mapEngineValues(recs, func(v engine.Value) (engine.Value, bool, error) {
+		if v.Ref == "" || v.Data == nil {
+			return v, false, nil
+		}
+		v.Data = nil
+		return v, true, nil
+	})
+	return out
+}
+
+var valueType = reflect.TypeFor[engine.Value]()
+
+// mayHold caches, per type, whether a value of it can reach a Value.
+var mayHold sync.Map // reflect.Type -> bool
+
+func holds(t reflect.Type) bool {
+	if h, ok := mayHold.Load(t); ok {
+		return h.(bool)
+	}
+	h := holdsUncached(t, map[reflect.Type]bool{})
+	mayHold.Store(t, h)
+	return h
+}
+
+func holdsUncached(t reflect.Type, seen map[reflect.Type]bool) bool {
+	if t == valueType {
+		return true
+	}
+	if seen[t] {
+		return false // a cycle: whatever reaches a Value is found on another path
+	}
+	seen[t] = true
+	switch t.Kind() {
+	case reflect.Interface:
+		return true // its dynamic type decides
+	case reflect.Pointer, reflect.Slice, reflect.Array:
+		return holdsUncached(t.Elem(), seen)
+	case reflect.Map:
+		return holdsUncached(t.Elem(), seen) // a Value is no valid map key
+	case reflect.Struct:
+		for i := range t.NumField() {
+			if f := t.Field(i); f.IsExported() && holdsUncached(f.Type, seen) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// mapValues returns v, or a copy of it with changed values, and whether
+// anything changed.
+func walkValues(v reflect.Value, fn func(engine.Value) (engine.Value, bool, error)) (reflect.Value, bool, error) {
+	t := v.Type()
+	if t == valueType {
+		var cur engine.Value
+		if v.CanAddr() {
+			cur = *(*engine.Value)(v.Addr().UnsafePointer()) // no boxing: most values are reached by address
+		} else {
+			cur = v.Interface().(engine.Value)
+		}
+		nv, changed, err := fn(cur)
+		if err != nil || !changed {
+			return v, false, err
+		}
+		return reflect.ValueOf(nv), true, nil
+	}
+	if !holds(t) {
+		return v, false, nil
+	}
+	switch t.Kind() {
+	case reflect.Pointer:
+		if v.IsNil() {
+			return v, false, nil
+		}
+		e, changed, err := walkValues(v.Elem(), fn)
+		if err != nil || !changed {
+			return v, false, err
+		}
+		p := reflect.New(t.Elem())
+		p.Elem().Set(e)
+		return p, true, nil
+	case reflect.Interface:
+		if v.IsNil() {
+			return v, false, nil
+		}
+		e, changed, err := walkValues(v.Elem(), fn)
+		if err != nil || !changed {
+			return v, false, err
+		}
+		i := reflect.New(t).Elem()
+		i.Set(e)
+		return i, true, nil
+	case reflect.Struct:
+		var out reflect.Value
+		for i := range t.NumField() {
+			if !t.Field(i).IsExported() {
+				continue
+			}
+			f, changed, err := walkValues(v.Field(i), fn)
+			if err != nil {
+				return v, false, err
+			}
+			if changed {
+				if !out.IsValid() {
+					out = reflect.New(t).Elem()
+					out.Set(v)
+				}
+				out.Field(i).Set(f)
+			}
+		}
+		if !out.IsValid() {
+			return v, false, nil
+		}
+		return out, true, nil
+	case reflect.Slice, reflect.Array:
+		var out reflect.Value
+		for i := range v.Len() {
+			e, changed, err := walkValues(v.Index(i), fn)
+			if err != nil {
+				return v, false, err
+			}
+			if changed {
+				if !out.IsValid() {
+					if t.Kind() == reflect.Slice {
+						out = reflect.MakeSlice(t, v.Len(), v.Len())
+						reflect.Copy(out, v)
+					} else {
+						out = reflect.New(t).Elem()
+						out.Set(v)
+					}
+				}
+				out.Index(i).Set(e)
+			}
+		}
+		if !out.IsValid() {
+			return v, false, nil
+		}
+		return out, true, nil
+	case reflect.Map:
+		if v.IsNil() {
+			return v, false, nil
+		}
+		var out reflect.Value
+		for it := v.MapRange(); it.Next(); {
+			e, changed, err := walkValues(it.Value(), fn)
+			if err != nil {
+				return v, false, err
+			}
+			if changed {
+				if !out.IsValid() {
+					out = reflect.MakeMapWithSize(t, v.Len())
+					for all := v.MapRange(); all.Next(); {
+						out.SetMapIndex(all.Key(), all.Value())
+					}
+				}
+				out.SetMapIndex(it.Key(), e)
+			}
+		}
+		if !out.IsValid() {
+			return v, false, nil
+		}
+		return out, true, nil
+	}
+	return v, false, nil
+}
