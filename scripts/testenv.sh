@@ -1,24 +1,33 @@
 #!/usr/bin/env bash
 # testenv.sh gives tests real services: a MinIO server and a PostgreSQL
 # server on free loopback ports, in a temporary directory that is removed
-# afterwards.
+# afterwards, and an OpenTelemetry Collector binary that tests start
+# themselves as their OTLP receiver.
 #
 #   scripts/testenv.sh run -- CMD ARGS...   start both, run CMD, stop both
-#   scripts/testenv.sh install              install the pinned MinIO only
+#   scripts/testenv.sh install              install the pinned MinIO and Collector only
 #
 # CMD sees DEX_TEST_S3_ENDPOINT, DEX_TEST_S3_BUCKET, AWS_ACCESS_KEY_ID,
-# AWS_SECRET_ACCESS_KEY, AWS_REGION and DEX_TEST_POSTGRES_DSN. The bucket is
-# created by the tests' helper (internal/testenv) at first use. The script
-# exits with CMD's status.
+# AWS_SECRET_ACCESS_KEY, AWS_REGION, DEX_TEST_POSTGRES_DSN and
+# DEX_TEST_OTELCOL (the Collector's path). The bucket is created by the
+# tests' helper (internal/testenv) at first use. The script exits with
+# CMD's status.
 #
 # MinIO is built with `go install` into .tools/bin at the version pinned
-# below. PostgreSQL comes from Debian (/usr/lib/postgresql/N/bin); as root the
+# below. The Collector is the OpenTelemetry Collector Builder's build of
+# the core OTLP receiver and debug exporter only (the smallest Collector
+# that receives OTLP and shows what it got), at the pinned version: the
+# builder is installed with `go install`, then builds it into
+# .tools/bin/otelcol-dex. Both are built once and kept, with a stamp of
+# their version. PostgreSQL comes from Debian (/usr/lib/postgresql/N/bin); as root the
 # script installs it with apt-get when it is missing and runs it as the
 # postgres user, since initdb refuses to run as root.
 set -euo pipefail
 
 readonly MINIO_MODULE=github.com/minio/minio
 readonly MINIO_VERSION=v0.0.0-20260212201848-7aac2a2c5b7c
+readonly OTELCOL_VERSION=v0.165.0
+readonly OTELCOL_BUILDER_MODULE=go.opentelemetry.io/collector/cmd/builder
 readonly WAIT_SECONDS=60
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -26,6 +35,8 @@ readonly REPO
 readonly TOOLS="$REPO/.tools/bin"
 readonly MINIO="$TOOLS/minio"
 readonly MINIO_STAMP="$TOOLS/minio.version"
+readonly OTELCOL="$TOOLS/otelcol-dex"
+readonly OTELCOL_STAMP="$TOOLS/otelcol-dex.version"
 
 log() { printf 'testenv: %s\n' "$*" >&2; }
 die() {
@@ -79,6 +90,53 @@ install_minio() {
 		die "go install $MINIO_MODULE@$MINIO_VERSION failed"
 	echo "$MINIO_VERSION" >"$MINIO_STAMP"
 	exec 9>&-
+}
+
+otelcol_installed() {
+	[[ -x $OTELCOL && -f $OTELCOL_STAMP && $(<"$OTELCOL_STAMP") == "$OTELCOL_VERSION" ]]
+}
+
+# install_otelcol builds the test Collector: the builder at the pinned
+# version, then, from a manifest naming the core OTLP receiver and debug
+# exporter at the same version, the Collector itself.
+install_otelcol() {
+	if otelcol_installed; then
+		return
+	fi
+	mkdir -p "$TOOLS"
+	if command -v flock >/dev/null 2>&1; then
+		exec 8>"$TOOLS/.otelcol.lock"
+		flock 8
+		if otelcol_installed; then
+			exec 8>&-
+			return
+		fi
+	fi
+	local go build
+	go=$(find_go)
+	log "installing the OpenTelemetry Collector $OTELCOL_VERSION (OTLP receiver, debug exporter) into $TOOLS (a few minutes the first time)"
+	rm -f "$OTELCOL_STAMP" "$OTELCOL"
+	build=$(mktemp -d "${TMPDIR:-/tmp}/dex-otelcol.XXXXXX")
+	(cd / && GOBIN="$build/bin" GOFLAGS=-buildvcs=false "$go" install "$OTELCOL_BUILDER_MODULE@$OTELCOL_VERSION") ||
+		die "go install $OTELCOL_BUILDER_MODULE@$OTELCOL_VERSION failed"
+	cat >"$build/manifest.yaml" <<MANIFEST
+dist:
+  name: otelcol-dex
+  description: OTLP receiver for the Dex-ZD tests
+  output_path: $build/dist
+receivers:
+  - gomod: go.opentelemetry.io/collector/receiver/otlpreceiver $OTELCOL_VERSION
+exporters:
+  - gomod: go.opentelemetry.io/collector/exporter/debugexporter $OTELCOL_VERSION
+MANIFEST
+	(cd "$build" && GOFLAGS=-buildvcs=false "$build/bin/builder" --config "$build/manifest.yaml" >"$build/builder.log" 2>&1) || {
+		tail -n 40 "$build/builder.log" >&2
+		die "building the Collector failed"
+	}
+	cp "$build/dist/otelcol-dex" "$OTELCOL"
+	rm -rf "$build"
+	echo "$OTELCOL_VERSION" >"$OTELCOL_STAMP"
+	exec 8>&-
 }
 
 # find_pg_bin prints the bin directory of the newest PostgreSQL under
@@ -294,6 +352,7 @@ cleanup() {
 run() {
 	[[ $# -gt 0 ]] || usage
 	install_minio
+	install_otelcol
 	ensure_postgres
 
 	trap cleanup EXIT
@@ -317,6 +376,7 @@ run() {
 	export AWS_EC2_METADATA_DISABLED=true
 	unset AWS_SESSION_TOKEN AWS_PROFILE AWS_DEFAULT_PROFILE AWS_ENDPOINT_URL AWS_ENDPOINT_URL_S3
 	export DEX_TEST_POSTGRES_DSN="postgres://postgres:$PG_PASSWORD@127.0.0.1:$PG_PORT/postgres?sslmode=disable"
+	export DEX_TEST_OTELCOL=$OTELCOL
 
 	# CMD runs in the background so that a signal reaches the trap at once;
 	# it keeps this script's standard input.
@@ -337,6 +397,8 @@ main() {
 		[[ $# -eq 0 ]] || usage
 		install_minio
 		log "MinIO $MINIO_VERSION is at $MINIO"
+		install_otelcol
+		log "the OpenTelemetry Collector $OTELCOL_VERSION is at $OTELCOL"
 		;;
 	run)
 		[[ ${1:-} == -- ]] && shift
