@@ -5,7 +5,7 @@ TOOLS := $(CURDIR)/.tools/bin
 GOLANGCI_LINT_VERSION := v2.15.0
 PKGS := ./...
 # Integration tests must not skip when run through `make test`.
-export DEX_TEST_REQUIRE ?= s3,postgres
+export DEX_TEST_REQUIRE ?= s3,postgres,otelcol
 
 .DEFAULT_GOAL := help
 
@@ -74,5 +74,5 @@ verify: generate ## Fail when generated code, formatting or go.mod are out of da
 	git diff --exit-code
 
 .PHONY: tools
-tools: $(TOOLS)/golangci-lint ## Install the pinned tools (golangci-lint, MinIO) into .tools/bin.
+tools: $(TOOLS)/golangci-lint ## Install the pinned tools (golangci-lint, MinIO, the test OpenTelemetry Collector) into .tools/bin.
 	scripts/testenv.sh install
