@@ -88,7 +88,7 @@ type ClientOptions struct {
 // RESOURCE_EXHAUSTED without RetryInfo (a value or request above a limit)
 // is returned at once. A Client is safe for concurrent use.
 type Client struct {
-	opts  ClientOptions
+	opts   ClientOptions
 	conns  *connSet
 	log    *slog.Logger
 	tracer *tracer // nil: no tracing

@@ -82,7 +82,7 @@ func TestWriter_TracesTheWriteAndApplyOfTracedRecords(t *testing.T) {
 	}
 	for k, v := range want {
 		if got[k] != v {
-			t.Errorf("dex.log.append %s = %v, want %v", k, got[k].Emit(), v.Emit())
+			t.Errorf("dex.log.append %s = %v, want %v", k, got[k].String(), v.String())
 		}
 	}
 	// The write took the store's latency; the apply followed it.
