@@ -4,21 +4,26 @@
 # afterwards.
 #
 #   scripts/testenv.sh run -- CMD ARGS...   start both, run CMD, stop both
-#   scripts/testenv.sh install              install the pinned MinIO only
+#   scripts/testenv.sh install              install the pinned MinIO and toxiproxy only
 #
 # CMD sees DEX_TEST_S3_ENDPOINT, DEX_TEST_S3_BUCKET, AWS_ACCESS_KEY_ID,
 # AWS_SECRET_ACCESS_KEY, AWS_REGION and DEX_TEST_POSTGRES_DSN. The bucket is
-# created by the tests' helper (internal/testenv) at first use. The script
-# exits with CMD's status.
+# created by the tests' helper (internal/testenv) at first use. The chaos
+# tests (test/chaos), which start, kill and restart services of their own,
+# also see DEX_TEST_MINIO_BIN, DEX_TEST_TOXIPROXY_BIN and DEX_TEST_PG_BIN
+# (the PostgreSQL bin directory). The script exits with CMD's status.
 #
-# MinIO is built with `go install` into .tools/bin at the version pinned
-# below. PostgreSQL comes from Debian (/usr/lib/postgresql/N/bin); as root the
-# script installs it with apt-get when it is missing and runs it as the
-# postgres user, since initdb refuses to run as root.
+# MinIO and toxiproxy are built with `go install` into .tools/bin at the
+# versions pinned below. PostgreSQL comes from Debian
+# (/usr/lib/postgresql/N/bin); as root the script installs it with apt-get
+# when it is missing and runs it as the postgres user, since initdb refuses
+# to run as root.
 set -euo pipefail
 
 readonly MINIO_MODULE=github.com/minio/minio
 readonly MINIO_VERSION=v0.0.0-20260212201848-7aac2a2c5b7c
+readonly TOXIPROXY_MODULE=github.com/Shopify/toxiproxy/v2
+readonly TOXIPROXY_VERSION=v2.12.0
 readonly WAIT_SECONDS=60
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -26,6 +31,8 @@ readonly REPO
 readonly TOOLS="$REPO/.tools/bin"
 readonly MINIO="$TOOLS/minio"
 readonly MINIO_STAMP="$TOOLS/minio.version"
+readonly TOXIPROXY="$TOOLS/toxiproxy-server"
+readonly TOXIPROXY_STAMP="$TOOLS/toxiproxy.version"
 
 log() { printf 'testenv: %s\n' "$*" >&2; }
 die() {
@@ -79,6 +86,41 @@ install_minio() {
 		die "go install $MINIO_MODULE@$MINIO_VERSION failed"
 	echo "$MINIO_VERSION" >"$MINIO_STAMP"
 	exec 9>&-
+}
+
+toxiproxy_installed() {
+	[[ -x $TOXIPROXY && -f $TOXIPROXY_STAMP && $(<"$TOXIPROXY_STAMP") == "$TOXIPROXY_VERSION" ]]
+}
+
+# install_toxiproxy builds toxiproxy's server (cmd/server, which go install
+# names "server") and installs it as toxiproxy-server.
+install_toxiproxy() {
+	if toxiproxy_installed; then
+		return
+	fi
+	mkdir -p "$TOOLS"
+	if command -v flock >/dev/null 2>&1; then
+		exec 8>"$TOOLS/.toxiproxy.lock"
+		flock 8
+		if toxiproxy_installed; then
+			exec 8>&-
+			return
+		fi
+	fi
+	local go gobin
+	go=$(find_go)
+	log "installing toxiproxy $TOXIPROXY_VERSION into $TOOLS"
+	rm -f "$TOXIPROXY_STAMP" "$TOXIPROXY"
+	gobin=$(mktemp -d "${TMPDIR:-/tmp}/dex-toxiproxy.XXXXXX")
+	(cd / && GOBIN="$gobin" GOFLAGS=-buildvcs=false "$go" install "$TOXIPROXY_MODULE/cmd/server@$TOXIPROXY_VERSION") ||
+		{
+			rm -rf "$gobin"
+			die "go install $TOXIPROXY_MODULE/cmd/server@$TOXIPROXY_VERSION failed"
+		}
+	mv "$gobin/server" "$TOXIPROXY"
+	rm -rf "$gobin"
+	echo "$TOXIPROXY_VERSION" >"$TOXIPROXY_STAMP"
+	exec 8>&-
 }
 
 # find_pg_bin prints the bin directory of the newest PostgreSQL under
@@ -294,6 +336,7 @@ cleanup() {
 run() {
 	[[ $# -gt 0 ]] || usage
 	install_minio
+	install_toxiproxy
 	ensure_postgres
 
 	trap cleanup EXIT
@@ -317,6 +360,9 @@ run() {
 	export AWS_EC2_METADATA_DISABLED=true
 	unset AWS_SESSION_TOKEN AWS_PROFILE AWS_DEFAULT_PROFILE AWS_ENDPOINT_URL AWS_ENDPOINT_URL_S3
 	export DEX_TEST_POSTGRES_DSN="postgres://postgres:$PG_PASSWORD@127.0.0.1:$PG_PORT/postgres?sslmode=disable"
+	export DEX_TEST_MINIO_BIN=$MINIO
+	export DEX_TEST_TOXIPROXY_BIN=$TOXIPROXY
+	export DEX_TEST_PG_BIN=$PG_BIN
 
 	# CMD runs in the background so that a signal reaches the trap at once;
 	# it keeps this script's standard input.
@@ -336,7 +382,8 @@ main() {
 	install)
 		[[ $# -eq 0 ]] || usage
 		install_minio
-		log "MinIO $MINIO_VERSION is at $MINIO"
+		install_toxiproxy
+		log "MinIO $MINIO_VERSION is at $MINIO, toxiproxy $TOXIPROXY_VERSION at $TOXIPROXY"
 		;;
 	run)
 		[[ ${1:-} == -- ]] && shift
