@@ -122,13 +122,6 @@ func (s *slot) supervise(t *testing.T, ctx context.Context) func() {
 	return func() { <-done }
 }
 
-// proc returns the current process.
-func (s *slot) proc() *testproc.Proc {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.cur
-}
-
 // signal sends sig to the current process if it still runs; a SIGKILL
 // marks its exit as the test's doing.
 func (s *slot) signal(sig syscall.Signal) bool {

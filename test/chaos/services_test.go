@@ -81,13 +81,13 @@ func (s *service) startErr(ctx context.Context) error {
 		}
 		select {
 		case <-done:
-			return fmt.Errorf("%s exited during startup: %v\n%s", s.name, err, tail(s.log))
+			return fmt.Errorf("%s exited during startup: %w\n%s", s.name, err, tail(s.log))
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(100 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s not ready within 60 s: %v\n%s", s.name, err, tail(s.log))
+			return fmt.Errorf("%s not ready within 60 s: %w\n%s", s.name, err, tail(s.log))
 		}
 	}
 }
