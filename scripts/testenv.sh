@@ -55,72 +55,54 @@ find_go() {
 	elif [[ -x /usr/local/go/bin/go ]]; then
 		echo /usr/local/go/bin/go
 	else
-		die "go not found on PATH or at /usr/local/go/bin/go; it is needed to build MinIO"
+		die "go not found on PATH or at /usr/local/go/bin/go; it is needed to build MinIO and toxiproxy"
 	fi
 }
 
-minio_installed() {
-	[[ -x $MINIO && -f $MINIO_STAMP && $(<"$MINIO_STAMP") == "$MINIO_VERSION" ]]
+# tool_installed BIN STAMP VERSION reports whether BIN is there at VERSION.
+tool_installed() {
+	[[ -x $1 && -f $2 && $(<"$2") == "$3" ]]
 }
 
-install_minio() {
-	if minio_installed; then
+# install_tool NAME PACKAGE VERSION BIN STAMP builds PACKAGE@VERSION with go
+# install, outside the repo so that its go.mod and GOFLAGS play no part, and
+# installs the command (which go install names after the package's last
+# element) as BIN; STAMP records VERSION. Runs started side by side install
+# once.
+install_tool() {
+	local name=$1 pkg=$2 version=$3 bin=$4 stamp=$5
+	if tool_installed "$bin" "$stamp" "$version"; then
 		return
 	fi
 	mkdir -p "$TOOLS"
-	# Runs started side by side install once.
 	if command -v flock >/dev/null 2>&1; then
-		exec 9>"$TOOLS/.minio.lock"
+		exec 9>"$TOOLS/.$name.lock"
 		flock 9
-		if minio_installed; then
+		if tool_installed "$bin" "$stamp" "$version"; then
 			exec 9>&-
-			return
-		fi
-	fi
-	local go
-	go=$(find_go)
-	log "installing MinIO $MINIO_VERSION into $TOOLS (a few minutes the first time)"
-	rm -f "$MINIO_STAMP" "$MINIO"
-	# Build outside the repo so that its go.mod and GOFLAGS play no part.
-	(cd / && GOBIN="$TOOLS" GOFLAGS=-buildvcs=false "$go" install "$MINIO_MODULE@$MINIO_VERSION") ||
-		die "go install $MINIO_MODULE@$MINIO_VERSION failed"
-	echo "$MINIO_VERSION" >"$MINIO_STAMP"
-	exec 9>&-
-}
-
-toxiproxy_installed() {
-	[[ -x $TOXIPROXY && -f $TOXIPROXY_STAMP && $(<"$TOXIPROXY_STAMP") == "$TOXIPROXY_VERSION" ]]
-}
-
-# install_toxiproxy builds toxiproxy's server (cmd/server, which go install
-# names "server") and installs it as toxiproxy-server.
-install_toxiproxy() {
-	if toxiproxy_installed; then
-		return
-	fi
-	mkdir -p "$TOOLS"
-	if command -v flock >/dev/null 2>&1; then
-		exec 8>"$TOOLS/.toxiproxy.lock"
-		flock 8
-		if toxiproxy_installed; then
-			exec 8>&-
 			return
 		fi
 	fi
 	local go gobin
 	go=$(find_go)
-	log "installing toxiproxy $TOXIPROXY_VERSION into $TOOLS"
-	rm -f "$TOXIPROXY_STAMP" "$TOXIPROXY"
-	gobin=$(mktemp -d "${TMPDIR:-/tmp}/dex-toxiproxy.XXXXXX")
-	(cd / && GOBIN="$gobin" GOFLAGS=-buildvcs=false "$go" install "$TOXIPROXY_MODULE/cmd/server@$TOXIPROXY_VERSION") ||
-		{
-			rm -rf "$gobin"
-			die "go install $TOXIPROXY_MODULE/cmd/server@$TOXIPROXY_VERSION failed"
-		}
-	mv "$gobin/server" "$TOXIPROXY"
+	log "installing $name $version into $TOOLS (a few minutes the first time)"
+	rm -f "$stamp" "$bin"
+	gobin=$(mktemp -d "$TOOLS/.build.XXXXXX")
+	if ! (cd / && GOBIN="$gobin" GOFLAGS=-buildvcs=false "$go" install "$pkg@$version"); then
+		rm -rf "$gobin"
+		die "go install $pkg@$version failed"
+	fi
+	mv "$gobin/${pkg##*/}" "$bin"
 	rm -rf "$gobin"
-	echo "$TOXIPROXY_VERSION" >"$TOXIPROXY_STAMP"
-	exec 8>&-
+	echo "$version" >"$stamp"
+	exec 9>&-
+}
+
+install_minio() { install_tool minio "$MINIO_MODULE" "$MINIO_VERSION" "$MINIO" "$MINIO_STAMP"; }
+
+# toxiproxy's server is its cmd/server, installed as toxiproxy-server.
+install_toxiproxy() {
+	install_tool toxiproxy "$TOXIPROXY_MODULE/cmd/server" "$TOXIPROXY_VERSION" "$TOXIPROXY" "$TOXIPROXY_STAMP"
 }
 
 # find_pg_bin prints the bin directory of the newest PostgreSQL under
