@@ -44,7 +44,7 @@ sim: ## Run the node simulator (internal/sim): SEEDS=N seeds from FIRST (default
 CHAOS_FLAGS ?= -chaos.cycles=40 -chaos.storecycles=3 -chaos.phase=10s
 .PHONY: chaos
 chaos: ## Run the chaos tests long (test/chaos: 240 SIGKILL/SIGSTOP cycles, store faults, full disk; CHAOS_FLAGS to change); prints the table.
-	scripts/testenv.sh run -- $(GO) test -count=1 -v -timeout 0 -run 'TestChaos$$' ./test/chaos $(CHAOS_FLAGS)
+	scripts/testenv.sh run -- $(GO) test -count=1 -v -timeout 0 -parallel 3 -run 'TestChaos$$' ./test/chaos $(CHAOS_FLAGS)
 
 .PHONY: fuzz
 fuzz: ## Fuzz the batch and envelope decoders for FUZZTIME each (default 60s).
