@@ -151,6 +151,14 @@ func benchChain(b *testing.B, callers int, input engine.Value, objects bool) {
 	}
 	callersWG.Wait()
 	b.StopTimer()
+	var logged int
+	for _, k := range blobs.Keys() {
+		if _, ok := testLayout.ParseLogKey(k); ok {
+			data, _ := blobs.Raw(k)
+			logged += len(data)
+		}
+	}
+	b.ReportMetric(float64(logged)/float64(b.N), "log-B/op")
 	cancel()
 	workers.Wait()
 }
