@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/dexzd/dexzd/internal/blob/mem"
 	"github.com/dexzd/dexzd/internal/engine"
@@ -53,48 +56,41 @@ var smallInput = engine.Value{Type: "json:number", Data: []byte("1")}
 
 var chainDef = &engine.FlowDefinition{Type: "chain", Steps: map[string]engine.StepDef{"S1": {}, "S2": {}, "S3": {}}}
 
-// benchValueObjectBytes is config.DefaultValueObjectBytes.
-const benchValueObjectBytes = 256 << 10
-
-func benchChain(b *testing.B, callers int, input engine.Value, objects bool) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	store, err := flowstore.OpenLocal(b.TempDir(), nil)
+// chainCore starts a serving core on a fresh local store and the memory
+// log with a worker of slots slots that runs the chain flow (S1 -> S2 ->
+// S3 -> complete, each passing its input on); stop ends them.
+func chainCore(tb testing.TB, ctx context.Context, slots int, objects bool) (c *Core, blobs *mem.Store, stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	store, err := flowstore.OpenLocal(tb.TempDir(), nil)
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	defer store.Close()
-	blobs := mem.New()
+	blobs = mem.New()
 	next, err := wal.Fence(ctx, blobs, testLayout, 1, 0, ReplayApply(store))
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	cfg := CoreConfig{NodeID: "n1", ProcessID: "p", Epoch: 1, Store: store, MaxRecordBytes: benchMaxRecord - 8}
 	if objects {
 		cfg.Values, cfg.ValueObjectBytes = &wal.Values{Store: blobs, Layout: testLayout}, benchValueObjectBytes
 	}
-	c := NewCore(cfg)
+	c = NewCore(cfg)
 	w, err := wal.NewWriter(wal.WriterConfig{Store: blobs, Layout: testLayout, Epoch: 1, NextSeq: next, OnDurable: c.OnDurable,
 		MaxRecordBytes: benchMaxRecord})
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	c.SetWriter(w)
 	w.Start(ctx)
 	c.Start(ctx)
-	defer func() {
-		c.Stop()
-		_ = w.Stop()
-	}()
 	if err := c.Recover(ctx); err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	s, err := c.OpenSession(ctx, server.WorkerHello{WorkerID: "w", MaxConcurrent: 2 * callers,
+	s, err := c.OpenSession(ctx, server.WorkerHello{WorkerID: "w", MaxConcurrent: slots,
 		FlowTypes: []server.FlowTypeDecl{{Definition: chainDef}}})
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	defer s.Close()
 	var workers sync.WaitGroup
 	workers.Add(1)
 	go func() { // the worker: S1 -> S2 -> S3 -> complete
@@ -117,12 +113,30 @@ func benchChain(b *testing.B, callers int, input engine.Value, objects bool) {
 						d = engine.Decision{Kind: engine.DecideMovements, Movements: []engine.Movement{{StepType: nextStep, Input: t.Input}}}
 					}
 					if _, err := s.Result(ctx, t.Token, engine.ExecuteResult{Token: t.Token, Decision: d}); err != nil && ctx.Err() == nil {
-						b.Errorf("result: %v", err)
+						tb.Errorf("result: %v", err)
 					}
 				}(m.Task)
 			}
 		}
 	}()
+	return c, blobs, func() {
+		cancel()
+		workers.Wait()
+		s.Close()
+		c.Stop()
+		_ = w.Stop()
+		store.Close()
+	}
+}
+
+// benchValueObjectBytes is config.DefaultValueObjectBytes.
+const benchValueObjectBytes = 256 << 10
+
+func benchChain(b *testing.B, callers int, input engine.Value, objects bool) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c, blobs, stop := chainCore(b, ctx, 2*callers, objects)
+	defer stop()
 	var n atomic.Int64
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -159,6 +173,61 @@ func benchChain(b *testing.B, callers int, input engine.Value, objects bool) {
 		}
 	}
 	b.ReportMetric(float64(logged)/float64(b.N), "log-B/op")
-	cancel()
-	workers.Wait()
+}
+
+// TestMeasure_OpenLoopLargeInputs measures, in the serving core alone (no
+// gRPC, the log in memory, the local store on disk), what 1 % of flows
+// with 4 MiB inputs do to the others' latency in an open loop: 100 chain
+// flows/s for 20 s, every 100th one large, with value objects off and on,
+// alternating. It prints the ordinary flows' p50 and p99 and fails only on
+// a flow that did not complete. Off by default (it takes real time):
+//
+//	DEX_MEASURE_OPEN_LOOP=1 go test -run TestMeasure_OpenLoopLargeInputs -v ./internal/serving
+func TestMeasure_OpenLoopLargeInputs(t *testing.T) {
+	if os.Getenv("DEX_MEASURE_OPEN_LOOP") == "" {
+		t.Skip("set DEX_MEASURE_OPEN_LOOP=1 to measure")
+	}
+	pad := bytes.Repeat([]byte("L"), 4<<20-1<<10)
+	large := engine.Value{Type: "json:bench.ChainInput", Data: append(append([]byte(`{"pad":"`), pad...), `"}`...)}
+	const rate, seconds = 100, 20
+	for round := range 2 {
+		for _, objects := range []bool{false, true} {
+			c, _, stop := chainCore(t, t.Context(), 256, objects)
+			var mu sync.Mutex
+			var lat []time.Duration
+			var wg sync.WaitGroup
+			tick := time.NewTicker(time.Second / rate)
+			for i := range rate * seconds {
+				<-tick.C
+				wg.Go(func() {
+					in, big := smallInput, i%100 == 99
+					if big {
+						in = large
+					}
+					id := fmt.Sprintf("f-%d", i)
+					began := time.Now()
+					if _, err := c.StartFlow(t.Context(), engine.StartFlow{FlowID: id, FlowType: "chain", StartStep: "S1", Input: in}); err != nil {
+						t.Errorf("start %s: %v", id, err)
+						return
+					}
+					if st, err := c.WaitForFlow(t.Context(), id, ""); err != nil || st.Status != engine.StatusCompleted {
+						t.Errorf("flow %s: %v", id, err)
+						return
+					}
+					if !big {
+						mu.Lock()
+						lat = append(lat, time.Since(began))
+						mu.Unlock()
+					}
+				})
+			}
+			tick.Stop()
+			wg.Wait()
+			stop()
+			slices.Sort(lat)
+			pct := func(p float64) time.Duration { return lat[int(p*float64(len(lat)-1))] }
+			t.Logf("round %d, objects=%t: %d ordinary flows, p50 %v, p99 %v, max %v", round+1, objects, len(lat),
+				pct(0.50).Round(10*time.Microsecond), pct(0.99).Round(10*time.Microsecond), lat[len(lat)-1].Round(10*time.Microsecond))
+		}
+	}
 }

@@ -146,7 +146,13 @@ func (s *session) Result(ctx context.Context, tok engine.Token, cmd engine.Comma
 		return server.Ack{Status: server.AckStaleEpoch,
 			Message: fmt.Sprintf("the task was handed out in epoch %d; this process serves epoch %d", tok.Epoch, c.cfg.Epoch)}, nil
 	}
-	cmd, objects, err := offload(ctx, c, cmd)
+	// The objects of a result are written whatever becomes of the stream
+	// (its worker resends the result only after a reconnect): a result
+	// whose write outlived its caller still commits, and a store that
+	// takes no write ends the period (Fatal), which ends the stream.
+	octx, cancel := c.outliving(ctx)
+	cmd, objects, err := offload(octx, c, cmd)
+	cancel()
 	if err != nil {
 		return server.Ack{}, err
 	}

@@ -31,6 +31,22 @@ import (
 // object: a crash, a failover or a replay anywhere finds it (the objects
 // live in the durable store, not on this process's disk).
 
+// outliving returns a context for work that must not end with the
+// caller's (a worker's result is committed even if its stream breaks, as
+// rpcResult does): it keeps ctx's values and ends only when the core
+// stops.
+func (c *Core) outliving(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	go func() {
+		select {
+		case <-c.stopping:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
 // ValueStore keeps value objects: wal.Values over the node's durable store.
 type ValueStore interface {
 	Put(ctx context.Context, data []byte) (ref string, err error)
@@ -75,8 +91,8 @@ func offload[T any](ctx context.Context, c *Core, x T) (T, bool, error) {
 		if ctx.Err() != nil {
 			return x, false, ctx.Err()
 		}
-		if blob.Classify(err) == blob.ErrPermanent && c.cfg.Fatal != nil {
-			// As the log writer does: the store will not take writes.
+		if (blob.Classify(err) == blob.ErrPermanent || errors.Is(err, wal.ErrValueWriteTimeout)) && c.cfg.Fatal != nil {
+			// As the log writer does (L10): the store takes no writes.
 			c.cfg.Fatal(err)
 		}
 		return x, false, fmt.Errorf("%w: %w", server.ErrNotServing, err)

@@ -219,17 +219,31 @@ func (s *sim) client(ctx context.Context, flowID, flowType string) {
 		s.ledger.mu.Unlock()
 	}
 	if flowType == "timer" {
+		// The write races the flow's timer: a try that finds the run
+		// closed (its timer fired while earlier tries failed) ends the
+		// attempts, unacknowledged (a write whose answer got lost may
+		// still have landed: the check only holds acknowledged ones).
 		v := str("c:" + flowID)
+		acked := false
 		if !try("set attribute", func(ctx context.Context, c *serving.Core) error {
 			_, err := c.Command(ctx, flowID, engine.SetAttributes{FlowID: flowID,
 				Attributes: []engine.AttributeWrite{{Name: "client", Value: v}}})
+			if err == nil {
+				acked = true
+				return nil
+			}
+			if st, ferr := c.Flow(ctx, flowID, ""); ferr == nil && st != nil && st.Status != engine.StatusRunning {
+				return nil
+			}
 			return err
 		}) {
 			return
 		}
-		s.ledger.mu.Lock()
-		s.ledger.attr(flowID, "client", v)
-		s.ledger.mu.Unlock()
+		if acked {
+			s.ledger.mu.Lock()
+			s.ledger.attr(flowID, "client", v)
+			s.ledger.mu.Unlock()
+		}
 	}
 	if flowType == "stop" {
 		// Each try is a new call: one whose answer got lost may commit

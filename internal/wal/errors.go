@@ -16,6 +16,10 @@ var (
 	// LogWriteLimit of its first attempt (L10). The process must exit 1.
 	ErrLogWriteTimeout = errors.New("log write not accepted within the limit")
 
+	// ErrValueWriteTimeout: the durable store did not accept a value
+	// object within ValueWriteLimit, retrying transient errors.
+	ErrValueWriteTimeout = errors.New("value object not accepted within the limit")
+
 	// ErrLogConflict: a sequence number holds a batch that neither this
 	// writer wrote nor a higher epoch fenced with (a lower epoch after our
 	// fence, or another batch of our own epoch). It means two writers share

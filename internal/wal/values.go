@@ -38,8 +38,9 @@ func (l Layout) ValuePrefix() string { return l.node + "values/" }
 func (l Layout) ValueKey(ref string) string { return l.ValuePrefix() + ref }
 
 // ValueWriteLimit bounds how long Values.Put retries a store that fails
-// transiently: the caller waits for it, so it is the order of a request
-// timeout, not of the log's write limit.
+// transiently, as LogWriteLimit bounds a batch: past it Put fails with
+// ErrValueWriteTimeout, and the serving core stops as the writer does (a
+// store that takes no write for that long takes no log batch either).
 const ValueWriteLimit = LogWriteLimit
 
 // Values reads and writes the value objects of one node.
@@ -70,6 +71,9 @@ func (v *Values) Put(ctx context.Context, data []byte) (string, error) {
 		}
 		return err
 	})
+	if isDeadline(err) {
+		return "", fmt.Errorf("write value object %q (%d bytes): %w: %v: %w", key, len(data), ErrValueWriteTimeout, ValueWriteLimit, err)
+	}
 	if err != nil {
 		return "", fmt.Errorf("write value object %q (%d bytes): %w", key, len(data), err)
 	}
