@@ -67,6 +67,9 @@ func offload[T any](ctx context.Context, c *Core, x T) (T, bool, error) {
 	if !c.offloads() {
 		return x, false, nil
 	}
+	if n, ok := valueBytes(x); ok && n < c.cfg.ValueObjectBytes {
+		return x, false, nil // no value of it can be large: skip the walk
+	}
 	found := false
 	out, err := mapEngineValues(x, func(v engine.Value) (engine.Value, bool, error) {
 		switch {
@@ -185,4 +188,53 @@ func (s *session) resolveTasks(msgs []server.Outgoing) []server.Outgoing {
 		}()
 	}
 	return out
+}
+
+// valueBytes sums the lengths of the values of the requests that carry
+// them, so that offload skips the walk of a request whose values together
+// are below the threshold (most are). ok is false for any other type: it
+// is walked. A field this misses only keeps a large value in the log, as
+// without value objects; it never loses one.
+func valueBytes(x any) (n int, ok bool) {
+	writes := func(ws []engine.AttributeWrite) (n int) {
+		for _, w := range ws {
+			n += len(w.Value.Data)
+		}
+		return n
+	}
+	publishes := func(ps []engine.Publish) (n int) {
+		for _, p := range ps {
+			n += len(p.Value.Data)
+		}
+		return n
+	}
+	moves := func(ms []engine.Movement) (n int) {
+		for _, m := range ms {
+			n += len(m.Input.Data)
+		}
+		return n
+	}
+	staged := func(s engine.Staged) int { return writes(s.Attributes) + publishes(s.Publishes) }
+	switch c := x.(type) {
+	case engine.StartFlow:
+		return len(c.Input.Data) + writes(c.Attributes), true
+	case engine.SetAttributes:
+		return writes(c.Attributes), true
+	case engine.PublishToChannel:
+		return publishes(c.Messages), true
+	case engine.InvokeRPC:
+		return len(c.Input.Data), true
+	case engine.ExecuteResult:
+		return len(c.Decision.Output.Data) + moves(c.Decision.Movements) + staged(c.Staged), true
+	case engine.RPCResult:
+		return len(c.Output.Data) + moves(c.Movements) + staged(c.Staged), true
+	case engine.WaitForResult:
+		if c.Wait != nil {
+			return 0, false
+		}
+		return staged(c.Staged), true
+	case engine.TaskFailed, engine.StopFlow, engine.SkipTimer:
+		return 0, true
+	}
+	return 0, false
 }
