@@ -33,6 +33,7 @@ import (
 
 	"github.com/dexzd/dexzd/internal/config"
 	"github.com/dexzd/dexzd/internal/diskfull"
+	"github.com/dexzd/dexzd/internal/metrics"
 	"github.com/dexzd/dexzd/internal/node"
 )
 
@@ -145,7 +146,7 @@ func runNode(mode config.Mode, args []string, stderr io.Writer) int {
 		<-ctx.Done()
 		stop() // a second signal kills at once
 	}()
-	err = node.RunLocal(ctx, node.LocalOptions{Mode: mode, Config: cfg, DataDir: *dataDir, Logger: log, Metrics: node.NewMetrics()})
+	err = node.RunLocal(ctx, node.LocalOptions{Mode: mode, Config: cfg, DataDir: *dataDir, Logger: log, Metrics: metrics.New()})
 	code := node.ExitCode(err)
 	logExit(log, err, code)
 	return code
@@ -193,7 +194,7 @@ func runServe(args []string, stderr io.Writer) int {
 		<-ctx.Done()
 		stop() // a second signal kills at once
 	}()
-	err = node.RunServe(ctx, node.ServeOptions{Config: cfg, Logger: log, Metrics: node.NewMetrics()})
+	err = node.RunServe(ctx, node.ServeOptions{Config: cfg, Logger: log, Metrics: metrics.New()})
 	code := node.ExitCode(err)
 	logExit(log, err, code)
 	return code

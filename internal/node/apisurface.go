@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/dexzd/dexzd/internal/config"
+	"github.com/dexzd/dexzd/internal/metrics"
 	"github.com/dexzd/dexzd/internal/server"
 )
 
@@ -219,7 +220,7 @@ func (a *apiSurface) stop() {
 
 // startMetrics serves m on metrics.listen; it returns a stop function. An
 // empty address serves nothing.
-func startMetrics(addr string, m *Metrics, log *slog.Logger) (func(), error) {
+func startMetrics(addr string, m *metrics.Metrics, log *slog.Logger) (func(), error) {
 	if addr == "" || m == nil {
 		return func() {}, nil
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/dexzd/dexzd/internal/config"
 	"github.com/dexzd/dexzd/internal/flowstore"
 	"github.com/dexzd/dexzd/internal/lease"
+	"github.com/dexzd/dexzd/internal/metrics"
 	"github.com/dexzd/dexzd/internal/server"
 	"github.com/dexzd/dexzd/internal/serving"
 	"github.com/dexzd/dexzd/internal/wal"
@@ -45,7 +46,7 @@ type LocalOptions struct {
 	Abandon <-chan struct{}
 	// Metrics, when set, record the process's metrics, served on
 	// metrics.listen if that is set.
-	Metrics *Metrics
+	Metrics *metrics.Metrics
 	// StuckStoreBound replaces DefaultStuckStoreBound (A7) when set;
 	// tests shorten it.
 	StuckStoreBound time.Duration
@@ -161,7 +162,7 @@ func RunLocal(ctx context.Context, o LocalOptions) (err error) {
 	cleanup = append(cleanup, stopMetrics)
 
 	leaseCfg := lease.Config{
-		Store: leaseBlobs(blobs, layout.LeaseKey(), o.Metrics), Key: layout.LeaseKey(), NodeID: cfg.NodeID,
+		Store: o.Metrics.MeterLease(blobs, layout.LeaseKey()), Key: layout.LeaseKey(), NodeID: cfg.NodeID,
 		ProcessID: lease.NewProcessID(), Duration: cfg.Lease.Duration, FailIfHeld: cfg.Lease.FailIfHeld,
 		TakeOverHeld: lock.locked, PollInterval: cfg.Standby.HeldLeasePollInterval, Logger: log,
 	}

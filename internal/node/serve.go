@@ -18,6 +18,7 @@ import (
 	"github.com/dexzd/dexzd/internal/config"
 	"github.com/dexzd/dexzd/internal/flowstore"
 	"github.com/dexzd/dexzd/internal/lease"
+	"github.com/dexzd/dexzd/internal/metrics"
 	"github.com/dexzd/dexzd/internal/wal"
 )
 
@@ -40,8 +41,8 @@ type ServeOptions struct {
 	// starts waiting for the lease as a standby.
 	Standby func(addr net.Addr)
 	// Metrics record the process's metrics, served on metrics.listen if
-	// that is set; nil means NewMetrics().
-	Metrics *Metrics
+	// that is set; nil means metrics.New().
+	Metrics *metrics.Metrics
 	// StuckStoreBound replaces DefaultStuckStoreBound (A7) when set;
 	// tests shorten it.
 	StuckStoreBound time.Duration
@@ -95,7 +96,7 @@ func RunServe(ctx context.Context, o ServeOptions) error {
 	}
 	m := o.Metrics
 	if m == nil {
-		m = NewMetrics()
+		m = metrics.New()
 	}
 	log = log.With("nodeId", cfg.NodeID)
 
@@ -131,7 +132,7 @@ func RunServe(ctx context.Context, o ServeOptions) error {
 	backend := "storage.backend " + cfg.Storage.Backend
 	notServing := func(reason string) {
 		api.current().srv.SetNotServingReason(reason)
-		m.setNotServingReason(reason)
+		m.SetNotServingReason(reason)
 	}
 	notServing(fmt.Sprintf("starting: opening the durable store (%s); retry on the active process", backend))
 	blobs, err = storeWait{layout: layout, log: log, backend: backend, waiting: notServing,
@@ -162,7 +163,7 @@ func RunServe(ctx context.Context, o ServeOptions) error {
 	}
 	l := &lifecycle{cfg: cfg, log: log, blobs: blobs, layout: layout, api: api, metrics: m,
 		leaseCfg: lease.Config{
-			Store: leaseBlobs(blobs, layout.LeaseKey(), m), Key: layout.LeaseKey(), NodeID: cfg.NodeID,
+			Store: m.MeterLease(blobs, layout.LeaseKey()), Key: layout.LeaseKey(), NodeID: cfg.NodeID,
 			ProcessID: lease.NewProcessID(), Duration: cfg.Lease.Duration, FailIfHeld: cfg.Lease.FailIfHeld,
 			PollInterval: cfg.Standby.HeldLeasePollInterval, Logger: log,
 		},

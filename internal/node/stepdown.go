@@ -96,7 +96,7 @@ func (p *leasePeriod) stepDown(log *slog.Logger, req *stepDownRequest, core *ser
 		p.cfg.NodeID, epoch)
 	srv := p.inst.srv
 	srv.SetSteppingDown(msg)
-	p.metrics.setNotServingReason(msg)
+	p.metrics.SetNotServingReason(msg)
 	drain := p.cfg.Lifecycle.AttemptDrainTimeout
 	log.Info("stepping down: draining", "attemptDrainTimeout", drain)
 	core.BeginDrain(server.DrainStepDown, drain, "the server is stepping down")
