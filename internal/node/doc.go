@@ -110,14 +110,15 @@
 //	            newest snapshot, then following goes on from there);
 //	            failed when a restore lost the local store.
 //	            dex.HotStandby is SERVING only while following (H3).
-//	            It reads the lease every heldLeasePollInterval itself
-//	            (lease.Read) and, once it is released or expired
-//	            (Record.AvailableAt: expiry + 1 s, L13), waits a random
-//	            0-50 ms when following, laggingTakeoverDelay otherwise
-//	            (S8), then writes it (lease.TryAcquire). A write lost to
-//	            another process goes back to waiting; any other failure
-//	            before the lease is held is retried after a backoff of 1 s
-//	            doubling to 30 s, following meanwhile (S9). Holding the
+//	            It waits for the lease in lease.Acquire, the one waiting
+//	            loop, with its own policy (hot.go acquire): it reads the
+//	            lease every heldLeasePollInterval and, once it is released
+//	            or expired (Record.AvailableAt: expiry + 1 s, L13), waits a
+//	            random 0-50 ms when following, laggingTakeoverDelay
+//	            otherwise (S8; Config.BeforeWrite), then writes it. A write
+//	            lost to another process goes back to waiting; any other
+//	            failure before the lease is held is retried after a backoff
+//	            of 1 s doubling to 30 s, following meanwhile (S9). Holding the
 //	            lease it stops the follower and hands the open local store
 //	            to the lease period, whose replay covers only what the
 //	            follower had not applied yet.

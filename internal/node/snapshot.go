@@ -6,7 +6,9 @@ package node
 // (G7: every manifest write and every deletion only after a lease check).
 // A local store that is empty, or behind the start of a truncated log, is
 // rebuilt from the newest snapshot (bootstrap) before the replay or the
-// follower goes on from the snapshot's position.
+// follower goes on from the snapshot's position. When one is due, what is
+// kept and where the store lives: doc.go, "Snapshots"; the formats:
+// package wal.
 
 import (
 	"bufio"

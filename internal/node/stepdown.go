@@ -4,7 +4,8 @@ package node
 // lease, the process holds off for standby.stepDownHoldOff (following the
 // log when hot) and then either finds that another process took over, or
 // takes the lease back with a new epoch. The StepDown call that started it
-// answers with the outcome.
+// answers with the outcome. The rules are stated once, in doc.go (the
+// "stepping down" and "hold-off" phases of serve's lifecycle).
 
 import (
 	"context"
