@@ -37,7 +37,7 @@ type WorkerOptions struct {
 	MaxConcurrentTasks int
 	// Logger receives the worker's logs. Default slog.Default().
 	Logger *slog.Logger
-	// Dialer opens connections; default grpc.NewClient without TLS, with
+	// Dialer opens connections; default grpc.NewClient (TLS only with TLS), with
 	// keepalive (KeepaliveTime, UnresponsiveTimeout) and a connect backoff
 	// of 50 ms growing to 500 ms, plus DialOptions.
 	Dialer Dialer
@@ -76,6 +76,12 @@ type WorkerOptions struct {
 	// so that every legal task arrives. Set it only to bound the worker's
 	// memory.
 	MaxTaskBytes int
+
+	// TLS connects over TLS (api.tls); nil connects in plaintext. Token,
+	// when set, is sent as "authorization: Bearer <token>" on every call
+	// (auth.tokensFile). Both apply to the default Dialer (security.go).
+	TLS   *TLSConfig
+	Token TokenSource
 }
 
 // unlimitedTaskBytes is the receive limit of a worker that sets no
@@ -149,7 +155,7 @@ func NewWorker(opts WorkerOptions, flows ...*Flow) (*Worker, error) {
 	if len(opts.Addresses) == 0 && opts.Conn == nil {
 		opts.Addresses = []string{DefaultAddress}
 	}
-	conns, err := newConnSet(opts.Addresses, opts.Conn, opts.Dialer, opts.DialOptions, opts.UnresponsiveTimeout)
+	conns, err := newConnSet(opts.Addresses, opts.Conn, opts.Dialer, opts.DialOptions, opts.UnresponsiveTimeout, opts.TLS, opts.Token)
 	if err != nil {
 		return nil, err
 	}
