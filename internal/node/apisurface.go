@@ -223,7 +223,10 @@ func startMetrics(mc config.Metrics, m *Metrics, log *slog.Logger) (func(), erro
 	if err != nil {
 		return nil, fmt.Errorf("metrics.listen: %w", err)
 	}
-	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second,
+		// Failed handshakes (a plaintext probe of a TLS listener) are
+		// the client's problem: debug lines, not stderr.
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
 	if ts != nil {
 		lis = tls.NewListener(lis, ts.Config("h2", "http/1.1"))
 	}
