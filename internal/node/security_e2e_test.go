@@ -31,8 +31,12 @@ type (
 	Approve struct{ dex.Step[int] }
 )
 
-func (Double) Execute(_ dex.Context, n int) (dex.Decision, error)  { return dex.GracefulComplete(2 * n), nil }
-func (Approve) Execute(_ dex.Context, n int) (dex.Decision, error) { return dex.GracefulComplete(n), nil }
+func (Double) Execute(_ dex.Context, n int) (dex.Decision, error) {
+	return dex.GracefulComplete(2 * n), nil
+}
+func (Approve) Execute(_ dex.Context, n int) (dex.Decision, error) {
+	return dex.GracefulComplete(n), nil
+}
 
 var (
 	orderFlow    = dex.NewFlow("order").Start(Double{})
