@@ -2,9 +2,13 @@ package config
 
 import (
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/dexzd/dexzd/internal/testcerts"
 )
 
 // The configuration shipped in the Kubernetes example must be one the
@@ -26,5 +30,34 @@ func TestKubernetesExampleConfigIsValid(t *testing.T) {
 	}
 	if cfg.Storage.Backend != "s3" || cfg.LocalStore.Dir == "" {
 		t.Fatalf("unexpected example configuration: %+v", cfg)
+	}
+}
+
+// The TLS variant's configuration is one the server accepts in serve
+// mode once its Secrets are mounted (here: real files in their place).
+func TestKubernetesTLSExampleConfigIsValid(t *testing.T) {
+	data, err := os.ReadFile("../../deploy/kubernetes/configmap-tls.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cm struct {
+		Data map[string]string `yaml:"data"`
+	}
+	if err := yaml.Unmarshal(data, &cm); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	ca := testcerts.NewCA(t, "ca")
+	ca.Issue(t, testcerts.Spec{CommonName: "dex-server-zd", Server: true}).Write(t, dir, "tls")
+	tokens := "0123456789abcdef0123456789abcdef client app\n"
+	testcerts.WriteFile(t, filepath.Join(dir, "tokens"), []byte(tokens))
+	testcerts.WriteFile(t, filepath.Join(dir, "metrics-tokens"), []byte(tokens))
+	doc := strings.NewReplacer("/etc/dex-server-zd-tls/", dir+"/", "/etc/dex-server-zd-tokens/", dir+"/").Replace(cm.Data["config.yaml"])
+	cfg, err := Parse([]byte(doc), ModeServe)
+	if err != nil {
+		t.Fatalf("the TLS example configuration is rejected: %v", err)
+	}
+	if !cfg.API.TLS.Enabled() || !cfg.Metrics.TLS.Enabled() || !cfg.AuthEnabled() || cfg.Metrics.TokensFile == "" {
+		t.Fatalf("the TLS example does not turn TLS and tokens on: %+v", cfg)
 	}
 }
