@@ -54,7 +54,8 @@ var (
 	// ErrNoCredentials: the call carries neither a token nor a
 	// certificate, and anonymous callers may not call the method.
 	ErrNoCredentials = errors.New("no credentials")
-	// ErrUnknownToken: the bearer token is in no tokens file.
+	// ErrUnknownToken: the bearer token is in no tokens file (with
+	// Enforce; in open mode such a caller is anonymous).
 	ErrUnknownToken = errors.New("the bearer token is not valid")
 	// ErrMalformedAuthorization: the authorization metadata is not
 	// "Bearer <token>".
@@ -89,6 +90,12 @@ func (a *Authorizer) Authenticate(c Credentials) (Principal, error) {
 			if p, ok := a.opts.Tokens.Lookup(tok); ok {
 				return p, nil
 			}
+		}
+		if !a.opts.Enforce {
+			// Open mode: an unknown token is an anonymous caller, as
+			// before tokens existed; AdminService still refuses it when
+			// an admin credential is set (PERMISSION_DENIED, A9).
+			return Principal{Identity: "anonymous (unknown token)", Grant: a.anonymous}, nil
 		}
 		return Principal{}, ErrUnknownToken
 	}

@@ -23,7 +23,8 @@ import (
 //
 // Both calls need role admin (auth.go): when an admin credential is
 // configured, the metadata "authorization: Bearer <credential>" grants
-// it; without credentials the call answers UNAUTHENTICATED (A9).
+// it; without credentials the call answers UNAUTHENTICATED, with another
+// token PERMISSION_DENIED (A9).
 type adminService struct {
 	dexpb.UnimplementedAdminServiceServer
 	s *Server

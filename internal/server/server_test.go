@@ -207,7 +207,7 @@ func TestAdmin_DescribeStepDownAndCredentials(t *testing.T) {
 		t.Fatalf("no credential = %v", err)
 	}
 	bad := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer wrong")
-	if _, err := admin.Describe(bad, &dexpb.DescribeRequest{}); status.Code(err) != codes.Unauthenticated {
+	if _, err := admin.Describe(bad, &dexpb.DescribeRequest{}); status.Code(err) != codes.PermissionDenied {
 		t.Fatalf("wrong credential = %v", err)
 	}
 	good := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer s3cret")
