@@ -41,9 +41,8 @@ type TLSServer struct {
 	files TLSFiles
 	w     *watched
 
-	mu        sync.RWMutex
-	cur       *tls.Config
-	failedErr string
+	mu  sync.RWMutex
+	cur *tls.Config
 }
 
 // NewTLSServer loads the files; an error names the key and the file.
@@ -84,7 +83,6 @@ func (s *TLSServer) load() error {
 	}
 	s.mu.Lock()
 	s.cur = cfg
-	s.failedErr = ""
 	s.mu.Unlock()
 	s.w.record(st)
 	return nil
@@ -106,19 +104,7 @@ func LoadCertPool(path string) (*x509.CertPool, error) {
 // current re-reads the files when they changed and returns the
 // configuration to use.
 func (s *TLSServer) current() *tls.Config {
-	if s.w.due() {
-		if err := s.load(); err != nil {
-			s.mu.Lock()
-			first := s.failedErr != err.Error()
-			s.failedErr = err.Error()
-			s.mu.Unlock()
-			if first {
-				s.files.Logger.Warn("TLS files not reloaded; the certificate read last stays in use", "key", s.files.Key, "error", err)
-			}
-		} else {
-			s.files.Logger.Info("TLS files reloaded", "key", s.files.Key)
-		}
-	}
+	s.w.refresh(s.files.Logger, s.files.Key, "TLS files", s.load)
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.cur

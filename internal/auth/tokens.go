@@ -89,8 +89,6 @@ type TokenFile struct {
 
 	mu     sync.RWMutex
 	tokens map[tokenKey]tokenEntry
-	// failedErr is the error of the last failed reload, logged once.
-	failedErr string
 }
 
 // OpenTokenFile reads the tokens file at path (named by the configuration
@@ -120,28 +118,9 @@ func (f *TokenFile) load() error {
 	}
 	f.mu.Lock()
 	f.tokens = tokens
-	f.failedErr = ""
 	f.mu.Unlock()
 	f.w.record(st)
 	return nil
-}
-
-// refresh re-reads the file when it changed.
-func (f *TokenFile) refresh() {
-	if !f.w.due() {
-		return
-	}
-	if err := f.load(); err != nil {
-		f.mu.Lock()
-		first := f.failedErr != err.Error()
-		f.failedErr = err.Error()
-		f.mu.Unlock()
-		if first {
-			f.log.Warn("tokens file not reloaded; the tokens read last stay in use", "key", f.key, "error", err)
-		}
-		return
-	}
-	f.log.Info("tokens file reloaded", "key", f.key, "tokens", f.Len())
 }
 
 // Len is the number of tokens.
@@ -154,7 +133,7 @@ func (f *TokenFile) Len() int {
 // Lookup returns the principal of token, after re-reading the file if it
 // changed.
 func (f *TokenFile) Lookup(token string) (Principal, bool) {
-	f.refresh()
+	f.w.refresh(f.log, f.key, "tokens file", f.load)
 	f.mu.RLock()
 	e, ok := f.tokens[keyOf(token)]
 	f.mu.RUnlock()

@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"log/slog"
 	"os"
 	"sync"
 	"time"
@@ -23,6 +24,8 @@ type watched struct {
 	mu      sync.Mutex
 	checked time.Time
 	stamps  []os.FileInfo
+	// failedErr is the error of the last failed reload, logged once.
+	failedErr string
 }
 
 func newWatched(interval time.Duration, now func() time.Time, paths ...string) *watched {
@@ -81,4 +84,27 @@ func (w *watched) record(stamps []os.FileInfo) {
 	w.mu.Lock()
 	w.stamps = stamps
 	w.mu.Unlock()
+}
+
+// refresh runs load when the files are due; a failure keeps what was
+// loaded last and is logged at WARN once per distinct error, a success at
+// INFO. what names the files in the lines ("tokens file").
+func (w *watched) refresh(log *slog.Logger, key, what string, load func() error) {
+	if !w.due() {
+		return
+	}
+	if err := load(); err != nil {
+		w.mu.Lock()
+		first := w.failedErr != err.Error()
+		w.failedErr = err.Error()
+		w.mu.Unlock()
+		if first {
+			log.Warn(what+" not reloaded; the files read last stay in use", "key", key, "error", err)
+		}
+		return
+	}
+	w.mu.Lock()
+	w.failedErr = ""
+	w.mu.Unlock()
+	log.Info(what+" reloaded", "key", key)
 }

@@ -11,10 +11,10 @@ import (
 	"github.com/dexzd/dexzd/internal/testcerts"
 )
 
-// The configuration shipped in the Kubernetes example must be one the
-// server accepts in serve mode: a typo there would fail every pod.
-func TestKubernetesExampleConfigIsValid(t *testing.T) {
-	data, err := os.ReadFile("../../deploy/kubernetes/configmap.yaml")
+// exampleConfig is the config.yaml of a ConfigMap of deploy/kubernetes.
+func exampleConfig(t *testing.T, file string) string {
+	t.Helper()
+	data, err := os.ReadFile("../../deploy/kubernetes/" + file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,7 +24,13 @@ func TestKubernetesExampleConfigIsValid(t *testing.T) {
 	if err := yaml.Unmarshal(data, &cm); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := Parse([]byte(cm.Data["config.yaml"]), ModeServe)
+	return cm.Data["config.yaml"]
+}
+
+// The configuration shipped in the Kubernetes example must be one the
+// server accepts in serve mode: a typo there would fail every pod.
+func TestKubernetesExampleConfigIsValid(t *testing.T) {
+	cfg, err := Parse([]byte(exampleConfig(t, "configmap.yaml")), ModeServe)
 	if err != nil {
 		t.Fatalf("the example configuration is rejected: %v", err)
 	}
@@ -36,23 +42,13 @@ func TestKubernetesExampleConfigIsValid(t *testing.T) {
 // The TLS variant's configuration is one the server accepts in serve
 // mode once its Secrets are mounted (here: real files in their place).
 func TestKubernetesTLSExampleConfigIsValid(t *testing.T) {
-	data, err := os.ReadFile("../../deploy/kubernetes/configmap-tls.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cm struct {
-		Data map[string]string `yaml:"data"`
-	}
-	if err := yaml.Unmarshal(data, &cm); err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
 	ca := testcerts.NewCA(t, "ca")
 	ca.Issue(t, testcerts.Spec{CommonName: "dex-server-zd", Server: true}).Write(t, dir, "tls")
 	tokens := "0123456789abcdef0123456789abcdef client app\n"
 	testcerts.WriteFile(t, filepath.Join(dir, "tokens"), []byte(tokens))
 	testcerts.WriteFile(t, filepath.Join(dir, "metrics-tokens"), []byte(tokens))
-	doc := strings.NewReplacer("/etc/dex-server-zd-tls/", dir+"/", "/etc/dex-server-zd-tokens/", dir+"/").Replace(cm.Data["config.yaml"])
+	doc := strings.NewReplacer("/etc/dex-server-zd-tls/", dir+"/", "/etc/dex-server-zd-tokens/", dir+"/").Replace(exampleConfig(t, "configmap-tls.yaml"))
 	cfg, err := Parse([]byte(doc), ModeServe)
 	if err != nil {
 		t.Fatalf("the TLS example configuration is rejected: %v", err)
