@@ -13,9 +13,10 @@ import (
 
 // registry holds the validated flows a worker serves and runs their tasks.
 type registry struct {
-	flows map[string]*flowDef
-	order []*flowDef
-	log   *slog.Logger
+	flows  map[string]*flowDef
+	order  []*flowDef
+	log    *slog.Logger
+	tracer *tracer // nil: attempts are not traced
 }
 
 func newRegistry(flows []*Flow, log *slog.Logger) (*registry, error) {
@@ -43,7 +44,7 @@ func newRegistry(flows []*Flow, log *slog.Logger) (*registry, error) {
 // run runs one task and returns the message that answers it: a TaskResult,
 // or a TaskFailure with the error's message, type and stack. It never
 // panics; a panicking handler becomes a failure.
-func (r *registry) run(ctx context.Context, t *dexpb.Task) *dexpb.PollWorkerTaskRequest {
+func (r *registry) run(ctx context.Context, t *dexpb.Task) (msg *dexpb.PollWorkerTaskRequest) {
 	token := t.GetTaskToken()
 	f := r.flows[t.GetFlowType()]
 	if f == nil {
@@ -63,6 +64,8 @@ func (r *registry) run(ctx context.Context, t *dexpb.Task) *dexpb.PollWorkerTask
 	if info.RPCName != "" {
 		log = log.With("rpc", info.RPCName)
 	}
+	ctx, log, end := r.tracer.startAttempt(ctx, t, info, log)
+	defer func() { end(msg) }()
 	tc := &taskContext{Context: ctx, info: info, log: log, st: st}
 
 	res := &dexpb.TaskResult{TaskToken: token}

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 
 	"github.com/dexzd/dexzd/internal/config"
@@ -68,11 +69,14 @@ type apiPhase struct {
 // startAPI reads the TLS files, the admin credential and the tokens and serves the first phase on lis
 // (nil: listen on api.listen): a standby phase with standby, else a
 // serving instance, as dev and local start.
-func startAPI(cfg *config.Config, mode config.Mode, log *slog.Logger, lis net.Listener, standby bool) (*apiSurface, error) {
+//
+// tp, when set, traces the API calls (server.Options.TracerProvider).
+func startAPI(cfg *config.Config, mode config.Mode, log *slog.Logger, lis net.Listener, standby bool, tp trace.TracerProvider) (*apiSurface, error) {
 	opts := server.Options{NodeID: cfg.NodeID, MaxPayloadBytes: cfg.Limits.MaxPayloadBytes,
 		MaxRequestBytes: cfg.Limits.MaxRequestBytes, MaxFlowAttributeBytes: cfg.Limits.MaxFlowAttributeBytes,
 		WaitForFlowMax: cfg.Limits.WaitForFlowMax, Logger: log,
-		MaxConcurrentStreams: cfg.Limits.MaxConcurrentStreams, NoReflection: !cfg.API.Reflection}
+		MaxConcurrentStreams: cfg.Limits.MaxConcurrentStreams, NoReflection: !cfg.API.Reflection,
+		TracerProvider: tp}
 	// TLS, the admin credential, tokens and roles (security.go).
 	if err := apiSecurity(cfg, mode, log, &opts); err != nil {
 		return nil, err

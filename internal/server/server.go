@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
@@ -62,6 +63,9 @@ type Options struct {
 	// (api.reflection: false).
 	NoReflection bool
 	Logger       *slog.Logger
+	// TracerProvider, when set, traces every call but the worker stream
+	// and health checks (tracing.go); nil turns tracing off.
+	TracerProvider trace.TracerProvider
 }
 
 // DefaultMaxConcurrentStreams is the default Options.MaxConcurrentStreams.
@@ -183,7 +187,8 @@ func (s *Server) grpcOptions(params keepalive.ServerParameters) []grpc.ServerOpt
 	}
 	// TLS and authorization (auth.go) come before admission.
 	opts = append(opts, s.securityOptions()...)
-	return append(opts, grpc.ChainUnaryInterceptor(s.admit))
+	opts = append(opts, grpc.ChainUnaryInterceptor(s.admit))
+	return append(opts, s.tracingOptions()...)
 }
 
 // Register registers every service on g.
