@@ -50,7 +50,11 @@
 //
 // Everything from the renewal on is one lease period (leasePeriod.run in
 // leaseperiod.go), shared with serve; so is the API surface (startAPI in
-// apisurface.go) and the metrics listener.
+// apisurface.go) and the metrics listener. Both take their TLS and
+// credentials from security.go: api.tls (a plaintext client of a TLS API
+// is told so, server.RefusePlaintext), auth and admin.credentialFile (one
+// auth.Authorizer per process, shared by every phase's server.Server),
+// metrics.tls and metrics.tokensFile.
 //
 // The renewal starts before the recovery, not after it: a recovery can
 // take longer than lease.duration (a snapshot restored from object

@@ -153,13 +153,13 @@ func RunLocal(ctx context.Context, o LocalOptions) (err error) {
 		return err
 	}
 
-	api, err := startAPI(cfg, log, o.Listener, false, o.TracerProvider)
+	api, err := startAPI(cfg, o.Mode, log, o.Listener, false, o.TracerProvider)
 	if err != nil {
 		return err
 	}
 	cleanup = append(cleanup, api.stop)
 	log.Info("listening", "addr", api.lis.Addr().String(), "dataDir", dir, "durability", durability, "leaseDuration", cfg.Lease.Duration)
-	stopMetrics, err := startMetrics(cfg.Metrics.Listen, o.Metrics, log)
+	stopMetrics, err := startMetrics(cfg.Metrics, o.Metrics, log)
 	if err != nil {
 		return err
 	}

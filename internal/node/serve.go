@@ -123,12 +123,12 @@ func RunServe(ctx context.Context, o ServeOptions) error {
 	// The API and the metrics listener open first, so that probes and
 	// callers get answers while the durable store is waited for: /livez
 	// 200, /readyz 503 with the reason, NOT_SERVING, UNAVAILABLE.
-	api, err := startAPI(cfg, log, o.Listener, true, o.TracerProvider)
+	api, err := startAPI(cfg, config.ModeServe, log, o.Listener, true, o.TracerProvider)
 	if err != nil {
 		return err
 	}
 	defer api.stop()
-	stopMetrics, err := startMetrics(cfg.Metrics.Listen, m, log)
+	stopMetrics, err := startMetrics(cfg.Metrics, m, log)
 	if err != nil {
 		return err
 	}
