@@ -29,6 +29,7 @@ type stallProxy struct {
 	upstream string
 	stalled  atomic.Bool
 	delay    atomic.Int64 // nanoseconds each chunk waits before it is forwarded
+	chunks   atomic.Int64 // chunks read from either side, forwarded or not
 
 	mu    sync.Mutex
 	open  int // client connections not yet closed by the client
@@ -81,6 +82,19 @@ func (p *stallProxy) wantNoConns(t *testing.T) {
 	}
 }
 
+// waitForTraffic waits until the proxy has read more than seen chunks:
+// a statement sent after seen was read has reached it.
+func (p *stallProxy) waitForTraffic(t *testing.T, seen int64) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for p.chunks.Load() <= seen {
+		if time.Now().After(deadline) {
+			t.Fatal("the statement did not reach the proxy within 5 s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 func (p *stallProxy) accept() {
 	for {
 		client, err := p.ln.Accept()
@@ -114,6 +128,9 @@ func (p *stallProxy) forward(dst, src net.Conn) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
+		if n > 0 {
+			p.chunks.Add(1)
+		}
 		if d := time.Duration(p.delay.Load()); n > 0 && d > 0 {
 			time.Sleep(d)
 		}
@@ -234,12 +251,12 @@ func TestClose_EndsStatementInFlight(t *testing.T) {
 		err error
 	}
 	inFlight := make(chan result, 1)
+	seen := proxy.chunks.Load()
 	go func() {
 		v, err := s.PutIfAbsent(context.Background(), "batch", []byte("x"))
 		inFlight <- result{v, err}
 	}()
-	// Let the statement reach the proxy.
-	time.Sleep(200 * time.Millisecond)
+	proxy.waitForTraffic(t, seen)
 	select {
 	case r := <-inFlight:
 		t.Fatalf("PutIfAbsent returned during the outage before Close: %q, %v", r.v, r.err)
@@ -275,11 +292,12 @@ func TestClose_LetsStatementInFlightFinish(t *testing.T) {
 		err error
 	}
 	inFlight := make(chan result, 1)
+	seen := proxy.chunks.Load()
 	go func() {
 		v, err := s.PutIfAbsent(context.Background(), "batch", []byte("x"))
 		inFlight <- result{v, err}
 	}()
-	time.Sleep(50 * time.Millisecond) // the statement is on its way
+	proxy.waitForTraffic(t, seen) // the statement is on its way, held 100 ms per hop
 	start := time.Now()
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
