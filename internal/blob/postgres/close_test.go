@@ -161,6 +161,41 @@ func throughProxy(t *testing.T, cfg postgres.Config) (postgres.Config, *stallPro
 	return cfg, p
 }
 
+// openThroughProxy opens a store on a table of its own through a proxy,
+// with n pooled connections that have each run a statement; direct is
+// the configuration without the proxy.
+func openThroughProxy(t *testing.T, n int) (s *postgres.Store, proxy *stallProxy, direct postgres.Config) {
+	t.Helper()
+	direct = testenv.PostgresConfig(t)
+	cfg, proxy := throughProxy(t, direct)
+	s, err := postgres.New(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	warm(t, s, n)
+	return s, proxy, direct
+}
+
+// result is what a call in flight returned.
+type result struct {
+	v   blob.Version
+	err error
+}
+
+// putInFlight sends a PutIfAbsent without a deadline and returns once it
+// has reached the proxy; its result arrives on the channel.
+func putInFlight(t *testing.T, s *postgres.Store, proxy *stallProxy) <-chan result {
+	t.Helper()
+	inFlight := make(chan result, 1)
+	seen := proxy.chunks.Load()
+	go func() {
+		v, err := s.PutIfAbsent(context.Background(), "batch", []byte("x"))
+		inFlight <- result{v, err}
+	}()
+	proxy.waitForTraffic(t, seen)
+	return inFlight
+}
+
 // closeWithin runs s.Close and fails the test unless it returns within
 // bound; it returns how long Close took.
 func closeWithin(t *testing.T, s *postgres.Store, bound time.Duration) time.Duration {
@@ -209,12 +244,7 @@ func warm(t *testing.T, s *postgres.Store, n int) {
 // cancel request and a goodbye nobody answers): Close took 14.6-16.9 s.
 func TestClose_BoundedWhenNoPacketPasses(t *testing.T) {
 	t.Parallel()
-	cfg, proxy := throughProxy(t, testenv.PostgresConfig(t))
-	s, err := postgres.New(t.Context(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	warm(t, s, 4)
+	s, proxy, _ := openThroughProxy(t, 4)
 	proxy.stall()
 	for i := range 3 {
 		ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
@@ -239,24 +269,9 @@ func TestClose_BoundedWhenNoPacketPasses(t *testing.T) {
 // than its bound.
 func TestClose_EndsStatementInFlight(t *testing.T) {
 	t.Parallel()
-	cfg, proxy := throughProxy(t, testenv.PostgresConfig(t))
-	s, err := postgres.New(t.Context(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	warm(t, s, 2)
+	s, proxy, _ := openThroughProxy(t, 2)
 	proxy.stall()
-	type result struct {
-		v   blob.Version
-		err error
-	}
-	inFlight := make(chan result, 1)
-	seen := proxy.chunks.Load()
-	go func() {
-		v, err := s.PutIfAbsent(context.Background(), "batch", []byte("x"))
-		inFlight <- result{v, err}
-	}()
-	proxy.waitForTraffic(t, seen)
+	inFlight := putInFlight(t, s, proxy)
 	select {
 	case r := <-inFlight:
 		t.Fatalf("PutIfAbsent returned during the outage before Close: %q, %v", r.v, r.err)
@@ -279,25 +294,9 @@ func TestClose_EndsStatementInFlight(t *testing.T) {
 // after its grace.
 func TestClose_LetsStatementInFlightFinish(t *testing.T) {
 	t.Parallel()
-	direct := testenv.PostgresConfig(t)
-	cfg, proxy := throughProxy(t, direct)
-	s, err := postgres.New(t.Context(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	warm(t, s, 1)
+	s, proxy, direct := openThroughProxy(t, 1)
 	proxy.setDelay(100 * time.Millisecond) // a few round trips: well within the grace
-	type result struct {
-		v   blob.Version
-		err error
-	}
-	inFlight := make(chan result, 1)
-	seen := proxy.chunks.Load()
-	go func() {
-		v, err := s.PutIfAbsent(context.Background(), "batch", []byte("x"))
-		inFlight <- result{v, err}
-	}()
-	proxy.waitForTraffic(t, seen) // the statement is on its way, held 100 ms per hop
+	inFlight := putInFlight(t, s, proxy)   // on its way, held 100 ms per hop
 	start := time.Now()
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
