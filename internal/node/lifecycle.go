@@ -16,6 +16,7 @@ import (
 	"github.com/dexzd/dexzd/internal/config"
 	"github.com/dexzd/dexzd/internal/flowstore"
 	"github.com/dexzd/dexzd/internal/lease"
+	"github.com/dexzd/dexzd/internal/metrics"
 	"github.com/dexzd/dexzd/internal/server"
 	"github.com/dexzd/dexzd/internal/wal"
 )
@@ -27,7 +28,7 @@ type lifecycle struct {
 	blobs   blob.Store
 	layout  wal.Layout
 	api     *apiSurface
-	metrics *Metrics
+	metrics *metrics.Metrics
 	// leaseCfg acquires the lease; its ProcessID is the process's for its
 	// whole life, so a take-back is by the same holder.
 	leaseCfg lease.Config
@@ -92,7 +93,7 @@ func (l *lifecycle) standby(ctx context.Context, store flowstore.Store) (*lease.
 		if store == nil {
 			var err error
 			if store, err = l.open(l.stateDir); err != nil {
-				l.metrics.setStandbyState(StandbyNotStandby)
+				l.metrics.SetStandbyState(metrics.StandbyNotStandby)
 				return nil, nil, fmt.Errorf("open local store %s: %w", l.stateDir, err)
 			}
 		}
@@ -101,7 +102,7 @@ func (l *lifecycle) standby(ctx context.Context, store flowstore.Store) (*lease.
 			if store != nil {
 				_ = store.Close()
 			}
-			l.metrics.setStandbyState(StandbyNotStandby)
+			l.metrics.SetStandbyState(metrics.StandbyNotStandby)
 			return nil, nil, fmt.Errorf("acquire lease: %w", err)
 		}
 		return holder, store, nil
@@ -111,7 +112,7 @@ func (l *lifecycle) standby(ctx context.Context, store flowstore.Store) (*lease.
 	}
 	holder, err := lease.Acquire(ctx, l.leaseCfg)
 	if err != nil {
-		l.metrics.setStandbyState(StandbyNotStandby)
+		l.metrics.SetStandbyState(metrics.StandbyNotStandby)
 		if errors.Is(err, lease.ErrHeld) {
 			return nil, nil, fmt.Errorf("lease.failIfHeld is set and another process is active: %w", err)
 		}
@@ -131,9 +132,9 @@ func (l *lifecycle) enterStandby() *apiPhase {
 		l.cfg.Standby.Mode, l.cfg.NodeID)
 	ph.srv.SetSteppingDown("")
 	ph.srv.SetNotServingReason(reason)
-	l.metrics.setNotServingReason(reason)
-	l.metrics.setEpoch(0)
-	l.metrics.setStandbyState(StandbyStateCold)
+	l.metrics.SetNotServingReason(reason)
+	l.metrics.SetEpoch(0)
+	l.metrics.SetStandbyState(metrics.StandbyCold)
 	return ph
 }
 
@@ -151,7 +152,7 @@ func (l *lifecycle) follow(ctx context.Context, ph *apiPhase, store flowstore.St
 	hs := newHotStandby(store, l.blobs, l.layout, l.cfg.Standby.HeldLeasePollInterval, l.cfg.Standby.BehindLagThreshold,
 		l.log.With("standbyMode", config.StandbyHot))
 	hs.boot = l.boot
-	l.metrics.setHot(hs)
+	l.metrics.SetHotStandby(hs)
 	ph.srv.SetHotStandby(hs.Hot)
 	fctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
@@ -160,7 +161,7 @@ func (l *lifecycle) follow(ctx context.Context, ph *apiPhase, store flowstore.St
 		cancel()
 		<-done
 		ph.srv.SetHotStandby(nil)
-		l.metrics.setHot(nil)
+		l.metrics.SetHotStandby(nil)
 		return hs.Store()
 	}}
 }
@@ -184,7 +185,9 @@ func (l *lifecycle) followUntilAcquired(ctx context.Context, ph *apiPhase, store
 // holdOff is the process's part of a step down after the release (A5-A8).
 // It enters a standby phase whose Describe and StepDown answer
 // FAILED_PRECONDITION (A8) and whose public calls answer "stepped down",
-// and reads the lease every standby.heldLeasePollInterval:
+// and waits in lease.Acquire with the hold-off's rules in Config.Decide
+// (holdOffPolicy): it reads the lease every standby.heldLeasePollInterval,
+// and
 //
 //   - once another process holds it, the step down answers
 //     takenOverByAnotherProcess and the process goes on as a standby (A7);
@@ -192,15 +195,16 @@ func (l *lifecycle) followUntilAcquired(ctx context.Context, ph *apiPhase, store
 //     closed and the lease still free, it takes the lease back with a new
 //     epoch; the step down answers takenBackByThisProcess once the new
 //     period serves (the caller does that: the request is returned);
-//   - when it cannot tell (the lease unreadable, the take-back write
-//     failing), the step down answers unknown with the reason and the
-//     process goes on as a standby;
+//   - when it cannot tell (the lease unreadable after the hold-off, the
+//     take-back write failing), the step down answers unknown with the
+//     reason and the process goes on as a standby;
 //   - if the old period's local store is still open stuckBound after the
 //     release (a stuck task, A7), the step down answers INTERNAL unless
 //     another process took over, and the process exits 1 without taking
 //     the lease either way.
 //
-// A hot process follows the log during the hold-off (A5).
+// A hot process follows the log during the hold-off (A5), from when the
+// old period's local store has closed.
 func (l *lifecycle) holdOff(ctx context.Context, sd *steppedDown) (*lease.Holder, flowstore.Store, *stepDownRequest,
 	server.StepDownOutcome, error) {
 	holdOff := l.cfg.Standby.StepDownHoldOff
@@ -208,9 +212,9 @@ func (l *lifecycle) holdOff(ctx context.Context, sd *steppedDown) (*lease.Holder
 	log := l.log.With("releasedEpoch", sd.epoch)
 	ph := l.api.enter(true)
 	ph.srv.SetSteppingDown(sd.message)
-	l.metrics.setNotServingReason(sd.message)
-	l.metrics.setEpoch(0)
-	l.metrics.setStandbyState(StandbyStateCold)
+	l.metrics.SetNotServingReason(sd.message)
+	l.metrics.SetEpoch(0)
+	l.metrics.SetStandbyState(metrics.StandbyCold)
 	log.Info("stepped down; holding off before competing for the lease again", "holdOff", holdOff)
 
 	var store flowstore.Store
@@ -229,91 +233,135 @@ func (l *lifecycle) holdOff(ctx context.Context, sd *steppedDown) (*lease.Holder
 		h, st, err := l.standby(ctx, store)
 		return h, st, nil, out, err
 	}
-	closed := false
-	end := sd.releasedAt.Add(holdOff)
-	stuckEnd := sd.releasedAt.Add(l.stuckBound)
-	for {
-		if !closed {
-			select {
-			case <-sd.storeClosed:
-				closed = true
-				if l.hot() {
-					st, err := l.open(l.stateDir)
-					if err != nil {
-						log.Warn("step down: reopening the local store to follow the log failed; holding off without following",
-							"err", err)
-					} else {
-						store = st
-						f = l.follow(ctx, ph, store)
-					}
-				}
-			default:
+	p := &holdOffPolicy{
+		end: sd.releasedAt.Add(holdOff), stuckEnd: sd.releasedAt.Add(l.stuckBound),
+		poll: l.cfg.Standby.HeldLeasePollInterval, storeClosed: sd.storeClosed,
+		onClosed: func() {
+			if !l.hot() {
+				return
 			}
-		}
-		rec, v, err := lease.Current(ctx, l.leaseCfg)
-		if ctx.Err() != nil {
-			out.Holder, out.UnknownDetail = server.HolderUnknown, "the process is shutting down"
-			sd.req.reply(out, nil)
-			stopFollowing()
-			if store != nil {
-				_ = store.Close()
-			}
-			return nil, nil, nil, out, ctx.Err()
-		}
-		now := time.Now()
-		if err == nil && v != "" && rec.Holder != l.leaseCfg.ProcessID && !rec.AvailableAt(now) {
-			out.Holder, out.ActiveEpoch, out.ActiveProcessID = server.TakenOverByAnotherProcess, rec.Epoch, rec.Holder
-			log.Info("step down: another process took over", "holder", rec.Holder, "epoch", rec.Epoch)
-			if !closed {
-				sd.req.reply(out, nil)
-				return nil, nil, nil, out, fmt.Errorf("step down: %w (a task is stuck on it); exiting without taking the lease",
-					ErrStuckStore)
-			}
-			return asStandby()
-		}
-		if closed && !now.Before(end) {
+			st, err := l.open(l.stateDir)
 			if err != nil {
-				out.Holder = server.HolderUnknown
-				out.UnknownDetail = fmt.Sprintf("reading the lease after the hold-off failed: %v", err)
-				log.Warn("step down: " + out.UnknownDetail)
-				return asStandby()
+				log.Warn("step down: reopening the local store to follow the log failed; holding off without following",
+					"err", err)
+				return
 			}
-			h, terr := lease.TryAcquire(ctx, l.leaseCfg, rec, v)
-			switch {
-			case terr == nil:
-				stopFollowing()
-				log.Info("step down: nobody took over during the hold-off; took the lease back", "epoch", h.Epoch())
-				return h, store, sd.req, out, nil
-			case errors.Is(terr, blob.ErrPrecondition) && ctx.Err() == nil:
-				continue // someone else wrote it first: read who
-			case ctx.Err() != nil:
-				continue // answered above
-			}
-			out.Holder = server.HolderUnknown
-			out.UnknownDetail = fmt.Sprintf("taking the lease back after the hold-off failed: %v", terr)
-			log.Warn("step down: " + out.UnknownDetail)
-			return asStandby()
-		}
-		if !closed && !now.Before(stuckEnd) {
-			sd.req.reply(server.StepDownOutcome{}, fmt.Errorf(
-				"%w %s after the release (a task is stuck on it) and no other process took over; this process exits without taking the lease",
-				ErrStuckStore, l.stuckBound))
-			return nil, nil, nil, out, fmt.Errorf("step down: %w after %s; exiting without taking the lease", ErrStuckStore, l.stuckBound)
-		}
-		wait := l.cfg.Standby.HeldLeasePollInterval
-		if closed && end.After(now) {
-			wait = min(wait, end.Sub(now))
-		}
-		var storeClosed <-chan struct{}
-		if !closed {
-			storeClosed = sd.storeClosed
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-storeClosed:
-		case <-ctx.Done():
-		}
-		t.Stop()
+			store = st
+			f = l.follow(ctx, ph, store)
+		},
 	}
+	cfg := l.leaseCfg
+	cfg.FailIfHeld, cfg.TakeOverHeld, cfg.Decide = false, false, p.decide
+	h, err := lease.Acquire(ctx, cfg)
+	if h != nil {
+		stopFollowing()
+		log.Info("step down: nobody took over during the hold-off; took the lease back", "epoch", h.Epoch())
+		return h, store, sd.req, out, nil
+	}
+	if ctx.Err() != nil {
+		out.Holder, out.UnknownDetail = server.HolderUnknown, "the process is shutting down"
+		sd.req.reply(out, nil)
+		stopFollowing()
+		if store != nil {
+			_ = store.Close()
+		}
+		return nil, nil, nil, out, ctx.Err()
+	}
+	var end *holdOffEnd
+	if !errors.As(err, &end) {
+		end = &holdOffEnd{unknown: fmt.Sprintf("waiting for the lease during the hold-off failed: %v", err)}
+	}
+	switch {
+	case end.takenOver != nil:
+		rec := end.takenOver
+		out.Holder, out.ActiveEpoch, out.ActiveProcessID = server.TakenOverByAnotherProcess, rec.Epoch, rec.Holder
+		log.Info("step down: another process took over", "holder", rec.Holder, "epoch", rec.Epoch)
+		if !p.closed {
+			sd.req.reply(out, nil)
+			return nil, nil, nil, out, fmt.Errorf("step down: %w (a task is stuck on it); exiting without taking the lease",
+				ErrStuckStore)
+		}
+		return asStandby()
+	case end.stuck:
+		sd.req.reply(server.StepDownOutcome{}, fmt.Errorf(
+			"%w %s after the release (a task is stuck on it) and no other process took over; this process exits without taking the lease",
+			ErrStuckStore, l.stuckBound))
+		return nil, nil, nil, out, fmt.Errorf("step down: %w after %s; exiting without taking the lease", ErrStuckStore, l.stuckBound)
+	}
+	out.Holder, out.UnknownDetail = server.HolderUnknown, end.unknown
+	log.Warn("step down: " + out.UnknownDetail)
+	return asStandby()
+}
+
+// holdOffPolicy is the hold-off's Config.Decide for lease.Acquire: its
+// rules, applied to each read of the lease (and to a failed take-back
+// write), in this order:
+//
+//  1. a lease another process holds ends the wait (taken over);
+//  2. from end on, with the old period's local store closed, a lease read
+//     is left to Acquire, which takes it back (a write lost to another
+//     process reads again, and rule 1 names the winner); a failed read or
+//     write ends the wait (unknown);
+//  3. from stuckEnd on, with the store still open, the wait ends (stuck);
+//  4. otherwise it waits heldLeasePollInterval, or until end, or until
+//     the store closes, whichever is first, and reads again. A failed
+//     read before end is read again at the next poll.
+type holdOffPolicy struct {
+	end, stuckEnd time.Time
+	poll          time.Duration
+	storeClosed   <-chan struct{}
+	// onClosed runs once, when decide first finds storeClosed closed.
+	onClosed func()
+	closed   bool
+}
+
+// holdOffEnd is how holdOffPolicy ends the wait.
+type holdOffEnd struct {
+	takenOver *lease.Record // another process holds the lease
+	stuck     bool          // the local store is still open at stuckEnd
+	unknown   string        // why it cannot tell who holds the lease
+}
+
+func (e *holdOffEnd) Error() string {
+	switch {
+	case e.takenOver != nil:
+		return fmt.Sprintf("hold-off: process %q holds the lease (epoch %d)", e.takenOver.Holder, e.takenOver.Epoch)
+	case e.stuck:
+		return "hold-off: " + ErrStuckStore.Error()
+	}
+	return "hold-off: " + e.unknown
+}
+
+func (p *holdOffPolicy) decide(o lease.Observation) lease.Decision {
+	if !p.closed {
+		select {
+		case <-p.storeClosed:
+			p.closed = true
+			p.onClosed()
+		default:
+		}
+	}
+	switch {
+	case o.Held:
+		rec := o.Record
+		return lease.Decision{Stop: &holdOffEnd{takenOver: &rec}}
+	case p.closed && !o.At.Before(p.end):
+		switch {
+		case o.Err == nil:
+			return lease.Decision{}
+		case o.Write:
+			return lease.Decision{Stop: &holdOffEnd{unknown: fmt.Sprintf("taking the lease back after the hold-off failed: %v", o.Err)}}
+		}
+		return lease.Decision{Stop: &holdOffEnd{unknown: fmt.Sprintf("reading the lease after the hold-off failed: %v", o.Err)}}
+	case !p.closed && !o.At.Before(p.stuckEnd):
+		return lease.Decision{Stop: &holdOffEnd{stuck: true}}
+	}
+	d := lease.Decision{Wait: p.poll}
+	if p.closed && p.end.After(o.At) {
+		d.Wait = min(d.Wait, p.end.Sub(o.At))
+	}
+	if !p.closed {
+		d.Wake = p.storeClosed
+	}
+	return d
 }
