@@ -62,6 +62,11 @@ type ClientOptions struct {
 	// lease.duration + 1 s, the earliest a standby can take over from a
 	// frozen active.
 	UnresponsiveTimeout time.Duration
+	// Codec, when set, encodes every user value the client sends (inputs,
+	// attributes, channel messages, RPC payloads) and decodes every value
+	// it reads back, for example to encrypt them end to end
+	// (NewAESGCMCodec): the workers need the same codec. See Codec.
+	Codec Codec
 }
 
 // Client calls FlowService: it starts, drives, stops and reads flow
@@ -194,7 +199,7 @@ func (c *Client) call(ctx context.Context, op string, kind idempotency, requestI
 			return giveUp(ctxError(ctx, op, lastErr))
 		}
 		err = c.conns.guard(ctx, e, func(ctx context.Context) error {
-			return fn(ctx, dexpb.NewFlowServiceClient(e.cc))
+			return fn(ctx, dexpb.NewFlowServiceClient(withCodec(e.cc, c.opts.Codec)))
 		})
 		if err == nil {
 			c.confirm(i)

@@ -76,6 +76,14 @@ type WorkerOptions struct {
 	// so that every legal task arrives. Set it only to bound the worker's
 	// memory.
 	MaxTaskBytes int
+	// Codec, when set, decodes every user value of a task before its
+	// handler runs and encodes every value of its result (outputs,
+	// movements' inputs, attribute writes, channel messages, RPC answers),
+	// for example to encrypt them end to end (NewAESGCMCodec): the
+	// clients need the same codec. A value the codec cannot decode fails
+	// the attempt with error type "dex.CodecError". With a codec the
+	// worker declares its value types without an encoding (see Codec).
+	Codec Codec
 }
 
 // unlimitedTaskBytes is the receive limit of a worker that sets no
@@ -146,6 +154,7 @@ func NewWorker(opts WorkerOptions, flows ...*Flow) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
+	reg.codec = opts.Codec
 	if len(opts.Addresses) == 0 && opts.Conn == nil {
 		opts.Addresses = []string{DefaultAddress}
 	}
@@ -161,6 +170,9 @@ func NewWorker(opts WorkerOptions, flows ...*Flow) (*Worker, error) {
 	}
 	for _, f := range reg.order {
 		hello.FlowTypes = append(hello.FlowTypes, f.declaration())
+	}
+	if opts.Codec != nil {
+		declareForCodec(hello)
 	}
 	return &Worker{
 		opts:    opts,
