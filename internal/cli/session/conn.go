@@ -53,6 +53,9 @@ type connSet struct {
 	// address up (the SDK's DefaultUnresponsiveTimeout unless a test
 	// shortens it).
 	unresponsive time.Duration
+	// codec, when set, encodes the values of requests and decodes those
+	// of answers (--codec-key-file).
+	codec dex.Codec
 }
 
 func newConnSet(addrs []string, token string, unresponsive time.Duration) *connSet {
@@ -77,6 +80,9 @@ func (c *connSet) conn(i int) (*grpc.ClientConn, error) {
 	}
 	if c.token != "" {
 		opts = append(opts, grpc.WithPerRPCCredentials(bearerToken(c.token)))
+	}
+	if c.codec != nil {
+		opts = append(opts, grpc.WithChainUnaryInterceptor(dex.CodecInterceptor(c.codec)))
 	}
 	cc, err := grpc.NewClient(c.addrs[i], opts...)
 	if err != nil {
