@@ -127,11 +127,12 @@ func scanHoldsValues(md protoreflect.MessageDescriptor, seen map[protoreflect.Fu
 func fieldError(name string, err error) error {
 	var ce *CodecError
 	if errors.As(err, &ce) {
-		if ce.Field == "" {
+		switch {
+		case ce.Field == "":
 			ce.Field = name
-		} else if ce.Field[0] == '[' {
+		case ce.Field[0] == '[':
 			ce.Field = name + ce.Field
-		} else {
+		default:
 			ce.Field = name + "." + ce.Field
 		}
 	}

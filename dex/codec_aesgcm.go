@@ -98,11 +98,15 @@ func checkKeyID(id string) error {
 		return fmt.Errorf("key ID %q must be 1 to %d bytes", id, maxKeyIDLen)
 	}
 	for _, r := range id {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+		if !keyIDRune(r) {
 			return fmt.Errorf("key ID %q: %q is not a letter, digit, '.', '_' or '-'", id, r)
 		}
 	}
 	return nil
+}
+
+func keyIDRune(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-'
 }
 
 // CurrentKeyID is the ID of the key the codec encrypts with.

@@ -104,13 +104,7 @@ ensure_postgres() {
 	if [[ -n $PG_BIN ]]; then
 		return
 	fi
-	if ! is_root; then
-		die "PostgreSQL server binaries not found under /usr/lib/postgresql/*/bin; install them with: sudo apt-get install -y postgresql"
-	fi
-	log "installing PostgreSQL with apt-get"
-	export DEBIAN_FRONTEND=noninteractive
-	apt-get update -qq >&2 || die "apt-get update failed"
-	apt-get install -y -qq postgresql >&2 || die "apt-get install postgresql failed"
+	apt_install postgresql "PostgreSQL server binaries not found under /usr/lib/postgresql/*/bin"
 	PG_BIN=$(find_pg_bin)
 	[[ -n $PG_BIN ]] || die "PostgreSQL installed, but no initdb and pg_ctl under /usr/lib/postgresql/*/bin"
 }
@@ -119,13 +113,20 @@ ensure_openssl() {
 	if command -v openssl >/dev/null 2>&1; then
 		return
 	fi
+	apt_install openssl "openssl not found"
+}
+
+# apt_install installs the Debian package PKG as root, or dies with WHY and
+# the command to run when not root.
+apt_install() {
+	local pkg=$1 why=$2
 	if ! is_root; then
-		die "openssl not found; install it with: sudo apt-get install -y openssl"
+		die "$why; install it with: sudo apt-get install -y $pkg"
 	fi
-	log "installing openssl with apt-get"
+	log "installing $pkg with apt-get"
 	export DEBIAN_FRONTEND=noninteractive
 	apt-get update -qq >&2 || die "apt-get update failed"
-	apt-get install -y -qq openssl >&2 || die "apt-get install openssl failed"
+	apt-get install -y -qq "$pkg" >&2 || die "apt-get install $pkg failed"
 }
 
 # --- helpers -----------------------------------------------------------------

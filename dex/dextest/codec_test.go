@@ -174,7 +174,7 @@ func TestCodec_ServerStoresOnlyCiphertext(t *testing.T) {
 			t.Errorf("%d encrypted values in %T, want every value:\n%s", n, m, text)
 		}
 	}
-	var pv dex.Value = dexraw.Value(raw.GetAttributes()[0].GetValue())
+	pv := dexraw.Value(raw.GetAttributes()[0].GetValue())
 	if err := pv.Decode(new(string)); err == nil {
 		t.Error("a client without the codec decoded an encrypted value")
 	}
