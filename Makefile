@@ -42,9 +42,10 @@ sim: ## Run the node simulator (internal/sim): SEEDS=N seeds from FIRST (default
 		$(if $(SEED),-seed $(SEED) -repeat $(or $(REPEAT),1),-seeds $(or $(SEEDS),1000) -first $(or $(FIRST),0))
 
 .PHONY: fuzz
-fuzz: ## Fuzz the batch and envelope decoders for FUZZTIME each (default 60s).
+fuzz: ## Fuzz the batch, envelope and AES-GCM value decoders for FUZZTIME each (default 60s).
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $${FUZZTIME:-60s} ./internal/wal
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeEnvelope$$' -fuzztime $${FUZZTIME:-60s} ./internal/serving
+	$(GO) test -run '^$$' -fuzz '^FuzzAESGCMDecode$$' -fuzztime $${FUZZTIME:-60s} ./dex
 
 .PHONY: bench
 bench: ## Run the log append benchmarks on every backend (MinIO and PostgreSQL started here).
