@@ -5,7 +5,7 @@ TOOLS := $(CURDIR)/.tools/bin
 GOLANGCI_LINT_VERSION := v2.15.0
 PKGS := ./...
 # Integration tests must not skip when run through `make test`.
-export DEX_TEST_REQUIRE ?= s3,postgres
+export DEX_TEST_REQUIRE ?= s3,postgres,otelcol
 
 .DEFAULT_GOAL := help
 
@@ -41,6 +41,11 @@ sim: ## Run the node simulator (internal/sim): SEEDS=N seeds from FIRST (default
 	$(GO) test -count=1 -v -timeout 0 -run 'TestSim$$' ./internal/sim \
 		$(if $(SEED),-seed $(SEED) -repeat $(or $(REPEAT),1),-seeds $(or $(SEEDS),1000) -first $(or $(FIRST),0))
 
+CHAOS_FLAGS ?= -chaos.cycles=40 -chaos.storecycles=3 -chaos.phase=10s
+.PHONY: chaos
+chaos: ## Run the chaos tests long (test/chaos: 240 SIGKILL/SIGSTOP cycles, store faults, full disk; CHAOS_FLAGS to change); prints the table.
+	scripts/testenv.sh run -- $(GO) test -count=1 -v -timeout 0 -parallel 3 -run 'TestChaos$$' ./test/chaos $(CHAOS_FLAGS)
+
 .PHONY: fuzz
 fuzz: ## Fuzz the batch, envelope and AES-GCM value decoders for FUZZTIME each (default 60s).
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $${FUZZTIME:-60s} ./internal/wal
@@ -75,5 +80,5 @@ verify: generate ## Fail when generated code, formatting or go.mod are out of da
 	git diff --exit-code
 
 .PHONY: tools
-tools: $(TOOLS)/golangci-lint ## Install the pinned tools (golangci-lint, MinIO) into .tools/bin.
+tools: $(TOOLS)/golangci-lint ## Install the pinned tools (golangci-lint, MinIO, toxiproxy, the test OpenTelemetry Collector) into .tools/bin.
 	scripts/testenv.sh install

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dexzd/dexzd/api/dexpb"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health/grpc_health_v1"
@@ -48,6 +49,15 @@ type ClientOptions struct {
 	// Logger receives the client's logs (failovers). Default
 	// slog.Default().
 	Logger *slog.Logger
+	// TracerProvider, when set, traces every call: a span per call
+	// ("dex.StartFlow" and so on, across its retries and failovers) whose
+	// context goes to the server in the gRPC metadata (W3C traceparent),
+	// so the server's spans, and the spans of the workers that run the
+	// flow's steps, join the caller's trace. With the default Dialer each
+	// attempt is also a gRPC client span (otelgrpc). Nil traces nothing
+	// and costs nothing; pass otel.GetTracerProvider() to use the global
+	// one.
+	TracerProvider trace.TracerProvider
 	// UnresponsiveTimeout bounds how long a call waits on a server that
 	// answers nothing (frozen, hung, or cut off by the network) before the
 	// client leaves it for the next address. An attempt that has had no
@@ -83,9 +93,10 @@ type ClientOptions struct {
 // RESOURCE_EXHAUSTED without RetryInfo (a value or request above a limit)
 // is returned at once. A Client is safe for concurrent use.
 type Client struct {
-	opts  ClientOptions
-	conns *connSet
-	log   *slog.Logger
+	opts   ClientOptions
+	conns  *connSet
+	log    *slog.Logger
+	tracer *tracer // nil: no tracing
 
 	mu        sync.Mutex
 	cur       int       // address calls go to
@@ -116,11 +127,12 @@ func NewClient(opts ClientOptions) (*Client, error) {
 		opts.UnresponsiveTimeout = DefaultUnresponsiveTimeout
 	}
 	opts.RetryBackoff = opts.RetryBackoff.withDefaults(50*time.Millisecond, 500*time.Millisecond)
-	conns, err := newConnSet(opts.Addresses, opts.Conn, opts.Dialer, opts.DialOptions, opts.UnresponsiveTimeout)
+	tr := newTracer(opts.TracerProvider)
+	conns, err := newConnSet(opts.Addresses, opts.Conn, opts.Dialer, tr.dialOptions(opts.DialOptions), opts.UnresponsiveTimeout)
 	if err != nil {
 		return nil, err
 	}
-	return &Client{opts: opts, conns: conns, log: opts.Logger}, nil
+	return &Client{opts: opts, conns: conns, log: opts.Logger, tracer: tr}, nil
 }
 
 // Close closes the connections the client opened.
@@ -146,7 +158,16 @@ const (
 // state (a once call, or one with requestID) and ends without a definitive
 // answer after it was sent returns an *OutcomeUnknownError: a once call at
 // once, a call with a request ID when it gives up.
-func (c *Client) call(ctx context.Context, op string, kind idempotency, requestID string, fn func(ctx context.Context, fc dexpb.FlowServiceClient) error) error {
+//
+// With ClientOptions.TracerProvider set, the call is one span (tracing.go),
+// the parent of its attempts' gRPC spans; flowID, when not empty, names
+// the flow on it.
+func (c *Client) call(ctx context.Context, op, flowID string, kind idempotency, requestID string, fn func(ctx context.Context, fc dexpb.FlowServiceClient) error) (err error) {
+	if c.tracer != nil {
+		var end func(error)
+		ctx, end = c.tracer.startCall(ctx, op, flowID)
+		defer func() { end(err) }()
+	}
 	bo := &backoffState{cfg: c.opts.RetryBackoff}
 	deadline := time.Now().Add(c.opts.RetryTimeout)
 	var lastErr error

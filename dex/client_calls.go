@@ -139,7 +139,7 @@ func (c *Client) StartFlow(ctx context.Context, flow *Flow, flowID string, input
 		return Run{}, fmt.Errorf("dex: StartFlow: %w", err)
 	}
 	var resp *dexpb.StartFlowResponse
-	err = c.call(ctx, "StartFlow", retryable, so.requestID, func(ctx context.Context, fc dexpb.FlowServiceClient) (err error) {
+	err = c.call(ctx, "StartFlow", flowID, retryable, so.requestID, func(ctx context.Context, fc dexpb.FlowServiceClient) (err error) {
 		resp, err = fc.StartFlow(ctx, req)
 		return err
 	})
@@ -193,7 +193,7 @@ func startMovement(d *flowDef, input any, opts *StepOptions) (*dexpb.Movement, e
 func (c *Client) StopFlow(ctx context.Context, flowID string, how StopType, reason string, opts ...CallOption) (FlowStatus, error) {
 	o := applyCall(opts)
 	var resp *dexpb.StopFlowResponse
-	err := c.call(ctx, "StopFlow", once, "", func(ctx context.Context, fc dexpb.FlowServiceClient) (err error) {
+	err := c.call(ctx, "StopFlow", flowID, once, "", func(ctx context.Context, fc dexpb.FlowServiceClient) (err error) {
 		resp, err = fc.StopFlow(ctx, &dexpb.StopFlowRequest{FlowId: flowID, RunId: o.runID, Type: dexpb.StopType(how), Reason: reason})
 		return err
 	})
@@ -232,7 +232,7 @@ func (c *Client) Publish(ctx context.Context, flowID string, msgs []Message, opt
 	if requestID == "" {
 		kind = once
 	}
-	return c.call(ctx, "Publish", kind, requestID, func(ctx context.Context, fc dexpb.FlowServiceClient) error {
+	return c.call(ctx, "Publish", flowID, kind, requestID, func(ctx context.Context, fc dexpb.FlowServiceClient) error {
 		_, err := fc.PublishToChannel(ctx, req)
 		return err
 	})
@@ -272,7 +272,7 @@ func LookupAttribute[T any](ctx context.Context, c *Client, flowID string, a Att
 func (c *Client) GetAttributes(ctx context.Context, flowID string, names []string, opts ...CallOption) (map[string]Value, error) {
 	o := applyCall(opts)
 	var resp *dexpb.GetAttributesResponse
-	err := c.call(ctx, "GetAttributes", retryable, "", func(ctx context.Context, fc dexpb.FlowServiceClient) (err error) {
+	err := c.call(ctx, "GetAttributes", flowID, retryable, "", func(ctx context.Context, fc dexpb.FlowServiceClient) (err error) {
 		resp, err = fc.GetAttributes(ctx, &dexpb.GetAttributesRequest{FlowId: flowID, RunId: o.runID, Names: names})
 		return err
 	})
@@ -297,7 +297,7 @@ func (c *Client) SetAttributes(ctx context.Context, flowID string, vals ...Attri
 	if err != nil {
 		return fmt.Errorf("dex: SetAttributes: %w", err)
 	}
-	return c.call(ctx, "SetAttributes", retryable, "", func(ctx context.Context, fc dexpb.FlowServiceClient) error {
+	return c.call(ctx, "SetAttributes", flowID, retryable, "", func(ctx context.Context, fc dexpb.FlowServiceClient) error {
 		_, err := fc.SetAttributes(ctx, &dexpb.SetAttributesRequest{FlowId: flowID, Attributes: attrs})
 		return err
 	})
@@ -322,7 +322,7 @@ func InvokeRPC[I, O any](ctx context.Context, c *Client, flowID string, r RPC[I,
 		req.Timeout = durationpb.New(time.Until(dl))
 	}
 	var resp *dexpb.InvokeRPCResponse
-	err = c.call(ctx, "InvokeRPC", once, "", func(ctx context.Context, fc dexpb.FlowServiceClient) (err error) {
+	err = c.call(ctx, "InvokeRPC", flowID, once, "", func(ctx context.Context, fc dexpb.FlowServiceClient) (err error) {
 		resp, err = fc.InvokeRPC(ctx, req)
 		return err
 	})
@@ -359,7 +359,7 @@ func (c *Client) SkipTimer(ctx context.Context, flowID, stepExecutionID string, 
 	} else {
 		req.Timer = &dexpb.SkipTimerRequest_TimerIndex{TimerIndex: uint32(timer.index)}
 	}
-	return c.call(ctx, "SkipTimer", once, "", func(ctx context.Context, fc dexpb.FlowServiceClient) error {
+	return c.call(ctx, "SkipTimer", flowID, once, "", func(ctx context.Context, fc dexpb.FlowServiceClient) error {
 		_, err := fc.SkipTimer(ctx, req)
 		return err
 	})
@@ -373,7 +373,7 @@ func (c *Client) WaitForFlow(ctx context.Context, flowID string, opts ...CallOpt
 	o := applyCall(opts)
 	for {
 		var resp *dexpb.WaitForFlowResponse
-		err := c.call(ctx, "WaitForFlow", retryable, "", func(ctx context.Context, fc dexpb.FlowServiceClient) (err error) {
+		err := c.call(ctx, "WaitForFlow", flowID, retryable, "", func(ctx context.Context, fc dexpb.FlowServiceClient) (err error) {
 			resp, err = fc.WaitForFlow(ctx, &dexpb.WaitForFlowRequest{FlowId: flowID, RunId: o.runID})
 			return err
 		})
@@ -394,7 +394,7 @@ func (c *Client) WaitForFlow(ctx context.Context, flowID string, opts ...CallOpt
 func (c *Client) GetFlowSummary(ctx context.Context, flowID string, opts ...CallOption) (*FlowSummary, error) {
 	o := applyCall(opts)
 	var resp *dexpb.GetFlowSummaryResponse
-	err := c.call(ctx, "GetFlowSummary", retryable, "", func(ctx context.Context, fc dexpb.FlowServiceClient) (err error) {
+	err := c.call(ctx, "GetFlowSummary", flowID, retryable, "", func(ctx context.Context, fc dexpb.FlowServiceClient) (err error) {
 		resp, err = fc.GetFlowSummary(ctx, &dexpb.GetFlowSummaryRequest{FlowId: flowID, RunId: o.runID})
 		return err
 	})
@@ -419,7 +419,7 @@ func (c *Client) GetFlowState(ctx context.Context, flowID string, opts ...CallOp
 func (c *Client) flowState(ctx context.Context, flowID string, opts []CallOption) (*dexpb.FlowState, error) {
 	o := applyCall(opts)
 	var resp *dexpb.GetFlowStateResponse
-	err := c.call(ctx, "GetFlowState", retryable, "", func(ctx context.Context, fc dexpb.FlowServiceClient) (err error) {
+	err := c.call(ctx, "GetFlowState", flowID, retryable, "", func(ctx context.Context, fc dexpb.FlowServiceClient) (err error) {
 		resp, err = fc.GetFlowState(ctx, &dexpb.GetFlowStateRequest{FlowId: flowID, RunId: o.runID})
 		return err
 	})
@@ -463,7 +463,7 @@ func (c *Client) GetFlowHistory(ctx context.Context, flowID string, q HistoryQue
 func (c *Client) history(ctx context.Context, flowID string, q HistoryQuery, opts []CallOption) (*dexpb.GetHistoryEventsResponse, error) {
 	o := applyCall(opts)
 	var resp *dexpb.GetHistoryEventsResponse
-	err := c.call(ctx, "GetFlowHistory", retryable, "", func(ctx context.Context, fc dexpb.FlowServiceClient) (err error) {
+	err := c.call(ctx, "GetFlowHistory", flowID, retryable, "", func(ctx context.Context, fc dexpb.FlowServiceClient) (err error) {
 		resp, err = fc.GetHistoryEvents(ctx, &dexpb.GetHistoryEventsRequest{
 			FlowId: flowID, RunId: o.runID, PageSize: uint32(max(q.PageSize, 0)),
 			PageToken: q.PageToken, FirstEventId: q.FirstEventID,
@@ -506,7 +506,7 @@ func (c *Client) ListFlows(ctx context.Context, q FlowQuery) (*FlowPage, error) 
 		req.StartTimeTo = timestamppb.New(q.StartedTo)
 	}
 	var resp *dexpb.ListFlowsResponse
-	err := c.call(ctx, "ListFlows", retryable, "", func(ctx context.Context, fc dexpb.FlowServiceClient) (err error) {
+	err := c.call(ctx, "ListFlows", "", retryable, "", func(ctx context.Context, fc dexpb.FlowServiceClient) (err error) {
 		resp, err = fc.ListFlows(ctx, req)
 		return err
 	})

@@ -21,12 +21,17 @@ func TestMain(m *testing.M) {
 const rawhook = "github.com/dexzd/dexzd/dex/internal/rawhook"
 
 // allowedImport reports whether the SDK may import path: the generated API,
-// gRPC, protobuf and the standard library only (and its own rawhook).
+// gRPC, protobuf, the OpenTelemetry API and its gRPC instrumentation, and
+// the standard library only (and its own rawhook). The OpenTelemetry SDK
+// and exporters are the application's choice, never the SDK's.
 func allowedImport(path string) bool {
 	switch {
 	case path == "github.com/dexzd/dexzd/api/dexpb", path == rawhook,
 		path == "google.golang.org/grpc", strings.HasPrefix(path, "google.golang.org/grpc/"),
-		path == "google.golang.org/protobuf", strings.HasPrefix(path, "google.golang.org/protobuf/"):
+		path == "google.golang.org/protobuf", strings.HasPrefix(path, "google.golang.org/protobuf/"),
+		path == "go.opentelemetry.io/otel/attribute", path == "go.opentelemetry.io/otel/codes",
+		path == "go.opentelemetry.io/otel/propagation", path == "go.opentelemetry.io/otel/trace",
+		path == "go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc":
 		return true
 	}
 	// The standard library has no dot in its first path element.
@@ -34,9 +39,9 @@ func allowedImport(path string) bool {
 	return !strings.Contains(first, ".")
 }
 
-// TestSDK_ImportsOnlyTheAPIGRPCAndProtobuf keeps the SDK independent of the
+// TestSDK_ImportsOnlyTheAPIGRPCProtobufAndOTelAPI keeps the SDK independent of the
 // server: its non-test files import nothing else.
-func TestSDK_ImportsOnlyTheAPIGRPCAndProtobuf(t *testing.T) {
+func TestSDK_ImportsOnlyTheAPIGRPCProtobufAndOTelAPI(t *testing.T) {
 	t.Parallel()
 	files, err := filepath.Glob("*.go")
 	if err != nil {
@@ -56,7 +61,7 @@ func TestSDK_ImportsOnlyTheAPIGRPCAndProtobuf(t *testing.T) {
 		for _, imp := range f.Imports {
 			path := strings.Trim(imp.Path.Value, `"`)
 			if !allowedImport(path) {
-				t.Errorf("%s imports %s; the SDK may import only api/dexpb, gRPC, protobuf and the standard library", name, path)
+				t.Errorf("%s imports %s; the SDK may import only api/dexpb, gRPC, protobuf, the OpenTelemetry API, otelgrpc and the standard library", name, path)
 			}
 		}
 	}
@@ -80,6 +85,9 @@ func TestSDK_DependsOnNoInternalPackage(t *testing.T) {
 		t.Fatalf("go list: %v\n%s", err, out)
 	}
 	for _, dep := range strings.Fields(string(out)) {
+		if strings.HasPrefix(dep, "go.opentelemetry.io/otel/sdk") || strings.HasPrefix(dep, "go.opentelemetry.io/otel/exporters") {
+			t.Errorf("the SDK depends on %s; the OpenTelemetry SDK is the application's to choose", dep)
+		}
 		if strings.HasPrefix(dep, "github.com/dexzd/dexzd/") && dep != "github.com/dexzd/dexzd/dex" && dep != "github.com/dexzd/dexzd/api/dexpb" && dep != rawhook {
 			t.Errorf("the SDK depends on %s", dep)
 		}

@@ -13,10 +13,11 @@ import (
 
 // registry holds the validated flows a worker serves and runs their tasks.
 type registry struct {
-	flows map[string]*flowDef
-	order []*flowDef
-	log   *slog.Logger
-	codec Codec // nil: values as they are (codecRun)
+	flows  map[string]*flowDef
+	order  []*flowDef
+	log    *slog.Logger
+	tracer *tracer // nil: attempts are not traced
+	codec  Codec   // nil: values as they are (codecRun)
 }
 
 func newRegistry(flows []*Flow, log *slog.Logger) (*registry, error) {
@@ -53,7 +54,7 @@ func (r *registry) run(ctx context.Context, t *dexpb.Task) *dexpb.PollWorkerTask
 }
 
 // handle runs one task whose values are decoded.
-func (r *registry) handle(ctx context.Context, t *dexpb.Task) *dexpb.PollWorkerTaskRequest {
+func (r *registry) handle(ctx context.Context, t *dexpb.Task) (msg *dexpb.PollWorkerTaskRequest) {
 	token := t.GetTaskToken()
 	f := r.flows[t.GetFlowType()]
 	if f == nil {
@@ -73,6 +74,8 @@ func (r *registry) handle(ctx context.Context, t *dexpb.Task) *dexpb.PollWorkerT
 	if info.RPCName != "" {
 		log = log.With("rpc", info.RPCName)
 	}
+	ctx, log, end := r.tracer.startAttempt(ctx, t, info, log)
+	defer func() { end(msg) }()
 	tc := &taskContext{Context: ctx, info: info, log: log, st: st}
 
 	res := &dexpb.TaskResult{TaskToken: token}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dexzd/dexzd/api/dexpb"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -76,6 +77,13 @@ type WorkerOptions struct {
 	// so that every legal task arrives. Set it only to bound the worker's
 	// memory.
 	MaxTaskBytes int
+	// TracerProvider, when set, traces every attempt: a span
+	// "dex.<Kind> <step or RPC>" (dex.Execute Charge) with the flow ID,
+	// step execution, attempt and outcome, the child of the flow's start
+	// when the task carries its trace context (package doc: Tracing). The
+	// handler's Context carries the span. Nil traces nothing; pass
+	// otel.GetTracerProvider() to use the global one.
+	TracerProvider trace.TracerProvider
 	// Codec, when set, decodes every user value of a task before its
 	// handler runs and encodes every value of its result (outputs,
 	// movements' inputs, attribute writes, channel messages, RPC answers),
@@ -154,6 +162,7 @@ func NewWorker(opts WorkerOptions, flows ...*Flow) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
+	reg.tracer = newTracer(opts.TracerProvider)
 	reg.codec = opts.Codec
 	if len(opts.Addresses) == 0 && opts.Conn == nil {
 		opts.Addresses = []string{DefaultAddress}

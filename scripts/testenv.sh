@@ -1,30 +1,43 @@
 #!/usr/bin/env bash
 # testenv.sh gives tests real services: a MinIO server and a PostgreSQL
 # server on free loopback ports, in a temporary directory that is removed
-# afterwards.
+# afterwards, and an OpenTelemetry Collector binary that tests start
+# themselves as their OTLP receiver.
 #
 #   scripts/testenv.sh run -- CMD ARGS...   start both, run CMD, stop both
-#   scripts/testenv.sh install              install the pinned MinIO only
+#   scripts/testenv.sh install              install the pinned MinIO, toxiproxy and Collector only
 #
 # CMD sees DEX_TEST_S3_ENDPOINT, DEX_TEST_S3_BUCKET, AWS_ACCESS_KEY_ID,
-# AWS_SECRET_ACCESS_KEY, AWS_REGION and DEX_TEST_POSTGRES_DSN. The bucket is
-# created by the tests' helper (internal/testenv) at first use. The script
-# exits with CMD's status.
+# AWS_SECRET_ACCESS_KEY, AWS_REGION, DEX_TEST_POSTGRES_DSN and
+# DEX_TEST_OTELCOL (the Collector's path). The bucket is created by the
+# tests' helper (internal/testenv) at first use. The chaos tests
+# (test/chaos), which start, kill and restart services of their own, also
+# see DEX_TEST_MINIO_BIN, DEX_TEST_TOXIPROXY_BIN and DEX_TEST_PG_BIN (the
+# PostgreSQL bin directory). The script exits with CMD's status.
 #
 # PostgreSQL also serves TLS (ssl = on), with a server certificate for
 # 127.0.0.1 and localhost issued by a CA made for this run with openssl:
 # DEX_TEST_POSTGRES_CA_FILE is that CA's certificate, for sslmode=verify-full.
-# DEX_TEST_MINIO_BIN is the MinIO binary, for tests that start a MinIO of
-# their own (over HTTPS, with a certificate they make).
+# DEX_TEST_MINIO_BIN also serves tests that start a MinIO of their own over
+# HTTPS, with a certificate they make.
 #
-# MinIO is built with `go install` into .tools/bin at the version pinned
-# below. PostgreSQL comes from Debian (/usr/lib/postgresql/N/bin); as root the
-# script installs it with apt-get when it is missing and runs it as the
-# postgres user, since initdb refuses to run as root.
+# MinIO and toxiproxy are built with `go install` into .tools/bin at the
+# versions pinned below. The Collector is the OpenTelemetry Collector
+# Builder's build of the core OTLP receiver and debug exporter only (the
+# smallest Collector that receives OTLP and shows what it got), at the
+# pinned version: the builder is installed with `go install`, then builds
+# it into .tools/bin/otelcol-dex. Each is built once and kept, with a stamp
+# of its version. PostgreSQL comes from Debian (/usr/lib/postgresql/N/bin);
+# as root the script installs it with apt-get when it is missing and runs
+# it as the postgres user, since initdb refuses to run as root.
 set -euo pipefail
 
 readonly MINIO_MODULE=github.com/minio/minio
 readonly MINIO_VERSION=v0.0.0-20260212201848-7aac2a2c5b7c
+readonly OTELCOL_VERSION=v0.165.0
+readonly OTELCOL_BUILDER_MODULE=go.opentelemetry.io/collector/cmd/builder
+readonly TOXIPROXY_MODULE=github.com/Shopify/toxiproxy/v2
+readonly TOXIPROXY_VERSION=v2.12.0
 readonly WAIT_SECONDS=60
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -32,6 +45,10 @@ readonly REPO
 readonly TOOLS="$REPO/.tools/bin"
 readonly MINIO="$TOOLS/minio"
 readonly MINIO_STAMP="$TOOLS/minio.version"
+readonly OTELCOL="$TOOLS/otelcol-dex"
+readonly OTELCOL_STAMP="$TOOLS/otelcol-dex.version"
+readonly TOXIPROXY="$TOOLS/toxiproxy-server"
+readonly TOXIPROXY_STAMP="$TOOLS/toxiproxy.version"
 
 log() { printf 'testenv: %s\n' "$*" >&2; }
 die() {
@@ -54,37 +71,101 @@ find_go() {
 	elif [[ -x /usr/local/go/bin/go ]]; then
 		echo /usr/local/go/bin/go
 	else
-		die "go not found on PATH or at /usr/local/go/bin/go; it is needed to build MinIO"
+		die "go not found on PATH or at /usr/local/go/bin/go; it is needed to build MinIO and toxiproxy"
 	fi
 }
 
-minio_installed() {
-	[[ -x $MINIO && -f $MINIO_STAMP && $(<"$MINIO_STAMP") == "$MINIO_VERSION" ]]
+# tool_installed BIN STAMP VERSION reports whether BIN is there at VERSION.
+tool_installed() {
+	[[ -x $1 && -f $2 && $(<"$2") == "$3" ]]
 }
 
-install_minio() {
-	if minio_installed; then
+# install_tool NAME PACKAGE VERSION BIN STAMP builds PACKAGE@VERSION with go
+# install, outside the repo so that its go.mod and GOFLAGS play no part, and
+# installs the command (which go install names after the package's last
+# element) as BIN; STAMP records VERSION. Runs started side by side install
+# once.
+install_tool() {
+	local name=$1 pkg=$2 version=$3 bin=$4 stamp=$5
+	if tool_installed "$bin" "$stamp" "$version"; then
 		return
 	fi
 	mkdir -p "$TOOLS"
-	# Runs started side by side install once.
 	if command -v flock >/dev/null 2>&1; then
-		exec 9>"$TOOLS/.minio.lock"
+		exec 9>"$TOOLS/.$name.lock"
 		flock 9
-		if minio_installed; then
+		if tool_installed "$bin" "$stamp" "$version"; then
 			exec 9>&-
 			return
 		fi
 	fi
-	local go
+	local go gobin
 	go=$(find_go)
-	log "installing MinIO $MINIO_VERSION into $TOOLS (a few minutes the first time)"
-	rm -f "$MINIO_STAMP" "$MINIO"
-	# Build outside the repo so that its go.mod and GOFLAGS play no part.
-	(cd / && GOBIN="$TOOLS" GOFLAGS=-buildvcs=false "$go" install "$MINIO_MODULE@$MINIO_VERSION") ||
-		die "go install $MINIO_MODULE@$MINIO_VERSION failed"
-	echo "$MINIO_VERSION" >"$MINIO_STAMP"
+	log "installing $name $version into $TOOLS (a few minutes the first time)"
+	rm -f "$stamp" "$bin"
+	gobin=$(mktemp -d "$TOOLS/.build.XXXXXX")
+	if ! (cd / && GOBIN="$gobin" GOFLAGS=-buildvcs=false "$go" install "$pkg@$version"); then
+		rm -rf "$gobin"
+		die "go install $pkg@$version failed"
+	fi
+	mv "$gobin/${pkg##*/}" "$bin"
+	rm -rf "$gobin"
+	echo "$version" >"$stamp"
 	exec 9>&-
+}
+
+otelcol_installed() {
+	[[ -x $OTELCOL && -f $OTELCOL_STAMP && $(<"$OTELCOL_STAMP") == "$OTELCOL_VERSION" ]]
+}
+
+# install_otelcol builds the test Collector: the builder at the pinned
+# version, then, from a manifest naming the core OTLP receiver and debug
+# exporter at the same version, the Collector itself.
+install_otelcol() {
+	if otelcol_installed; then
+		return
+	fi
+	mkdir -p "$TOOLS"
+	if command -v flock >/dev/null 2>&1; then
+		exec 8>"$TOOLS/.otelcol.lock"
+		flock 8
+		if otelcol_installed; then
+			exec 8>&-
+			return
+		fi
+	fi
+	local go build
+	go=$(find_go)
+	log "installing the OpenTelemetry Collector $OTELCOL_VERSION (OTLP receiver, debug exporter) into $TOOLS (a few minutes the first time)"
+	rm -f "$OTELCOL_STAMP" "$OTELCOL"
+	build=$(mktemp -d "${TMPDIR:-/tmp}/dex-otelcol.XXXXXX")
+	(cd / && GOBIN="$build/bin" GOFLAGS=-buildvcs=false "$go" install "$OTELCOL_BUILDER_MODULE@$OTELCOL_VERSION") ||
+		die "go install $OTELCOL_BUILDER_MODULE@$OTELCOL_VERSION failed"
+	cat >"$build/manifest.yaml" <<MANIFEST
+dist:
+  name: otelcol-dex
+  description: OTLP receiver for the Dex-ZD tests
+  output_path: $build/dist
+receivers:
+  - gomod: go.opentelemetry.io/collector/receiver/otlpreceiver $OTELCOL_VERSION
+exporters:
+  - gomod: go.opentelemetry.io/collector/exporter/debugexporter $OTELCOL_VERSION
+MANIFEST
+	(cd "$build" && GOFLAGS=-buildvcs=false "$build/bin/builder" --config "$build/manifest.yaml" >"$build/builder.log" 2>&1) || {
+		tail -n 40 "$build/builder.log" >&2
+		die "building the Collector failed"
+	}
+	cp "$build/dist/otelcol-dex" "$OTELCOL"
+	rm -rf "$build"
+	echo "$OTELCOL_VERSION" >"$OTELCOL_STAMP"
+	exec 8>&-
+}
+
+install_minio() { install_tool minio "$MINIO_MODULE" "$MINIO_VERSION" "$MINIO" "$MINIO_STAMP"; }
+
+# toxiproxy's server is its cmd/server, installed as toxiproxy-server.
+install_toxiproxy() {
+	install_tool toxiproxy "$TOXIPROXY_MODULE/cmd/server" "$TOXIPROXY_VERSION" "$TOXIPROXY" "$TOXIPROXY_STAMP"
 }
 
 # find_pg_bin prints the bin directory of the newest PostgreSQL under
@@ -345,6 +426,8 @@ cleanup() {
 run() {
 	[[ $# -gt 0 ]] || usage
 	install_minio
+	install_otelcol
+	install_toxiproxy
 	ensure_postgres
 	ensure_openssl
 
@@ -370,7 +453,10 @@ run() {
 	unset AWS_SESSION_TOKEN AWS_PROFILE AWS_DEFAULT_PROFILE AWS_ENDPOINT_URL AWS_ENDPOINT_URL_S3
 	export DEX_TEST_POSTGRES_DSN="postgres://postgres:$PG_PASSWORD@127.0.0.1:$PG_PORT/postgres?sslmode=disable"
 	export DEX_TEST_POSTGRES_CA_FILE=$PG_CA_FILE
+	export DEX_TEST_OTELCOL=$OTELCOL
 	export DEX_TEST_MINIO_BIN=$MINIO
+	export DEX_TEST_TOXIPROXY_BIN=$TOXIPROXY
+	export DEX_TEST_PG_BIN=$PG_BIN
 
 	# CMD runs in the background so that a signal reaches the trap at once;
 	# it keeps this script's standard input.
@@ -390,7 +476,10 @@ main() {
 	install)
 		[[ $# -eq 0 ]] || usage
 		install_minio
-		log "MinIO $MINIO_VERSION is at $MINIO"
+		install_toxiproxy
+		log "MinIO $MINIO_VERSION is at $MINIO, toxiproxy $TOXIPROXY_VERSION at $TOXIPROXY"
+		install_otelcol
+		log "the OpenTelemetry Collector $OTELCOL_VERSION is at $OTELCOL"
 		;;
 	run)
 		[[ ${1:-} == -- ]] && shift

@@ -1158,7 +1158,15 @@ type Task struct {
 	// whether a failure is the last one: a failure at time t is final when
 	// t plus this delay (or the failure's retry_after) is after
 	// retry_deadline.
-	RetryDelay    *durationpb.Duration `protobuf:"bytes,20,opt,name=retry_delay,json=retryDelay,proto3" json:"retry_delay,omitempty"`
+	RetryDelay *durationpb.Duration `protobuf:"bytes,20,opt,name=retry_delay,json=retryDelay,proto3" json:"retry_delay,omitempty"`
+	// TraceContext is the trace context of the flow's start (for an RPC:
+	// of the InvokeRPC call) as W3C Trace Context carrier keys
+	// ("traceparent", and "tracestate" when there is one), present only
+	// when that call was traced. A worker that traces starts its attempt's
+	// span as a child of it, so the flow's steps join the start's trace;
+	// it is kept with the run, so tasks built after a restart or a takeover
+	// carry it too. Empty for an untraced flow.
+	TraceContext  map[string]string `protobuf:"bytes,21,rep,name=trace_context,json=traceContext,proto3" json:"trace_context,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1329,6 +1337,13 @@ func (x *Task) GetRetryDeadline() *timestamppb.Timestamp {
 func (x *Task) GetRetryDelay() *durationpb.Duration {
 	if x != nil {
 		return x.RetryDelay
+	}
+	return nil
+}
+
+func (x *Task) GetTraceContext() map[string]string {
+	if x != nil {
+		return x.TraceContext
 	}
 	return nil
 }
@@ -2048,7 +2063,7 @@ const file_dex_worker_proto_rawDesc = "" +
 	"\x12heartbeat_interval\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\x12>\n" +
 	"\rping_interval\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\fpingInterval\x12*\n" +
 	"\x11max_message_bytes\x18\x06 \x01(\rR\x0fmaxMessageBytes\x12$\n" +
-	"\x0emax_task_bytes\x18\a \x01(\rR\fmaxTaskBytes\"\xdf\a\n" +
+	"\x0emax_task_bytes\x18\a \x01(\rR\fmaxTaskBytes\"\xe2\b\n" +
 	"\x04Task\x12!\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\r.dex.TaskKindR\x04kind\x12\x1d\n" +
 	"\n" +
@@ -2074,10 +2089,14 @@ const file_dex_worker_proto_rawDesc = "" +
 	"\fmax_attempts\x18\x12 \x01(\rR\vmaxAttempts\x12A\n" +
 	"\x0eretry_deadline\x18\x13 \x01(\v2\x1a.google.protobuf.TimestampR\rretryDeadline\x12:\n" +
 	"\vretry_delay\x18\x14 \x01(\v2\x19.google.protobuf.DurationR\n" +
-	"retryDelay\x1aD\n" +
+	"retryDelay\x12@\n" +
+	"\rtrace_context\x18\x15 \x03(\v2\x1b.dex.Task.TraceContextEntryR\ftraceContext\x1aD\n" +
 	"\x16ChannelQueueSizesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\rR\x05value:\x028\x01\"\xe5\x01\n" +
+	"\x05value\x18\x02 \x01(\rR\x05value:\x028\x01\x1a?\n" +
+	"\x11TraceContextEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe5\x01\n" +
 	"\n" +
 	"TaskResult\x12\x1d\n" +
 	"\n" +
@@ -2156,7 +2175,7 @@ func file_dex_worker_proto_rawDescGZIP() []byte {
 }
 
 var file_dex_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_dex_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_dex_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_dex_worker_proto_goTypes = []any{
 	(JsonKind)(0),                  // 0: dex.JsonKind
 	(TaskAckStatus)(0),             // 1: dex.TaskAckStatus
@@ -2184,18 +2203,19 @@ var file_dex_worker_proto_goTypes = []any{
 	nil,                            // 23: dex.FlowTypeDeclaration.ChannelTypesEntry
 	nil,                            // 24: dex.JsonShape.FieldsEntry
 	nil,                            // 25: dex.Task.ChannelQueueSizesEntry
-	(*StepOptions)(nil),            // 26: dex.StepOptions
-	(*durationpb.Duration)(nil),    // 27: google.protobuf.Duration
-	(TaskKind)(0),                  // 28: dex.TaskKind
-	(*timestamppb.Timestamp)(nil),  // 29: google.protobuf.Timestamp
-	(*EncodedValue)(nil),           // 30: dex.EncodedValue
-	(*Attribute)(nil),              // 31: dex.Attribute
-	(*ConditionResults)(nil),       // 32: dex.ConditionResults
-	(*AttemptFailure)(nil),         // 33: dex.AttemptFailure
-	(*StagedWrites)(nil),           // 34: dex.StagedWrites
-	(*Wait)(nil),                   // 35: dex.Wait
-	(*StepDecision)(nil),           // 36: dex.StepDecision
-	(*Movement)(nil),               // 37: dex.Movement
+	nil,                            // 26: dex.Task.TraceContextEntry
+	(*StepOptions)(nil),            // 27: dex.StepOptions
+	(*durationpb.Duration)(nil),    // 28: google.protobuf.Duration
+	(TaskKind)(0),                  // 29: dex.TaskKind
+	(*timestamppb.Timestamp)(nil),  // 30: google.protobuf.Timestamp
+	(*EncodedValue)(nil),           // 31: dex.EncodedValue
+	(*Attribute)(nil),              // 32: dex.Attribute
+	(*ConditionResults)(nil),       // 33: dex.ConditionResults
+	(*AttemptFailure)(nil),         // 34: dex.AttemptFailure
+	(*StagedWrites)(nil),           // 35: dex.StagedWrites
+	(*Wait)(nil),                   // 36: dex.Wait
+	(*StepDecision)(nil),           // 37: dex.StepDecision
+	(*Movement)(nil),               // 38: dex.Movement
 }
 var file_dex_worker_proto_depIdxs = []int32{
 	5,  // 0: dex.PollWorkerTaskRequest.hello:type_name -> dex.Hello
@@ -2210,49 +2230,50 @@ var file_dex_worker_proto_depIdxs = []int32{
 	21, // 9: dex.PollWorkerTaskResponse.drain:type_name -> dex.Drain
 	6,  // 10: dex.Hello.flow_types:type_name -> dex.FlowTypeDeclaration
 	9,  // 11: dex.FlowTypeDeclaration.steps:type_name -> dex.StepDeclaration
-	26, // 12: dex.FlowTypeDeclaration.default_step_options:type_name -> dex.StepOptions
+	27, // 12: dex.FlowTypeDeclaration.default_step_options:type_name -> dex.StepOptions
 	22, // 13: dex.FlowTypeDeclaration.attribute_types:type_name -> dex.FlowTypeDeclaration.AttributeTypesEntry
 	23, // 14: dex.FlowTypeDeclaration.channel_types:type_name -> dex.FlowTypeDeclaration.ChannelTypesEntry
 	8,  // 15: dex.ValueType.json_shape:type_name -> dex.JsonShape
 	0,  // 16: dex.JsonShape.kind:type_name -> dex.JsonKind
 	8,  // 17: dex.JsonShape.elements:type_name -> dex.JsonShape
 	24, // 18: dex.JsonShape.fields:type_name -> dex.JsonShape.FieldsEntry
-	26, // 19: dex.StepDeclaration.options:type_name -> dex.StepOptions
+	27, // 19: dex.StepDeclaration.options:type_name -> dex.StepOptions
 	7,  // 20: dex.StepDeclaration.input_type:type_name -> dex.ValueType
-	27, // 21: dex.Welcome.heartbeat_interval:type_name -> google.protobuf.Duration
-	27, // 22: dex.Welcome.ping_interval:type_name -> google.protobuf.Duration
-	28, // 23: dex.Task.kind:type_name -> dex.TaskKind
-	29, // 24: dex.Task.first_attempt_time:type_name -> google.protobuf.Timestamp
-	27, // 25: dex.Task.attempt_timeout:type_name -> google.protobuf.Duration
-	30, // 26: dex.Task.input:type_name -> dex.EncodedValue
-	31, // 27: dex.Task.attributes:type_name -> dex.Attribute
-	32, // 28: dex.Task.condition_results:type_name -> dex.ConditionResults
-	33, // 29: dex.Task.wait_for_failure:type_name -> dex.AttemptFailure
+	28, // 21: dex.Welcome.heartbeat_interval:type_name -> google.protobuf.Duration
+	28, // 22: dex.Welcome.ping_interval:type_name -> google.protobuf.Duration
+	29, // 23: dex.Task.kind:type_name -> dex.TaskKind
+	30, // 24: dex.Task.first_attempt_time:type_name -> google.protobuf.Timestamp
+	28, // 25: dex.Task.attempt_timeout:type_name -> google.protobuf.Duration
+	31, // 26: dex.Task.input:type_name -> dex.EncodedValue
+	32, // 27: dex.Task.attributes:type_name -> dex.Attribute
+	33, // 28: dex.Task.condition_results:type_name -> dex.ConditionResults
+	34, // 29: dex.Task.wait_for_failure:type_name -> dex.AttemptFailure
 	25, // 30: dex.Task.channel_queue_sizes:type_name -> dex.Task.ChannelQueueSizesEntry
-	29, // 31: dex.Task.retry_deadline:type_name -> google.protobuf.Timestamp
-	27, // 32: dex.Task.retry_delay:type_name -> google.protobuf.Duration
-	13, // 33: dex.TaskResult.wait_for:type_name -> dex.WaitForResult
-	14, // 34: dex.TaskResult.execute:type_name -> dex.ExecuteResult
-	15, // 35: dex.TaskResult.rpc:type_name -> dex.RpcResult
-	34, // 36: dex.TaskResult.writes:type_name -> dex.StagedWrites
-	35, // 37: dex.WaitForResult.wait:type_name -> dex.Wait
-	36, // 38: dex.ExecuteResult.decision:type_name -> dex.StepDecision
-	30, // 39: dex.RpcResult.output:type_name -> dex.EncodedValue
-	37, // 40: dex.RpcResult.movements:type_name -> dex.Movement
-	27, // 41: dex.TaskFailure.retry_after:type_name -> google.protobuf.Duration
-	1,  // 42: dex.TaskAck.status:type_name -> dex.TaskAckStatus
-	2,  // 43: dex.Drain.reason:type_name -> dex.DrainReason
-	27, // 44: dex.Drain.timeout:type_name -> google.protobuf.Duration
-	7,  // 45: dex.FlowTypeDeclaration.AttributeTypesEntry.value:type_name -> dex.ValueType
-	7,  // 46: dex.FlowTypeDeclaration.ChannelTypesEntry.value:type_name -> dex.ValueType
-	8,  // 47: dex.JsonShape.FieldsEntry.value:type_name -> dex.JsonShape
-	3,  // 48: dex.WorkerTaskService.PollWorkerTask:input_type -> dex.PollWorkerTaskRequest
-	4,  // 49: dex.WorkerTaskService.PollWorkerTask:output_type -> dex.PollWorkerTaskResponse
-	49, // [49:50] is the sub-list for method output_type
-	48, // [48:49] is the sub-list for method input_type
-	48, // [48:48] is the sub-list for extension type_name
-	48, // [48:48] is the sub-list for extension extendee
-	0,  // [0:48] is the sub-list for field type_name
+	30, // 31: dex.Task.retry_deadline:type_name -> google.protobuf.Timestamp
+	28, // 32: dex.Task.retry_delay:type_name -> google.protobuf.Duration
+	26, // 33: dex.Task.trace_context:type_name -> dex.Task.TraceContextEntry
+	13, // 34: dex.TaskResult.wait_for:type_name -> dex.WaitForResult
+	14, // 35: dex.TaskResult.execute:type_name -> dex.ExecuteResult
+	15, // 36: dex.TaskResult.rpc:type_name -> dex.RpcResult
+	35, // 37: dex.TaskResult.writes:type_name -> dex.StagedWrites
+	36, // 38: dex.WaitForResult.wait:type_name -> dex.Wait
+	37, // 39: dex.ExecuteResult.decision:type_name -> dex.StepDecision
+	31, // 40: dex.RpcResult.output:type_name -> dex.EncodedValue
+	38, // 41: dex.RpcResult.movements:type_name -> dex.Movement
+	28, // 42: dex.TaskFailure.retry_after:type_name -> google.protobuf.Duration
+	1,  // 43: dex.TaskAck.status:type_name -> dex.TaskAckStatus
+	2,  // 44: dex.Drain.reason:type_name -> dex.DrainReason
+	28, // 45: dex.Drain.timeout:type_name -> google.protobuf.Duration
+	7,  // 46: dex.FlowTypeDeclaration.AttributeTypesEntry.value:type_name -> dex.ValueType
+	7,  // 47: dex.FlowTypeDeclaration.ChannelTypesEntry.value:type_name -> dex.ValueType
+	8,  // 48: dex.JsonShape.FieldsEntry.value:type_name -> dex.JsonShape
+	3,  // 49: dex.WorkerTaskService.PollWorkerTask:input_type -> dex.PollWorkerTaskRequest
+	4,  // 50: dex.WorkerTaskService.PollWorkerTask:output_type -> dex.PollWorkerTaskResponse
+	50, // [50:51] is the sub-list for method output_type
+	49, // [49:50] is the sub-list for method input_type
+	49, // [49:49] is the sub-list for extension type_name
+	49, // [49:49] is the sub-list for extension extendee
+	0,  // [0:49] is the sub-list for field type_name
 }
 
 func init() { file_dex_worker_proto_init() }
@@ -2289,7 +2310,7 @@ func file_dex_worker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dex_worker_proto_rawDesc), len(file_dex_worker_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   23,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

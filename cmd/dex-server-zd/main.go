@@ -1,11 +1,13 @@
 // Command dex-server-zd is the Dex-ZD server.
 //
-//	dex-server-zd dev   [--data-dir DIR] [--listen HOST:PORT] [--durability MODE] [--config FILE]
-//	dex-server-zd local  --data-dir DIR  [--listen HOST:PORT] [--durability MODE] [--config FILE]
-//	dex-server-zd serve  --config FILE   [--listen HOST:PORT]
+//	dex-server-zd dev   [--data-dir DIR] [--listen HOST:PORT] [--durability MODE] [--config FILE] [--log-format text|json]
+//	dex-server-zd local  --data-dir DIR  [--listen HOST:PORT] [--durability MODE] [--config FILE] [--log-format text|json]
+//	dex-server-zd serve  --config FILE   [--listen HOST:PORT] [--log-format text|json]
 //	dex-server-zd config defaults
 //
 // DEXZD_PPROF=HOST:PORT serves net/http/pprof there (off by default).
+// Tracing is on with tracing.endpoint or the standard OTEL_EXPORTER_OTLP_*
+// variables (package tracing).
 //
 // Exit status: 0 after a graceful shutdown (SIGTERM, SIGINT), also of a
 // standby; 1 after a fatal stop (lease lost, log write limit, fenced; L11),
@@ -34,12 +36,14 @@ import (
 	"github.com/dexzd/dexzd/internal/config"
 	"github.com/dexzd/dexzd/internal/diskfull"
 	"github.com/dexzd/dexzd/internal/node"
+	"github.com/dexzd/dexzd/internal/tracing"
+	"go.opentelemetry.io/otel"
 )
 
 const usage = `usage:
-  dex-server-zd dev   [--data-dir DIR] [--listen HOST:PORT] [--durability MODE] [--config FILE]
-  dex-server-zd local  --data-dir DIR  [--listen HOST:PORT] [--durability MODE] [--config FILE]
-  dex-server-zd serve  --config FILE   [--listen HOST:PORT]
+  dex-server-zd dev   [--data-dir DIR] [--listen HOST:PORT] [--durability MODE] [--config FILE] [--log-format text|json]
+  dex-server-zd local  --data-dir DIR  [--listen HOST:PORT] [--durability MODE] [--config FILE] [--log-format text|json]
+  dex-server-zd serve  --config FILE   [--listen HOST:PORT] [--log-format text|json]
   dex-server-zd config defaults
 `
 
@@ -105,6 +109,7 @@ func runNode(mode config.Mode, args []string, stderr io.Writer) int {
 	durability := fl.String("durability", "", "strict, processCrashSafe or relaxed, overriding dev.durabilityMode")
 	metricsListen := fl.String("metrics-listen", "", "the address of /metrics, /readyz and /livez, overriding metrics.listen")
 	cfgPath := fl.String("config", "", "the YAML configuration file")
+	logFormat := fl.String("log-format", "", "text or json, overriding log.format")
 	if err := fl.Parse(args); err != nil {
 		return 2
 	}
@@ -126,6 +131,9 @@ func runNode(mode config.Mode, args []string, stderr io.Writer) int {
 	if *metricsListen != "" {
 		cfg.Metrics.Listen = *metricsListen
 	}
+	if *logFormat != "" {
+		cfg.Log.Format = *logFormat
+	}
 	if err := cfg.Validate(mode); err != nil {
 		fmt.Fprintln(stderr, err)
 		return 2
@@ -138,16 +146,23 @@ func runNode(mode config.Mode, args []string, stderr io.Writer) int {
 		*dataDir = ".dex-data"
 	}
 
-	log := slog.New(slog.NewTextHandler(stderr, nil)).With("mode", string(mode))
+	log := newLogger(cfg, stderr).With("mode", string(mode))
+	tp, err := tracing.NewProvider(context.Background(), cfg)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	go func() {
 		<-ctx.Done()
 		stop() // a second signal kills at once
 	}()
-	err = node.RunLocal(ctx, node.LocalOptions{Mode: mode, Config: cfg, DataDir: *dataDir, Logger: log, Metrics: node.NewMetrics()})
+	err = node.RunLocal(ctx, node.LocalOptions{Mode: mode, Config: cfg, DataDir: *dataDir, Logger: log, Metrics: node.NewMetrics(),
+		TracerProvider: tp.TracerProvider()})
 	code := node.ExitCode(err)
 	logExit(log, err, code)
+	flushSpans(log, tp)
 	return code
 }
 
@@ -158,6 +173,7 @@ func runServe(args []string, stderr io.Writer) int {
 	fl.SetOutput(stderr)
 	listen := fl.String("listen", "", "the API address, overriding api.listen")
 	cfgPath := fl.String("config", "", "the YAML configuration file (required)")
+	logFormat := fl.String("log-format", "", "text or json, overriding log.format")
 	if err := fl.Parse(args); err != nil {
 		return 2
 	}
@@ -177,6 +193,9 @@ func runServe(args []string, stderr io.Writer) int {
 	if *listen != "" {
 		cfg.API.Listen = *listen
 	}
+	if *logFormat != "" {
+		cfg.Log.Format = *logFormat
+	}
 	if err := cfg.Validate(config.ModeServe); err != nil {
 		fmt.Fprintln(stderr, err)
 		return 2
@@ -186,17 +205,39 @@ func runServe(args []string, stderr io.Writer) int {
 		return 2
 	}
 
-	log := slog.New(slog.NewTextHandler(stderr, nil)).With("mode", string(config.ModeServe))
+	log := newLogger(cfg, stderr).With("mode", string(config.ModeServe))
+	tp, err := tracing.NewProvider(context.Background(), cfg)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	go func() {
 		<-ctx.Done()
 		stop() // a second signal kills at once
 	}()
-	err = node.RunServe(ctx, node.ServeOptions{Config: cfg, Logger: log, Metrics: node.NewMetrics()})
+	err = node.RunServe(ctx, node.ServeOptions{Config: cfg, Logger: log, Metrics: node.NewMetrics(), TracerProvider: tp.TracerProvider()})
 	code := node.ExitCode(err)
 	logExit(log, err, code)
+	flushSpans(log, tp)
 	return code
+}
+
+// newLogger is the process's logger on stderr in log.format; lines logged
+// inside a traced call carry trace_id and span_id. The OpenTelemetry SDK's
+// own errors (an unreachable OTLP receiver) go to it too.
+func newLogger(cfg *config.Config, stderr io.Writer) *slog.Logger {
+	log := slog.New(tracing.NewLogHandler(stderr, cfg.Log.Format == config.LogJSON))
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Warn("tracing", "err", err) }))
+	return log
+}
+
+// flushSpans sends the spans not sent yet before the process exits.
+func flushSpans(log *slog.Logger, tp *tracing.Provider) {
+	if err := tp.Shutdown(); err != nil {
+		log.Warn("spans not sent", "err", err)
+	}
 }
 
 // logExit writes the process's last line. A full disk (ENOSPC anywhere:

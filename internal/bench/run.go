@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -36,6 +37,9 @@ type Config struct {
 	// DialOptions are added to the SDK's default dial options (plain gRPC
 	// without TLS).
 	DialOptions []grpc.DialOption
+	// TracerProvider, when set, traces the driver's client calls and its
+	// worker's attempts (dex.ClientOptions.TracerProvider).
+	TracerProvider trace.TracerProvider
 	// FlowType is the flow's type name and the prefix of its flow IDs;
 	// default DefaultFlowType(Workload).
 	FlowType string
@@ -301,7 +305,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if err := waitServing(ctx, cfg.Addresses, cfg.DialOptions, cfg.ReadyTimeout); err != nil {
 		return res, err
 	}
-	client, err := dex.NewClient(dex.ClientOptions{Addresses: cfg.Addresses, DialOptions: cfg.DialOptions, Logger: cfg.Logger})
+	client, err := dex.NewClient(dex.ClientOptions{Addresses: cfg.Addresses, DialOptions: cfg.DialOptions, Logger: cfg.Logger,
+		TracerProvider: cfg.TracerProvider})
 	if err != nil {
 		return res, fmt.Errorf("bench: client: %w", err)
 	}
@@ -311,7 +316,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		// Refusals are counted, not retried: RetryTimeout ends the SDK's
 		// back-off before its first retry.
 		starter, err = dex.NewClient(dex.ClientOptions{Addresses: cfg.Addresses, DialOptions: cfg.DialOptions,
-			Logger: cfg.Logger, RetryTimeout: time.Nanosecond})
+			Logger: cfg.Logger, RetryTimeout: time.Nanosecond, TracerProvider: cfg.TracerProvider})
 		if err != nil {
 			return res, fmt.Errorf("bench: client: %w", err)
 		}
@@ -321,6 +326,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	worker, err := dex.NewWorker(dex.WorkerOptions{
 		Addresses: cfg.Addresses, DialOptions: cfg.DialOptions, Logger: cfg.Logger,
 		WorkerID: "bench-" + tag, MaxConcurrentTasks: cfg.WorkerConcurrency, DrainTimeout: time.Second,
+		TracerProvider: cfg.TracerProvider,
 	}, flow)
 	if err != nil {
 		return res, fmt.Errorf("bench: worker: %w", err)

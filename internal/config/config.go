@@ -77,6 +77,8 @@ type Config struct {
 	Admin      Admin      `yaml:"admin"`
 	Limits     Limits     `yaml:"limits"`
 	Snapshots  Snapshots  `yaml:"snapshots"`
+	Tracing    Tracing    `yaml:"tracing"`
+	Log        Log        `yaml:"log"`
 
 	// set holds the dotted paths of the keys the file set.
 	set map[string]bool
@@ -246,6 +248,39 @@ type Snapshots struct {
 	Keep int `yaml:"keep"`
 }
 
+// Tracing configures OpenTelemetry tracing (README: Tracing). It is off
+// unless Endpoint is set or the standard OTEL_EXPORTER_OTLP_ENDPOINT or
+// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT environment variable is;
+// OTEL_SDK_DISABLED=true turns it off whatever is set. The other OTEL_*
+// variables of the OTLP exporter and the SDK apply (headers, timeouts,
+// compression, OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES,
+// OTEL_TRACES_SAMPLER).
+type Tracing struct {
+	// Endpoint is the OTLP/gRPC receiver the spans are sent to, as a URL:
+	// http://HOST:PORT for plaintext, https://HOST:PORT for TLS (port 4317
+	// by convention). It wins over the OTEL_EXPORTER_OTLP_* endpoints.
+	Endpoint string `yaml:"endpoint"`
+	// SampleRatio is the fraction of new traces recorded, from 0 to 1; a
+	// call that arrives with a trace context follows its caller's
+	// decision. Unset, OTEL_TRACES_SAMPLER applies, and without it every
+	// trace is recorded (1).
+	SampleRatio float64 `yaml:"sampleRatio"`
+}
+
+// Log configures the process's log lines on standard error.
+type Log struct {
+	// Format is "text" (slog's key=value lines, the default) or "json"
+	// (one JSON object per line). Inside a traced call each line carries
+	// trace_id and span_id.
+	Format string `yaml:"format"`
+}
+
+// Log formats.
+const (
+	LogText = "text"
+	LogJSON = "json"
+)
+
 // Limits on the size of requests and flows (issue 11).
 const (
 	// DefaultMaxRequestBytes is limits.maxRequestBytes: two values of the
@@ -292,6 +327,8 @@ func Defaults() Config {
 			MaxRequestBytes: DefaultMaxRequestBytes, MaxFlowAttributeBytes: DefaultMaxFlowAttributeBytes,
 			StateCacheBytes: DefaultStateCacheBytes},
 		Snapshots: Snapshots{EveryBatches: 10000, Keep: 2},
+		Tracing:   Tracing{SampleRatio: 1},
+		Log:       Log{Format: LogText},
 	}
 	c.Limits.MaxPendingRequests = DefaultMaxPendingRequests
 	c.Limits.MaxPendingBytes = DefaultMaxPendingBytes

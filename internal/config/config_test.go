@@ -18,6 +18,8 @@ func TestParse_UnknownKeysNameTheirPath(t *testing.T) {
 		{"nodeid: a\n", `unknown configuration key "nodeid" (did you mean "nodeId"?)`},
 		{"lease:\n  duratoin: 10s\n", `unknown configuration key "lease.duratoin"`},
 		{"storage:\n  s3:\n    bukket: b\n", `unknown configuration key "storage.s3.bukket"`},
+		{"tracing:\n  endpiont: http://c:4317\n", `unknown configuration key "tracing.endpiont"`},
+		{"log:\n  fromat: json\n", `unknown configuration key "log.fromat"`},
 		{"standby:\n  mode: cold\n  holdOff: 1s\n", `"standby.holdOff"`},
 		{"extra: 1\n", `line 1: unknown configuration key "extra"`},
 	}
@@ -73,6 +75,9 @@ func TestDefaults_AllInOnePlaceAndPrinted(t *testing.T) {
 		"lease.failIfHeld":              !d.Lease.FailIfHeld,
 		"snapshots.everyBatches":        d.Snapshots.EveryBatches == 10000,
 		"snapshots.keep":                d.Snapshots.Keep == 2,
+		"tracing.endpoint":              d.Tracing.Endpoint == "",
+		"tracing.sampleRatio":           d.Tracing.SampleRatio == 1,
+		"log.format":                    d.Log.Format == "text",
 	}
 	for k, ok := range want {
 		if ok != true {
@@ -86,7 +91,7 @@ func TestDefaults_AllInOnePlaceAndPrinted(t *testing.T) {
 	}
 	for _, key := range []string{"nodeId:", "duration: 10s", "failIfHeld: false", "heldLeasePollInterval: 250ms",
 		"laggingTakeoverDelay: 1.5s", "durabilityMode: strict", "attemptDrainTimeout: 30s", "listen: 127.0.0.1:8801",
-		"backend: fs", "credentialFile:", "maxPayloadBytes: 4194304", "maxRequestBytes: 8388608", "maxFlowAttributeBytes: 4194304", "stateCacheBytes: 134217728", "waitForFlowMax: 1m0s", "dsn:", "bucket:"} {
+		"backend: fs", "credentialFile:", "maxPayloadBytes: 4194304", "maxRequestBytes: 8388608", "maxFlowAttributeBytes: 4194304", "stateCacheBytes: 134217728", "waitForFlowMax: 1m0s", "dsn:", "bucket:", "endpoint: \"\"", "sampleRatio: 1", "format: text"} {
 		if !strings.Contains(string(out), key) {
 			t.Errorf("defaults output lacks %q:\n%s", key, out)
 		}
@@ -202,6 +207,13 @@ func TestValidate_NamesTheOffendingKeys(t *testing.T) {
 		{config.ModeServe, "localStore:\n  dir: /s\nstorage:\n  backend: postgres\n", []string{"storage.postgres.dsn"}},
 		{config.ModeServe, "localStore:\n  dir: /s\n", []string{"storage.fs.dir"}},
 		{config.ModeServe, "storage:\n  fs:\n    dir: /d\n", []string{"localStore.dir"}},
+		{config.ModeDev, "tracing:\n  endpoint: collector:4317\n", []string{"tracing.endpoint", "http://127.0.0.1:4317"}},
+		{config.ModeDev, "tracing:\n  endpoint: grpc://collector:4317\n", []string{"tracing.endpoint"}},
+		{config.ModeDev, "tracing:\n  endpoint: http://collector:4317/v1/traces\n", []string{"tracing.endpoint", "no path"}},
+		{config.ModeDev, "tracing:\n  endpoint: 'http://'\n", []string{"tracing.endpoint", "no host"}},
+		{config.ModeDev, "tracing:\n  sampleRatio: 1.5\n", []string{"tracing.sampleRatio"}},
+		{config.ModeDev, "tracing:\n  sampleRatio: -0.1\n", []string{"tracing.sampleRatio"}},
+		{config.ModeDev, "log:\n  format: xml\n", []string{"log.format", `"xml"`}},
 	}
 	for _, c := range cases {
 		_, err := config.Parse([]byte(c.doc), c.mode)
@@ -282,5 +294,19 @@ func TestParse_RequestAndAttributeLimitsFollowARaisedValueLimit(t *testing.T) {
 	}
 	if c.Limits.MaxRequestBytes != 2<<20 || c.Limits.MaxFlowAttributeBytes != 3<<20 {
 		t.Errorf("set limits: request %d, attributes %d", c.Limits.MaxRequestBytes, c.Limits.MaxFlowAttributeBytes)
+	}
+}
+
+func TestParse_TracingAndLog(t *testing.T) {
+	t.Parallel()
+	c, err := config.Parse([]byte("tracing:\n  endpoint: http://127.0.0.1:4317\n  sampleRatio: 0.25\nlog:\n  format: json\n"), config.ModeDev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Tracing.Endpoint != "http://127.0.0.1:4317" || c.Tracing.SampleRatio != 0.25 || c.Log.Format != config.LogJSON {
+		t.Fatalf("tracing, log = %+v, %+v", c.Tracing, c.Log)
+	}
+	if !c.IsSet("tracing.sampleRatio") {
+		t.Error("tracing.sampleRatio not recorded as set")
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -162,6 +163,19 @@ func (c *Config) Validate(mode Mode) error {
 	if c.Snapshots.Keep < 1 {
 		bad("snapshots.keep: must be at least 1, got %d", c.Snapshots.Keep)
 	}
+	if c.Tracing.Endpoint != "" {
+		if err := checkEndpoint(c.Tracing.Endpoint); err != nil {
+			bad("tracing.endpoint: %v", err)
+		}
+	}
+	if r := c.Tracing.SampleRatio; !(r >= 0 && r <= 1) {
+		bad("tracing.sampleRatio: must be from 0 to 1, got %v", r)
+	}
+	switch c.Log.Format {
+	case LogText, LogJSON:
+	default:
+		bad("log.format: must be %q or %q, got %q", LogText, LogJSON, c.Log.Format)
+	}
 	return errors.Join(errs...)
 }
 
@@ -182,6 +196,25 @@ func checkCredentialFile(path string) error {
 	}
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return fmt.Errorf("%s is empty or holds only whitespace; it must hold the admin credential (remove the key to run without one)", path)
+	}
+	return nil
+}
+
+// checkEndpoint checks an OTLP/gRPC endpoint URL: http or https, a host
+// and nothing else (the gRPC exporter has no path).
+func checkEndpoint(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("%q is not a URL: %w", raw, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return fmt.Errorf("%q must be a URL such as http://127.0.0.1:4317 (plaintext) or https://collector:4317 (TLS)", raw)
+	}
+	if u.Host == "" {
+		return fmt.Errorf("%q has no host", raw)
+	}
+	if u.Path != "" && u.Path != "/" || u.RawQuery != "" || u.User != nil {
+		return fmt.Errorf("%q must be scheme://host:port only (OTLP/gRPC has no path, query or user)", raw)
 	}
 	return nil
 }

@@ -193,7 +193,7 @@ func applyStarted(prev *FlowState, rec Record, b FlowStarted) (*FlowState, []Eff
 		FlowID: rec.FlowID, RunID: rec.RunID, FlowType: b.FlowType, Status: StatusRunning,
 		StartedAt: rec.At, StartRequestID: b.RequestID, PreviousRunID: b.PreviousRunID,
 		Definition: b.Definition, Config: b.Config, TimeoutAt: b.TimeoutAt, TimeoutPolicy: b.TimeoutPolicy,
-		PublishRequestIDs: slices.Clone(b.PublishRequestIDs),
+		PublishRequestIDs: slices.Clone(b.PublishRequestIDs), TraceContext: b.TraceContext,
 	}
 	st.setAttributes(b.Attributes)
 	start := &StartInfo{StartStep: b.StartStep, Attributes: b.Attributes, IDReusePolicy: b.IDReusePolicy,

@@ -36,6 +36,10 @@ type StartFlow struct {
 	// a large input's shape is checked beside the node's single sequencer,
 	// not on it (issue 11). Never logged.
 	InputChecked bool
+	// TraceContext is the start's trace context (propagation carrier
+	// keys such as traceparent), nil when the start was not traced. It is
+	// kept in the run (FlowState.TraceContext) and carried by its tasks.
+	TraceContext map[string]string
 }
 
 // SetDefinition stores (or replaces) the run's flow definition, for runs

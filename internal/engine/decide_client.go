@@ -50,7 +50,7 @@ func (d *decider) start(c StartFlow) error {
 	}
 	started := FlowStarted{FlowType: c.FlowType, RequestID: c.RequestID, Definition: c.Definition,
 		Config: c.Config, TimeoutAt: timeoutAt, TimeoutPolicy: policy, Attributes: c.Attributes,
-		IDReusePolicy: c.IDReusePolicy, TerminatedRunID: terminated}
+		IDReusePolicy: c.IDReusePolicy, TerminatedRunID: terminated, TraceContext: c.TraceContext}
 	if prev != nil {
 		started.PreviousRunID = prev.RunID
 		// Publish request IDs are deduplicated per flow ID, not per run:

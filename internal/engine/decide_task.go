@@ -224,6 +224,7 @@ func (e *Engine) RPCTask(st *FlowState, call InvokeRPC, epoch uint64) (Task, err
 		Token:    Token{Epoch: epoch, FlowID: st.FlowID, RunID: st.RunID, Method: MethodRPC, CallID: call.CallID},
 		FlowType: st.FlowType, FlowID: st.FlowID, RunID: st.RunID, Method: MethodRPC,
 		Input: call.Input, Attributes: maps.Clone(st.Attributes), RPC: call.Name, QueueSizes: st.QueueSizes(),
+		TraceContext: st.TraceContext,
 	}, nil
 }
 

@@ -40,6 +40,11 @@ type FlowStarted struct {
 	TimeoutPolicy     TimeoutPolicy    `json:"timeoutPolicy,omitempty"`
 	Attributes        []AttributeWrite `json:"attributes,omitempty"`
 	PublishRequestIDs []string         `json:"publishRequestIds,omitempty"`
+	// TraceContext is the start's trace context (W3C traceparent and
+	// tracestate) when the start was traced: every task of the run
+	// carries it, so a worker's spans join the start's trace, also after
+	// a restart or a takeover. Absent (zero bytes) for an untraced start.
+	TraceContext map[string]string `json:"traceContext,omitempty"`
 }
 
 // DefinitionSet replaces the run's definition. Config, when set, becomes

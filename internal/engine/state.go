@@ -117,6 +117,10 @@ type FlowState struct {
 	// first, at most RPCCallIDWindow (E22): a result sent again for one of
 	// them commits nothing.
 	RPCCallIDs []string `json:"rpcCallIds,omitempty"`
+	// TraceContext is the run's start's trace context, nil when the start
+	// was not traced (FlowStarted.TraceContext). Never changed after the
+	// start, so clones share it.
+	TraceContext map[string]string `json:"traceContext,omitempty"`
 	// History is the run's semantic history (E26). Events are never
 	// changed once appended, so clones share them.
 	History []*HistoryEvent `json:"history,omitempty"`

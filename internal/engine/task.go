@@ -105,6 +105,8 @@ type Task struct {
 	MaxAttempts   int           `json:"maxAttempts,omitempty"`
 	RetryDeadline time.Time     `json:"retryDeadline,omitzero"`
 	RetryDelay    time.Duration `json:"retryDelay,omitempty"`
+	// TraceContext is the run's trace context (FlowState.TraceContext).
+	TraceContext map[string]string `json:"traceContext,omitempty"`
 }
 
 // Task builds the payload of the running attempt that tok names, with the
@@ -121,7 +123,7 @@ func (st *FlowState) Task(tok Token) (Task, error) {
 		Token: tok, FlowType: st.FlowType, FlowID: st.FlowID, RunID: st.RunID,
 		StepType: s.Type, StepExecID: s.ID, Method: tok.Method, Attempt: tok.Attempt,
 		FirstAt: s.Attempt.FirstAt, Timeout: s.policy(tok.Method).Timeout,
-		Input: s.Input, Attributes: maps.Clone(st.Attributes),
+		Input: s.Input, Attributes: maps.Clone(st.Attributes), TraceContext: st.TraceContext,
 	}
 	p := s.policy(tok.Method).Retry
 	t.MaxAttempts = p.MaxAttempts

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 
 	"github.com/dexzd/dexzd/internal/config"
@@ -69,7 +70,9 @@ type apiPhase struct {
 // startAPI reads the admin credential and serves the first phase on lis
 // (nil: listen on api.listen): a standby phase with standby, else a
 // serving instance, as dev and local start.
-func startAPI(cfg *config.Config, log *slog.Logger, lis net.Listener, standby bool) (*apiSurface, error) {
+//
+// tp, when set, traces the API calls (server.Options.TracerProvider).
+func startAPI(cfg *config.Config, log *slog.Logger, lis net.Listener, standby bool, tp trace.TracerProvider) (*apiSurface, error) {
 	var cred string
 	if cfg.Admin.CredentialFile != "" {
 		raw, err := os.ReadFile(cfg.Admin.CredentialFile)
@@ -86,7 +89,8 @@ func startAPI(cfg *config.Config, log *slog.Logger, lis net.Listener, standby bo
 	opts := server.Options{NodeID: cfg.NodeID, MaxPayloadBytes: cfg.Limits.MaxPayloadBytes,
 		MaxRequestBytes: cfg.Limits.MaxRequestBytes, MaxFlowAttributeBytes: cfg.Limits.MaxFlowAttributeBytes,
 		WaitForFlowMax: cfg.Limits.WaitForFlowMax, Logger: log, AdminCredential: cred,
-		MaxConcurrentStreams: cfg.Limits.MaxConcurrentStreams, NoReflection: !cfg.API.Reflection}
+		MaxConcurrentStreams: cfg.Limits.MaxConcurrentStreams, NoReflection: !cfg.API.Reflection,
+		TracerProvider: tp}
 	if lis == nil {
 		var err error
 		if lis, err = net.Listen("tcp", cfg.API.Listen); err != nil {

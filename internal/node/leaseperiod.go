@@ -190,7 +190,8 @@ func (p *leasePeriod) run(ctx context.Context) (sd *steppedDown, err error) {
 	// batches of up to wal.DefaultMaxBatchBytes, sized to be written within
 	// the store's attempt timeout, and a larger record is written alone.
 	w, err := wal.NewWriter(wal.WriterConfig{Store: p.blobs, Layout: p.layout, Epoch: p.holder.Epoch(), NextSeq: next,
-		OnDurable: core.OnDurable, OnBatch: p.metrics.WriterHook(), MaxRecordBytes: maxBatch, Logger: log})
+		OnDurable: core.OnDurable, OnBatch: p.metrics.WriterHook(), MaxRecordBytes: maxBatch, Logger: log,
+		Tracer: srv.Tracer(), StoreName: p.cfg.Storage.Backend})
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 
 	"github.com/dexzd/dexzd/internal/blob"
@@ -49,6 +50,9 @@ type LocalOptions struct {
 	// StuckStoreBound replaces DefaultStuckStoreBound (A7) when set;
 	// tests shorten it.
 	StuckStoreBound time.Duration
+	// TracerProvider, when set, traces the API calls, the log writes and
+	// the applies (package tracing); nil traces nothing.
+	TracerProvider trace.TracerProvider
 }
 
 // ErrAbandoned is RunLocal's result after LocalOptions.Abandon.
@@ -148,7 +152,7 @@ func RunLocal(ctx context.Context, o LocalOptions) (err error) {
 		return err
 	}
 
-	api, err := startAPI(cfg, log, o.Listener, false)
+	api, err := startAPI(cfg, log, o.Listener, false, o.TracerProvider)
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sys/unix"
 
 	"github.com/dexzd/dexzd/internal/blob"
@@ -45,6 +46,9 @@ type ServeOptions struct {
 	// StuckStoreBound replaces DefaultStuckStoreBound (A7) when set;
 	// tests shorten it.
 	StuckStoreBound time.Duration
+	// TracerProvider, when set, traces the API calls, the log writes and
+	// the applies (package tracing); nil traces nothing.
+	TracerProvider trace.TracerProvider
 }
 
 // ErrLocalStoreInUse: another process uses the local store directory.
@@ -118,7 +122,7 @@ func RunServe(ctx context.Context, o ServeOptions) error {
 	// The API and the metrics listener open first, so that probes and
 	// callers get answers while the durable store is waited for: /livez
 	// 200, /readyz 503 with the reason, NOT_SERVING, UNAVAILABLE.
-	api, err := startAPI(cfg, log, o.Listener, true)
+	api, err := startAPI(cfg, log, o.Listener, true, o.TracerProvider)
 	if err != nil {
 		return err
 	}

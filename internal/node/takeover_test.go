@@ -141,7 +141,7 @@ func startTakeover(t *testing.T, blobs *mem.Store, store flowstore.Store, restor
 	cfg.Lifecycle.AttemptDrainTimeout = time.Second
 	log := slog.New(slog.DiscardHandler)
 	lis := newPipeListener()
-	api, err := startAPI(&cfg, log, lis, true)
+	api, err := startAPI(&cfg, log, lis, true, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

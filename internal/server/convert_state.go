@@ -208,6 +208,7 @@ func taskOut(t *engine.Task) *dexpb.Task {
 		StepType: t.StepType, StepExecutionId: t.StepExecID, Attempt: uint32(t.Attempt),
 		FirstAttemptTime: tsOut(t.FirstAt), AttemptTimeout: durOut(t.Timeout), Input: valueOut(t.Input),
 		Attributes: attributesOut(t.Attributes, nil), ConditionResults: resultsOut(t.Results), RpcName: t.RPC,
+		TraceContext: t.TraceContext,
 	}
 	if t.Method == engine.MethodRPC {
 		out.Attempt = 1

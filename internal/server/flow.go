@@ -14,6 +14,7 @@ import (
 
 	"github.com/dexzd/dexzd/api/dexpb"
 	"github.com/dexzd/dexzd/internal/engine"
+	"github.com/dexzd/dexzd/internal/tracing"
 )
 
 // flowService is dex.FlowService. Writes return once durable (G3); reads
@@ -50,6 +51,7 @@ func (f *flowService) StartFlow(ctx context.Context, req *dexpb.StartFlowRequest
 	if err != nil {
 		return nil, statusOf(err)
 	}
+	c.TraceContext = tracing.Carrier(ctx) // nil unless this call is traced
 	res, err := b.StartFlow(ctx, c)
 	if err != nil {
 		return nil, statusOf(err)

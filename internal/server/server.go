@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
@@ -53,6 +54,9 @@ type Options struct {
 	// (api.reflection: false).
 	NoReflection bool
 	Logger       *slog.Logger
+	// TracerProvider, when set, traces every call but the worker stream
+	// and health checks (tracing.go); nil turns tracing off.
+	TracerProvider trace.TracerProvider
 }
 
 // DefaultMaxConcurrentStreams is the default Options.MaxConcurrentStreams.
@@ -157,7 +161,7 @@ func (s *Server) StandbyGRPCOptions() []grpc.ServerOption {
 }
 
 func (s *Server) grpcOptions(params keepalive.ServerParameters) []grpc.ServerOption {
-	return []grpc.ServerOption{
+	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(s.MaxMessageBytes()),
 		grpc.MaxSendMsgSize(math.MaxInt32),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: KeepaliveMinTime, PermitWithoutStream: true}),
@@ -167,6 +171,7 @@ func (s *Server) grpcOptions(params keepalive.ServerParameters) []grpc.ServerOpt
 		grpc.MaxConcurrentStreams(s.opts.MaxConcurrentStreams),
 		grpc.ChainUnaryInterceptor(s.admit),
 	}
+	return append(opts, s.tracingOptions()...)
 }
 
 // Register registers every service on g.

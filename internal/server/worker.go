@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/dexzd/dexzd/api/dexpb"
 	"github.com/dexzd/dexzd/internal/engine"
+	"github.com/dexzd/dexzd/internal/tracing"
 )
 
 // workerService is dex.WorkerTaskService (W1-W5).
@@ -372,7 +374,12 @@ func (w *workerService) tooLarge(ctx context.Context, sess Session, workerID str
 		"the task is %d bytes encoded, more than the %d bytes worker %q accepts (Welcome.max_task_bytes: "+
 			"the smaller of the worker's receive limit and the server's message limit); it was not sent",
 		size, limit, workerID)}
-	w.s.log.Warn("task not sent: too large for the worker", "flowId", t.FlowID, "stepExecId", t.StepExecID,
+	// Inside the flow's trace, if it has one: the line carries its IDs.
+	lctx := ctx
+	if sc := tracing.SpanContextOf(t.TraceContext); sc.IsValid() {
+		lctx = trace.ContextWithRemoteSpanContext(ctx, sc)
+	}
+	w.s.log.WarnContext(lctx, "task not sent: too large for the worker", "flowId", t.FlowID, "stepExecId", t.StepExecID,
 		"method", string(tok.Method), "attempt", tok.Attempt, "bytes", size, "limit", limit, "workerId", workerID)
 	if tok.Method == engine.MethodRPC {
 		sess.RPCFailed(tok, f)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/dexzd/dexzd/internal/engine"
 	"github.com/dexzd/dexzd/internal/server"
+	"github.com/dexzd/dexzd/internal/tracing"
 	"github.com/dexzd/dexzd/internal/wal"
 )
 
@@ -178,6 +179,9 @@ func (c *Core) buildRPCTask(ctx context.Context, inv engine.InvokeRPC) (engine.T
 			err = b.err
 		}
 		if err != nil || !b.retry {
+			if tc := tracing.Carrier(ctx); tc != nil {
+				b.task.TraceContext = tc // the RPC's caller's trace
+			}
 			return b.task, err
 		}
 		if _, err := b.last.Wait(ctx); err != nil {

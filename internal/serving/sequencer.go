@@ -12,7 +12,9 @@ import (
 	"github.com/dexzd/dexzd/internal/engine"
 	"github.com/dexzd/dexzd/internal/flowstore"
 	"github.com/dexzd/dexzd/internal/server"
+	"github.com/dexzd/dexzd/internal/tracing"
 	"github.com/dexzd/dexzd/internal/wal"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // The sequencer is the single goroutine that decides. Every command (client
@@ -39,7 +41,7 @@ import (
 type sequencer struct {
 	eng       *engine.Engine
 	store     flowstore.Store
-	submit    func(record []byte) wal.Future
+	submit    func(record []byte, parent trace.SpanContext) wal.Future
 	maxRecord int
 
 	mu      sync.Mutex
@@ -66,6 +68,12 @@ type sequencer struct {
 	submitted map[*byte][]engine.Record
 
 	// Owned by the run goroutine.
+	//
+	// span is the span context of the call whose function runs now
+	// (call), when it is sampled: its envelopes' log writes are traced
+	// under it. Without one, an envelope of a traced run is traced under
+	// the run's start (FlowState.TraceContext).
+	span   trace.SpanContext
 	heads  map[string]*head
 	broken error
 	heldQ  []heldRef // heads that held records, oldest first
@@ -94,13 +102,13 @@ const holdLimit = 20 * time.Millisecond
 
 // logWriter is what the sequencer needs of the log writer.
 type logWriter interface {
-	SubmitAsync(record []byte) wal.Future
+	SubmitTraced(record []byte, parent trace.SpanContext) wal.Future
 	QueuedBytes() int64
 }
 
 func newSequencer(eng *engine.Engine, store flowstore.Store, w logWriter, maxRecord int) *sequencer {
 	return &sequencer{
-		eng: eng, store: store, submit: w.SubmitAsync, queued: w.QueuedBytes, maxRecord: maxRecord,
+		eng: eng, store: store, submit: w.SubmitTraced, queued: w.QueuedBytes, maxRecord: maxRecord,
 		wake: make(chan struct{}, 1), stopped: make(chan struct{}), heads: map[string]*head{},
 		submitted: map[*byte][]engine.Record{},
 	}
@@ -260,7 +268,7 @@ func (s *sequencer) flushHeld() (next time.Time, ok bool) {
 			continue
 		}
 		// An error breaks the sequencer (s.broken): nothing more to do.
-		_, _ = s.submitEnvelope(id, h, recs, data)
+		_, _ = s.submitEnvelope(id, h, recs, data, trace.SpanContext{})
 	}
 	return next, ok
 }
@@ -269,7 +277,16 @@ func (s *sequencer) flushHeld() (next time.Time, ok bool) {
 // ctx ends or the sequencer stopped first.
 func call[T any](ctx context.Context, s *sequencer, fn func() T) (T, error) {
 	ch := make(chan T, 1)
-	s.post(func() { ch <- fn() })
+	if sc := trace.SpanContextFromContext(ctx); sc.IsSampled() {
+		s.post(func() {
+			s.span = sc
+			v := fn()
+			s.span = trace.SpanContext{}
+			ch <- v
+		})
+	} else {
+		s.post(func() { ch <- fn() })
+	}
 	var zero T
 	select {
 	case v := <-ch:
@@ -370,7 +387,11 @@ func (s *sequencer) decide(flowID string, cmd engine.Command) (decision, *engine
 	}
 	st, h = s.advance(flowID, st, h, recs)
 	h.held = nil // they go out in front of recs
-	fut, err := s.submitEnvelope(flowID, h, all, data)
+	parent := s.span
+	if !parent.IsSampled() && st.TraceContext != nil {
+		parent = tracing.SpanContextOf(st.TraceContext)
+	}
+	fut, err := s.submitEnvelope(flowID, h, all, data, parent)
 	if err != nil {
 		return decision{err: err}, nil
 	}
@@ -378,12 +399,12 @@ func (s *sequencer) decide(flowID string, cmd engine.Command) (decision, *engine
 }
 
 // submitEnvelope submits the encoded records all of flowID's head h.
-func (s *sequencer) submitEnvelope(flowID string, h *head, all []engine.Record, data []byte) (wal.Future, error) {
+func (s *sequencer) submitEnvelope(flowID string, h *head, all []engine.Record, data []byte, parent trace.SpanContext) (wal.Future, error) {
 	k := unsafe.SliceData(data)
 	s.smu.Lock()
 	s.submitted[k] = all
 	s.smu.Unlock()
-	fut := s.submit(data)
+	fut := s.submit(data, parent)
 	select {
 	case <-fut.Done():
 		if _, err := fut.Result(); err != nil {

@@ -139,7 +139,8 @@ func ephemeralLow() int {
 	return low
 }
 
-var servingLine = regexp.MustCompile(`msg=serving .*addr=([0-9.:]+)`)
+// servingLine is the serving line in text or JSON (log.format: json).
+var servingLine = regexp.MustCompile(`msg=serving .*addr=([0-9.:]+)|"msg":"serving".*"addr":"([0-9.:]+)"`)
 
 // Proc is one running process.
 type Proc struct {
@@ -195,7 +196,7 @@ func (p *Proc) read(pipe io.Reader) {
 		p.mu.Unlock()
 		if m := servingLine.FindStringSubmatch(line); m != nil {
 			select {
-			case p.addr <- m[1]:
+			case p.addr <- m[1] + m[2]:
 			default:
 			}
 		}

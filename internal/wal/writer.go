@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/dexzd/dexzd/internal/blob"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Writer defaults.
@@ -71,6 +73,16 @@ type WriterConfig struct {
 	// submitters are told; metrics use it. It must be quick and must not
 	// block.
 	OnBatch func(BatchStats)
+	// Tracer, when set, records two spans per traced record (one given
+	// to SubmitTraced with a valid parent) once its batch is applied:
+	// "dex.log.append", the batch's write to the store, and
+	// "dex.log.apply", its OnDurable, both children of the record's
+	// parent and timed as they happened. Records submitted without a
+	// parent cost nothing.
+	Tracer trace.Tracer
+	// StoreName names the durable store on those spans (fs, s3,
+	// postgres).
+	StoreName string
 }
 
 // BatchStats describe one batch the writer made durable.
@@ -139,6 +151,9 @@ const (
 // done is closed, its outcome.
 type group struct {
 	records [][]byte
+	// parents are the span contexts of the traced records, nil when
+	// none is (SubmitTraced).
+	parents []trace.SpanContext
 	size    int
 	done    chan struct{}
 	seq     uint64
@@ -312,6 +327,13 @@ func (w *Writer) Submit(ctx context.Context, record []byte) (uint64, error) {
 // SubmitAsync queues record and returns at once; the Future reports its
 // outcome. Records are written in the order SubmitAsync was called.
 func (w *Writer) SubmitAsync(record []byte) Future {
+	return w.SubmitTraced(record, trace.SpanContext{})
+}
+
+// SubmitTraced is SubmitAsync for a record written on behalf of a traced
+// call: with WriterConfig.Tracer set and parent valid, the batch's write
+// and apply are recorded as spans under parent.
+func (w *Writer) SubmitTraced(record []byte, parent trace.SpanContext) Future {
 	size := recordPrefixSize + len(record)
 	if size > w.cfg.MaxRecordBytes {
 		return failed(fmt.Errorf("%w: %d bytes, the record limit is %d", ErrRecordTooLarge, len(record), w.cfg.MaxRecordBytes))
@@ -334,6 +356,9 @@ func (w *Writer) SubmitAsync(record []byte) Future {
 		w.queue = append(w.queue, g)
 	}
 	g.records = append(g.records, record)
+	if parent.IsValid() && w.cfg.Tracer != nil {
+		g.parents = append(g.parents, parent)
+	}
 	g.size += size
 	w.queued.Add(int64(size))
 	w.mu.Unlock()
@@ -439,10 +464,11 @@ func abortErr(ctx context.Context) error {
 
 // durable is a batch that is in the store, waiting to be applied.
 type durable struct {
-	g    *group
-	b    Batch
-	took time.Duration
-	size int
+	g     *group
+	b     Batch
+	start time.Time // of the first write request
+	took  time.Duration
+	size  int
 }
 
 // writeGroup writes g as the next batch and advances the position.
@@ -455,7 +481,7 @@ func (w *Writer) writeGroup(ctx context.Context, g *group) (durable, error) {
 		return durable{}, err
 	}
 	w.nextSeq.Store(seq + 1)
-	return durable{g: g, b: b, took: time.Since(start), size: len(data)}, nil
+	return durable{g: g, b: b, start: start, took: time.Since(start), size: len(data)}, nil
 }
 
 // applier applies durable batches in order and acknowledges them. After a
@@ -481,6 +507,7 @@ func (a *applier) run(ctx context.Context) {
 			d.g.complete(0, stopped)
 			continue
 		}
+		applyStart := time.Now()
 		if err := a.w.cfg.OnDurable(d.b); err != nil {
 			stopped = fmt.Errorf("apply batch %d: %w", d.b.Seq, err)
 			a.err = stopped
@@ -494,6 +521,9 @@ func (a *applier) run(ctx context.Context) {
 		w.bytes.Add(uint64(d.size))
 		if w.cfg.OnBatch != nil {
 			w.cfg.OnBatch(BatchStats{Seq: d.b.Seq, Duration: d.took, Bytes: d.size, Records: len(d.b.Records)})
+		}
+		if len(d.g.parents) > 0 {
+			w.traceBatch(d, applyStart, time.Now())
 		}
 		d.g.complete(d.b.Seq, nil)
 	}
@@ -594,5 +624,25 @@ func (w *Writer) stop(inflight *group, err error) {
 	}
 	for _, g := range q {
 		g.complete(0, err)
+	}
+}
+
+// traceBatch records the write and the apply of batch d under each traced
+// record's parent (WriterConfig.Tracer).
+func (w *Writer) traceBatch(d durable, applyStart, applyEnd time.Time) {
+	attrs := []attribute.KeyValue{
+		attribute.String("dex.log.store", w.cfg.StoreName),
+		attribute.Int64("dex.log.seq", int64(d.b.Seq)),     //nolint:gosec // sequence numbers stay far below 2^63
+		attribute.Int64("dex.log.epoch", int64(d.b.Epoch)), //nolint:gosec // epochs stay far below 2^63
+		attribute.Int("dex.log.bytes", d.size),
+		attribute.Int("dex.log.records", len(d.b.Records)),
+	}
+	for _, p := range d.g.parents {
+		ctx := trace.ContextWithSpanContext(context.Background(), p)
+		_, s := w.cfg.Tracer.Start(ctx, "dex.log.append", trace.WithTimestamp(d.start),
+			trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+		s.End(trace.WithTimestamp(d.start.Add(d.took)))
+		_, s = w.cfg.Tracer.Start(ctx, "dex.log.apply", trace.WithTimestamp(applyStart), trace.WithAttributes(attrs[1:3]...))
+		s.End(trace.WithTimestamp(applyEnd))
 	}
 }

@@ -52,6 +52,7 @@ type benchOptions struct {
 	flowType                          string
 	serverPID                         int
 	metricsURL                        string
+	otlpEndpoint                      string
 }
 
 // benchWorkloadHelp is, per workload, the summary, what the flows do, the
@@ -182,6 +183,7 @@ func newBenchOptions(w bench.Workload, fs *pflag.FlagSet) *benchOptions {
 	fs.StringVar(&o.flowType, "flow-type", bench.DefaultFlowType(w), "the flow type's `NAME`, also the prefix of the flow IDs")
 	fs.IntVar(&o.serverPID, "server-pid", 0, "also measure the CPU time and peak RSS of the server process `PID` (Linux, same machine)")
 	fs.StringVar(&o.metricsURL, "metrics-url", "", "read the server's store counters from its Prometheus endpoint `URL` (http://HOST:PORT/metrics) before and after the run")
+	fs.StringVar(&o.otlpEndpoint, "otlp-endpoint", "", "trace every flow of the driver's client and worker (all sampled) to the OTLP/gRPC receiver at `URL` (http://HOST:4317)")
 	return o
 }
 
@@ -273,6 +275,14 @@ func runBench(ctx context.Context, s *session.Session, o *benchOptions) error {
 	cfg, err := o.config(s)
 	if err != nil {
 		return err
+	}
+	if o.otlpEndpoint != "" {
+		tp, err := benchTracer(ctx, o.otlpEndpoint)
+		if err != nil {
+			return session.Usagef("--otlp-endpoint: %v", err)
+		}
+		defer func() { _ = tp.Shutdown(context.WithoutCancel(ctx)) }()
+		cfg.TracerProvider = tp
 	}
 	progress := output.IsTerminal(s.Stderr())
 	if progress {

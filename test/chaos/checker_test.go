@@ -1,0 +1,347 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/status"
+
+	"github.com/dexzd/dexzd/dex"
+)
+
+// The workload: a chain of three steps. Each step appends its name and
+// attempt number to the trail it was given, so the output records which
+// attempt of each step was committed; a step whose result was committed
+// twice, or a flow started twice, shows in the output, the history or the
+// list of runs. Every execution is also counted on the worker's side, by
+// flow and step: steps run again after a fault are at-least-once
+// execution, not duplicates, and are reported apart.
+type Trail struct {
+	N     int      `json:"n"`
+	Steps []string `json:"steps"`
+}
+
+type (
+	S1 struct{ dex.Step[Trail] }
+	S2 struct{ dex.Step[Trail] }
+	S3 struct{ dex.Step[Trail] }
+)
+
+// executions counts step executions by "flowID/stepType".
+var executions sync.Map
+
+func record(ctx dex.Context, in Trail) Trail {
+	info := ctx.Info()
+	v, _ := executions.LoadOrStore(info.FlowID+"/"+info.StepType, new(atomic.Int32))
+	v.(*atomic.Int32).Add(1)
+	in.Steps = append(slices.Clip(in.Steps), fmt.Sprintf("%s#%d", info.StepType, info.Attempt))
+	return in
+}
+
+func (S1) Execute(ctx dex.Context, in Trail) (dex.Decision, error) {
+	return dex.Move(dex.To[S2](record(ctx, in))), nil
+}
+
+func (S2) Execute(ctx dex.Context, in Trail) (dex.Decision, error) {
+	return dex.Move(dex.To[S3](record(ctx, in))), nil
+}
+
+func (S3) Execute(ctx dex.Context, in Trail) (dex.Decision, error) {
+	return dex.GracefulComplete(record(ctx, in)), nil
+}
+
+const flowType = "chaos"
+
+var chainFlow = dex.NewFlow(flowType).Start(S1{}).Steps(S2{}, S3{})
+
+// chainSteps is the number of steps of chainFlow.
+const chainSteps = 3
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+var fastBackoff = dex.Backoff{Initial: 20 * time.Millisecond, Max: 200 * time.Millisecond}
+
+// An ack is one StartFlow that returned OK.
+type ack struct {
+	id, run string
+	n       int
+	phase   int
+}
+
+// A phase is one fault's stretch of the run: the acknowledgements, errors
+// and pauses that clients saw while it was applied.
+type phase struct {
+	fault  string
+	cycles int
+
+	began, lastAck time.Time
+	acks           int
+	errors         map[string]int
+	longestPause   time.Duration
+	slowestCall    time.Duration
+
+	// Filled in by the verification.
+	lost, duplicated, rerun int
+}
+
+// A checker runs callers that start flows and records every
+// acknowledgement, then checks that each acknowledged flow completed
+// exactly once with the right output.
+type checker struct {
+	topo string
+	c    *dex.Client
+	tl   *timeline
+
+	mu     sync.Mutex
+	acks   []ack
+	phases []*phase
+	next   int
+}
+
+func newChecker(topo string, c *dex.Client, tl *timeline) *checker {
+	ch := &checker{topo: topo, c: c, tl: tl}
+	ch.begin("warm-up")
+	return ch
+}
+
+// begin starts a phase; acknowledgements from now on count for it.
+func (ch *checker) begin(fault string) *phase {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	now := time.Now()
+	p := &phase{fault: fault, began: now, lastAck: now, errors: map[string]int{}}
+	ch.phases = append(ch.phases, p)
+	ch.tl.addf("phase: %s", fault)
+	return p
+}
+
+func (ch *checker) current() (*phase, int) {
+	return ch.phases[len(ch.phases)-1], len(ch.phases) - 1
+}
+
+// acked returns the number of acknowledgements so far.
+func (ch *checker) acked() int {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	return len(ch.acks)
+}
+
+// run starts flows from callers goroutines, each pausing pace between
+// starts, until ctx ends; the returned function waits for them.
+func (ch *checker) run(ctx context.Context, callers int, pace time.Duration) func() {
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				ch.mu.Lock()
+				n := ch.next
+				ch.next++
+				ch.mu.Unlock()
+				id := fmt.Sprintf("%s-%07d", ch.topo, n)
+				began := time.Now()
+				run, err := ch.c.StartFlow(ctx, chainFlow, id, Trail{N: n})
+				took := time.Since(began)
+				if ctx.Err() != nil {
+					return // the end of the run, not a fault
+				}
+				ch.mu.Lock()
+				p, pi := ch.current()
+				p.slowestCall = max(p.slowestCall, took)
+				if err != nil {
+					p.errors[errorClass(err)]++
+				} else {
+					now := time.Now()
+					p.longestPause = max(p.longestPause, now.Sub(p.lastAck))
+					p.lastAck = now
+					p.acks++
+					ch.acks = append(ch.acks, ack{id: id, run: run.RunID, n: n, phase: pi})
+				}
+				ch.mu.Unlock()
+				select {
+				case <-time.After(pace):
+				case <-ctx.Done():
+				}
+			}
+		})
+	}
+	return wg.Wait
+}
+
+// errorClass names an error for the report: its status code, or that its
+// outcome was unknown.
+func errorClass(err error) string {
+	var unknown *dex.OutcomeUnknownError
+	if errors.As(err, &unknown) {
+		return "outcome unknown"
+	}
+	var se interface{ GRPCStatus() *status.Status }
+	if errors.As(err, &se) {
+		return se.GRPCStatus().Code().String()
+	}
+	return "other"
+}
+
+// progress waits up to timeout until n more starts were acknowledged.
+func (ch *checker) progress(n int, timeout time.Duration) bool {
+	want := ch.acked() + n
+	deadline := time.Now().Add(timeout)
+	for ch.acked() < want {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return true
+}
+
+// verify checks every acknowledged flow: it completed once, with the
+// output the workload gives, with one run of its flow ID, one FlowStarted,
+// one ExecuteCompleted per step (with the attempt the output names) and
+// one FlowClosed. It fills in the phases' lost, duplicated and rerun
+// counts and returns a line for each failure.
+func (ch *checker) verify(t *testing.T, ctx context.Context, within time.Duration) []string {
+	t.Helper()
+	ch.mu.Lock()
+	acks := slices.Clone(ch.acks)
+	ch.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+
+	runs := ch.listRuns(t, ctx)
+	var (
+		mu       sync.Mutex
+		failures []string
+		wg       sync.WaitGroup
+		sem      = make(chan struct{}, 16)
+	)
+	fail := func(a ack, dup bool, format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		p := ch.phases[a.phase]
+		if dup {
+			p.duplicated++
+		} else {
+			p.lost++
+		}
+		failures = append(failures, fmt.Sprintf("%s (acknowledged in phase %q, run %s): ", a.id, p.fault, a.run)+fmt.Sprintf(format, args...))
+	}
+	for _, a := range acks {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if n := runs[a.id]; n != 1 {
+				fail(a, n > 1, "%d runs of the flow ID listed, want 1", n)
+				return
+			}
+			res, err := ch.c.WaitForFlow(ctx, a.id)
+			if err != nil {
+				fail(a, false, "not completed: %v", err)
+				return
+			}
+			if res.Status != dex.StatusCompleted || res.RunID != a.run {
+				fail(a, false, "ended %v in run %s (%v), want COMPLETED in the acknowledged run", res.Status, res.RunID, res.Error)
+				return
+			}
+			if len(res.Outputs) != 1 {
+				fail(a, len(res.Outputs) > 1, "%d outputs, want 1", len(res.Outputs))
+				return
+			}
+			out, err := dex.Output[Trail](res)
+			if err != nil || out.N != a.n {
+				fail(a, false, "output %+v (%v), want n=%d", out, err, a.n)
+				return
+			}
+			if len(out.Steps) != chainSteps {
+				fail(a, len(out.Steps) > chainSteps, "output trail %v, want one entry per step", out.Steps)
+				return
+			}
+			if msg, dup := checkHistory(ctx, ch.c, a.id, out.Steps); msg != "" {
+				fail(a, dup, "%s", msg)
+				return
+			}
+			rerun := 0
+			for _, st := range []string{"S1", "S2", "S3"} {
+				if v, ok := executions.Load(a.id + "/" + st); ok {
+					rerun += max(0, int(v.(*atomic.Int32).Load())-1)
+				}
+			}
+			mu.Lock()
+			ch.phases[a.phase].rerun += rerun
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	sort.Strings(failures)
+	return failures
+}
+
+// listRuns counts the runs of each flow ID of the workload's type.
+func (ch *checker) listRuns(t *testing.T, ctx context.Context) map[string]int {
+	t.Helper()
+	runs := map[string]int{}
+	token := ""
+	for {
+		page, err := ch.c.ListFlows(ctx, dex.FlowQuery{FlowType: flowType, PageSize: 1000, PageToken: token})
+		if err != nil {
+			t.Fatalf("list flows: %v", err)
+		}
+		for _, f := range page.Flows {
+			runs[f.FlowID]++
+		}
+		if token = page.NextPageToken; token == "" {
+			return runs
+		}
+	}
+}
+
+// checkHistory checks a completed flow's history against its output trail:
+// one FlowStarted, one ExecuteCompleted per step with the attempt the
+// trail names, one FlowClosed. It returns what is wrong (empty when
+// nothing is) and whether it is a duplicate.
+func checkHistory(ctx context.Context, c *dex.Client, id string, trail []string) (string, bool) {
+	var events []dex.HistoryEvent
+	token := ""
+	for {
+		page, err := c.GetFlowHistory(ctx, id, dex.HistoryQuery{PageToken: token})
+		if err != nil {
+			return fmt.Sprintf("history: %v", err), false
+		}
+		events = append(events, page.Events...)
+		if token = page.NextPageToken; token == "" {
+			break
+		}
+	}
+	count := map[dex.HistoryEventKind]int{}
+	var completed []string
+	for _, e := range events {
+		count[e.Kind]++
+		if e.Kind == dex.EventExecuteCompleted {
+			completed = append(completed, fmt.Sprintf("%s#%d", e.StepType, e.Attempt))
+		}
+	}
+	switch {
+	case count[dex.EventFlowStarted] != 1 || count[dex.EventFlowClosed] != 1:
+		return fmt.Sprintf("history has %d FlowStarted and %d FlowClosed, want 1 each: %v",
+			count[dex.EventFlowStarted], count[dex.EventFlowClosed], events), true
+	case len(completed) != len(trail):
+		return fmt.Sprintf("history has ExecuteCompleted %v, the output trail %v", completed, trail), len(completed) > len(trail)
+	case !slices.Equal(completed, trail):
+		return fmt.Sprintf("history has ExecuteCompleted %v, the output trail %v", completed, trail), false
+	}
+	for i, s := range trail {
+		if want := fmt.Sprintf("S%d#", i+1); !strings.HasPrefix(s, want) {
+			return fmt.Sprintf("output trail %v out of order", trail), false
+		}
+	}
+	return "", false
+}

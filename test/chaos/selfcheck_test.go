@@ -1,0 +1,73 @@
+package chaos
+
+import (
+	"context"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/dexzd/dexzd/dex"
+	"github.com/dexzd/dexzd/internal/testproc"
+)
+
+// The checker is not blind: a second run of an acknowledged flow ID (what
+// a server that forgot a request ID across a failover would start) counts
+// as a duplicate, and acknowledged flows whose data is gone (a dev node
+// restarted on an emptied data directory) count as lost.
+func TestChecker_SeesDuplicatesAndLosses(t *testing.T) {
+	dir := t.TempDir()
+	addr := testproc.FreeAddr(t)
+	args := []string{"dev", "--data-dir", dir, "--listen", addr}
+	p := testproc.Start(t, args...)
+	p.Serving(t, 30*time.Second)
+	ctx := t.Context()
+	w, err := dex.NewWorker(dex.WorkerOptions{Addresses: []string{addr}, Logger: quietLogger(), ReconnectBackoff: fastBackoff}, chainFlow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() { <-done })
+	c, err := dex.NewClient(dex.ClientOptions{Addresses: []string{addr}, Logger: quietLogger(), RetryBackoff: fastBackoff})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	ch := newChecker("selfcheck", c, newTimeline())
+	lctx, stopLoad := context.WithCancel(ctx)
+	wait := ch.run(lctx, 2, 10*time.Millisecond)
+	if !ch.progress(10, 30*time.Second) {
+		t.Fatal("fewer than 10 starts acknowledged in 30 s")
+	}
+	stopLoad()
+	wait()
+	if failures := ch.verify(t, ctx, time.Minute); len(failures) != 0 {
+		t.Fatalf("a clean run failed the check: %v", failures)
+	}
+
+	// A second run of an acknowledged flow ID.
+	first := ch.acks[0]
+	if _, err := c.StartFlow(ctx, chainFlow, first.id, Trail{N: first.n}, dex.WithIDReusePolicy(dex.ReuseAllowIfNotRunning)); err != nil {
+		t.Fatal(err)
+	}
+	failures := ch.verify(t, ctx, time.Minute)
+	if p := ch.phases[first.phase]; len(failures) != 1 || p.duplicated != 1 || p.lost != 0 {
+		t.Fatalf("after a second run of %s: %d duplicated, %d lost, failures %v; want 1 duplicate", first.id, p.duplicated, p.lost, failures)
+	}
+	t.Logf("a second run: %s", failures[0])
+
+	// The data directory emptied under a SIGKILLed node.
+	p.Signal(t, syscall.SIGKILL)
+	p.Wait(t, 10*time.Second)
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	testproc.Start(t, args...).Serving(t, 30*time.Second)
+	ch.phases[first.phase].duplicated, ch.phases[first.phase].lost = 0, 0
+	failures = ch.verify(t, ctx, time.Minute)
+	if p := ch.phases[first.phase]; len(failures) != len(ch.acks) || p.lost != len(ch.acks) {
+		t.Fatalf("after the data was lost: %d of %d acknowledged flows lost, failures %d", p.lost, len(ch.acks), len(failures))
+	}
+	t.Logf("lost data: %d of %d acknowledged flows reported lost, e.g. %s", len(failures), len(ch.acks), failures[0])
+}
