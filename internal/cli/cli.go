@@ -134,6 +134,7 @@ func registerGlobals(fs *pflag.FlagSet, env *session.Env) {
 	fs.DurationVar(&g.Timeout, "timeout", 0, "bound the whole command to `DURATION`")
 	fs.StringVar(&g.CredentialFile, "credential-file", "", "read the admin token from `PATH`")
 	fs.StringVar(&g.CodecKeyFile, "codec-key-file", env.Getenv(session.CodecKeyFileEnv), "encrypt and decrypt values with the AES-GCM keys in `PATH`")
+	registerSecurity(fs, env)
 }
 
 // commandArgs refuses the words after a group (or dexcli itself) that

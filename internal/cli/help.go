@@ -29,7 +29,7 @@ const globalFlagHelp = `Global flags (accepted before or after the command words
   --codec-key-file PATH
         AES-GCM key file of the workers' payload codec: values sent are
         encrypted and values read are decrypted (default $DEX_CODEC_KEY_FILE)
-`
+` + securityFlagHelp
 
 // helpCommand is "dexcli help [GROUP [COMMAND]]".
 func helpCommand(root *cobra.Command) *cobra.Command {
