@@ -7,12 +7,12 @@ import (
 	"testing"
 
 	"github.com/dexzd/dexzd/internal/config"
-	"github.com/dexzd/dexzd/internal/testenv"
+	"github.com/dexzd/dexzd/internal/testcerts"
 )
 
 func TestParse_S3TLSAndServerSideEncryption(t *testing.T) {
 	t.Parallel()
-	ca := testenv.NewCA(t).File
+	ca := testcerts.NewCA(t, "s3 CA").WriteCA(t, t.TempDir(), "ca")
 	notPEM := filepath.Join(t.TempDir(), "not.pem")
 	if err := os.WriteFile(notPEM, []byte("hello"), 0o600); err != nil {
 		t.Fatal(err)
@@ -36,7 +36,7 @@ func TestParse_S3TLSAndServerSideEncryption(t *testing.T) {
 		}
 	}
 	bad := []struct{ doc, want string }{
-		{base + "    caFile: /nonexistent/ca.pem\n", "storage.s3.caFile: cannot read /nonexistent/ca.pem: no such file"},
+		{base + "    caFile: /nonexistent/ca.pem\n", "storage.s3.caFile: open /nonexistent/ca.pem: no such file"},
 		{base + "    caFile: " + notPEM + "\n", "storage.s3.caFile: " + notPEM + " holds no PEM certificate"},
 		{base + "    endpoint: http://minio:9000\n    caFile: " + ca + "\n", `storage.s3.caFile: is set but storage.s3.endpoint "http://minio:9000" is not https`},
 		{base + "    sse: aes256\n", `storage.s3.sse: must be "AES256" (SSE-S3) or "aws:kms" (SSE-KMS), got "aes256"`},

@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/dexzd/dexzd/internal/auth"
 	"github.com/dexzd/dexzd/internal/blob"
 	"github.com/dexzd/dexzd/internal/blob/fs"
 	"github.com/dexzd/dexzd/internal/blob/postgres"
@@ -25,7 +26,7 @@ func Store(ctx context.Context, st config.Storage) (blob.Store, error) {
 		cfg := s3.Config{Bucket: st.S3.Bucket, Endpoint: st.S3.Endpoint, Region: st.S3.Region,
 			PathStyle: st.S3.PathStyle, SSE: st.S3.SSE, KMSKeyID: st.S3.KMSKeyID}
 		if st.S3.CAFile != "" {
-			pool, err := config.LoadCAFile(st.S3.CAFile)
+			pool, err := auth.LoadCertPool(st.S3.CAFile)
 			if err != nil {
 				return nil, fmt.Errorf("storage.s3.caFile: %w", err)
 			}

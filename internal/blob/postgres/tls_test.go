@@ -10,6 +10,7 @@ import (
 
 	"github.com/dexzd/dexzd/internal/blob"
 	"github.com/dexzd/dexzd/internal/blob/postgres"
+	"github.com/dexzd/dexzd/internal/testcerts"
 	"github.com/dexzd/dexzd/internal/testenv"
 )
 
@@ -63,7 +64,7 @@ func TestStore_VerifyFullTLS(t *testing.T) {
 		t.Fatalf("the connection is not TLS: ssl=%v version=%q", ssl, version)
 	}
 
-	wrong := withSSL(t, testenv.PostgresConfig(t).DSN, "verify-full", testenv.NewCA(t).File)
+	wrong := withSSL(t, testenv.PostgresConfig(t).DSN, "verify-full", testcerts.NewCA(t, "another CA").WriteCA(t, t.TempDir(), "ca"))
 	_, err = postgres.New(ctx, postgres.Config{DSN: wrong, Table: cfg.Table + "_w"})
 	if err == nil {
 		t.Fatal("verify-full with another CA connected")

@@ -7,7 +7,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -24,7 +23,9 @@ import (
 	"github.com/dexzd/dexzd/internal/blob"
 	"github.com/dexzd/dexzd/internal/blob/blobtest"
 	"github.com/dexzd/dexzd/internal/blob/s3"
+	"github.com/dexzd/dexzd/internal/testcerts"
 	"github.com/dexzd/dexzd/internal/testenv"
+	"github.com/dexzd/dexzd/internal/testproc"
 )
 
 // kmsKeyID is the key MinIO's built-in KMS holds in the HTTPS MinIO.
@@ -35,7 +36,6 @@ const kmsKeyID = "dex-test-key"
 // dir), and a KMS key so that it honours server-side encryption.
 type tlsMinIO struct {
 	endpoint string
-	ca       *testenv.CA
 	pool     *x509.CertPool
 	bucket   string
 }
@@ -51,11 +51,12 @@ func startTLSMinIO(t *testing.T) *tlsMinIO {
 	if err := os.Mkdir(certs, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	ca := testenv.NewCA(t)
-	ca.Issue(t, certs, "public.crt", "private.key", "127.0.0.1", "localhost")
-	pool := poolOf(t, ca.File)
+	ca := testcerts.NewCA(t, "minio CA")
+	leaf := ca.Issue(t, testcerts.Spec{CommonName: "127.0.0.1", Server: true})
+	testcerts.WriteFile(t, filepath.Join(certs, "public.crt"), leaf.CertPEM)
+	testcerts.WriteFile(t, filepath.Join(certs, "private.key"), leaf.KeyPEM)
 
-	addr, console := freeAddr(t), freeAddr(t)
+	addr, console := testproc.FreeAddr(t), testproc.FreeAddr(t)
 	cmd := exec.Command(bin, "server", "--quiet", "--certs-dir", certs, "--address", addr, "--console-address", console, filepath.Join(dir, "data"))
 	cmd.Env = append(os.Environ(),
 		"MINIO_ROOT_USER="+os.Getenv("AWS_ACCESS_KEY_ID"), "MINIO_ROOT_PASSWORD="+os.Getenv("AWS_SECRET_ACCESS_KEY"),
@@ -76,8 +77,8 @@ func startTLSMinIO(t *testing.T) *tlsMinIO {
 			t.Logf("HTTPS MinIO log:\n%s", logs.String())
 		}
 	})
-	m := &tlsMinIO{endpoint: "https://" + addr, ca: ca, pool: pool, bucket: "dex-tls"}
-	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}, Timeout: 2 * time.Second}
+	m := &tlsMinIO{endpoint: "https://" + addr, pool: ca.Pool(), bucket: "dex-tls"}
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: m.pool, MinVersion: tls.VersionTLS12}}, Timeout: 2 * time.Second}
 	defer hc.CloseIdleConnections()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -99,16 +100,6 @@ func startTLSMinIO(t *testing.T) *tlsMinIO {
 		t.Fatal(err)
 	}
 	return m
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // client is a plain SDK client of the HTTPS MinIO, to look at objects.
@@ -195,7 +186,7 @@ func TestStore_HTTPSWithCAFileAndServerSideEncryption(t *testing.T) {
 		})
 	}
 
-	for name, pool := range map[string]*x509.CertPool{"system roots": nil, "another CA": poolOf(t, testenv.NewCA(t).File)} {
+	for name, pool := range map[string]*x509.CertPool{"system roots": nil, "another CA": testcerts.NewCA(t, "another CA").Pool()} {
 		cfg := m.config("", "")
 		cfg.RootCAs = pool
 		s := m.store(t, cfg)
@@ -204,15 +195,4 @@ func TestStore_HTTPSWithCAFileAndServerSideEncryption(t *testing.T) {
 			t.Errorf("%s: Get = %v; want a permanent error naming the certificate", name, err)
 		}
 	}
-}
-
-func poolOf(t *testing.T, file string) *x509.CertPool {
-	t.Helper()
-	pem, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := x509.NewCertPool()
-	p.AppendCertsFromPEM(pem)
-	return p
 }
