@@ -77,8 +77,9 @@
 //	            it); open the API and metrics.listen (a standby phase:
 //	            UNAVAILABLE, NOT_SERVING, /readyz 503, /livez 200); open
 //	            the durable store of storage.backend (s3: bucket,
-//	            endpoint, region, pathStyle, credentials from the AWS
-//	            environment; postgres: dsn, table; fs: a directory shared by
+//	            endpoint, region, pathStyle, caFile, sse, kmsKeyId,
+//	            credentials from the AWS environment; postgres: dsn (TLS
+//	            with its sslmode), table; fs: a directory shared by
 //	            processes on one host), read the lease key, probe
 //	            conditional writes (G6). While that fails with a transient
 //	            error (StoreUnavailable: refused, reset, DNS, timeouts, 5xx,
