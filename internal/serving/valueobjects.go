@@ -87,23 +87,42 @@ func offload[T any](ctx context.Context, c *Core, x T) (T, bool, error) {
 // resolve returns x with the bytes of every value object it names loaded
 // from the core's value store (WithValueBytes).
 func resolve[T any](ctx context.Context, c *Core, x T) (T, error) {
+	return resolveShared(ctx, c, x, nil)
+}
+
+// resolveShared is resolve with the objects already read in loaded (nil:
+// none), which it adds to.
+func resolveShared[T any](ctx context.Context, c *Core, x T, loaded map[string][]byte) (T, error) {
 	if c.cfg.Values == nil {
 		return x, nil
 	}
-	return WithValueBytes(ctx, c.cfg.Values, x)
+	return withValueBytes(ctx, c.cfg.Values, x, loaded)
 }
 
 // WithValueBytes returns x (a state, a task, a record) with the bytes of
 // every value object it names loaded from values. x itself is not
-// modified: states and tasks may be shared with the state cache.
+// modified: states and tasks may be shared with the state cache. An object
+// named in several places (a moved input, an output that is also in the
+// history) is read once, and its values share the bytes.
 func WithValueBytes[T any](ctx context.Context, values ValueStore, x T) (T, error) {
+	return withValueBytes(ctx, values, x, nil)
+}
+
+func withValueBytes[T any](ctx context.Context, values ValueStore, x T, loaded map[string][]byte) (T, error) {
 	out, err := mapEngineValues(x, func(v engine.Value) (engine.Value, bool, error) {
 		if v.Ref == "" || v.Data != nil {
 			return v, false, nil
 		}
-		data, err := values.Get(ctx, v.Ref)
-		if err != nil {
-			return v, false, err
+		data, ok := loaded[v.Ref]
+		if !ok {
+			var err error
+			if data, err = values.Get(ctx, v.Ref); err != nil {
+				return v, false, err
+			}
+			if loaded == nil {
+				loaded = map[string][]byte{}
+			}
+			loaded[v.Ref] = data
 		}
 		if len(data) != v.Size {
 			return v, false, fmt.Errorf("value object %s holds %d bytes, its reference says %d", v.Ref, len(data), v.Size)
@@ -140,12 +159,13 @@ func (s *session) resolveTasks(msgs []server.Outgoing) []server.Outgoing {
 		}
 	}()
 	out := msgs[:0:0]
+	loaded := map[string][]byte{} // the tasks of one flow share its attributes
 	for _, m := range msgs {
 		if m.Task == nil {
 			out = append(out, m)
 			continue
 		}
-		t, err := resolve(ctx, c, *m.Task)
+		t, err := resolveShared(ctx, c, *m.Task, loaded)
 		if err == nil {
 			m.Task = &t
 			out = append(out, m)

@@ -300,3 +300,75 @@ func TestValueObjects_PermanentStoreErrorIsFatal(t *testing.T) {
 		h.stop()
 	})
 }
+
+// One object named many times in a state (a large input moved from step
+// to step shows in every step's creation, every movement and the output,
+// in the history too) is read once per read of the state, and its bytes
+// are shared: a read of a long flow's state costs one store GET and one
+// copy per distinct object, not one per place that names it.
+func TestValueObjects_ReadOncePerObject(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		blobs := mem.New()
+		var gets atomic.Int32
+		blobs.SetFaults(func(op, key string) mem.Fault {
+			if op == blob.OpGet && strings.HasPrefix(key, testLayout.ValuePrefix()) {
+				gets.Add(1)
+			}
+			return mem.Fault{}
+		})
+		h := newObjectHarness(t, blobs, 1)
+		ctx := context.Background()
+		in := bigValue('i', 4<<10)
+		if _, err := h.core.StartFlow(ctx, engine.StartFlow{FlowID: "f", FlowType: "a", StartStep: "S", Input: in}); err != nil {
+			t.Fatal(err)
+		}
+		s := h.session("w", 4, "a")
+		const moves = 5
+		for i := 0; i <= moves; i++ {
+			synctest.Wait()
+			ts := tasks(s)
+			if len(ts) != 1 {
+				t.Fatalf("move %d: %d tasks", i, len(ts))
+			}
+			dec := engine.Decision{Kind: engine.DecideMovements, Movements: []engine.Movement{{StepType: "S", Input: ts[0].Input}}}
+			if i == moves {
+				dec = engine.Decision{Kind: engine.DecideGracefulComplete, Output: ts[0].Input}
+			}
+			if a, err := s.Result(ctx, ts[0].Token, engine.ExecuteResult{Token: ts[0].Token, Decision: dec}); err != nil || a.Status != server.AckAccepted {
+				t.Fatalf("move %d: %+v, %v", i, a, err)
+			}
+		}
+		if keys := valueObjectKeys(blobs); len(keys) != 1 {
+			t.Fatalf("objects %v, want 1", keys)
+		}
+		gets.Store(0)
+		st, err := h.core.Flow(ctx, "f", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		names := 0
+		var first []byte
+		_, _ = mapEngineValues(st, func(v engine.Value) (engine.Value, bool, error) {
+			if v.Ref == "" {
+				return v, false, nil
+			}
+			names++
+			if !bytes.Equal(v.Data, in.Data) {
+				t.Errorf("a value naming %s holds %d bytes, not the input's", v.Ref, len(v.Data))
+			}
+			if first == nil {
+				first = v.Data
+			} else if len(v.Data) > 0 && &v.Data[0] != &first[0] {
+				t.Errorf("a value naming %s has a copy of its own", v.Ref)
+			}
+			return v, false, nil
+		})
+		if names <= moves {
+			t.Errorf("the state names the object %d times, want more than %d (the test lost its point)", names, moves)
+		}
+		if n := gets.Load(); n != 1 {
+			t.Errorf("one read of a state naming 1 object %d times read it %d times", names, n)
+		}
+		h.stop()
+	})
+}
