@@ -372,3 +372,51 @@ func TestValueObjects_ReadOncePerObject(t *testing.T) {
 		h.stop()
 	})
 }
+
+// A worker stream breaks in the middle of a batch: the tasks after the
+// failed send go back to the session (Untake) and, as it closes, to the
+// dispatcher's queue until a slot is free. They went out with their bytes
+// loaded; the queue keeps their references only (the bytes are loaded
+// again for the next worker), as for every other queued task.
+func TestValueObjects_UntakenTasksWaitWithoutTheirBytes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		blobs := mem.New()
+		h := newObjectHarness(t, blobs, 1)
+		ctx := context.Background()
+		in := bigValue('i', 4<<10)
+		if _, err := h.core.StartFlow(ctx, engine.StartFlow{FlowID: "f", FlowType: "a", StartStep: "S", Input: in}); err != nil {
+			t.Fatal(err)
+		}
+		s := h.session("w", 4, "a")
+		synctest.Wait()
+		msgs := s.Take()
+		if len(msgs) != 1 || msgs[0].Task == nil || !bytes.Equal(msgs[0].Task.Input.Data, in.Data) {
+			t.Fatalf("taken: %+v", msgs)
+		}
+		s.Untake(msgs) // the send failed before this one
+		s.Close()
+		d := h.core.disp
+		d.mu.Lock()
+		var held []string
+		for _, p := range d.queues["a"] {
+			if p.started != nil {
+				_, _ = mapEngineValues(*p.started, func(v engine.Value) (engine.Value, bool, error) {
+					if v.Ref != "" && v.Data != nil {
+						held = append(held, v.Ref)
+					}
+					return v, false, nil
+				})
+			}
+		}
+		d.mu.Unlock()
+		if len(held) != 0 {
+			t.Errorf("the queued task holds the bytes of objects %v", held)
+		}
+		s2 := h.session("w2", 4, "a")
+		synctest.Wait()
+		if ts := tasks(s2); len(ts) != 1 || !bytes.Equal(ts[0].Input.Data, in.Data) {
+			t.Errorf("the next worker's task: %d tasks, or its input is not the started one", len(ts))
+		}
+		h.stop()
+	})
+}
