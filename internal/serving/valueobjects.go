@@ -51,6 +51,8 @@ func offload[T any](ctx context.Context, c *Core, x T) (T, bool, error) {
 	if !c.offloads() {
 		return x, false, nil
 	}
+	octx, done := c.untilStopped(ctx)
+	defer done()
 	found := false
 	out, err := mapEngineValues(x, func(v engine.Value) (engine.Value, bool, error) {
 		switch {
@@ -63,7 +65,7 @@ func offload[T any](ctx context.Context, c *Core, x T) (T, bool, error) {
 		case len(v.Data) < c.cfg.ValueObjectBytes:
 			return v, false, nil
 		}
-		ref, err := c.cfg.Values.Put(ctx, v.Data)
+		ref, err := c.cfg.Values.Put(octx, v.Data)
 		if err != nil {
 			return v, false, err
 		}
@@ -75,6 +77,9 @@ func offload[T any](ctx context.Context, c *Core, x T) (T, bool, error) {
 		if ctx.Err() != nil {
 			return x, false, ctx.Err()
 		}
+		if octx.Err() != nil {
+			return x, false, server.ErrNotServing // the core stopped: retry on the active process
+		}
 		if blob.Classify(err) == blob.ErrPermanent && c.cfg.Fatal != nil {
 			// As the log writer does: the store will not take writes.
 			c.cfg.Fatal(err)
@@ -82,6 +87,19 @@ func offload[T any](ctx context.Context, c *Core, x T) (T, bool, error) {
 		return x, false, fmt.Errorf("%w: %w", server.ErrNotServing, err)
 	}
 	return out, found, nil
+}
+
+// untilStopped returns ctx, also canceled when the core stops: a call
+// writing or reading value objects ends with the core, as a call waiting
+// on the sequencer does, instead of retrying the store until its own
+// deadline (its caller then retries on the active process).
+func (c *Core) untilStopped(ctx context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(c.life, cancel)
+	return ctx, func() {
+		stop()
+		cancel()
+	}
 }
 
 // resolve returns x with the bytes of every value object it names loaded

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/dexzd/dexzd/internal/blob"
 	"github.com/dexzd/dexzd/internal/blob/mem"
@@ -416,6 +417,42 @@ func TestValueObjects_UntakenTasksWaitWithoutTheirBytes(t *testing.T) {
 		synctest.Wait()
 		if ts := tasks(s2); len(ts) != 1 || !bytes.Equal(ts[0].Input.Data, in.Data) {
 			t.Errorf("the next worker's task: %d tasks, or its input is not the started one", len(ts))
+		}
+		h.stop()
+	})
+}
+
+// A call is writing its value object into a store that fails (every
+// attempt a 5xx) when the process stops serving: a step down, a lost
+// lease, a kill. Like a call waiting on the sequencer, it is answered
+// UNAVAILABLE at once, so that its caller retries on the new active
+// process, rather than retrying the old process's store until its own
+// deadline. (Found by the simulator, seeds 1177 and 2052 of -first 1000:
+// a client's SetAttributes spent two 5 s deadlines in such writes while
+// its timer flow completed, and then could only be refused.)
+func TestValueObjects_StopEndsACallWritingItsObject(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		blobs := mem.New()
+		blobs.SetFaults(func(op, key string) mem.Fault {
+			if op == blob.OpPutIfAbsent && strings.HasPrefix(key, testLayout.ValuePrefix()) {
+				return mem.Fault{Err: mem.ErrServer}
+			}
+			return mem.Fault{}
+		})
+		h := newObjectHarness(t, blobs, 1)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		done := make(chan error, 1)
+		start := time.Now()
+		go func() {
+			_, err := h.core.StartFlow(ctx, engine.StartFlow{FlowID: "f", FlowType: "a", StartStep: "S", Input: bigValue('i', 4<<10)})
+			done <- err
+		}()
+		time.Sleep(200 * time.Millisecond)
+		h.core.Stop()
+		err := <-done
+		if took := time.Since(start); took > time.Second || !errors.Is(err, server.ErrNotServing) {
+			t.Errorf("a call writing its object when the core stopped: %v after %v, want ErrNotServing at once", err, took)
 		}
 		h.stop()
 	})
