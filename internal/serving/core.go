@@ -85,7 +85,7 @@ type Core struct {
 	// life ends when the core stops (untilStopped).
 	life    context.Context
 	endLife context.CancelFunc
-	rpcSeq   atomic.Uint64
+	rpcSeq  atomic.Uint64
 	// rpcWaiting counts the InvokeRPC calls waiting for a worker (Admit).
 	rpcWaiting atomic.Int64
 }
