@@ -28,7 +28,7 @@ type ClientOptions struct {
 	// stops answering (UnresponsiveTimeout), the client moves to the next
 	// one. Default: DefaultAddress, as for dexcli.
 	Addresses []string
-	// Dialer opens connections; default grpc.NewClient without TLS, with
+	// Dialer opens connections; default grpc.NewClient (TLS only with TLS), with
 	// keepalive (KeepaliveTime, UnresponsiveTimeout) and a connect backoff
 	// of 50 ms growing to 500 ms, plus DialOptions.
 	Dialer Dialer
@@ -72,6 +72,12 @@ type ClientOptions struct {
 	// lease.duration + 1 s, the earliest a standby can take over from a
 	// frozen active.
 	UnresponsiveTimeout time.Duration
+
+	// TLS connects over TLS (api.tls); nil connects in plaintext. Token,
+	// when set, is sent as "authorization: Bearer <token>" on every call
+	// (auth.tokensFile). Both apply to the default Dialer (security.go).
+	TLS   *TLSConfig
+	Token TokenSource
 }
 
 // Client calls FlowService: it starts, drives, stops and reads flow
@@ -123,7 +129,7 @@ func NewClient(opts ClientOptions) (*Client, error) {
 	}
 	opts.RetryBackoff = opts.RetryBackoff.withDefaults(50*time.Millisecond, 500*time.Millisecond)
 	tr := newTracer(opts.TracerProvider)
-	conns, err := newConnSet(opts.Addresses, opts.Conn, opts.Dialer, tr.dialOptions(opts.DialOptions), opts.UnresponsiveTimeout)
+	conns, err := newConnSet(opts.Addresses, opts.Conn, opts.Dialer, tr.dialOptions(opts.DialOptions), opts.UnresponsiveTimeout, opts.TLS, opts.Token)
 	if err != nil {
 		return nil, err
 	}

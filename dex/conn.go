@@ -197,7 +197,13 @@ type check struct {
 	ok   bool
 }
 
-func newConnSet(addrs []string, conn grpc.ClientConnInterface, dial Dialer, opts []grpc.DialOption, unresponsive time.Duration) (*connSet, error) {
+func newConnSet(addrs []string, conn grpc.ClientConnInterface, dial Dialer, opts []grpc.DialOption, unresponsive time.Duration,
+	tlsCfg *TLSConfig, token TokenSource) (*connSet, error) {
+	sec, err := DialOptions(tlsCfg, token)
+	if err != nil {
+		return nil, err
+	}
+	opts = append(sec, opts...)
 	base, cancel := context.WithCancel(context.Background())
 	s := &connSet{unresponsive: unresponsive, base: base, cancel: cancel}
 	if conn != nil {

@@ -38,7 +38,7 @@ type WorkerOptions struct {
 	MaxConcurrentTasks int
 	// Logger receives the worker's logs. Default slog.Default().
 	Logger *slog.Logger
-	// Dialer opens connections; default grpc.NewClient without TLS, with
+	// Dialer opens connections; default grpc.NewClient (TLS only with TLS), with
 	// keepalive (KeepaliveTime, UnresponsiveTimeout) and a connect backoff
 	// of 50 ms growing to 500 ms, plus DialOptions.
 	Dialer Dialer
@@ -84,6 +84,12 @@ type WorkerOptions struct {
 	// handler's Context carries the span. Nil traces nothing; pass
 	// otel.GetTracerProvider() to use the global one.
 	TracerProvider trace.TracerProvider
+
+	// TLS connects over TLS (api.tls); nil connects in plaintext. Token,
+	// when set, is sent as "authorization: Bearer <token>" on every call
+	// (auth.tokensFile). Both apply to the default Dialer (security.go).
+	TLS   *TLSConfig
+	Token TokenSource
 }
 
 // unlimitedTaskBytes is the receive limit of a worker that sets no
@@ -158,7 +164,7 @@ func NewWorker(opts WorkerOptions, flows ...*Flow) (*Worker, error) {
 	if len(opts.Addresses) == 0 && opts.Conn == nil {
 		opts.Addresses = []string{DefaultAddress}
 	}
-	conns, err := newConnSet(opts.Addresses, opts.Conn, opts.Dialer, opts.DialOptions, opts.UnresponsiveTimeout)
+	conns, err := newConnSet(opts.Addresses, opts.Conn, opts.Dialer, opts.DialOptions, opts.UnresponsiveTimeout, opts.TLS, opts.Token)
 	if err != nil {
 		return nil, err
 	}

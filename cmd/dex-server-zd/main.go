@@ -35,6 +35,7 @@ import (
 
 	"github.com/dexzd/dexzd/internal/config"
 	"github.com/dexzd/dexzd/internal/diskfull"
+	"github.com/dexzd/dexzd/internal/metrics"
 	"github.com/dexzd/dexzd/internal/node"
 	"github.com/dexzd/dexzd/internal/tracing"
 	"go.opentelemetry.io/otel"
@@ -158,7 +159,7 @@ func runNode(mode config.Mode, args []string, stderr io.Writer) int {
 		<-ctx.Done()
 		stop() // a second signal kills at once
 	}()
-	err = node.RunLocal(ctx, node.LocalOptions{Mode: mode, Config: cfg, DataDir: *dataDir, Logger: log, Metrics: node.NewMetrics(),
+	err = node.RunLocal(ctx, node.LocalOptions{Mode: mode, Config: cfg, DataDir: *dataDir, Logger: log, Metrics: metrics.New(),
 		TracerProvider: tp.TracerProvider()})
 	code := node.ExitCode(err)
 	logExit(log, err, code)
@@ -217,7 +218,7 @@ func runServe(args []string, stderr io.Writer) int {
 		<-ctx.Done()
 		stop() // a second signal kills at once
 	}()
-	err = node.RunServe(ctx, node.ServeOptions{Config: cfg, Logger: log, Metrics: node.NewMetrics(), TracerProvider: tp.TracerProvider()})
+	err = node.RunServe(ctx, node.ServeOptions{Config: cfg, Logger: log, Metrics: metrics.New(), TracerProvider: tp.TracerProvider()})
 	code := node.ExitCode(err)
 	logExit(log, err, code)
 	flushSpans(log, tp)

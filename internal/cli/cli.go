@@ -133,6 +133,7 @@ func registerGlobals(fs *pflag.FlagSet, env *session.Env) {
 	fs.StringVarP(&g.Output, "output", "o", "table", "the output format, `table|json`")
 	fs.DurationVar(&g.Timeout, "timeout", 0, "bound the whole command to `DURATION`")
 	fs.StringVar(&g.CredentialFile, "credential-file", "", "read the admin token from `PATH`")
+	registerSecurity(fs, env)
 }
 
 // commandArgs refuses the words after a group (or dexcli itself) that

@@ -26,7 +26,7 @@ const globalFlagHelp = `Global flags (accepted before or after the command words
         bound, "admin step-down" waits 2m)
   --credential-file PATH
         file holding the admin token, sent as "authorization: Bearer <token>"
-`
+` + securityFlagHelp
 
 // helpCommand is "dexcli help [GROUP [COMMAND]]".
 func helpCommand(root *cobra.Command) *cobra.Command {

@@ -75,10 +75,13 @@ type Config struct {
 	LocalStore LocalStore `yaml:"localStore"`
 	Storage    Storage    `yaml:"storage"`
 	Admin      Admin      `yaml:"admin"`
-	Limits     Limits     `yaml:"limits"`
-	Snapshots  Snapshots  `yaml:"snapshots"`
-	Tracing    Tracing    `yaml:"tracing"`
-	Log        Log        `yaml:"log"`
+	// Auth turns authentication on (security.go); without the section the
+	// API is open.
+	Auth      Auth      `yaml:"auth,omitempty"`
+	Limits    Limits    `yaml:"limits"`
+	Snapshots Snapshots `yaml:"snapshots"`
+	Tracing   Tracing   `yaml:"tracing"`
+	Log       Log       `yaml:"log"`
 
 	// set holds the dotted paths of the keys the file set.
 	set map[string]bool
@@ -122,11 +125,23 @@ type API struct {
 	// such as grpcurl list and call the API without the proto files.
 	// Default true.
 	Reflection bool `yaml:"reflection"`
+	// TLS serves the API over TLS (security.go); empty means plaintext.
+	TLS TLS `yaml:"tls"`
 }
 
 // Metrics configures the metrics listener; empty disables it.
 type Metrics struct {
 	Listen string `yaml:"listen"`
+	// TLS serves the metrics listener over TLS, like api.tls.
+	TLS TLS `yaml:"tls"`
+	// TokensFile, when set, is a tokens file (the format of
+	// auth.tokensFile) whose tokens with role reader, client or admin may
+	// GET /metrics (and /readyz unless ReadyzOpen); others get 401.
+	// /livez is always open, for liveness probes.
+	TokensFile string `yaml:"tokensFile"`
+	// ReadyzOpen serves /readyz without a token even when TokensFile is
+	// set, for readiness probes. Default true.
+	ReadyzOpen bool `yaml:"readyzOpen"`
 }
 
 // LocalStore configures the local store directory. Empty means a directory
@@ -312,6 +327,7 @@ func Defaults() Config {
 		Dev:       Dev{DurabilityMode: DurabilityStrict},
 		Lifecycle: Lifecycle{AttemptDrainTimeout: 30 * time.Second},
 		API:       API{Listen: "127.0.0.1:8801", Reflection: true},
+		Metrics:   Metrics{ReadyzOpen: true},
 		Storage:   Storage{Backend: BackendFS},
 		Limits: Limits{MaxPayloadBytes: 4 << 20, WaitForFlowMax: 60 * time.Second,
 			MaxRequestBytes: DefaultMaxRequestBytes, MaxFlowAttributeBytes: DefaultMaxFlowAttributeBytes,

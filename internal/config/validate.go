@@ -119,6 +119,8 @@ func (c *Config) Validate(mode Mode) error {
 		}
 	}
 
+	errs = append(errs, c.validateSecurity()...)
+
 	if c.Limits.MaxPayloadBytes <= 0 {
 		bad("limits.maxPayloadBytes: must be positive, got %d", c.Limits.MaxPayloadBytes)
 	} else if c.Limits.MaxPayloadBytes > 64<<20 {

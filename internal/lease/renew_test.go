@@ -611,3 +611,65 @@ func TestRun_ConditionalWritesPerHour(t *testing.T) {
 		})
 	}
 }
+
+// The worked timeline of doc.go: a 10 s lease acquired at 0 s, the store
+// stalls from 3 s to 6 s and answers the requests it queued at 6 s.
+//
+// Covers: L6, L7, L8
+func TestRun_DocTimelineThreeSecondStall(t *testing.T) {
+	const ms = time.Millisecond
+	stallFor := func(lands bool) func(n int, now time.Duration) mem.Fault {
+		return func(n int, now time.Duration) mem.Fault {
+			if now < 3*time.Second || now >= 6*time.Second {
+				return mem.Fault{}
+			}
+			f := mem.Fault{Latency: 6*time.Second - now, Lands: lands && n == 1}
+			if n > 1 {
+				f.Latency += ms // queued behind the first request
+			}
+			return f
+		}
+	}
+	retry := third10 + 10*time.Second/6 + 100*ms // attempt 2: 5.1 s
+	for _, tc := range []struct {
+		name       string
+		lands      bool
+		sent       time.Duration // the send time validity counts from
+		next       time.Duration // the next renewal
+		attempt2   error
+		storeWrite uint64
+	}{
+		{"queued write lost", false, retry, retry + third10, nil, 3},
+		{"queued write lands", true, third10, 2 * third10, blob.ErrPrecondition, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := newRecorder()
+				c := s.clock
+				h := mustAcquire(t, config(s, "a", 0))
+				faultOn(s.Store, c, blob.OpPutIfMatch, stallFor(tc.lands))
+				ctx, cancel := context.WithCancel(t.Context())
+				done := run(ctx, h, c)
+				c.sleepUntil(6500 * ms)
+				if !h.Valid() || !h.ValidUntil().Equal(c.at(tc.sent+10*time.Second)) {
+					t.Fatalf("valid %t until %v, want until %v", h.Valid(), h.ValidUntil().Sub(c.t0), tc.sent+10*time.Second)
+				}
+				if rec := mustRead(t, s); rec.Write != tc.storeWrite {
+					t.Fatalf("stored write %d, want %d", rec.Write, tc.storeWrite)
+				}
+				c.sleepUntil(tc.next + ms)
+				cancel()
+				if r := <-done; r.err != nil {
+					t.Fatalf("Run: %v", r.err)
+				}
+				calls := s.ops(blob.OpPutIfMatch)
+				if len(calls) != 3 ||
+					calls[0].start != third10 || calls[0].end != third10+10*time.Second/6 ||
+					calls[1].start != retry || !errors.Is(calls[1].err, tc.attempt2) ||
+					calls[2].start != tc.next {
+					t.Fatalf("attempts %+v", calls)
+				}
+			})
+		})
+	}
+}

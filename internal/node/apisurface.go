@@ -6,12 +6,11 @@ package node
 // lease period (leaseperiod.go).
 
 import (
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
-	"strings"
 	"sync"
 	"time"
 
@@ -19,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/dexzd/dexzd/internal/config"
+	"github.com/dexzd/dexzd/internal/metrics"
 	"github.com/dexzd/dexzd/internal/server"
 )
 
@@ -67,36 +67,28 @@ type apiPhase struct {
 	ended bool
 }
 
-// startAPI reads the admin credential and serves the first phase on lis
+// startAPI reads the TLS files, the admin credential and the tokens and serves the first phase on lis
 // (nil: listen on api.listen): a standby phase with standby, else a
 // serving instance, as dev and local start.
 //
 // tp, when set, traces the API calls (server.Options.TracerProvider).
-func startAPI(cfg *config.Config, log *slog.Logger, lis net.Listener, standby bool, tp trace.TracerProvider) (*apiSurface, error) {
-	var cred string
-	if cfg.Admin.CredentialFile != "" {
-		raw, err := os.ReadFile(cfg.Admin.CredentialFile)
-		if err != nil {
-			return nil, fmt.Errorf("admin.credentialFile: %w", err)
-		}
-		cred = strings.TrimSpace(string(raw))
-		if cred == "" {
-			// Validate refuses such a file at startup; it may have been
-			// emptied since. An empty credential must never mean "none".
-			return nil, fmt.Errorf("admin.credentialFile: %s is empty or holds only whitespace", cfg.Admin.CredentialFile)
-		}
-	}
+func startAPI(cfg *config.Config, mode config.Mode, log *slog.Logger, lis net.Listener, standby bool, tp trace.TracerProvider) (*apiSurface, error) {
 	opts := server.Options{NodeID: cfg.NodeID, MaxPayloadBytes: cfg.Limits.MaxPayloadBytes,
 		MaxRequestBytes: cfg.Limits.MaxRequestBytes, MaxFlowAttributeBytes: cfg.Limits.MaxFlowAttributeBytes,
-		WaitForFlowMax: cfg.Limits.WaitForFlowMax, Logger: log, AdminCredential: cred,
+		WaitForFlowMax: cfg.Limits.WaitForFlowMax, Logger: log,
 		MaxConcurrentStreams: cfg.Limits.MaxConcurrentStreams, NoReflection: !cfg.API.Reflection,
 		TracerProvider: tp}
+	// TLS, the admin credential, tokens and roles (security.go).
+	if err := apiSecurity(cfg, mode, log, &opts); err != nil {
+		return nil, err
+	}
 	if lis == nil {
 		var err error
 		if lis, err = net.Listen("tcp", cfg.API.Listen); err != nil {
 			return nil, fmt.Errorf("api.listen: %w", err)
 		}
 	}
+	lis = apiListener(lis, opts)
 	phases, first := newPhaseListener(lis, false)
 	a := &apiSurface{opts: opts, lis: lis, phases: phases, stopping: make(chan struct{})}
 	a.cur = a.serve(first, standby)
@@ -221,18 +213,29 @@ func (a *apiSurface) stop() {
 	_ = a.lis.Close()
 }
 
-// startMetrics serves m on metrics.listen; it returns a stop function. An
-// empty address serves nothing.
-func startMetrics(addr string, m *Metrics, log *slog.Logger) (func(), error) {
-	if addr == "" || m == nil {
+// startMetrics serves m on metrics.listen, with metrics.tls and
+// metrics.tokensFile (security.go); it returns a stop function. An empty
+// address serves nothing.
+func startMetrics(mc config.Metrics, m *metrics.Metrics, log *slog.Logger) (func(), error) {
+	if mc.Listen == "" || m == nil {
 		return func() {}, nil
 	}
-	lis, err := net.Listen("tcp", addr)
+	h, ts, err := metricsSecurity(mc, m.Handler(), log)
+	if err != nil {
+		return nil, err
+	}
+	lis, err := net.Listen("tcp", mc.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("metrics.listen: %w", err)
 	}
-	hs := &http.Server{Handler: m.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second,
+		// Failed handshakes (a plaintext probe of a TLS listener) are
+		// the client's problem: debug lines, not stderr.
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
+	if ts != nil {
+		lis = tls.NewListener(lis, ts.Config("h2", "http/1.1"))
+	}
 	go func() { _ = hs.Serve(lis) }()
-	log.Info("metrics listening", "addr", lis.Addr().String())
+	log.Info("metrics listening", "addr", lis.Addr().String(), "tls", ts != nil, "tokens", mc.TokensFile != "")
 	return func() { _ = hs.Close() }, nil
 }

@@ -1,7 +1,8 @@
 // Package node ties the lease, the log, the local store, the serving core
 // (package serving) and the server into one process lifecycle: that of
 // `dex-server-zd dev` and `local` (RunLocal) and that of `dex-server-zd
-// serve` with a cold or hot standby (RunServe), and the process's metrics.
+// serve` with a cold or hot standby (RunServe), whose metrics (package
+// metrics) it feeds and serves.
 // What an active process does while it serves (the sequencer, dispatch,
 // timers, recovery of the serving state, admission) is package serving's;
 // this package opens what the core runs on, starts and stops it, and
@@ -49,7 +50,11 @@
 //
 // Everything from the renewal on is one lease period (leasePeriod.run in
 // leaseperiod.go), shared with serve; so is the API surface (startAPI in
-// apisurface.go) and the metrics listener.
+// apisurface.go) and the metrics listener. Both take their TLS and
+// credentials from security.go: api.tls (a plaintext client of a TLS API
+// is told so, server.RefusePlaintext), auth and admin.credentialFile (one
+// auth.Authorizer per process, shared by every phase's server.Server),
+// metrics.tls and metrics.tokensFile.
 //
 // The renewal starts before the recovery, not after it: a recovery can
 // take longer than lease.duration (a snapshot restored from object
@@ -109,14 +114,15 @@
 //	            newest snapshot, then following goes on from there);
 //	            failed when a restore lost the local store.
 //	            dex.HotStandby is SERVING only while following (H3).
-//	            It reads the lease every heldLeasePollInterval itself
-//	            (lease.Read) and, once it is released or expired
-//	            (Record.AvailableAt: expiry + 1 s, L13), waits a random
-//	            0-50 ms when following, laggingTakeoverDelay otherwise
-//	            (S8), then writes it (lease.TryAcquire). A write lost to
-//	            another process goes back to waiting; any other failure
-//	            before the lease is held is retried after a backoff of 1 s
-//	            doubling to 30 s, following meanwhile (S9). Holding the
+//	            It waits for the lease in lease.Acquire, the one waiting
+//	            loop, with its own policy (hot.go acquire): it reads the
+//	            lease every heldLeasePollInterval and, once it is released
+//	            or expired (Record.AvailableAt: expiry + 1 s, L13), waits a
+//	            random 0-50 ms when following, laggingTakeoverDelay
+//	            otherwise (S8; Config.BeforeWrite), then writes it. A write
+//	            lost to another process goes back to waiting; any other
+//	            failure before the lease is held is retried after a backoff
+//	            of 1 s doubling to 30 s, following meanwhile (S9). Holding the
 //	            lease it stops the follower and hands the open local store
 //	            to the lease period, whose replay covers only what the
 //	            follower had not applied yet.
@@ -242,45 +248,15 @@
 // the Pebble store lives in localStore.dir/state, so that a restore can
 // replace it under the locked localStore.dir.
 //
-// # Metrics (metrics.go)
+// # Metrics
 //
-// Metrics are passed in (LocalOptions.Metrics, ServeOptions.Metrics), never
-// global: each holds its own client_golang prometheus.Registry, served by
-// promhttp on metrics.listen at /metrics (the Prometheus text format, or
-// OpenMetrics when the scraper asks for it), with the Go runtime and
-// process collectors beside: dexzd_leader (P4: 1 only while this process serves; alert when
-// no process or more than one reports 1), dexzd_node_epoch,
-// dexzd_hot_standby_state{state} (not_standby, cold, or a hot standby's
-// following, bootstrapping, behind, restarting, failed),
-// dexzd_hot_standby_lag_seconds (S10), the lease renewal counters and the
-// log writer's counters, and:
-//
-//   - log batch histograms (dexzd_log_batch_write_seconds, _bytes,
-//     _records), fed by the writer's OnBatch hook (Metrics.WriterHook):
-//     the time from a batch's first write request until it is durable,
-//     retries included;
-//   - durable store requests (dexzd_store_requests_total{op,result},
-//     dexzd_store_request_seconds{op}) counted by the wrapper
-//     Metrics.MeterStore puts around the durable store right after it is
-//     opened, so the lease, the log, the hot standby and snapshots all
-//     count; result is blob.Classify's class, or canceled when the caller
-//     cancelled (a request cut off by a timeout is transient);
-//     dexzd_store_fsyncs_total for the fs backend (storemetrics.go);
-//   - flows and step attempts (flowmetrics.go):
-//     dexzd_flows_started_total, dexzd_flows_completed_total{status} and
-//     dexzd_step_attempts_total{outcome}, counted from the engine records
-//     of the batches the active core writes: the core counts each record
-//     of a durable batch (serving.FlowCounts) and hands the batch's counts
-//     to Metrics.CountFlows (serving.CoreConfig.Metrics). Replay and the
-//     hot standby apply the same batches without counting, so the counters
-//     say what this process did and restart at 0 in the process that takes
-//     over.
-//
-// The histograms are native prometheus.Histograms (latency buckets from
-// 0.2 ms to 10 s, byte buckets in powers of 4 from 256 B to 64 MiB, record
-// buckets up to the writer's 10,000); the values kept elsewhere (the log
-// writers' counters, the serving gate, the standby state) and the atomic
-// counters of the hot paths (store requests, flows, attempts) are read at
-// scrape time by one Collector. No label carries a flow ID: every label
-// (state, limit, op, result, status, outcome) has a fixed set of values.
+// The process's metrics are package metrics'; this package feeds them and
+// serves them: it wraps the durable store (Metrics.MeterStore) and the
+// lease's store (Metrics.MeterLease) right after opening them, hands the
+// core and the writer their hooks (serving.CoreConfig.Metrics,
+// Metrics.WriterHook), reports each lease period's epoch, writer and
+// serving instance, the standby state or the hot standby (hot.go), the
+// snapshots, and what /readyz says while the process does not serve; and
+// it serves Metrics.Handler on metrics.listen (apisurface.go,
+// startMetrics).
 package node

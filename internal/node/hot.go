@@ -16,6 +16,7 @@ import (
 	"github.com/dexzd/dexzd/internal/blob"
 	"github.com/dexzd/dexzd/internal/flowstore"
 	"github.com/dexzd/dexzd/internal/lease"
+	"github.com/dexzd/dexzd/internal/metrics"
 	"github.com/dexzd/dexzd/internal/serving"
 	"github.com/dexzd/dexzd/internal/wal"
 )
@@ -48,7 +49,7 @@ type hotStandby struct {
 	log    *slog.Logger
 
 	mu   sync.Mutex
-	base StandbyState // following, restarting or failed
+	base metrics.StandbyState // following, restarting or failed
 	// caughtUp is when the follower last found no next batch after
 	// applying everything before it: the lag is measured from it.
 	caughtUp time.Time
@@ -57,7 +58,7 @@ type hotStandby struct {
 
 func newHotStandby(store flowstore.Store, blobs blob.Store, layout wal.Layout, poll, behind time.Duration, log *slog.Logger) *hotStandby {
 	return &hotStandby{store: store, blobs: blobs, layout: layout, poll: poll, behind: behind, log: log,
-		base: StandbyFollowing, caughtUp: time.Now()}
+		base: metrics.StandbyFollowing, caughtUp: time.Now()}
 }
 
 // Store returns the local store the standby follows into: the one it was
@@ -71,13 +72,13 @@ func (h *hotStandby) Store() flowstore.Store {
 // State returns the standby state and the lag: the time since the follower
 // last caught up with the end of the log. A following standby whose lag
 // exceeds behindLagThreshold is behind.
-func (h *hotStandby) State() (StandbyState, time.Duration) {
+func (h *hotStandby) State() (metrics.StandbyState, time.Duration) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	lag := time.Since(h.caughtUp)
 	st := h.base
-	if st == StandbyFollowing && lag > h.behind {
-		st = StandbyBehind
+	if st == metrics.StandbyFollowing && lag > h.behind {
+		st = metrics.StandbyBehind
 	}
 	return st, lag
 }
@@ -86,7 +87,7 @@ func (h *hotStandby) State() (StandbyState, time.Duration) {
 // behindLagThreshold (H3, S8).
 func (h *hotStandby) Hot() bool {
 	st, _ := h.State()
-	return st == StandbyFollowing
+	return st == metrics.StandbyFollowing
 }
 
 // Applied returns the number of batches the follower applied.
@@ -96,7 +97,7 @@ func (h *hotStandby) Applied() uint64 {
 	return h.applied
 }
 
-func (h *hotStandby) setBase(s StandbyState) {
+func (h *hotStandby) setBase(s metrics.StandbyState) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.base = s
@@ -135,7 +136,7 @@ func (h *hotStandby) follow(ctx context.Context) {
 		}
 		if errors.Is(err, wal.ErrTruncated) {
 			if h.boot == nil {
-				h.setBase(StandbyFailed)
+				h.setBase(metrics.StandbyFailed)
 				h.log.Error("hot standby failed: the log was truncated past the local store's position and this local store cannot be restored from a snapshot; not following",
 					"next", f.NextSeq(), "err", err)
 				<-ctx.Done()
@@ -151,12 +152,12 @@ func (h *hotStandby) follow(ctx context.Context) {
 			continue // failed: wait for the end
 		}
 		bo = min(hotBackoffMax, max(hotBackoffStart, 2*bo))
-		h.setBase(StandbyRestarting)
+		h.setBase(metrics.StandbyRestarting)
 		h.log.Warn("hot standby: following the log failed; restarting", "next", f.NextSeq(), "err", err, "backoff", bo)
 		if !lease.Sleep(ctx, bo) {
 			return
 		}
-		h.setBase(StandbyFollowing)
+		h.setBase(metrics.StandbyFollowing)
 	}
 }
 
@@ -165,22 +166,22 @@ func (h *hotStandby) follow(ctx context.Context) {
 // whether following can go on from the store: false after an error, when
 // the store is failed (lost) or kept as it was.
 func (h *hotStandby) bootstrap(ctx context.Context, must bool) bool {
-	h.setBase(StandbyBootstrapping)
+	h.setBase(metrics.StandbyBootstrapping)
 	st, err := h.boot.bootstrap(ctx, h.Store(), must)
 	h.mu.Lock()
 	h.store = st
 	h.mu.Unlock()
 	switch {
 	case err == nil:
-		h.setBase(StandbyFollowing)
+		h.setBase(metrics.StandbyFollowing)
 		return true
 	case st == nil:
-		h.setBase(StandbyFailed)
+		h.setBase(metrics.StandbyFailed)
 		h.log.Error("hot standby failed: restoring the newest snapshot failed and the local store is gone; not following (restart the process to try again)",
 			"err", err)
 		return false
 	default:
-		h.setBase(StandbyRestarting)
+		h.setBase(metrics.StandbyRestarting)
 		h.log.Warn("hot standby: restoring the newest snapshot failed", "err", err)
 		return false
 	}
@@ -231,7 +232,7 @@ func (h *hotStandby) acquire(ctx context.Context, cfg lease.Config, lagging time
 	cfg.BeforeWrite = func(ctx context.Context) error {
 		st, lag := h.State()
 		delay := lagging
-		if st == StandbyFollowing {
+		if st == metrics.StandbyFollowing {
 			delay = rand.N(hotJitter + 1)
 		}
 		log.Info("lease available; taking over", "state", st, "lag", lag, "delay", delay)

@@ -12,6 +12,7 @@ import (
 	"github.com/dexzd/dexzd/internal/blob/mem"
 	"github.com/dexzd/dexzd/internal/flowstore"
 	"github.com/dexzd/dexzd/internal/lease"
+	"github.com/dexzd/dexzd/internal/metrics"
 	"github.com/dexzd/dexzd/internal/wal"
 	"github.com/dexzd/dexzd/internal/wal/waltest"
 )
@@ -42,7 +43,7 @@ func newTestHot(blobs blob.Store, layout wal.Layout) (*hotStandby, *flowstore.Me
 	return newHotStandby(store, blobs, layout, hotPoll, hotBehind, slog.New(slog.DiscardHandler)), store
 }
 
-func wantState(t *testing.T, h *hotStandby, want StandbyState) {
+func wantState(t *testing.T, h *hotStandby, want metrics.StandbyState) {
 	t.Helper()
 	if st, lag := h.State(); st != want {
 		t.Fatalf("state = %s (lag %v), want %s", st, lag, want)
@@ -71,7 +72,7 @@ func TestHotStandby_FollowsTheLog(t *testing.T) {
 		if seq, ok := store.Applied(); !ok || seq != 2 || h.Applied() != 3 {
 			t.Fatalf("applied %d, %v (%d batches), want 2 (3)", seq, ok, h.Applied())
 		}
-		wantState(t, h, StandbyFollowing)
+		wantState(t, h, metrics.StandbyFollowing)
 		if !h.Hot() {
 			t.Fatal("not hot while following")
 		}
@@ -105,13 +106,13 @@ func TestHotStandby_FollowsTheLog(t *testing.T) {
 			return mem.Fault{}
 		})
 		time.Sleep(hotBehind + time.Second)
-		wantState(t, h, StandbyBehind)
+		wantState(t, h, metrics.StandbyBehind)
 		if h.Hot() {
 			t.Fatal("hot while behind")
 		}
 		time.Sleep(3 * time.Second)
 		synctest.Wait()
-		wantState(t, h, StandbyFollowing)
+		wantState(t, h, metrics.StandbyFollowing)
 		if seq, _ := store.Applied(); seq != 63 {
 			t.Fatalf("applied %d after catching up, want 63", seq)
 		}
@@ -144,14 +145,14 @@ func TestHotStandby_RestartsAfterAnError(t *testing.T) {
 		})
 		time.Sleep(hotPoll)
 		synctest.Wait()
-		wantState(t, h, StandbyRestarting)
+		wantState(t, h, metrics.StandbyRestarting)
 		if h.Hot() {
 			t.Fatal("hot while restarting")
 		}
 		blobs.SetFaults(nil)
 		time.Sleep(time.Second)
 		synctest.Wait()
-		wantState(t, h, StandbyFollowing)
+		wantState(t, h, metrics.StandbyFollowing)
 		if seq, _ := store.Applied(); seq != 2 {
 			t.Fatalf("applied %d after the restart, want 2", seq)
 		}
@@ -185,7 +186,7 @@ func TestHotStandby_FailsWhenTheLogWasTruncated(t *testing.T) {
 		go func() { defer close(done); h.follow(ctx) }()
 		defer func() { cancel(); <-done }()
 		synctest.Wait()
-		wantState(t, h, StandbyFailed)
+		wantState(t, h, metrics.StandbyFailed)
 		if _, ok := store.Applied(); ok {
 			t.Fatal("a failed standby applied batches")
 		}
@@ -236,13 +237,13 @@ func TestHotStandby_TakesTheLease(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		release  bool
-		state    StandbyState
+		state    metrics.StandbyState
 		min, max time.Duration
 	}{
-		{"released, hot", true, StandbyFollowing, 0, hotPoll + hotJitter},
-		{"released, restarting", true, StandbyRestarting, hotLag, hotLag + hotPoll},
-		{"expired, hot", false, StandbyFollowing, d + time.Second, d + time.Second + hotJitter},
-		{"expired, behind", false, StandbyFollowing, d + time.Second + hotLag, d + time.Second + hotLag + time.Millisecond},
+		{"released, hot", true, metrics.StandbyFollowing, 0, hotPoll + hotJitter},
+		{"released, restarting", true, metrics.StandbyRestarting, hotLag, hotLag + hotPoll},
+		{"expired, hot", false, metrics.StandbyFollowing, d + time.Second, d + time.Second + hotJitter},
+		{"expired, behind", false, metrics.StandbyFollowing, d + time.Second + hotLag, d + time.Second + hotLag + time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {

@@ -22,6 +22,7 @@ import (
 	"github.com/dexzd/dexzd/internal/engine"
 	"github.com/dexzd/dexzd/internal/flowstore"
 	"github.com/dexzd/dexzd/internal/lease"
+	"github.com/dexzd/dexzd/internal/metrics"
 	"github.com/dexzd/dexzd/internal/serving"
 	"github.com/dexzd/dexzd/internal/wal"
 )
@@ -52,7 +53,7 @@ type leasePeriod struct {
 	// (apiSurface.endStandbyPhases).
 	endStandby func()
 	abandon    <-chan struct{}
-	metrics    *Metrics
+	metrics    *metrics.Metrics
 	// stopping is closed when the process's API stops.
 	stopping <-chan struct{}
 	// boot restores the local store from the newest snapshot when it is
@@ -82,8 +83,8 @@ func (p *leasePeriod) run(ctx context.Context) (sd *steppedDown, err error) {
 	renewing := renew(ctx, p.holder)
 	defer renewing.stop()
 	log := p.log.With("epoch", p.holder.Epoch())
-	p.metrics.setEpoch(p.holder.Epoch())
-	p.metrics.setStandbyState(StandbyNotStandby)
+	p.metrics.SetEpoch(p.holder.Epoch())
+	p.metrics.SetStandbyState(metrics.StandbyNotStandby)
 	served := false
 	defer func() {
 		if err == nil || served || errors.Is(err, ErrAbandoned) {
@@ -208,8 +209,8 @@ func (p *leasePeriod) run(ctx context.Context) (sd *steppedDown, err error) {
 		return nil, err
 	}
 	core.SetWriter(w)
-	p.metrics.setWriter(w)
-	defer p.metrics.endWriter(w)
+	p.metrics.SetWriter(w)
+	defer p.metrics.EndWriter(w)
 	supCtx, cancelSup := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelSup()
 	supDone := make(chan error, 1)
@@ -246,9 +247,9 @@ func (p *leasePeriod) run(ctx context.Context) (sd *steppedDown, err error) {
 	if p.endStandby != nil {
 		p.endStandby()
 	}
-	p.metrics.setNotServingReason("")
-	p.metrics.setActive(core)
-	defer p.metrics.setActive(nil)
+	p.metrics.SetNotServingReason("")
+	p.metrics.SetActive(core)
+	defer p.metrics.SetActive(nil)
 	log.Info("serving", "addr", p.addr.String())
 	if p.ready != nil {
 		p.ready(p.addr)

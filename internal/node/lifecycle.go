@@ -16,6 +16,7 @@ import (
 	"github.com/dexzd/dexzd/internal/config"
 	"github.com/dexzd/dexzd/internal/flowstore"
 	"github.com/dexzd/dexzd/internal/lease"
+	"github.com/dexzd/dexzd/internal/metrics"
 	"github.com/dexzd/dexzd/internal/server"
 	"github.com/dexzd/dexzd/internal/wal"
 )
@@ -27,7 +28,7 @@ type lifecycle struct {
 	blobs   blob.Store
 	layout  wal.Layout
 	api     *apiSurface
-	metrics *Metrics
+	metrics *metrics.Metrics
 	// leaseCfg acquires the lease; its ProcessID is the process's for its
 	// whole life, so a take-back is by the same holder.
 	leaseCfg lease.Config
@@ -92,7 +93,7 @@ func (l *lifecycle) standby(ctx context.Context, store flowstore.Store) (*lease.
 		if store == nil {
 			var err error
 			if store, err = l.open(l.stateDir); err != nil {
-				l.metrics.setStandbyState(StandbyNotStandby)
+				l.metrics.SetStandbyState(metrics.StandbyNotStandby)
 				return nil, nil, fmt.Errorf("open local store %s: %w", l.stateDir, err)
 			}
 		}
@@ -101,7 +102,7 @@ func (l *lifecycle) standby(ctx context.Context, store flowstore.Store) (*lease.
 			if store != nil {
 				_ = store.Close()
 			}
-			l.metrics.setStandbyState(StandbyNotStandby)
+			l.metrics.SetStandbyState(metrics.StandbyNotStandby)
 			return nil, nil, fmt.Errorf("acquire lease: %w", err)
 		}
 		return holder, store, nil
@@ -111,7 +112,7 @@ func (l *lifecycle) standby(ctx context.Context, store flowstore.Store) (*lease.
 	}
 	holder, err := lease.Acquire(ctx, l.leaseCfg)
 	if err != nil {
-		l.metrics.setStandbyState(StandbyNotStandby)
+		l.metrics.SetStandbyState(metrics.StandbyNotStandby)
 		if errors.Is(err, lease.ErrHeld) {
 			return nil, nil, fmt.Errorf("lease.failIfHeld is set and another process is active: %w", err)
 		}
@@ -131,9 +132,9 @@ func (l *lifecycle) enterStandby() *apiPhase {
 		l.cfg.Standby.Mode, l.cfg.NodeID)
 	ph.srv.SetSteppingDown("")
 	ph.srv.SetNotServingReason(reason)
-	l.metrics.setNotServingReason(reason)
-	l.metrics.setEpoch(0)
-	l.metrics.setStandbyState(StandbyStateCold)
+	l.metrics.SetNotServingReason(reason)
+	l.metrics.SetEpoch(0)
+	l.metrics.SetStandbyState(metrics.StandbyCold)
 	return ph
 }
 
@@ -151,7 +152,7 @@ func (l *lifecycle) follow(ctx context.Context, ph *apiPhase, store flowstore.St
 	hs := newHotStandby(store, l.blobs, l.layout, l.cfg.Standby.HeldLeasePollInterval, l.cfg.Standby.BehindLagThreshold,
 		l.log.With("standbyMode", config.StandbyHot))
 	hs.boot = l.boot
-	l.metrics.setHot(hs)
+	l.metrics.SetHotStandby(hs)
 	ph.srv.SetHotStandby(hs.Hot)
 	fctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
@@ -160,7 +161,7 @@ func (l *lifecycle) follow(ctx context.Context, ph *apiPhase, store flowstore.St
 		cancel()
 		<-done
 		ph.srv.SetHotStandby(nil)
-		l.metrics.setHot(nil)
+		l.metrics.SetHotStandby(nil)
 		return hs.Store()
 	}}
 }
@@ -208,9 +209,9 @@ func (l *lifecycle) holdOff(ctx context.Context, sd *steppedDown) (*lease.Holder
 	log := l.log.With("releasedEpoch", sd.epoch)
 	ph := l.api.enter(true)
 	ph.srv.SetSteppingDown(sd.message)
-	l.metrics.setNotServingReason(sd.message)
-	l.metrics.setEpoch(0)
-	l.metrics.setStandbyState(StandbyStateCold)
+	l.metrics.SetNotServingReason(sd.message)
+	l.metrics.SetEpoch(0)
+	l.metrics.SetStandbyState(metrics.StandbyCold)
 	log.Info("stepped down; holding off before competing for the lease again", "holdOff", holdOff)
 
 	var store flowstore.Store

@@ -16,6 +16,7 @@ import (
 
 	"github.com/dexzd/dexzd/api/dexpb"
 	"github.com/dexzd/dexzd/internal/config"
+	"github.com/dexzd/dexzd/internal/metrics"
 	"github.com/dexzd/dexzd/internal/node"
 )
 
@@ -35,7 +36,7 @@ func TestDev_MetricsCountAFlow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := node.NewMetrics()
+	m := metrics.New()
 	dir := t.TempDir() // removed after the node stopped
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -21,6 +21,7 @@ import (
 	"github.com/dexzd/dexzd/internal/config"
 	"github.com/dexzd/dexzd/internal/flowstore"
 	"github.com/dexzd/dexzd/internal/lease"
+	"github.com/dexzd/dexzd/internal/metrics"
 	"github.com/dexzd/dexzd/internal/server"
 	"github.com/dexzd/dexzd/internal/serving"
 	"github.com/dexzd/dexzd/internal/wal"
@@ -46,7 +47,7 @@ type LocalOptions struct {
 	Abandon <-chan struct{}
 	// Metrics, when set, record the process's metrics, served on
 	// metrics.listen if that is set.
-	Metrics *Metrics
+	Metrics *metrics.Metrics
 	// StuckStoreBound replaces DefaultStuckStoreBound (A7) when set;
 	// tests shorten it.
 	StuckStoreBound time.Duration
@@ -152,20 +153,20 @@ func RunLocal(ctx context.Context, o LocalOptions) (err error) {
 		return err
 	}
 
-	api, err := startAPI(cfg, log, o.Listener, false, o.TracerProvider)
+	api, err := startAPI(cfg, o.Mode, log, o.Listener, false, o.TracerProvider)
 	if err != nil {
 		return err
 	}
 	cleanup = append(cleanup, api.stop)
 	log.Info("listening", "addr", api.lis.Addr().String(), "dataDir", dir, "durability", durability, "leaseDuration", cfg.Lease.Duration)
-	stopMetrics, err := startMetrics(cfg.Metrics.Listen, o.Metrics, log)
+	stopMetrics, err := startMetrics(cfg.Metrics, o.Metrics, log)
 	if err != nil {
 		return err
 	}
 	cleanup = append(cleanup, stopMetrics)
 
 	leaseCfg := lease.Config{
-		Store: leaseBlobs(blobs, layout.LeaseKey(), o.Metrics), Key: layout.LeaseKey(), NodeID: cfg.NodeID,
+		Store: o.Metrics.MeterLease(blobs, layout.LeaseKey()), Key: layout.LeaseKey(), NodeID: cfg.NodeID,
 		ProcessID: lease.NewProcessID(), Duration: cfg.Lease.Duration, FailIfHeld: cfg.Lease.FailIfHeld,
 		TakeOverHeld: lock.locked, PollInterval: cfg.Standby.HeldLeasePollInterval, Logger: log,
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/dexzd/dexzd/internal/config"
 	"github.com/dexzd/dexzd/internal/flowstore"
 	"github.com/dexzd/dexzd/internal/lease"
+	"github.com/dexzd/dexzd/internal/metrics"
 	"github.com/dexzd/dexzd/internal/wal"
 )
 
@@ -41,8 +42,8 @@ type ServeOptions struct {
 	// starts waiting for the lease as a standby.
 	Standby func(addr net.Addr)
 	// Metrics record the process's metrics, served on metrics.listen if
-	// that is set; nil means NewMetrics().
-	Metrics *Metrics
+	// that is set; nil means metrics.New().
+	Metrics *metrics.Metrics
 	// StuckStoreBound replaces DefaultStuckStoreBound (A7) when set;
 	// tests shorten it.
 	StuckStoreBound time.Duration
@@ -99,7 +100,7 @@ func RunServe(ctx context.Context, o ServeOptions) error {
 	}
 	m := o.Metrics
 	if m == nil {
-		m = NewMetrics()
+		m = metrics.New()
 	}
 	log = log.With("nodeId", cfg.NodeID)
 
@@ -122,12 +123,12 @@ func RunServe(ctx context.Context, o ServeOptions) error {
 	// The API and the metrics listener open first, so that probes and
 	// callers get answers while the durable store is waited for: /livez
 	// 200, /readyz 503 with the reason, NOT_SERVING, UNAVAILABLE.
-	api, err := startAPI(cfg, log, o.Listener, true, o.TracerProvider)
+	api, err := startAPI(cfg, config.ModeServe, log, o.Listener, true, o.TracerProvider)
 	if err != nil {
 		return err
 	}
 	defer api.stop()
-	stopMetrics, err := startMetrics(cfg.Metrics.Listen, m, log)
+	stopMetrics, err := startMetrics(cfg.Metrics, m, log)
 	if err != nil {
 		return err
 	}
@@ -135,7 +136,7 @@ func RunServe(ctx context.Context, o ServeOptions) error {
 	backend := "storage.backend " + cfg.Storage.Backend
 	notServing := func(reason string) {
 		api.current().srv.SetNotServingReason(reason)
-		m.setNotServingReason(reason)
+		m.SetNotServingReason(reason)
 	}
 	notServing(fmt.Sprintf("starting: opening the durable store (%s); retry on the active process", backend))
 	blobs, err = storeWait{layout: layout, log: log, backend: backend, waiting: notServing,
@@ -166,7 +167,7 @@ func RunServe(ctx context.Context, o ServeOptions) error {
 	}
 	l := &lifecycle{cfg: cfg, log: log, blobs: blobs, layout: layout, api: api, metrics: m,
 		leaseCfg: lease.Config{
-			Store: leaseBlobs(blobs, layout.LeaseKey(), m), Key: layout.LeaseKey(), NodeID: cfg.NodeID,
+			Store: m.MeterLease(blobs, layout.LeaseKey()), Key: layout.LeaseKey(), NodeID: cfg.NodeID,
 			ProcessID: lease.NewProcessID(), Duration: cfg.Lease.Duration, FailIfHeld: cfg.Lease.FailIfHeld,
 			PollInterval: cfg.Standby.HeldLeasePollInterval, Logger: log,
 		},

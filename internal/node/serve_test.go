@@ -9,12 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dexzd/dexzd/internal/blob"
 	"github.com/dexzd/dexzd/internal/blob/fs"
-	"github.com/dexzd/dexzd/internal/blob/mem"
 	"github.com/dexzd/dexzd/internal/config"
 	"github.com/dexzd/dexzd/internal/flowstore"
 	"github.com/dexzd/dexzd/internal/lease"
+	"github.com/dexzd/dexzd/internal/metrics"
 	"github.com/dexzd/dexzd/internal/wal"
 )
 
@@ -79,7 +78,7 @@ func TestServe_StandbyStopsCleanly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := NewMetrics()
+	m := metrics.New()
 	standby := make(chan struct{})
 	sctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
@@ -87,8 +86,12 @@ func TestServe_StandbyStopsCleanly(t *testing.T) {
 		done <- RunServe(sctx, ServeOptions{Config: cfg, Metrics: m, Standby: func(net.Addr) { close(standby) }})
 	}()
 	<-standby
-	if s := m.snapshot(); s.state != StandbyStateCold || s.leader || s.epoch != 0 {
-		t.Fatalf("metrics of a standby = %+v", s)
+	fams := scrapeFamilies(t, m)
+	cold, _ := sample(fams, "dexzd_hot_standby_state", "state", string(metrics.StandbyCold))
+	leader, _ := sample(fams, "dexzd_leader")
+	epoch, _ := sample(fams, "dexzd_node_epoch")
+	if cold != 1 || leader != 0 || epoch != 0 {
+		t.Fatalf("metrics of a standby: cold %v, leader %v, epoch %v", cold, leader, epoch)
 	}
 	stop()
 	if err := <-done; ExitCode(err) != 0 {
@@ -128,83 +131,5 @@ func TestCheckServeConfig_AcceptsHotAndCold(t *testing.T) {
 	cfg.Standby.Mode = config.StandbyHot
 	if err := CheckServeConfig(&cfg); err != nil {
 		t.Fatalf("hot: %v", err)
-	}
-}
-
-// The metrics text: every series with HELP and TYPE, dexzd_leader from the
-// serving instance's gate, one standby state set.
-//
-// Covers: P4
-func TestMetrics_Text(t *testing.T) {
-	m := NewMetrics()
-	var text strings.Builder
-	if err := m.WriteText(&text); err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{
-		"# TYPE dexzd_leader gauge\ndexzd_leader 0\n",
-		"# TYPE dexzd_node_epoch gauge\ndexzd_node_epoch 0\n",
-		"dexzd_hot_standby_state{state=\"not_standby\"} 1\n",
-		"dexzd_hot_standby_state{state=\"cold\"} 0\n",
-		"dexzd_hot_standby_state{state=\"following\"} 0\n",
-		"# TYPE dexzd_lease_renewals_total counter\ndexzd_lease_renewals_total 0\n",
-		"dexzd_log_batches_total 0\n",
-	} {
-		if !strings.Contains(text.String(), want) {
-			t.Errorf("metrics lack %q:\n%s", want, text.String())
-		}
-	}
-
-	gate := &fakeGate{serving: true}
-	m.setStandbyState(StandbyStateCold)
-	m.setActive(gate)
-	m.setEpoch(7)
-	m.leaseRenewal(nil)
-	m.leaseRenewal(nil)
-	m.leaseRenewal(errors.New("timeout"))
-	s := m.snapshot()
-	if !s.leader || s.epoch != 7 || s.state != StandbyStateCold || s.renewals != 2 || s.renewalFailures != 1 {
-		t.Fatalf("snapshot = %+v", s)
-	}
-	gate.serving = false // lease no longer valid: not the leader at once
-	if m.snapshot().leader {
-		t.Fatal("dexzd_leader is 1 while the instance does not serve")
-	}
-	var nilMetrics *Metrics
-	nilMetrics.leaseRenewal(nil) // a nil *Metrics records nothing
-	nilMetrics.setActive(gate)
-}
-
-type fakeGate struct{ serving bool }
-
-func (g *fakeGate) Serving() bool { return g.serving }
-
-// The lease store wrapper counts renewal writes only: not the acquisition
-// (write 1), not the release.
-func TestLeaseStore_CountsRenewals(t *testing.T) {
-	ctx := t.Context()
-	m := NewMetrics()
-	raw := mem.New()
-	const key = "nodes/n1/lease"
-	s := leaseBlobs(raw, key, m)
-	rec := lease.Record{NodeID: "n1", Epoch: 1, Holder: "h", Duration: time.Second, RenewedAt: time.Now().UTC(), Write: 1}
-	v, err := s.PutIfAbsent(ctx, key, rec.Encode())
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec.Write = 2
-	if v, err = s.PutIfMatch(ctx, key, rec.Encode(), v); err != nil {
-		t.Fatal(err)
-	}
-	rec.Write = 3
-	if _, err := s.PutIfMatch(ctx, key, rec.Encode(), "stale"); !errors.Is(err, blob.ErrPrecondition) {
-		t.Fatalf("stale renewal = %v", err)
-	}
-	rec.Write, rec.Released = 4, true
-	if _, err := s.PutIfMatch(ctx, key, rec.Encode(), v); err != nil {
-		t.Fatal(err)
-	}
-	if got := m.snapshot(); got.renewals != 1 || got.renewalFailures != 1 {
-		t.Fatalf("renewals %d, failures %d; want 1, 1", got.renewals, got.renewalFailures)
 	}
 }

@@ -6,7 +6,9 @@ package node
 // (G7: every manifest write and every deletion only after a lease check).
 // A local store that is empty, or behind the start of a truncated log, is
 // rebuilt from the newest snapshot (bootstrap) before the replay or the
-// follower goes on from the snapshot's position.
+// follower goes on from the snapshot's position. When one is due, what is
+// kept and where the store lives: doc.go, "Snapshots"; the formats:
+// package wal.
 
 import (
 	"bufio"
@@ -21,6 +23,7 @@ import (
 	"github.com/dexzd/dexzd/internal/flowstore"
 	"github.com/dexzd/dexzd/internal/lease"
 	"github.com/dexzd/dexzd/internal/localstore"
+	"github.com/dexzd/dexzd/internal/metrics"
 	"github.com/dexzd/dexzd/internal/wal"
 )
 
@@ -117,7 +120,7 @@ type snapshotter struct {
 	// of the batches it wrote.
 	next    func() uint64
 	written func() uint64
-	metrics *Metrics
+	metrics *metrics.Metrics
 }
 
 // snapshotDue decides whether a snapshot is due after batches log
@@ -177,7 +180,7 @@ func (s *snapshotter) run(ctx context.Context, from uint64) {
 			s.log.Info("snapshot cancelled: the process is stopping", "err", err)
 			return
 		}
-		s.metrics.snapshotWritten(size, err)
+		s.metrics.SnapshotWritten(size, err)
 		if err != nil {
 			s.log.Warn("snapshot failed; the log is kept until the next one", "err", err)
 			continue

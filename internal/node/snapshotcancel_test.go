@@ -13,6 +13,7 @@ import (
 	"github.com/dexzd/dexzd/internal/flowstore"
 	"github.com/dexzd/dexzd/internal/lease"
 	"github.com/dexzd/dexzd/internal/localstore"
+	"github.com/dexzd/dexzd/internal/metrics"
 	"github.com/dexzd/dexzd/internal/wal"
 )
 
@@ -59,7 +60,7 @@ func TestSnapshotter_CutOffByGracefulStopIsNotAFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out lockedBuffer
-	m := NewMetrics()
+	m := metrics.New()
 	sn := &snapshotter{blobs: blobs, layout: layout, store: flowstore.WrapLocal(ls), holder: h, every: 1, keep: 2,
 		log:  slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		next: func() uint64 { return 6 }, written: func() uint64 { return 100 }, metrics: m}
@@ -94,7 +95,7 @@ func TestSnapshotter_CutOffByGracefulStopIsNotAFailure(t *testing.T) {
 	if n := strings.Count(logged, "snapshot cancelled"); n > 1 {
 		t.Errorf("logged %d times; want once", n)
 	}
-	if f := m.snapshotFailures.Load(); f != 0 {
-		t.Errorf("dexzd_snapshot_failures_total = %d; want 0", f)
+	if f, ok := sample(scrapeFamilies(t, m), "dexzd_snapshot_failures_total"); !ok || f != 0 {
+		t.Errorf("dexzd_snapshot_failures_total = %v (found: %v); want 0", f, ok)
 	}
 }

@@ -4,7 +4,8 @@ package node
 // lease, the process holds off for standby.stepDownHoldOff (following the
 // log when hot) and then either finds that another process took over, or
 // takes the lease back with a new epoch. The StepDown call that started it
-// answers with the outcome.
+// answers with the outcome. The rules are stated once, in doc.go (the
+// "stepping down" and "hold-off" phases of serve's lifecycle).
 
 import (
 	"context"
@@ -96,7 +97,7 @@ func (p *leasePeriod) stepDown(log *slog.Logger, req *stepDownRequest, core *ser
 		p.cfg.NodeID, epoch)
 	srv := p.inst.srv
 	srv.SetSteppingDown(msg)
-	p.metrics.setNotServingReason(msg)
+	p.metrics.SetNotServingReason(msg)
 	drain := p.cfg.Lifecycle.AttemptDrainTimeout
 	log.Info("stepping down: draining", "attemptDrainTimeout", drain)
 	core.BeginDrain(server.DrainStepDown, drain, "the server is stepping down")

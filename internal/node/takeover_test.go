@@ -21,6 +21,7 @@ import (
 	"github.com/dexzd/dexzd/internal/config"
 	"github.com/dexzd/dexzd/internal/flowstore"
 	"github.com/dexzd/dexzd/internal/lease"
+	"github.com/dexzd/dexzd/internal/metrics"
 	"github.com/dexzd/dexzd/internal/wal"
 	"github.com/dexzd/dexzd/internal/wal/waltest"
 )
@@ -141,13 +142,13 @@ func startTakeover(t *testing.T, blobs *mem.Store, store flowstore.Store, restor
 	cfg.Lifecycle.AttemptDrainTimeout = time.Second
 	log := slog.New(slog.DiscardHandler)
 	lis := newPipeListener()
-	api, err := startAPI(&cfg, log, lis, true, nil)
+	api, err := startAPI(&cfg, config.ModeServe, log, lis, true, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := NewMetrics()
+	m := metrics.New()
 	l := &lifecycle{cfg: &cfg, log: log, blobs: blobs, layout: testLayout, api: api, metrics: m,
-		leaseCfg: lease.Config{Store: leaseBlobs(blobs, testLayout.LeaseKey(), m), Key: testLayout.LeaseKey(),
+		leaseCfg: lease.Config{Store: m.MeterLease(blobs, testLayout.LeaseKey()), Key: testLayout.LeaseKey(),
 			NodeID: cfg.NodeID, ProcessID: "new", Duration: cfg.Lease.Duration,
 			PollInterval: cfg.Standby.HeldLeasePollInterval, Logger: log},
 		stateDir: "state", open: func(string) (flowstore.Store, error) { return store, nil }, stuckBound: DefaultStuckStoreBound}

@@ -2,12 +2,9 @@ package server
 
 import (
 	"context"
-	"crypto/subtle"
 	"errors"
-	"strings"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -24,35 +21,16 @@ import (
 // connection, even of a process that has just taken over, has none: A6)
 // and hands the step down to the instance's StepDownFunc (A3-A7).
 //
-// When an admin credential is configured, both calls need the metadata
-// "authorization: Bearer <credential>": UNAUTHENTICATED without it,
-// PERMISSION_DENIED with another one (A9).
+// Both calls need role admin (auth.go): when an admin credential is
+// configured, the metadata "authorization: Bearer <credential>" grants
+// it; without credentials the call answers UNAUTHENTICATED, with another
+// token PERMISSION_DENIED (A9).
 type adminService struct {
 	dexpb.UnimplementedAdminServiceServer
 	s *Server
 }
 
-func (a *adminService) authorize(ctx context.Context) error {
-	want := a.s.opts.AdminCredential
-	if want == "" {
-		return nil
-	}
-	md, _ := metadata.FromIncomingContext(ctx)
-	vals := md.Get("authorization")
-	if len(vals) == 0 {
-		return status.Error(codes.Unauthenticated, "an admin credential is required: send \"authorization: Bearer <credential>\"")
-	}
-	got, ok := strings.CutPrefix(vals[0], "Bearer ")
-	if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
-		return status.Error(codes.PermissionDenied, "the admin credential is not valid")
-	}
-	return nil
-}
-
 func (a *adminService) Describe(ctx context.Context, _ *dexpb.DescribeRequest) (*dexpb.DescribeResponse, error) {
-	if err := a.authorize(ctx); err != nil {
-		return nil, err
-	}
 	if msg, ok := a.s.steppingDown(); ok {
 		return nil, status.Error(codes.FailedPrecondition, "a step down or its hold-off is in progress: "+msg)
 	}
@@ -65,9 +43,6 @@ func (a *adminService) Describe(ctx context.Context, _ *dexpb.DescribeRequest) (
 }
 
 func (a *adminService) StepDown(ctx context.Context, req *dexpb.StepDownRequest) (*dexpb.StepDownResponse, error) {
-	if err := a.authorize(ctx); err != nil {
-		return nil, err
-	}
 	switch {
 	case req.GetExpectedNodeId() == "":
 		return nil, status.Error(codes.InvalidArgument, "expectedNodeId: must be set")

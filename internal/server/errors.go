@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/dexzd/dexzd/api/dexpb"
+	"github.com/dexzd/dexzd/internal/auth"
 	"github.com/dexzd/dexzd/internal/engine"
 )
 
@@ -39,6 +40,11 @@ import (
 //	                                     cannot serve (lease, drain, standby);
 //	                                     + RetryInfo: 50 ms while it steps
 //	                                     down, else 100 ms
+//	*auth.UnauthenticatedError           UNAUTHENTICATED: no credentials, an
+//	                                     unknown token (the message names
+//	                                     the role the method needs)
+//	*auth.DeniedError                    PERMISSION_DENIED: the caller's role
+//	                                     lacks the method or flow type
 //	context.DeadlineExceeded             DEADLINE_EXCEEDED (an expired long
 //	                                     poll or RPC wait)
 //	context.Canceled                     CANCELLED
@@ -61,8 +67,16 @@ func statusOf(err error) error {
 		return withWorkerError(codes.FailedPrecondition, we.Error(), &dexpb.WorkerError{
 			ErrorType: we.Failure.Type, Message: we.Failure.Message, Stack: we.Failure.Stack})
 	}
-	var ee *engine.Error
+	var (
+		ee *engine.Error
+		ue *auth.UnauthenticatedError
+		de *auth.DeniedError
+	)
 	switch {
+	case errors.As(err, &ue):
+		return status.Error(codes.Unauthenticated, ue.Error())
+	case errors.As(err, &de):
+		return status.Error(codes.PermissionDenied, de.Error())
 	case errors.Is(err, ErrNotServing):
 		return status.Error(codes.Unavailable, err.Error())
 	case errors.As(err, &ee):

@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/dexzd/dexzd/api/dexpb"
+	"github.com/dexzd/dexzd/internal/auth"
 	"github.com/dexzd/dexzd/internal/engine"
 )
 
@@ -40,8 +41,16 @@ type Options struct {
 	// WaitForFlowMax caps a WaitForFlow long poll (E25).
 	WaitForFlowMax time.Duration
 	// AdminCredential, when set, is the token AdminService calls must send
-	// as "authorization: Bearer <token>" metadata (A9).
+	// as "authorization: Bearer <token>" metadata (A9). Used only when
+	// Auth is nil.
 	AdminCredential string
+	// Auth authenticates callers and grants their roles (auth.go); nil
+	// means open, but for AdminCredential.
+	Auth *auth.Authorizer
+	// TLS, when set, serves TLS with its (reloaded) certificate; nil
+	// means plaintext. Serve on RefusePlaintext(listener) so that a
+	// plaintext client is told TLS is required.
+	TLS *auth.TLSServer
 	// WatchInterval is how often a health Watch re-evaluates; 0 means
 	// 200 ms.
 	WatchInterval time.Duration
@@ -67,6 +76,8 @@ const DefaultMaxConcurrentStreams = 16384
 type Server struct {
 	opts    Options
 	log     *slog.Logger
+	auth    *auth.Authorizer
+	denied  deniedLog
 	backend atomic.Pointer[backendBox]
 	// reason, when set, replaces ErrNotServing's text in the UNAVAILABLE
 	// answers (a standby says it is one, P3).
@@ -101,7 +112,11 @@ func New(opts Options) *Server {
 	if opts.MaxConcurrentStreams == 0 {
 		opts.MaxConcurrentStreams = DefaultMaxConcurrentStreams
 	}
-	return &Server{opts: opts, log: opts.Logger, closed: make(chan struct{})}
+	a := opts.Auth
+	if a == nil {
+		a = auth.NewAuthorizer(auth.Options{AdminCredential: opts.AdminCredential})
+	}
+	return &Server{opts: opts, log: opts.Logger, auth: a, closed: make(chan struct{})}
 }
 
 // MessageOverheadBytes is what a request may carry on top of its values
@@ -169,8 +184,10 @@ func (s *Server) grpcOptions(params keepalive.ServerParameters) []grpc.ServerOpt
 		// Bounded load (issue 11): streams per connection, and new work
 		// admitted by the backend (admission.go).
 		grpc.MaxConcurrentStreams(s.opts.MaxConcurrentStreams),
-		grpc.ChainUnaryInterceptor(s.admit),
 	}
+	// TLS and authorization (auth.go) come before admission.
+	opts = append(opts, s.securityOptions()...)
+	opts = append(opts, grpc.ChainUnaryInterceptor(s.admit))
 	return append(opts, s.tracingOptions()...)
 }
 

@@ -3,7 +3,6 @@ package server_test
 import (
 	"context"
 	"errors"
-	"net"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -12,7 +11,6 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -62,24 +60,8 @@ func (f *fakeBackend) OpenSession(context.Context, server.WorkerHello) (server.S
 
 func serve(t *testing.T, opts server.Options) (*server.Server, *grpc.ClientConn) {
 	t.Helper()
-	s := server.New(opts)
-	g := grpc.NewServer(s.GRPCOptions()...)
-	s.Register(g)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = g.Serve(lis) }()
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = conn.Close()
-		s.Close()
-		g.Stop()
-	})
-	return s, conn
+	s, addr := serveOn(t, opts)
+	return s, dialPlain(t, addr)
 }
 
 // Readiness names follow the serving instance's gate on every call: no

@@ -70,6 +70,34 @@
 // acks, streams that end, the clock, a crash and the answers of the
 // earlier epoch that follow it. A new dispatch rule gets a script there.
 //
+// # Recovery after a takeover (T1-T5)
+//
+// A new lease period starts from the committed state only; nothing of the
+// old process's memory survives, and replayed batches perform no effects.
+//
+//   - T1: node replays the log into the local store from its applied
+//     position (after a restore of the newest snapshot when the store is
+//     empty or behind a truncated log) with ReplayApply or ReplayWhile, each
+//     batch applied as OnDurable applies it (applyBatch, envelope.go), and
+//     writes its fence (wal.Fence, G2) before anything is served.
+//   - T2: Recover submits RecoverAttempts with the new epoch for every flow
+//     with attempts an earlier epoch handed out; the engine fails them with
+//     NOT_COMPLETED, each consuming a retry, and Recover waits until that
+//     is durable. Their workers' answers of the earlier epoch are acked
+//     STALE_EPOCH and touch no slot of this one (dispatch.go).
+//   - T3: an ASYNC attempt whose start was not durable is still PENDING in
+//     the log: it runs again under the same attempt number and consumes no
+//     retry (sequencer.go, dispatch.go).
+//   - T4: attempts not handed to a worker are queued again by Recover for
+//     the dispatcher.
+//   - T5: Recover arms every running flow's durable timers; those due
+//     during the outage fire at once (timers.go, E20).
+//
+// Only then does the core answer public calls. The dispatch scripts'
+// crash lines (testdata/dispatch) and core_test.go's crash tests replay
+// T2 and T3 at this level; node's restart and takeover tests, test/ha and the
+// simulator (internal/sim) replay whole takeovers.
+//
 // # Declarations (W5, E13)
 //
 // A worker's Hello declares its flow types: each one's definition and

@@ -88,7 +88,7 @@ func (c *FlowCounts) Count(b engine.RecordBody) {
 }
 
 // FlowCounter receives the flow counts of every batch the core makes
-// durable (node.Metrics). CountFlows is called on the writer goroutine,
+// durable (metrics.Metrics). CountFlows is called on the writer goroutine,
 // once per batch, in sequence order; it must not block and must not keep c.
 type FlowCounter interface {
 	CountFlows(c *FlowCounts)

@@ -41,7 +41,8 @@ func ReplayWhile(ctx context.Context, store flowstore.Store) func(wal.Batch) err
 // (T4, and ASYNC attempts whose start was not durable, T3), and submits
 // RecoverAttempts with the new epoch for flows with attempts handed out by
 // an earlier epoch (T2) and waits until that is durable. Then the core
-// starts answering public calls. The writer must be running.
+// starts answering public calls. The writer must be running. The rules
+// (T1-T5) are stated in doc.go, "Recovery after a takeover".
 func (c *Core) Recover(ctx context.Context) error {
 	var stale []string
 	var timers, tasks int

@@ -14,6 +14,7 @@ import (
 	"github.com/dexzd/dexzd/internal/blob"
 	"github.com/dexzd/dexzd/internal/engine"
 	"github.com/dexzd/dexzd/internal/flowstore"
+	"github.com/dexzd/dexzd/internal/lease"
 	"github.com/dexzd/dexzd/internal/serving"
 	"github.com/dexzd/dexzd/internal/wal"
 )
@@ -23,7 +24,7 @@ import (
 // that no process serves on an epoch below one that another process holds
 // validly.
 func (s *sim) monitor(ctx context.Context) {
-	for sleep(ctx, 10*time.Millisecond) {
+	for lease.Sleep(ctx, 10*time.Millisecond) {
 		var valid []string
 		for _, p := range s.procs {
 			if e := p.validLease(); e != 0 {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dexzd/dexzd/internal/blob/mem"
+	"github.com/dexzd/dexzd/internal/lease"
 	"github.com/dexzd/dexzd/internal/serving"
 	"github.com/dexzd/dexzd/internal/wal"
 )
@@ -252,7 +253,7 @@ func Run(cfg Config) (*Result, error) {
 		burst := time.Duration(hash(cfg.Seed, id, 0)%4) * cfg.Faults / 4
 		delay := burst + time.Duration(hash(cfg.Seed, id, 1)%500)*time.Millisecond
 		clients.Go(func() {
-			if sleep(wctx, delay) {
+			if lease.Sleep(wctx, delay) {
 				s.client(wctx, id, typ)
 			}
 		})

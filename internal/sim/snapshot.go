@@ -161,7 +161,7 @@ func loadLatest(ctx context.Context, store blob.Store, layout wal.Layout) (*loca
 func (p *proc) snapshots(ctx context.Context, h *lease.Holder, store *localStore) {
 	for i := uint64(0); ; i++ {
 		d := time.Duration(3000+hash(p.sim.cfg.Seed, fmt.Sprintf("snap/%d/%d", p.id, h.Epoch()), i)%7000) * time.Millisecond
-		if !sleep(ctx, d) {
+		if !lease.Sleep(ctx, d) {
 			return
 		}
 		seq, data, ok, err := store.snapshot()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dexzd/dexzd/internal/engine"
+	"github.com/dexzd/dexzd/internal/lease"
 	"github.com/dexzd/dexzd/internal/server"
 	"github.com/dexzd/dexzd/internal/serving"
 )
@@ -173,7 +174,7 @@ func (s *sim) client(ctx context.Context, flowID, flowType string) {
 		for ctx.Err() == nil {
 			p, c := s.serving()
 			if c == nil {
-				if !sleep(ctx, 100*time.Millisecond) {
+				if !lease.Sleep(ctx, 100*time.Millisecond) {
 					return false
 				}
 				continue
@@ -187,7 +188,7 @@ func (s *sim) client(ctx context.Context, flowID, flowType string) {
 			if err == nil {
 				return true
 			}
-			if !sleep(ctx, 100*time.Millisecond) {
+			if !lease.Sleep(ctx, 100*time.Millisecond) {
 				return false
 			}
 		}
@@ -254,7 +255,7 @@ func (s *sim) client(ctx context.Context, flowID, flowType string) {
 		if hash(s.cfg.Seed, flowID, 2)%2 == 1 {
 			kind = engine.StopTerminate
 		}
-		if !sleep(ctx, time.Duration(hash(s.cfg.Seed, flowID, 3)%3000)*time.Millisecond) {
+		if !lease.Sleep(ctx, time.Duration(hash(s.cfg.Seed, flowID, 3)%3000)*time.Millisecond) {
 			return
 		}
 		// A retry after a reply that got lost finds the run closed: the
@@ -333,14 +334,14 @@ func (s *sim) worker(ctx context.Context, name string) {
 	for ctx.Err() == nil {
 		p, c := s.serving()
 		if c == nil || !p.gate.wait() {
-			if !sleep(ctx, 100*time.Millisecond) {
+			if !lease.Sleep(ctx, 100*time.Millisecond) {
 				return
 			}
 			continue
 		}
 		sess, err := c.OpenSession(ctx, hello)
 		if err != nil {
-			if !sleep(ctx, 100*time.Millisecond) {
+			if !lease.Sleep(ctx, 100*time.Millisecond) {
 				return
 			}
 			continue
@@ -355,7 +356,7 @@ func (s *sim) worker(ctx context.Context, name string) {
 			defer tasks.Done()
 			// The SDK resends once the stream is up; the tasks of the new
 			// session may come first.
-			if !sleep(ctx, time.Duration(hash(s.cfg.Seed, name, uint64(len(resend)))%300)*time.Millisecond) {
+			if !lease.Sleep(ctx, time.Duration(hash(s.cfg.Seed, name, uint64(len(resend)))%300)*time.Millisecond) {
 				return
 			}
 			for _, cmd := range resend {
@@ -417,7 +418,7 @@ func (w *worker) session(ctx context.Context, ws *wsession, tasks *sync.WaitGrou
 				tasks.Add(1)
 				go func() {
 					defer tasks.Done()
-					sleep(ctx, time.Millisecond)
+					lease.Sleep(ctx, time.Millisecond)
 					ws.mu.Lock()
 					n := ws.running
 					ws.mu.Unlock()
@@ -455,7 +456,7 @@ func (w *worker) runTask(ctx context.Context, ws *wsession, t *engine.Task, n ui
 		ws.mu.Unlock()
 	})
 	defer release()
-	if !sleep(ctx, 50*time.Millisecond+time.Duration(n%7)*20*time.Millisecond) {
+	if !lease.Sleep(ctx, 50*time.Millisecond+time.Duration(n%7)*20*time.Millisecond) {
 		return
 	}
 	var cmd engine.Command
@@ -631,15 +632,4 @@ func (s *sim) taskCount(t *engine.Task) uint64 {
 	k := fmt.Sprintf("%s/%s/%s/%d/%d", t.FlowID, t.StepExecID, t.Token.Method, t.Attempt, t.Token.Epoch)
 	s.seen[k]++
 	return hash(s.cfg.Seed, k, s.seen[k])
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }

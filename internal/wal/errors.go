@@ -33,7 +33,7 @@ var (
 	ErrNoBatch = errors.New("no batch yet")
 
 	// ErrTruncated: the batch a reader needs was deleted by log truncation;
-	// the reader must restore from the newest snapshot (LoadLatest).
+	// the reader must restore from the newest snapshot (OpenLatest).
 	ErrTruncated = errors.New("log truncated past the reader's position")
 
 	// ErrLocalAhead: Fence was asked to go on after a batch the log does

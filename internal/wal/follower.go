@@ -29,7 +29,7 @@ type Follower struct {
 }
 
 // NewFollower returns a follower whose next batch is nextSeq: the position
-// of the local store (LoadLatest's nextSeq after a restore).
+// of the local store (OpenLatest's nextSeq after a restore).
 func NewFollower(store blob.Store, layout Layout, nextSeq uint64) *Follower {
 	return &Follower{store: store, layout: layout, next: nextSeq}
 }

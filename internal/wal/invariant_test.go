@@ -329,7 +329,7 @@ func (p *proc) takeover(wipe bool) {
 	p.bg.Go(func() {
 		next, err := wal.Fence(ctx, store, tl.layout, epoch, local.next, apply)
 		if errors.Is(err, wal.ErrTruncated) {
-			seq, data, ok, lerr := wal.LoadLatest(ctx, store, tl.layout)
+			seq, data, ok, lerr := waltest.LoadLatest(ctx, store, tl.layout)
 			if lerr != nil || !ok {
 				return
 			}

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"io"
 	"slices"
 	"time"
 
@@ -333,22 +332,4 @@ func sweep(ctx context.Context, store blob.Store, prefix string, parse func(stri
 		}
 		startAfter = keys[len(keys)-1]
 	}
-}
-
-// LoadLatest reads the newest snapshot the manifest keeps. ok is false when
-// there is none (a new node, or one that never took a snapshot): restore then
-// replays the log from its first batch. Otherwise the node loads data into its
-// local store and replays (or follows, or fences) from nextSeq: restore =
-// newest snapshot + log tail. A listed snapshot that is missing or corrupt is
-// an error naming its key; there is no silent fallback to an older one,
-// because the log below the newest snapshot may already be gone.
-func LoadLatest(ctx context.Context, store blob.Store, layout Layout) (nextSeq uint64, data []byte, ok bool, err error) {
-	nextSeq, r, ok, err := OpenLatest(ctx, store, layout)
-	if err != nil || !ok {
-		return 0, nil, false, err
-	}
-	if data, err = io.ReadAll(r); err != nil {
-		return 0, nil, false, err
-	}
-	return nextSeq, data, true, nil
 }

@@ -74,12 +74,12 @@ func TestSnapshot_WriteAndLoadLatest(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		s := mem.New()
-		if _, _, ok, err := wal.LoadLatest(t.Context(), s, layout); ok || err != nil {
+		if _, _, ok, err := waltest.LoadLatest(t.Context(), s, layout); ok || err != nil {
 			t.Fatalf("LoadLatest on an empty store: %v, %v", ok, err)
 		}
 		lease := newFakeLease(s, "7")
 		fill(t, s, lease, 30, 10, 20, 25)
-		seq, data, ok, err := wal.LoadLatest(t.Context(), s, layout)
+		seq, data, ok, err := waltest.LoadLatest(t.Context(), s, layout)
 		if err != nil || !ok || seq != 25 || string(data) != "state@25" {
 			t.Fatalf("LoadLatest = %d, %q, %v, %v", seq, data, ok, err)
 		}
@@ -181,7 +181,7 @@ func TestTruncate_LeaseCheckBeforeEveryDelete(t *testing.T) {
 			t.Fatalf("snapshots left %v with parts %v, want %v with one part each of 20 and 25", heads, parts, want)
 		}
 		// Restore still works: newest snapshot plus the tail.
-		seq, _, ok, err := wal.LoadLatest(t.Context(), s, layout)
+		seq, _, ok, err := waltest.LoadLatest(t.Context(), s, layout)
 		if err != nil || !ok || seq != 25 {
 			t.Fatalf("LoadLatest = %d, %v, %v", seq, ok, err)
 		}
@@ -319,7 +319,7 @@ func TestLoadLatest_Corruption(t *testing.T) {
 				s := mem.New()
 				fill(t, s, newFakeLease(s, "7"), 0, 10, 20)
 				tc.break_(s)
-				_, _, ok, err := wal.LoadLatest(t.Context(), s, layout)
+				_, _, ok, err := waltest.LoadLatest(t.Context(), s, layout)
 				if ok || !errors.Is(err, wal.ErrCorrupt) || !strings.Contains(err.Error(), tc.key) {
 					t.Fatalf("LoadLatest = %v, %v; want corruption naming %s", ok, err, tc.key)
 				}
@@ -350,7 +350,7 @@ func TestSnapshot_TransientRetried(t *testing.T) {
 		if time.Since(start) == 0 {
 			t.Fatal("no retries happened")
 		}
-		if seq, _, ok, err := wal.LoadLatest(t.Context(), s, layout); !ok || err != nil || seq != 10 {
+		if seq, _, ok, err := waltest.LoadLatest(t.Context(), s, layout); !ok || err != nil || seq != 10 {
 			t.Fatalf("LoadLatest = %d, %v, %v", seq, ok, err)
 		}
 	})

@@ -178,6 +178,13 @@ func WriteSnapshotFrom(ctx context.Context, store blob.Store, layout Layout, nex
 // key when a part is missing or the whole does not match the head's size
 // and checksum (at the end of the data, so the caller must not trust what
 // it read before that error).
+//
+// ok is false for a new node, or one that never took a snapshot: restore
+// then replays the log from its first batch. Otherwise the node loads the
+// data into its local store and replays (or follows, or fences) from
+// nextSeq: restore = newest snapshot + log tail. There is no silent
+// fallback to an older snapshot, because the log below the newest one may
+// already be gone.
 func OpenLatest(ctx context.Context, store blob.Store, layout Layout) (nextSeq uint64, r io.Reader, ok bool, err error) {
 	m, _, found, err := readManifestRetry(ctx, store, layout)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/dexzd/dexzd/internal/blob/mem"
 	"github.com/dexzd/dexzd/internal/wal"
+	"github.com/dexzd/dexzd/internal/wal/waltest"
 )
 
 // randomBytes returns n deterministic pseudo-random bytes.
@@ -73,7 +74,7 @@ func TestSnapshotParts_WriteReadTruncate(t *testing.T) {
 				t.Fatalf("%s left after truncation", k)
 			}
 		}
-		seq, got, ok, err = wal.LoadLatest(t.Context(), s, layout)
+		seq, got, ok, err = waltest.LoadLatest(t.Context(), s, layout)
 		if err != nil || !ok || seq != 20 || string(got) != "small" {
 			t.Fatalf("LoadLatest = %d, %q, %v, %v", seq, got, ok, err)
 		}

@@ -45,9 +45,10 @@ type WriterConfig struct {
 	//
 	// Contract: each of the batch's Records is the very slice a submitter
 	// passed to Submit or SubmitAsync (same backing array, same length),
-	// in submission order; the writer never copies records. The node's
-	// sequencer relies on it to find the decoded records of the envelopes
-	// it submitted (by unsafe.SliceData) instead of decoding them again.
+	// in submission order; the writer never copies records. The serving
+	// core's sequencer relies on it to find the decoded records of the
+	// envelopes it submitted (by unsafe.SliceData) instead of decoding them
+	// again.
 	// TestWriter_OnDurableGetsTheSubmittedSlices pins it.
 	OnDurable func(Batch) error
 	// MaxBatchBytes caps the encoded size of a batch's records (4 bytes of

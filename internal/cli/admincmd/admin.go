@@ -271,6 +271,7 @@ func stepDownRetryLine(s *session.Session, req *dexpb.StepDownRequest) string {
 	if s.Opts.CredentialFile != "" {
 		parts = append(parts, "--credential-file", output.ShellQuote(s.Opts.CredentialFile))
 	}
+	parts = append(parts, s.Opts.Security.Args()...)
 	if s.TimeoutSet {
 		parts = append(parts, "--timeout", s.Timeout.String())
 	}

@@ -11,7 +11,6 @@ import (
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
@@ -46,7 +45,8 @@ const (
 // connSet holds one lazily dialled connection per address of --server.
 type connSet struct {
 	addrs []string
-	token string
+	// sec are the dial options of TLS and the token (security.go).
+	sec   []grpc.DialOption
 	conns []*grpc.ClientConn
 	// unresponsive is how long an attempt waits for a server that
 	// answers nothing, not even a health check, before it gives the
@@ -55,11 +55,11 @@ type connSet struct {
 	unresponsive time.Duration
 }
 
-func newConnSet(addrs []string, token string, unresponsive time.Duration) *connSet {
+func newConnSet(addrs []string, sec []grpc.DialOption, unresponsive time.Duration) *connSet {
 	if unresponsive <= 0 {
 		unresponsive = dex.DefaultUnresponsiveTimeout
 	}
-	return &connSet{addrs: addrs, token: token, conns: make([]*grpc.ClientConn, len(addrs)), unresponsive: unresponsive}
+	return &connSet{addrs: addrs, sec: sec, conns: make([]*grpc.ClientConn, len(addrs)), unresponsive: unresponsive}
 }
 
 func (c *connSet) conn(i int) (*grpc.ClientConn, error) {
@@ -75,9 +75,7 @@ func (c *connSet) conn(i int) (*grpc.ClientConn, error) {
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.DefaultConfig, MinConnectTimeout: c.unresponsive}),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: dex.KeepaliveTime, Timeout: c.unresponsive, PermitWithoutStream: true}),
 	}
-	if c.token != "" {
-		opts = append(opts, grpc.WithPerRPCCredentials(bearerToken(c.token)))
-	}
+	opts = append(opts, c.sec...) // TLS wins over the plaintext default
 	cc, err := grpc.NewClient(c.addrs[i], opts...)
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", c.addrs[i], err)
@@ -253,27 +251,9 @@ func (s *Session) Call(ctx context.Context, rule RetryRule, first int,
 // Addresses are the addresses of --server.
 func (s *Session) Addresses() []string { return s.conns.addrs }
 
-// DialOptions are the options that send the admin credential, for a
-// command that dials the addresses itself.
-func (s *Session) DialOptions() []grpc.DialOption {
-	if s.conns.token == "" {
-		return nil
-	}
-	return []grpc.DialOption{grpc.WithPerRPCCredentials(bearerToken(s.conns.token))}
-}
+// DialOptions are the options of TLS and the token, for a command that
+// dials the addresses itself.
+func (s *Session) DialOptions() []grpc.DialOption { return s.conns.sec }
 
 // ServerList is --server as the addresses that were used.
 func (s *Session) ServerList() string { return strings.Join(s.conns.addrs, ",") }
-
-// bearerToken sends the admin credential as "authorization: Bearer <token>"
-// metadata with every call. The API is plain gRPC without TLS (a proxy or
-// the network provides transport security), so it does not require it.
-type bearerToken string
-
-var _ credentials.PerRPCCredentials = bearerToken("")
-
-func (t bearerToken) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
-	return map[string]string{"authorization": "Bearer " + string(t)}, nil
-}
-
-func (bearerToken) RequireTransportSecurity() bool { return false }

@@ -68,6 +68,9 @@ func (s *Session) Failure(ctx context.Context, err error, info CallInfo) *Failur
 		Fields:    info.Fields,
 	}
 	f.Hint = s.hint(ctx, code, info)
+	if code == codes.Unauthenticated && strings.Contains(st.Message(), "requires TLS") {
+		f.Hint = fmt.Sprintf("the server at %s serves TLS; pass --tls-ca FILE (or --tls, or $%s)", s.ServerList(), TLSCAEnv)
+	}
 	return f
 }
 
@@ -105,9 +108,9 @@ func (s *Session) hint(ctx context.Context, code codes.Code, info CallInfo) stri
 	case codes.Canceled:
 		return "the call was cancelled"
 	case codes.Unauthenticated:
-		return "the server requires an admin credential; pass --credential-file PATH"
+		return fmt.Sprintf("the server requires credentials; pass --token-file PATH (or $%s), --credential-file PATH for the admin token, or a client certificate (--tls-cert, --tls-key)", TokenFileEnv)
 	case codes.PermissionDenied:
-		return "the server refused the credential; check the token in --credential-file"
+		return "the server refused the call for the caller's role (see the message); use a token or certificate with that role"
 	case codes.InvalidArgument:
 		return fmt.Sprintf("the server refused the request; check the arguments (\"dexcli %s --help\")", strings.Join(s.Words, " "))
 	case codes.ResourceExhausted:

@@ -52,6 +52,8 @@ type Globals struct {
 	Output         string
 	Timeout        time.Duration
 	CredentialFile string
+	// Security are the TLS and token flags (security.go).
+	Security Security
 }
 
 // DefaultServer is the --server default: $DEX_SERVER, else 127.0.0.1:8801.
@@ -134,11 +136,15 @@ func New(env *Env, defaultTimeout time.Duration, timeoutSet bool, words []string
 			return nil, Usagef("--credential-file %s is empty", opts.CredentialFile)
 		}
 	}
+	sec, err := opts.Security.dialOptions(token)
+	if err != nil {
+		return nil, err
+	}
 	s := &Session{
 		env:        env,
 		Opts:       opts,
 		Out:        &output.Printer{W: env.Stdout, JSON: opts.Output == "json"},
-		conns:      newConnSet(addrs, token, env.UnresponsiveAfter),
+		conns:      newConnSet(addrs, sec, env.UnresponsiveAfter),
 		Timeout:    defaultTimeout,
 		TimeoutSet: timeoutSet,
 		Words:      words,

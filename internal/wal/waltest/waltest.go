@@ -16,6 +16,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 
 	"github.com/dexzd/dexzd/internal/blob"
 	"github.com/dexzd/dexzd/internal/wal"
@@ -56,7 +57,7 @@ func DecodeState(data []byte) ([][]byte, error) {
 // first sequence number that is not found. It also returns the sequence
 // number after the last batch it read.
 func Readable(ctx context.Context, store blob.Store, layout wal.Layout) (records [][]byte, nextSeq uint64, err error) {
-	seq, data, ok, err := wal.LoadLatest(ctx, store, layout)
+	seq, data, ok, err := LoadLatest(ctx, store, layout)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -111,4 +112,18 @@ func WriteSnapshot(ctx context.Context, store blob.Store, layout wal.Layout, nex
 	leaseCheck wal.LeaseCheck, keep int) error {
 	_, err := wal.WriteSnapshotFrom(ctx, store, layout, nextSeq, bytes.NewReader(data), leaseCheck, keep)
 	return err
+}
+
+// LoadLatest reads the newest snapshot the manifest keeps whole
+// (wal.OpenLatest, read to its end), for tests that model a node's state
+// as bytes; ok is false when there is none.
+func LoadLatest(ctx context.Context, store blob.Store, layout wal.Layout) (nextSeq uint64, data []byte, ok bool, err error) {
+	nextSeq, r, ok, err := wal.OpenLatest(ctx, store, layout)
+	if err != nil || !ok {
+		return 0, nil, false, err
+	}
+	if data, err = io.ReadAll(r); err != nil {
+		return 0, nil, false, err
+	}
+	return nextSeq, data, true, nil
 }

@@ -1,8 +1,9 @@
-package node
+package metrics
 
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http/httptest"
@@ -15,7 +16,9 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/dexzd/dexzd/internal/blob"
 	"github.com/dexzd/dexzd/internal/blob/mem"
+	"github.com/dexzd/dexzd/internal/lease"
 	"github.com/dexzd/dexzd/internal/serving"
 	"github.com/dexzd/dexzd/internal/wal"
 )
@@ -23,6 +26,8 @@ import (
 // u64 is n as the text format writes a sample value (expfmt: %g, so
 // 1e+06 from a million on).
 func u64(n uint64) string { return strconv.FormatFloat(float64(n), 'g', -1, 64) }
+
+var testLayout = wal.MustLayout("", "n1")
 
 // WriteText writes m's registry in the Prometheus text format, as GET
 // /metrics does for a scraper that asks for no other format.
@@ -186,7 +191,7 @@ func checkExposition(text string) error {
 // sums are in seconds and bytes.
 func TestMetrics_BatchHistograms(t *testing.T) {
 	t.Parallel()
-	m := NewMetrics()
+	m := New()
 	m.ObserveBatch(wal.BatchStats{Seq: 0, Duration: 200 * time.Microsecond, Bytes: 256, Records: 1})
 	m.ObserveBatch(wal.BatchStats{Seq: 1, Duration: 3 * time.Millisecond, Bytes: 300, Records: 7})
 	m.ObserveBatch(wal.BatchStats{Seq: 2, Duration: 11 * time.Second, Bytes: 100 << 20, Records: 10000})
@@ -218,7 +223,7 @@ func TestMetrics_BatchHistograms(t *testing.T) {
 // histograms agree with the writer's own counters.
 func TestMetrics_WriterHookRecordsEveryBatch(t *testing.T) {
 	t.Parallel()
-	m := NewMetrics()
+	m := New()
 	w, err := wal.NewWriter(wal.WriterConfig{Store: mem.New(), Layout: testLayout, Epoch: 1,
 		OnDurable: func(wal.Batch) error { return nil }, OnBatch: m.WriterHook()})
 	if err != nil {
@@ -272,7 +277,7 @@ func TestMetrics_NilRecordsNothing(t *testing.T) {
 // type.
 func TestMetrics_TextFormat(t *testing.T) {
 	t.Parallel()
-	m := NewMetrics()
+	m := New()
 	rec := httptest.NewRecorder()
 	m.Handler().ServeHTTP(rec, httptest.NewRequestWithContext(context.Background(), "GET", "/metrics", nil))
 	if ct := rec.Header().Get("Content-Type"); !strings.HasPrefix(ct, "text/plain; version=0.0.4") {
@@ -349,7 +354,7 @@ func TestCheckExposition_RejectsBrokenText(t *testing.T) {
 // rate() alerts); a limit nobody names is ignored.
 func TestMetrics_RefusalsByLimit(t *testing.T) {
 	t.Parallel()
-	m := NewMetrics()
+	m := New()
 	m.CountRefused("limits.maxQueuedTasks")
 	m.CountRefused("limits.maxQueuedTasks")
 	m.CountRefused("limits.maxFlowWaiters")
@@ -373,4 +378,82 @@ func TestMetrics_RefusalsByLimit(t *testing.T) {
 	}
 	var nilMetrics *Metrics
 	nilMetrics.CountRefused("limits.maxQueuedTasks")
+}
+
+// The metrics text: every series with HELP and TYPE, dexzd_leader from the
+// serving instance's gate, one standby state set.
+//
+// Covers: P4
+func TestMetrics_Text(t *testing.T) {
+	m := New()
+	var text strings.Builder
+	if err := m.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"# TYPE dexzd_leader gauge\ndexzd_leader 0\n",
+		"# TYPE dexzd_node_epoch gauge\ndexzd_node_epoch 0\n",
+		"dexzd_hot_standby_state{state=\"not_standby\"} 1\n",
+		"dexzd_hot_standby_state{state=\"cold\"} 0\n",
+		"dexzd_hot_standby_state{state=\"following\"} 0\n",
+		"# TYPE dexzd_lease_renewals_total counter\ndexzd_lease_renewals_total 0\n",
+		"dexzd_log_batches_total 0\n",
+	} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("metrics lack %q:\n%s", want, text.String())
+		}
+	}
+
+	gate := &fakeGate{serving: true}
+	m.SetStandbyState(StandbyCold)
+	m.SetActive(gate)
+	m.SetEpoch(7)
+	m.leaseRenewal(nil)
+	m.leaseRenewal(nil)
+	m.leaseRenewal(errors.New("timeout"))
+	s := m.snapshot()
+	if !s.leader || s.epoch != 7 || s.state != StandbyCold || s.renewals != 2 || s.renewalFailures != 1 {
+		t.Fatalf("snapshot = %+v", s)
+	}
+	gate.serving = false // lease no longer valid: not the leader at once
+	if m.snapshot().leader {
+		t.Fatal("dexzd_leader is 1 while the instance does not serve")
+	}
+	var nilMetrics *Metrics
+	nilMetrics.leaseRenewal(nil) // a nil *Metrics records nothing
+	nilMetrics.SetActive(gate)
+}
+
+type fakeGate struct{ serving bool }
+
+func (g *fakeGate) Serving() bool { return g.serving }
+
+// The lease store wrapper counts renewal writes only: not the acquisition
+// (write 1), not the release.
+func TestLeaseStore_CountsRenewals(t *testing.T) {
+	ctx := t.Context()
+	m := New()
+	raw := mem.New()
+	const key = "nodes/n1/lease"
+	s := m.MeterLease(raw, key)
+	rec := lease.Record{NodeID: "n1", Epoch: 1, Holder: "h", Duration: time.Second, RenewedAt: time.Now().UTC(), Write: 1}
+	v, err := s.PutIfAbsent(ctx, key, rec.Encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.Write = 2
+	if v, err = s.PutIfMatch(ctx, key, rec.Encode(), v); err != nil {
+		t.Fatal(err)
+	}
+	rec.Write = 3
+	if _, err := s.PutIfMatch(ctx, key, rec.Encode(), "stale"); !errors.Is(err, blob.ErrPrecondition) {
+		t.Fatalf("stale renewal = %v", err)
+	}
+	rec.Write, rec.Released = 4, true
+	if _, err := s.PutIfMatch(ctx, key, rec.Encode(), v); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.snapshot(); got.renewals != 1 || got.renewalFailures != 1 {
+		t.Fatalf("renewals %d, failures %d; want 1, 1", got.renewals, got.renewalFailures)
+	}
 }

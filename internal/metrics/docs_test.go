@@ -1,22 +1,16 @@
-package node
+package metrics
 
 import (
 	"context"
-	"fmt"
 	"net/http/httptest"
 	"os"
 	"regexp"
-	"slices"
 	"strings"
 	"testing"
-	"testing/synctest"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
-
-	"github.com/dexzd/dexzd/internal/blob/mem"
-	"github.com/dexzd/dexzd/internal/server"
 )
 
 // scrapeBody GETs /metrics from m's handler with the given Accept
@@ -60,7 +54,7 @@ var docMatcher = regexp.MustCompile(`([a-z_]+)(=~|=)"([^"]*)"`)
 // so that rate() and absent() rules find it.
 func TestMetrics_DocumentedSeriesExist(t *testing.T) {
 	t.Parallel()
-	body, ct := scrapeBody(t, NewMetrics(), "")
+	body, ct := scrapeBody(t, New(), "")
 	if !strings.HasPrefix(ct, "text/plain; version=0.0.4") {
 		t.Errorf("Content-Type = %q", ct)
 	}
@@ -120,7 +114,7 @@ func hasLabel(mf *dto.MetricFamily, name, value string) bool {
 // the same dexzd_* families.
 func TestMetrics_OpenMetricsNegotiated(t *testing.T) {
 	t.Parallel()
-	body, ct := scrapeBody(t, NewMetrics(), "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5")
+	body, ct := scrapeBody(t, New(), "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5")
 	if !strings.HasPrefix(ct, "application/openmetrics-text") {
 		t.Errorf("Content-Type = %q, want OpenMetrics", ct)
 	}
@@ -133,105 +127,4 @@ func TestMetrics_OpenMetricsNegotiated(t *testing.T) {
 			t.Errorf("OpenMetrics body lacks %q", want)
 		}
 	}
-}
-
-// Bounded cardinality: after flows with distinct IDs ran (and failed,
-// retried and completed), no label of any dexzd_* series carries a flow
-// ID, every label is one of the fixed dimensions, and the process has no
-// more dexzd_* series than a fresh one (no flow adds a series).
-func TestMetrics_NoFlowIDLabels(t *testing.T) {
-	t.Parallel()
-	fresh := dexzdSeries(t, parseFamilies(t, mustText(t, NewMetrics())))
-	synctest.Test(t, func(t *testing.T) {
-		m := NewMetrics()
-		h := newMetricsHarness(t, mem.New(), 1, m)
-		defer h.stop()
-		s := h.session("w1", 50, "a")
-		const flows = 20
-		var ids []string
-		for i := range flows {
-			id := fmt.Sprintf("card-flow-%02d", i)
-			ids = append(ids, id)
-			h.start(id, "a", "S")
-		}
-		synctest.Wait()
-		done := 0
-		for _, task := range tasks(s) {
-			if a := h.complete(s, task); a.Status != server.AckAccepted {
-				t.Fatalf("ack = %+v", a)
-			}
-			done++
-		}
-		if done != flows {
-			t.Fatalf("completed %d flows, want %d", done, flows)
-		}
-		if got := flowMetricsOf(m); got.Started != flows {
-			t.Fatalf("flows started = %d, want %d", got.Started, flows)
-		}
-		body, _ := scrapeBody(t, m, "")
-		allowed := []string{"state", "limit", "op", "result", "status", "outcome"}
-		series := dexzdSeries(t, parseFamilies(t, body))
-		for _, s := range series {
-			for _, id := range ids {
-				if strings.Contains(s, id) {
-					t.Errorf("series %s carries flow ID %s", s, id)
-				}
-			}
-		}
-		for _, mf := range parseFamilies(t, body) {
-			if !strings.HasPrefix(mf.GetName(), "dexzd_") {
-				continue
-			}
-			for _, sm := range mf.GetMetric() {
-				for _, l := range sm.GetLabel() {
-					if !slices.Contains(allowed, l.GetName()) {
-						t.Errorf("%s has label %s=%q, not one of the fixed dimensions %v", mf.GetName(), l.GetName(), l.GetValue(), allowed)
-					}
-				}
-			}
-		}
-		if len(series) > len(fresh) {
-			t.Errorf("%d dexzd_ series after %d flows, %d on a fresh process; new: %v",
-				len(series), flows, len(fresh), newSeries(fresh, series))
-		}
-	})
-}
-
-func mustText(t *testing.T, m *Metrics) string {
-	t.Helper()
-	var b strings.Builder
-	if err := m.WriteText(&b); err != nil {
-		t.Fatal(err)
-	}
-	return b.String()
-}
-
-// dexzdSeries lists the dexzd_* series as name{label="value",...}.
-func dexzdSeries(t *testing.T, fams map[string]*dto.MetricFamily) []string {
-	t.Helper()
-	var out []string
-	for name, mf := range fams {
-		if !strings.HasPrefix(name, "dexzd_") {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			var ls []string
-			for _, l := range m.GetLabel() {
-				ls = append(ls, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
-			}
-			out = append(out, name+"{"+strings.Join(ls, ",")+"}")
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
-func newSeries(before, after []string) []string {
-	var out []string
-	for _, s := range after {
-		if !slices.Contains(before, s) {
-			out = append(out, s)
-		}
-	}
-	return out
 }

@@ -1,4 +1,4 @@
-package node
+package metrics
 
 import (
 	"context"
@@ -25,14 +25,14 @@ type StandbyState string
 
 // Standby states. A process that holds the lease (or is acquiring it) is
 // not a standby; a cold standby waits idle. The others belong to hot
-// standbys (hot.go): following (hot), behind (lag above
+// standbys (package node, hot.go): following (hot), behind (lag above
 // behindLagThreshold), restarting (after an error, during the backoff),
 // failed (a restore from a snapshot lost the local store), bootstrapping
 // (restoring the newest snapshot). Every state is exported,
 // 0 when not current, so that alert rules on them find the series.
 const (
 	StandbyNotStandby    StandbyState = "not_standby"
-	StandbyStateCold     StandbyState = "cold"
+	StandbyCold          StandbyState = "cold"
 	StandbyFollowing     StandbyState = "following"
 	StandbyBootstrapping StandbyState = "bootstrapping"
 	StandbyRestarting    StandbyState = "restarting"
@@ -40,13 +40,13 @@ const (
 	StandbyFailed        StandbyState = "failed"
 )
 
-var standbyStates = []StandbyState{StandbyNotStandby, StandbyStateCold, StandbyFollowing,
+var standbyStates = []StandbyState{StandbyNotStandby, StandbyCold, StandbyFollowing,
 	StandbyBootstrapping, StandbyRestarting, StandbyBehind, StandbyFailed}
 
 // Metrics are one process's metrics, served on metrics.listen by
 // client_golang's promhttp (the Prometheus text format, or OpenMetrics
-// when the scraper asks for it). The caller creates them with NewMetrics
-// and passes them in (LocalOptions.Metrics, ServeOptions.Metrics): each
+// when the scraper asks for it). The caller creates them with New and
+// passes them in (node.LocalOptions.Metrics, node.ServeOptions.Metrics): each
 // holds its own prometheus.Registry, there is no global one. A nil
 // *Metrics records nothing.
 //
@@ -98,7 +98,7 @@ type Metrics struct {
 	state                                      atomic.Pointer[StandbyState]
 	// hot, while set, is the hot standby whose state and lag are reported
 	// instead of state.
-	hot atomic.Pointer[hotStandby]
+	hot atomic.Pointer[HotStandby]
 
 	batchSeconds, batchBytes, batchRecords prometheus.Histogram
 	// refused counts overload refusals by serving.RefusalLimits' index.
@@ -125,9 +125,9 @@ var (
 	recordBuckets = []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000}
 )
 
-// NewMetrics returns metrics with every value at zero and the standby
-// state not_standby.
-func NewMetrics() *Metrics {
+// New returns metrics with every value at zero and the standby state
+// not_standby.
+func New() *Metrics {
 	m := &Metrics{reg: prometheus.NewRegistry()}
 	f := promauto.With(m.reg)
 	histogram := func(name, help string, buckets []float64) prometheus.Histogram {
@@ -146,7 +146,7 @@ func NewMetrics() *Metrics {
 	m.store.init(f)
 	m.reg.MustRegister(stateCollector{m},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m.setStandbyState(StandbyNotStandby)
+	m.SetStandbyState(StandbyNotStandby)
 	return m
 }
 
@@ -169,29 +169,43 @@ func (m *Metrics) WriterHook() func(wal.BatchStats) {
 	return m.ObserveBatch
 }
 
-func (m *Metrics) setStandbyState(s StandbyState) {
+// SetStandbyState sets the standby state reported while no hot standby is
+// set (SetHotStandby).
+func (m *Metrics) SetStandbyState(s StandbyState) {
 	if m != nil {
 		m.state.Store(&s)
 	}
 }
 
-// setHot makes h the hot standby whose state and lag are reported; nil
-// clears it (the state set by setStandbyState is reported again).
-func (m *Metrics) setHot(h *hotStandby) {
-	if m != nil {
-		m.hot.Store(h)
+// HotStandby is what the metrics read of a hot standby at scrape time: its
+// state (following, behind, bootstrapping, restarting, failed) and its lag.
+type HotStandby interface {
+	State() (StandbyState, time.Duration)
+}
+
+// SetHotStandby makes h the hot standby whose state and lag are reported;
+// nil clears it (the state set by SetStandbyState is reported again).
+func (m *Metrics) SetHotStandby(h HotStandby) {
+	switch {
+	case m == nil:
+	case h == nil:
+		m.hot.Store(nil)
+	default:
+		m.hot.Store(&h)
 	}
 }
 
-func (m *Metrics) setEpoch(e uint64) {
+// SetEpoch sets the epoch of the lease the process holds; 0 while it holds
+// none.
+func (m *Metrics) SetEpoch(e uint64) {
 	if m != nil {
 		m.epoch.Store(e)
 	}
 }
 
-// setActive makes b the serving instance whose gate dexzd_leader reports;
-// nil clears it.
-func (m *Metrics) setActive(b interface{ Serving() bool }) {
+// SetActive makes b the serving instance whose gate dexzd_leader and
+// /readyz report; nil clears it.
+func (m *Metrics) SetActive(b interface{ Serving() bool }) {
 	if m == nil {
 		return
 	}
@@ -200,9 +214,9 @@ func (m *Metrics) setActive(b interface{ Serving() bool }) {
 	m.active = b
 }
 
-// setWriter makes w the writer whose counters are reported; endWriter adds
+// SetWriter makes w the writer whose counters are reported; EndWriter adds
 // its final counters to the totals when its lease period ends.
-func (m *Metrics) setWriter(w *wal.Writer) {
+func (m *Metrics) SetWriter(w *wal.Writer) {
 	if m == nil {
 		return
 	}
@@ -211,7 +225,9 @@ func (m *Metrics) setWriter(w *wal.Writer) {
 	m.writer = w
 }
 
-func (m *Metrics) endWriter(w *wal.Writer) {
+// EndWriter adds w's final counters to the totals and stops reading it, if
+// it is the writer SetWriter set.
+func (m *Metrics) EndWriter(w *wal.Writer) {
 	if m == nil {
 		return
 	}
@@ -269,7 +285,7 @@ func (m *Metrics) snapshot() snapshot {
 		s.state = *st
 	}
 	if h := m.hot.Load(); h != nil {
-		s.state, s.lag = h.State()
+		s.state, s.lag = (*h).State()
 	}
 	s.renewals, s.renewalFailures = m.renewals.Load(), m.renewalFailures.Load()
 	return s
@@ -385,9 +401,9 @@ func (m *Metrics) serving() bool {
 	return m.active != nil && m.active.Serving()
 }
 
-// setNotServingReason sets what /readyz says while the process does not
+// SetNotServingReason sets what /readyz says while the process does not
 // serve; empty means a generic reason.
-func (m *Metrics) setNotServingReason(reason string) {
+func (m *Metrics) SetNotServingReason(reason string) {
 	if m == nil {
 		return
 	}
@@ -405,9 +421,9 @@ func (m *Metrics) notServingReason() string {
 	return "this process is not serving; retry on the active process"
 }
 
-// snapshot records one snapshot attempt: its size when it was written,
-// err when it or the truncation after it failed.
-func (m *Metrics) snapshotWritten(bytes int, err error) {
+// SnapshotWritten records one snapshot attempt: its size when it was
+// written, err when it or the truncation after it failed.
+func (m *Metrics) SnapshotWritten(bytes int, err error) {
 	if m == nil {
 		return
 	}
@@ -428,9 +444,10 @@ type leaseStore struct {
 	m   *Metrics
 }
 
-// leaseBlobs returns the store to hand to lease.Acquire: blobs itself
-// without metrics, else a leaseStore that counts renewals.
-func leaseBlobs(blobs blob.Store, key string, m *Metrics) blob.Store {
+// MeterLease returns the store to hand to lease.Acquire for the lease at
+// key: blobs itself on a nil *Metrics, else blobs counting the lease
+// holder's renewal writes.
+func (m *Metrics) MeterLease(blobs blob.Store, key string) blob.Store {
 	if m == nil {
 		return blobs
 	}

@@ -1,4 +1,4 @@
-package node
+package metrics
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 // The metered store is the store: it passes the conformance suite.
 func TestMeterStore_Conformance(t *testing.T) {
 	t.Parallel()
-	m := NewMetrics()
+	m := New()
 	t.Cleanup(func() { // after the parallel subtests
 		if m.store.requests[storeGet][storeOK].Load() == 0 || m.store.requests[storePutIfAbsent][storePrecondition].Load() == 0 {
 			t.Error("the suite's requests were not counted")
@@ -32,7 +32,7 @@ func TestMeterStore_CountsByKindAndResult(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		raw := mem.New()
-		m := NewMetrics()
+		m := New()
 		s := m.MeterStore(raw)
 		ctx := context.Background()
 		check := func(what string, err, want error) {
@@ -131,7 +131,7 @@ func TestMeterStore_FsyncsOfTheFSBackend(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := NewMetrics()
+	m := New()
 	s := m.MeterStore(raw)
 	defer s.Close()
 	for _, k := range []string{"a/1", "a/2", "a/3"} {
@@ -158,7 +158,7 @@ func BenchmarkMeterStore(b *testing.B) {
 	for _, bc := range []struct {
 		name string
 		s    blob.Store
-	}{{"raw", raw}, {"metered", NewMetrics().MeterStore(raw)}} {
+	}{{"raw", raw}, {"metered", New().MeterStore(raw)}} {
 		b.Run(bc.name, func(b *testing.B) {
 			ctx := context.Background()
 			for b.Loop() {
