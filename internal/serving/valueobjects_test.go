@@ -211,7 +211,7 @@ func TestValueObjects_LostReplyAndDamagedObject(t *testing.T) {
 			t.Fatal(err)
 		}
 		f := st.Steps[0].LastFailure
-		if f == nil || f.Failure.Type != errValueUnavailable || !strings.Contains(f.Failure.Message, keys[0]) {
+		if f == nil || f.Type != errValueUnavailable || !strings.Contains(f.Message, keys[0]) {
 			t.Fatalf("the attempt's failure is %+v, want %s naming %s", f, errValueUnavailable, keys[0])
 		}
 		h.stop()
