@@ -319,10 +319,7 @@ func TestValueObjects_ReadOncePerObject(t *testing.T) {
 		})
 		h := newObjectHarness(t, blobs, 1)
 		ctx := context.Background()
-		in := bigValue('i', 4<<10)
-		if _, err := h.core.StartFlow(ctx, engine.StartFlow{FlowID: "f", FlowType: "a", StartStep: "S", Input: in}); err != nil {
-			t.Fatal(err)
-		}
+		in := startBig(t, h)
 		s := h.session("w", 4, "a")
 		const moves = 5
 		for i := 0; i <= moves; i++ {
@@ -383,11 +380,7 @@ func TestValueObjects_UntakenTasksWaitWithoutTheirBytes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		blobs := mem.New()
 		h := newObjectHarness(t, blobs, 1)
-		ctx := context.Background()
-		in := bigValue('i', 4<<10)
-		if _, err := h.core.StartFlow(ctx, engine.StartFlow{FlowID: "f", FlowType: "a", StartStep: "S", Input: in}); err != nil {
-			t.Fatal(err)
-		}
+		in := startBig(t, h)
 		s := h.session("w", 4, "a")
 		synctest.Wait()
 		msgs := s.Take()
@@ -456,4 +449,15 @@ func TestValueObjects_StopEndsACallWritingItsObject(t *testing.T) {
 		}
 		h.stop()
 	})
+}
+
+// startBig starts flow "f" of type "a" with an input of 4 KiB (a value
+// object) and returns the input.
+func startBig(t *testing.T, h *harness) engine.Value {
+	t.Helper()
+	in := bigValue('i', 4<<10)
+	if _, err := h.core.StartFlow(context.Background(), engine.StartFlow{FlowID: "f", FlowType: "a", StartStep: "S", Input: in}); err != nil {
+		t.Fatal(err)
+	}
+	return in
 }
