@@ -385,6 +385,9 @@ func (s *Store) syncExisting(p string) error {
 		s.beforeSync(p)
 	}
 	f, err := os.Open(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // deleted since: the key existed, nothing to make durable
+	}
 	if err != nil {
 		return err
 	}
