@@ -287,7 +287,9 @@ func (p *leasePeriod) run(ctx context.Context) (sd *steppedDown, err error) {
 		srv.Close()
 		core.Stop()
 		cancelSup()
-		<-supDone
+		if werr := <-supDone; werr != nil {
+			log.Info("the writer stopped", "err", werr)
+		}
 		stopGRPC(p.inst.g, time.Second)
 		return nil, err
 	case <-p.abandon:

@@ -82,7 +82,10 @@ type Core struct {
 	wg       sync.WaitGroup
 	stopping chan struct{}
 	stopOnce sync.Once
-	rpcSeq   atomic.Uint64
+	// life ends when the core stops (untilStopped).
+	life    context.Context
+	endLife context.CancelFunc
+	rpcSeq  atomic.Uint64
 	// rpcWaiting counts the InvokeRPC calls waiting for a worker (Admit).
 	rpcWaiting atomic.Int64
 }
@@ -110,6 +113,7 @@ func NewCore(cfg CoreConfig) *Core {
 		cfg: cfg, log: cfg.Logger,
 		stopping: make(chan struct{}),
 	}
+	c.life, c.endLife = context.WithCancel(context.Background())
 	c.waiters.m = map[string]chan struct{}{}
 	c.waiters.max = cfg.Admission.MaxFlowWaiters
 	c.rpcs.m = map[string]*rpcCall{}
@@ -143,7 +147,10 @@ func (c *Core) Start(ctx context.Context) {
 // still written by the writer; the caller stops it afterwards.
 func (c *Core) Stop() {
 	c.serving.Store(false)
-	c.stopOnce.Do(func() { close(c.stopping) })
+	c.stopOnce.Do(func() {
+		close(c.stopping)
+		c.endLife()
+	})
 	c.disp.closeAll()
 	if c.cancel != nil {
 		c.cancel()
@@ -324,6 +331,8 @@ func (c *Core) Flow(ctx context.Context, flowID, runID string) (*engine.FlowStat
 
 // withValues returns st with the bytes of its value objects.
 func (c *Core) withValues(ctx context.Context, st *engine.FlowState) (*engine.FlowState, error) {
+	ctx, done := c.untilStopped(ctx)
+	defer done()
 	out, err := resolve(ctx, c, st)
 	if err != nil {
 		return nil, fmt.Errorf("%w: flow %q: %w", server.ErrNotServing, st.FlowID, err)

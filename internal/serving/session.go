@@ -77,10 +77,21 @@ func (s *session) push(m server.Outgoing) {
 
 func (s *session) Notify() <-chan struct{} { return s.notify }
 
-// Untake implements server.Session.
+// Untake implements server.Session. The tasks come back with the bytes
+// Take loaded for them; they wait again with references only, as every
+// queued task does (Take loads the bytes again).
 func (s *session) Untake(msgs []server.Outgoing) {
+	back := slices.Clone(msgs)
+	if s.c.cfg.Values != nil {
+		for i, m := range back {
+			if m.Task != nil {
+				t := withoutValueBytes(*m.Task)
+				back[i].Task = &t
+			}
+		}
+	}
 	s.mu.Lock()
-	s.out = append(slices.Clone(msgs), s.out...)
+	s.out = append(back, s.out...)
 	s.mu.Unlock()
 }
 

@@ -70,6 +70,8 @@ func offload[T any](ctx context.Context, c *Core, x T) (T, bool, error) {
 	if n, ok := valueBytes(x); ok && n < c.cfg.ValueObjectBytes {
 		return x, false, nil // no value of it can be large: skip the walk
 	}
+	octx, done := c.untilStopped(ctx)
+	defer done()
 	found := false
 	out, err := mapEngineValues(x, func(v engine.Value) (engine.Value, bool, error) {
 		switch {
@@ -82,7 +84,7 @@ func offload[T any](ctx context.Context, c *Core, x T) (T, bool, error) {
 		case len(v.Data) < c.cfg.ValueObjectBytes:
 			return v, false, nil
 		}
-		ref, err := c.cfg.Values.Put(ctx, v.Data)
+		ref, err := c.cfg.Values.Put(octx, v.Data)
 		if err != nil {
 			return v, false, err
 		}
@@ -94,6 +96,9 @@ func offload[T any](ctx context.Context, c *Core, x T) (T, bool, error) {
 		if ctx.Err() != nil {
 			return x, false, ctx.Err()
 		}
+		if octx.Err() != nil {
+			return x, false, server.ErrNotServing // the core stopped: retry on the active process
+		}
 		if (blob.Classify(err) == blob.ErrPermanent || errors.Is(err, wal.ErrValueWriteTimeout)) && c.cfg.Fatal != nil {
 			// As the log writer does (L10): the store takes no writes.
 			c.cfg.Fatal(err)
@@ -103,26 +108,58 @@ func offload[T any](ctx context.Context, c *Core, x T) (T, bool, error) {
 	return out, found, nil
 }
 
+// untilStopped returns ctx, also canceled when the core stops: a call
+// writing or reading value objects ends with the core, as a call waiting
+// on the sequencer does, instead of retrying the store until its own
+// deadline (its caller then retries on the active process).
+func (c *Core) untilStopped(ctx context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(c.life, cancel)
+	return ctx, func() {
+		stop()
+		cancel()
+	}
+}
+
 // resolve returns x with the bytes of every value object it names loaded
 // from the core's value store (WithValueBytes).
 func resolve[T any](ctx context.Context, c *Core, x T) (T, error) {
+	return resolveShared(ctx, c, x, nil)
+}
+
+// resolveShared is resolve with the objects already read in loaded (nil:
+// none), which it adds to.
+func resolveShared[T any](ctx context.Context, c *Core, x T, loaded map[string][]byte) (T, error) {
 	if c.cfg.Values == nil {
 		return x, nil
 	}
-	return WithValueBytes(ctx, c.cfg.Values, x)
+	return withValueBytes(ctx, c.cfg.Values, x, loaded)
 }
 
 // WithValueBytes returns x (a state, a task, a record) with the bytes of
 // every value object it names loaded from values. x itself is not
-// modified: states and tasks may be shared with the state cache.
+// modified: states and tasks may be shared with the state cache. An object
+// named in several places (a moved input, an output that is also in the
+// history) is read once, and its values share the bytes.
 func WithValueBytes[T any](ctx context.Context, values ValueStore, x T) (T, error) {
+	return withValueBytes(ctx, values, x, nil)
+}
+
+func withValueBytes[T any](ctx context.Context, values ValueStore, x T, loaded map[string][]byte) (T, error) {
 	out, err := mapEngineValues(x, func(v engine.Value) (engine.Value, bool, error) {
 		if v.Ref == "" || v.Data != nil {
 			return v, false, nil
 		}
-		data, err := values.Get(ctx, v.Ref)
-		if err != nil {
-			return v, false, err
+		data, ok := loaded[v.Ref]
+		if !ok {
+			var err error
+			if data, err = values.Get(ctx, v.Ref); err != nil {
+				return v, false, err
+			}
+			if loaded == nil {
+				loaded = map[string][]byte{}
+			}
+			loaded[v.Ref] = data
 		}
 		if len(data) != v.Size {
 			return v, false, fmt.Errorf("value object %s holds %d bytes, its reference says %d", v.Ref, len(data), v.Size)
@@ -159,12 +196,13 @@ func (s *session) resolveTasks(msgs []server.Outgoing) []server.Outgoing {
 		}
 	}()
 	out := msgs[:0:0]
+	loaded := map[string][]byte{} // the tasks of one flow share its attributes
 	for _, m := range msgs {
 		if m.Task == nil {
 			out = append(out, m)
 			continue
 		}
-		t, err := resolve(ctx, c, *m.Task)
+		t, err := resolveShared(ctx, c, *m.Task, loaded)
 		if err == nil {
 			m.Task = &t
 			out = append(out, m)

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/dexzd/dexzd/internal/blob"
 	"github.com/dexzd/dexzd/internal/blob/mem"
@@ -210,7 +211,7 @@ func TestValueObjects_LostReplyAndDamagedObject(t *testing.T) {
 			t.Fatal(err)
 		}
 		f := st.Steps[0].LastFailure
-		if f == nil || f.Failure.Type != errValueUnavailable || !strings.Contains(f.Failure.Message, keys[0]) {
+		if f == nil || f.Type != errValueUnavailable || !strings.Contains(f.Message, keys[0]) {
 			t.Fatalf("the attempt's failure is %+v, want %s naming %s", f, errValueUnavailable, keys[0])
 		}
 		h.stop()
@@ -299,4 +300,164 @@ func TestValueObjects_PermanentStoreErrorIsFatal(t *testing.T) {
 		}
 		h.stop()
 	})
+}
+
+// One object named many times in a state (a large input moved from step
+// to step shows in every step's creation, every movement and the output,
+// in the history too) is read once per read of the state, and its bytes
+// are shared: a read of a long flow's state costs one store GET and one
+// copy per distinct object, not one per place that names it.
+func TestValueObjects_ReadOncePerObject(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		blobs := mem.New()
+		var gets atomic.Int32
+		blobs.SetFaults(func(op, key string) mem.Fault {
+			if op == blob.OpGet && strings.HasPrefix(key, testLayout.ValuePrefix()) {
+				gets.Add(1)
+			}
+			return mem.Fault{}
+		})
+		h := newObjectHarness(t, blobs, 1)
+		ctx := context.Background()
+		in := startBig(t, h)
+		s := h.session("w", 4, "a")
+		const moves = 5
+		for i := 0; i <= moves; i++ {
+			synctest.Wait()
+			ts := tasks(s)
+			if len(ts) != 1 {
+				t.Fatalf("move %d: %d tasks", i, len(ts))
+			}
+			dec := engine.Decision{Kind: engine.DecideMovements, Movements: []engine.Movement{{StepType: "S", Input: ts[0].Input}}}
+			if i == moves {
+				dec = engine.Decision{Kind: engine.DecideGracefulComplete, Output: ts[0].Input}
+			}
+			if a, err := s.Result(ctx, ts[0].Token, engine.ExecuteResult{Token: ts[0].Token, Decision: dec}); err != nil || a.Status != server.AckAccepted {
+				t.Fatalf("move %d: %+v, %v", i, a, err)
+			}
+		}
+		if keys := valueObjectKeys(blobs); len(keys) != 1 {
+			t.Fatalf("objects %v, want 1", keys)
+		}
+		gets.Store(0)
+		st, err := h.core.Flow(ctx, "f", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		names := 0
+		var first []byte
+		_, _ = mapEngineValues(st, func(v engine.Value) (engine.Value, bool, error) {
+			if v.Ref == "" {
+				return v, false, nil
+			}
+			names++
+			if !bytes.Equal(v.Data, in.Data) {
+				t.Errorf("a value naming %s holds %d bytes, not the input's", v.Ref, len(v.Data))
+			}
+			if first == nil {
+				first = v.Data
+			} else if len(v.Data) > 0 && &v.Data[0] != &first[0] {
+				t.Errorf("a value naming %s has a copy of its own", v.Ref)
+			}
+			return v, false, nil
+		})
+		if names <= moves {
+			t.Errorf("the state names the object %d times, want more than %d (the test lost its point)", names, moves)
+		}
+		if n := gets.Load(); n != 1 {
+			t.Errorf("one read of a state naming 1 object %d times read it %d times", names, n)
+		}
+		h.stop()
+	})
+}
+
+// A worker stream breaks in the middle of a batch: the tasks after the
+// failed send go back to the session (Untake) and, as it closes, to the
+// dispatcher's queue until a slot is free. They went out with their bytes
+// loaded; the queue keeps their references only (the bytes are loaded
+// again for the next worker), as for every other queued task.
+func TestValueObjects_UntakenTasksWaitWithoutTheirBytes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		blobs := mem.New()
+		h := newObjectHarness(t, blobs, 1)
+		in := startBig(t, h)
+		s := h.session("w", 4, "a")
+		synctest.Wait()
+		msgs := s.Take()
+		if len(msgs) != 1 || msgs[0].Task == nil || !bytes.Equal(msgs[0].Task.Input.Data, in.Data) {
+			t.Fatalf("taken: %+v", msgs)
+		}
+		s.Untake(msgs) // the send failed before this one
+		s.Close()
+		d := h.core.disp
+		d.mu.Lock()
+		var held []string
+		for _, p := range d.queues["a"] {
+			if p.started != nil {
+				_, _ = mapEngineValues(*p.started, func(v engine.Value) (engine.Value, bool, error) {
+					if v.Ref != "" && v.Data != nil {
+						held = append(held, v.Ref)
+					}
+					return v, false, nil
+				})
+			}
+		}
+		d.mu.Unlock()
+		if len(held) != 0 {
+			t.Errorf("the queued task holds the bytes of objects %v", held)
+		}
+		s2 := h.session("w2", 4, "a")
+		synctest.Wait()
+		if ts := tasks(s2); len(ts) != 1 || !bytes.Equal(ts[0].Input.Data, in.Data) {
+			t.Errorf("the next worker's task: %d tasks, or its input is not the started one", len(ts))
+		}
+		h.stop()
+	})
+}
+
+// A call is writing its value object into a store that fails (every
+// attempt a 5xx) when the process stops serving: a step down, a lost
+// lease, a kill. Like a call waiting on the sequencer, it is answered
+// UNAVAILABLE at once, so that its caller retries on the new active
+// process, rather than retrying the old process's store until its own
+// deadline. (Found by the simulator, seeds 1177 and 2052 of -first 1000:
+// a client's SetAttributes spent two 5 s deadlines in such writes while
+// its timer flow completed, and then could only be refused.)
+func TestValueObjects_StopEndsACallWritingItsObject(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		blobs := mem.New()
+		blobs.SetFaults(func(op, key string) mem.Fault {
+			if op == blob.OpPutIfAbsent && strings.HasPrefix(key, testLayout.ValuePrefix()) {
+				return mem.Fault{Err: mem.ErrServer}
+			}
+			return mem.Fault{}
+		})
+		h := newObjectHarness(t, blobs, 1)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		done := make(chan error, 1)
+		start := time.Now()
+		go func() {
+			_, err := h.core.StartFlow(ctx, engine.StartFlow{FlowID: "f", FlowType: "a", StartStep: "S", Input: bigValue('i', 4<<10)})
+			done <- err
+		}()
+		time.Sleep(200 * time.Millisecond)
+		h.core.Stop()
+		err := <-done
+		if took := time.Since(start); took > time.Second || !errors.Is(err, server.ErrNotServing) {
+			t.Errorf("a call writing its object when the core stopped: %v after %v, want ErrNotServing at once", err, took)
+		}
+		h.stop()
+	})
+}
+
+// startBig starts flow "f" of type "a" with an input of 4 KiB (a value
+// object) and returns the input.
+func startBig(t *testing.T, h *harness) engine.Value {
+	t.Helper()
+	in := bigValue('i', 4<<10)
+	if _, err := h.core.StartFlow(context.Background(), engine.StartFlow{FlowID: "f", FlowType: "a", StartStep: "S", Input: in}); err != nil {
+		t.Fatal(err)
+	}
+	return in
 }

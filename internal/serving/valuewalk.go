@@ -51,8 +51,12 @@ func hasValueObjects(x any) bool {
 // stripValueData returns recs with the bytes of every value object
 // removed (its Ref and Size stay): what the log and the local store keep.
 // recs is not modified.
-func stripValueData(recs []engine.Record) []engine.Record {
-	out, _ := mapEngineValues(recs, func(v engine.Value) (engine.Value, bool, error) {
+func stripValueData(recs []engine.Record) []engine.Record { return withoutValueBytes(recs) }
+
+// withoutValueBytes returns x with the bytes of every value object it
+// names removed (x is not modified).
+func withoutValueBytes[T any](x T) T {
+	out, _ := mapEngineValues(x, func(v engine.Value) (engine.Value, bool, error) {
 		if v.Ref == "" || v.Data == nil {
 			return v, false, nil
 		}

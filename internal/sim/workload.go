@@ -23,7 +23,8 @@ import (
 //	       client publishes; Execute completes with the message
 //	timer  T waits (WaitFor) for a durable timer of timerWait, staging
 //	       attribute "wf"; Execute completes with "T:" + ID, staging
-//	       attribute "ex"; the client sets attribute "client"
+//	       attribute "ex"; the client sets attribute "client" (unless
+//	       the flow completed first)
 //	stop   H waits for a message on channel "never" that nobody sends;
 //	       the client calls RPC "ping" (answered "pong:" + ID, staging
 //	       attribute "rpc"), then cancels or terminates the flow
@@ -233,6 +234,11 @@ func (s *sim) client(ctx context.Context, flowID, flowType string) {
 				acked = true
 				return nil
 			}
+			// The flow completes on its own after timerWait: a call
+			// that store faults or a failover held up past its end is
+			// refused, every retry too. The client gives up on the
+			// attribute (nothing acknowledged, nothing to check) and
+			// waits for the flow.
 			if st, ferr := c.Flow(ctx, flowID, ""); ferr == nil && st != nil && st.Status != engine.StatusRunning {
 				return nil
 			}

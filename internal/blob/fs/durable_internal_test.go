@@ -1,11 +1,15 @@
 package fs
 
 import (
+	"errors"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/dexzd/dexzd/internal/blob"
 )
 
 // syncLog records the paths a store fsyncs, through beforeSync.
@@ -137,4 +141,61 @@ func TestPutIfMatch_FsyncsDirectoriesItDidNotCreate(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkDurablePath(t, root, "nodes/n/lease", log.take())
+}
+
+// A PutIfAbsent that finds its key is taken as "these bytes are durable"
+// by content-addressed callers (wal.Values: equal bytes are one object).
+// The timeline: writer A renames a value object into place and, before it
+// fsyncs the object's directory, writer B (a concurrent caller, or the
+// next process after A crashed) writes the same key, is refused with
+// ErrPrecondition, and commits a log record naming the object. A power
+// loss now loses the object's directory entry and keeps the record. In
+// strict mode the refused write must make the existing entry durable (the
+// file and its directory) before it returns.
+//
+// Covers: D5
+func TestPutIfAbsent_PreconditionFsyncsTheExistingEntry(t *testing.T) {
+	root := t.TempDir()
+	a, b := openStrict(t, root), openStrict(t, root)
+	const key = "nodes/n/values/ab"
+	dir := filepath.Join(root, "nodes", "n", "values")
+
+	placed, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	a.beforeSync = func(path string) {
+		if path == dir && fileExists(filepath.Join(dir, "ab")) {
+			// The object is in place; A is about to fsync its directory.
+			once.Do(func() { close(placed) })
+			<-release
+		}
+	}
+	aDone := make(chan error, 1)
+	go func() {
+		_, err := a.PutIfAbsent(t.Context(), key, []byte("v"))
+		aDone <- err
+	}()
+	defer func() {
+		close(release)
+		if err := <-aDone; err != nil {
+			t.Errorf("A's write: %v", err)
+		}
+	}()
+	<-placed
+
+	var bLog syncLog
+	b.beforeSync = bLog.record
+	if _, err := b.PutIfAbsent(t.Context(), key, []byte("v")); !errors.Is(err, blob.ErrPrecondition) {
+		t.Fatalf("B's write of an existing key: %v, want ErrPrecondition", err)
+	}
+	synced := bLog.take()
+	for _, p := range []string{filepath.Join(dir, "ab"), dir} {
+		if !slices.Contains(synced, p) {
+			t.Errorf("B was refused for an existing key without fsyncing %s; fsynced: %q", p, synced)
+		}
+	}
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }

@@ -357,6 +357,13 @@ func (s *Store) PutIfAbsent(ctx context.Context, key string, data []byte) (blob.
 	}
 	if err := placeNew(tmp, p); err != nil {
 		if errors.Is(err, fs.ErrExist) {
+			// Content-addressed callers (wal.Values) take "the key exists"
+			// for "these bytes are durable": its writer may not have
+			// fsynced it yet (it is between the rename and its fsyncs,
+			// or died there), so make the entry durable before saying so.
+			if err := s.syncExisting(p); err != nil {
+				return "", classify(op, key, err)
+			}
 			return "", blob.Precondition(op, key)
 		}
 		return "", classify(op, key, err)
@@ -365,6 +372,33 @@ func (s *Store) PutIfAbsent(ctx context.Context, key string, data []byte) (blob.
 		return "", classify(op, key, err)
 	}
 	return v, nil
+}
+
+// syncExisting fsyncs, in Strict mode, the file at p that another writer
+// placed and its directory.
+func (s *Store) syncExisting(p string) error {
+	if s.mode != Strict {
+		return nil
+	}
+	s.fsyncs.Add(1)
+	if s.beforeSync != nil {
+		s.beforeSync(p)
+	}
+	f, err := os.Open(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // deleted since: the key existed, nothing to make durable
+	}
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	return s.syncDir(filepath.Dir(p))
 }
 
 // placeNew moves the temporary file tmp to p, failing with an error that
