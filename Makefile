@@ -47,9 +47,10 @@ chaos: ## Run the chaos tests long (test/chaos: 240 SIGKILL/SIGSTOP cycles, stor
 	scripts/testenv.sh run -- $(GO) test -count=1 -v -timeout 0 -parallel 3 -run 'TestChaos$$' ./test/chaos $(CHAOS_FLAGS)
 
 .PHONY: fuzz
-fuzz: ## Fuzz the batch and envelope decoders for FUZZTIME each (default 60s).
+fuzz: ## Fuzz the batch, envelope and AES-GCM value decoders for FUZZTIME each (default 60s).
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $${FUZZTIME:-60s} ./internal/wal
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeEnvelope$$' -fuzztime $${FUZZTIME:-60s} ./internal/serving
+	$(GO) test -run '^$$' -fuzz '^FuzzAESGCMDecode$$' -fuzztime $${FUZZTIME:-60s} ./dex
 
 .PHONY: bench
 bench: ## Run the log append benchmarks on every backend (MinIO and PostgreSQL started here).

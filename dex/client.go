@@ -78,6 +78,12 @@ type ClientOptions struct {
 	// (auth.tokensFile). Both apply to the default Dialer (security.go).
 	TLS   *TLSConfig
 	Token TokenSource
+
+	// Codec, when set, encodes every user value the client sends (inputs,
+	// attributes, channel messages, RPC payloads) and decodes every value
+	// it reads back, for example to encrypt them end to end
+	// (NewAESGCMCodec): the workers need the same codec. See Codec.
+	Codec Codec
 }
 
 // Client calls FlowService: it starts, drives, stops and reads flow
@@ -221,7 +227,7 @@ func (c *Client) call(ctx context.Context, op, flowID string, kind idempotency, 
 			return giveUp(ctxError(ctx, op, lastErr))
 		}
 		err = c.conns.guard(ctx, e, func(ctx context.Context) error {
-			return fn(ctx, dexpb.NewFlowServiceClient(e.cc))
+			return fn(ctx, dexpb.NewFlowServiceClient(withCodec(e.cc, c.opts.Codec)))
 		})
 		if err == nil {
 			c.confirm(i)

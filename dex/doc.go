@@ -51,6 +51,10 @@
 // of the Go value) and type the Go type as reflect prints it
 // ("flows.Order"). A nil output or input leaves the EncodedValue unset. The
 // SDK decodes "json" values only; an unset value decodes to the zero value.
+// With a Codec (ClientOptions.Codec, WorkerOptions.Codec; see codec.go),
+// every such value is encoded by the codec before it is sent and decoded
+// after it is received, for example encrypted end to end by an
+// AESGCMCodec (encoding "aes256-gcm").
 //
 // Steps. The step type is the Go type's name without package or pointer
 // ("Reserve"). Hello declares, per flow type: its steps with has_wait_for

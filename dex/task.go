@@ -17,6 +17,7 @@ type registry struct {
 	order  []*flowDef
 	log    *slog.Logger
 	tracer *tracer // nil: attempts are not traced
+	codec  Codec   // nil: values as they are (codecRun)
 }
 
 func newRegistry(flows []*Flow, log *slog.Logger) (*registry, error) {
@@ -43,8 +44,17 @@ func newRegistry(flows []*Flow, log *slog.Logger) (*registry, error) {
 
 // run runs one task and returns the message that answers it: a TaskResult,
 // or a TaskFailure with the error's message, type and stack. It never
-// panics; a panicking handler becomes a failure.
-func (r *registry) run(ctx context.Context, t *dexpb.Task) (msg *dexpb.PollWorkerTaskRequest) {
+// panics; a panicking handler becomes a failure. With a codec, the task's
+// values are decoded first and the result's encoded (codecRun).
+func (r *registry) run(ctx context.Context, t *dexpb.Task) *dexpb.PollWorkerTaskRequest {
+	if r.codec != nil {
+		return r.codecRun(ctx, t)
+	}
+	return r.handle(ctx, t)
+}
+
+// handle runs one task whose values are decoded.
+func (r *registry) handle(ctx context.Context, t *dexpb.Task) (msg *dexpb.PollWorkerTaskRequest) {
 	token := t.GetTaskToken()
 	f := r.flows[t.GetFlowType()]
 	if f == nil {

@@ -112,6 +112,9 @@ func decodeValue[T any](ev *dexpb.EncodedValue) (T, error) {
 }
 
 func checkEncoding(ev *dexpb.EncodedValue) error {
+	if ev.GetEncoding() == EncodingAESGCM {
+		return fmt.Errorf("value has encoding %q: an AESGCMCodec encrypted it; set ClientOptions.Codec or WorkerOptions.Codec to a codec with its key", ev.GetEncoding())
+	}
 	if ev.GetEncoding() != EncodingJSON {
 		return fmt.Errorf("value of type %q has encoding %q; the Go SDK decodes %q only", ev.GetType(), ev.GetEncoding(), EncodingJSON)
 	}

@@ -90,6 +90,15 @@ type WorkerOptions struct {
 	// (auth.tokensFile). Both apply to the default Dialer (security.go).
 	TLS   *TLSConfig
 	Token TokenSource
+
+	// Codec, when set, decodes every user value of a task before its
+	// handler runs and encodes every value of its result (outputs,
+	// movements' inputs, attribute writes, channel messages, RPC answers),
+	// for example to encrypt them end to end (NewAESGCMCodec): the
+	// clients need the same codec. A value the codec cannot decode fails
+	// the attempt with error type "dex.CodecError". With a codec the
+	// worker declares its value types without an encoding (see Codec).
+	Codec Codec
 }
 
 // unlimitedTaskBytes is the receive limit of a worker that sets no
@@ -161,6 +170,7 @@ func NewWorker(opts WorkerOptions, flows ...*Flow) (*Worker, error) {
 		return nil, err
 	}
 	reg.tracer = newTracer(opts.TracerProvider)
+	reg.codec = opts.Codec
 	if len(opts.Addresses) == 0 && opts.Conn == nil {
 		opts.Addresses = []string{DefaultAddress}
 	}
@@ -176,6 +186,9 @@ func NewWorker(opts WorkerOptions, flows ...*Flow) (*Worker, error) {
 	}
 	for _, f := range reg.order {
 		hello.FlowTypes = append(hello.FlowTypes, f.declaration())
+	}
+	if opts.Codec != nil {
+		declareForCodec(hello)
 	}
 	return &Worker{
 		opts:    opts,

@@ -15,6 +15,12 @@
 # see DEX_TEST_MINIO_BIN, DEX_TEST_TOXIPROXY_BIN and DEX_TEST_PG_BIN (the
 # PostgreSQL bin directory). The script exits with CMD's status.
 #
+# PostgreSQL also serves TLS (ssl = on), with a server certificate for
+# 127.0.0.1 and localhost issued by a CA made for this run with openssl:
+# DEX_TEST_POSTGRES_CA_FILE is that CA's certificate, for sslmode=verify-full.
+# DEX_TEST_MINIO_BIN also serves tests that start a MinIO of their own over
+# HTTPS, with a certificate they make.
+#
 # MinIO and toxiproxy are built with `go install` into .tools/bin at the
 # versions pinned below. The Collector is the OpenTelemetry Collector
 # Builder's build of the core OTLP receiver and debug exporter only (the
@@ -179,15 +185,29 @@ ensure_postgres() {
 	if [[ -n $PG_BIN ]]; then
 		return
 	fi
-	if ! is_root; then
-		die "PostgreSQL server binaries not found under /usr/lib/postgresql/*/bin; install them with: sudo apt-get install -y postgresql"
-	fi
-	log "installing PostgreSQL with apt-get"
-	export DEBIAN_FRONTEND=noninteractive
-	apt-get update -qq >&2 || die "apt-get update failed"
-	apt-get install -y -qq postgresql >&2 || die "apt-get install postgresql failed"
+	apt_install postgresql "PostgreSQL server binaries not found under /usr/lib/postgresql/*/bin"
 	PG_BIN=$(find_pg_bin)
 	[[ -n $PG_BIN ]] || die "PostgreSQL installed, but no initdb and pg_ctl under /usr/lib/postgresql/*/bin"
+}
+
+ensure_openssl() {
+	if command -v openssl >/dev/null 2>&1; then
+		return
+	fi
+	apt_install openssl "openssl not found"
+}
+
+# apt_install installs the Debian package PKG as root, or dies with WHY and
+# the command to run when not root.
+apt_install() {
+	local pkg=$1 why=$2
+	if ! is_root; then
+		die "$why; install it with: sudo apt-get install -y $pkg"
+	fi
+	log "installing $pkg with apt-get"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq >&2 || die "apt-get update failed"
+	apt-get install -y -qq "$pkg" >&2 || die "apt-get install $pkg failed"
 }
 
 # --- helpers -----------------------------------------------------------------
@@ -252,6 +272,7 @@ show_log() {
 # --- services ----------------------------------------------------------------
 
 TMP=""
+PG_CA_FILE=""
 MINIO_PID=""
 PG_DATA=""
 CMD_PID=""
@@ -318,6 +339,7 @@ start_postgres() {
 		PG_DATA=""
 		die "initdb failed"
 	fi
+	make_pg_certs "$pgdir"
 	as_pg tee -a "$PG_DATA/postgresql.conf" >/dev/null <<EOF
 
 # Set by scripts/testenv.sh.
@@ -325,11 +347,40 @@ listen_addresses = '127.0.0.1'
 port = $PG_PORT
 unix_socket_directories = '$pgdir'
 max_connections = 200
+ssl = on
+ssl_cert_file = '$pgdir/server.crt'
+ssl_key_file = '$pgdir/server.key'
 EOF
 	if ! as_pg "$PG_BIN/pg_ctl" -D "$PG_DATA" -l "$pgdir/postgres.log" -w -t "$WAIT_SECONDS" start >/dev/null 2>&1; then
 		show_log PostgreSQL "$pgdir/postgres.log"
 		die "PostgreSQL did not start on 127.0.0.1:$PG_PORT within ${WAIT_SECONDS}s"
 	fi
+}
+
+# make_pg_certs makes, in DIR, a CA for this run (ca.crt) and the server's
+# certificate for 127.0.0.1 and localhost (server.crt, server.key, owned by
+# the user that runs PostgreSQL, which refuses a key others can read).
+make_pg_certs() {
+	local dir=$1
+	if ! {
+		openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+			-subj "/CN=dex-testenv CA" -keyout "$dir/ca.key" -out "$dir/ca.crt" \
+			-addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign" &&
+			openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+				-subj "/CN=127.0.0.1" -keyout "$dir/server.key" -out "$dir/server.csr" &&
+			printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >"$dir/server.ext" &&
+			openssl x509 -req -in "$dir/server.csr" -CA "$dir/ca.crt" -CAkey "$dir/ca.key" -CAcreateserial \
+				-days 2 -extfile "$dir/server.ext" -out "$dir/server.crt"
+	} >"$TMP/openssl.log" 2>&1; then
+		show_log openssl "$TMP/openssl.log"
+		die "openssl could not make the PostgreSQL test certificates"
+	fi
+	chmod 600 "$dir/server.key" "$dir/ca.key"
+	chmod 644 "$dir/ca.crt" "$dir/server.crt"
+	if is_root; then
+		chown postgres: "$dir/server.key" "$dir/server.crt"
+	fi
+	PG_CA_FILE="$dir/ca.crt"
 }
 
 wait_postgres() {
@@ -378,6 +429,7 @@ run() {
 	install_otelcol
 	install_toxiproxy
 	ensure_postgres
+	ensure_openssl
 
 	trap cleanup EXIT
 	trap 'exit 130' INT
@@ -400,6 +452,7 @@ run() {
 	export AWS_EC2_METADATA_DISABLED=true
 	unset AWS_SESSION_TOKEN AWS_PROFILE AWS_DEFAULT_PROFILE AWS_ENDPOINT_URL AWS_ENDPOINT_URL_S3
 	export DEX_TEST_POSTGRES_DSN="postgres://postgres:$PG_PASSWORD@127.0.0.1:$PG_PORT/postgres?sslmode=disable"
+	export DEX_TEST_POSTGRES_CA_FILE=$PG_CA_FILE
 	export DEX_TEST_OTELCOL=$OTELCOL
 	export DEX_TEST_MINIO_BIN=$MINIO
 	export DEX_TEST_TOXIPROXY_BIN=$TOXIPROXY

@@ -41,6 +41,7 @@ type Option func(*options)
 type options struct {
 	logs     bool
 	maxTasks int
+	codec    dex.Codec
 }
 
 // WithLogs sends the logs of the server, the worker and the client to the
@@ -51,6 +52,12 @@ func WithLogs() Option { return func(o *options) { o.logs = true } }
 // WithMaxConcurrentTasks sets the worker's MaxConcurrentTasks: 1 runs one
 // task at a time; n <= 0 keeps the default, 10.
 func WithMaxConcurrentTasks(n int) Option { return func(o *options) { o.maxTasks = n } }
+
+// WithCodec sets the payload codec of the worker and the client
+// (dex.WorkerOptions.Codec, dex.ClientOptions.Codec), for example the
+// application's dex.AESGCMCodec: the flows then run with their values
+// encoded as in production.
+func WithCodec(c dex.Codec) Option { return func(o *options) { o.codec = c } }
 
 // Env is a running server, a worker serving the flows and a client
 // connected to it.
@@ -167,12 +174,14 @@ func (e *Env) start(ctx context.Context, flows []*dex.Flow, opts []Option) error
 	w, err := dex.NewWorker(dex.WorkerOptions{
 		Addresses: []string{e.addr}, WorkerID: "dextest", MaxConcurrentTasks: o.maxTasks,
 		Logger: e.log.With("component", "worker"), DialOptions: dial, DrainTimeout: workerDrain, ReconnectBackoff: quick,
+		Codec: o.codec,
 	}, flows...)
 	if err != nil {
 		return err
 	}
 	e.client, err = dex.NewClient(dex.ClientOptions{
 		Addresses: []string{e.addr}, Logger: e.log.With("component", "client"), DialOptions: dial, RetryBackoff: quick,
+		Codec: o.codec,
 	})
 	if err != nil {
 		return err

@@ -133,6 +133,7 @@ func registerGlobals(fs *pflag.FlagSet, env *session.Env) {
 	fs.StringVarP(&g.Output, "output", "o", "table", "the output format, `table|json`")
 	fs.DurationVar(&g.Timeout, "timeout", 0, "bound the whole command to `DURATION`")
 	fs.StringVar(&g.CredentialFile, "credential-file", "", "read the admin token from `PATH`")
+	fs.StringVar(&g.CodecKeyFile, "codec-key-file", env.Getenv(session.CodecKeyFileEnv), "encrypt and decrypt values with the AES-GCM keys in `PATH`")
 	registerSecurity(fs, env)
 }
 

@@ -26,6 +26,9 @@ const globalFlagHelp = `Global flags (accepted before or after the command words
         bound, "admin step-down" waits 2m)
   --credential-file PATH
         file holding the admin token, sent as "authorization: Bearer <token>"
+  --codec-key-file PATH
+        AES-GCM key file of the workers' payload codec: values sent are
+        encrypted and values read are decrypted (default $DEX_CODEC_KEY_FILE)
 ` + securityFlagHelp
 
 // helpCommand is "dexcli help [GROUP [COMMAND]]".

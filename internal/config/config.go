@@ -171,7 +171,23 @@ type S3 struct {
 	Endpoint  string `yaml:"endpoint"`
 	Region    string `yaml:"region"`
 	PathStyle bool   `yaml:"pathStyle"`
+	// CAFile is a PEM bundle of the certificate authorities that an https
+	// endpoint's certificate must chain to, instead of the system's.
+	CAFile string `yaml:"caFile"`
+	// SSE is the server-side encryption every PutObject asks for:
+	// "AES256" (SSE-S3) or "aws:kms" (SSE-KMS); empty: the bucket's
+	// default.
+	SSE string `yaml:"sse"`
+	// KMSKeyID is the KMS key of SSE "aws:kms"; empty: the account's
+	// default key.
+	KMSKeyID string `yaml:"kmsKeyId"`
 }
+
+// The values of storage.s3.sse.
+const (
+	SSES3  = "AES256"
+	SSEKMS = "aws:kms"
+)
 
 // Postgres is the PostgreSQL backend.
 type Postgres struct {

@@ -100,6 +100,7 @@ func (c *Config) Validate(mode Mode) error {
 		} else if c.Storage.S3.Bucket == "" {
 			bad("storage.s3.bucket: must be set with storage.backend: s3")
 		}
+		checkS3Security(c.Storage.S3, bad)
 	case BackendPostgres:
 		if mode.OnLocalDisk() {
 			bad("storage.backend: %s keeps its log in the data directory; only %q is accepted, got %q", mode, BackendFS, BackendPostgres)

@@ -38,8 +38,8 @@ type Config struct {
 	// process holds (it also re-reads at the computed expiry, if sooner).
 	// Zero means DefaultPollInterval.
 	PollInterval time.Duration
-	// BeforeWrite, if set, runs before every acquisition write of Acquire
-	// and TryAcquire: a hot standby waits its takeover delay there (0-50 ms
+	// BeforeWrite, if set, runs before every acquisition write of
+	// Acquire: a hot standby waits its takeover delay there (0-50 ms
 	// of jitter, or standby.laggingTakeoverDelay when it lags). An error
 	// from it is returned as is.
 	BeforeWrite func(ctx context.Context) error
@@ -52,8 +52,50 @@ type Config struct {
 	// following the log and keeps trying (S9). A lease object that names
 	// another node is returned all the same.
 	RetryPermanent bool
+	// Decide, if set, is the waiter's own policy, for a waiter whose
+	// rules are not Acquire's: Acquire hands it every read of the lease
+	// and every failed acquisition write, as an Observation, before its
+	// own rules, and follows its Decision. A process holding off after a
+	// step down uses it to stop once another process holds the lease and
+	// to write only after its hold-off.
+	Decide func(Observation) Decision
 	// Logger receives the lease's log lines. Nil discards them.
 	Logger *slog.Logger
+}
+
+// An Observation is what Acquire learnt from one read of the lease, or
+// from one acquisition write that failed other than by losing to another
+// process (a lost write sends Acquire back to reading).
+type Observation struct {
+	// At is the waiter's wall clock when the read or the write returned.
+	At time.Time
+	// Record and Version are the lease as read: the zero Record and ""
+	// when it is absent, or when the read failed.
+	Record  Record
+	Version blob.Version
+	// Err is the read's error, or the write's when Write is set. A lease
+	// object that names another node is a read error too.
+	Err error
+	// Write is set when Err is the acquisition write's. Record and
+	// Version are then the lease the write meant to replace.
+	Write bool
+	// Held is set when the read found the lease held by another process:
+	// not released, not expired (Record.AvailableAt) and naming another
+	// holder than Config.ProcessID. Acquire's own rules wait for such a
+	// lease, fail (FailIfHeld) or take it (TakeOverHeld).
+	Held bool
+}
+
+// A Decision is a waiter's answer to an Observation. The zero Decision
+// leaves the observation to Acquire's own rules.
+type Decision struct {
+	// Stop, if not nil, ends Acquire, which returns it as is.
+	Stop error
+	// Wait, if positive (and Stop nil), makes Acquire wait this long, or
+	// until Wake is closed, and then read the lease again, instead of
+	// applying its own rules. A closed Wake ends the wait at once.
+	Wait time.Duration
+	Wake <-chan struct{}
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -133,9 +175,13 @@ func heldError(key string, r Record) *HeldError {
 // lease that names another node is always returned. It returns ctx's error
 // when ctx ends first.
 //
+// Config.Decide, when set, sees every read and every failed write first
+// and may stop Acquire or make it wait and read again instead.
+//
 // This is the one loop that waits for the lease: a cold standby and a
 // starting process call it with the defaults, a hot standby with its
-// takeover delay in BeforeWrite, its own backoff and RetryPermanent.
+// takeover delay in BeforeWrite, its own backoff and RetryPermanent, and
+// a process holding off after a step down with its rules in Decide.
 func Acquire(ctx context.Context, cfg Config) (*Holder, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -144,6 +190,23 @@ func Acquire(ctx context.Context, cfg Config) (*Holder, error) {
 	log := cfg.Logger.With("key", cfg.Key, "processId", cfg.ProcessID)
 	bo := backoff{start: cfg.RetryStart, limit: cfg.RetryMax}
 	var waitingFor Record
+	// decide hands o to cfg.Decide: decided reports that it did not
+	// leave o to Acquire's rules, and err ends Acquire.
+	decide := func(o Observation) (decided bool, err error) {
+		if cfg.Decide == nil {
+			return false, nil
+		}
+		switch d := cfg.Decide(o); {
+		case d.Stop != nil:
+			return true, d.Stop
+		case d.Wait > 0:
+			if !sleep(ctx, d.Wake, d.Wait) && ctx.Err() != nil {
+				return true, ctx.Err()
+			}
+			return true, nil
+		}
+		return false, nil
+	}
 	retry := func(err error) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -160,6 +223,14 @@ func Acquire(ctx context.Context, cfg Config) (*Holder, error) {
 	}
 	for {
 		rec, v, err := current(ctx, cfg)
+		now := time.Now()
+		held := err == nil && v != "" && !rec.AvailableAt(now) && rec.Holder != cfg.ProcessID
+		if decided, err := decide(Observation{At: now, Record: rec, Version: v, Err: err, Held: held}); decided {
+			if err != nil {
+				return nil, err
+			}
+			continue
+		}
 		if errors.Is(err, errOtherNode) {
 			return nil, err
 		}
@@ -169,8 +240,7 @@ func Acquire(ctx context.Context, cfg Config) (*Holder, error) {
 			}
 			continue
 		}
-		now := time.Now()
-		if v != "" && !rec.AvailableAt(now) && rec.Holder != cfg.ProcessID && !cfg.TakeOverHeld {
+		if held && !cfg.TakeOverHeld {
 			if cfg.FailIfHeld {
 				return nil, heldError(cfg.Key, rec)
 			}
@@ -202,6 +272,12 @@ func Acquire(ctx context.Context, cfg Config) (*Holder, error) {
 		case errors.Is(err, blob.ErrPrecondition):
 			log.Info("lease acquisition lost to another process")
 		default:
+			if decided, err := decide(Observation{At: time.Now(), Record: rec, Version: v, Err: err, Write: true}); decided {
+				if err != nil {
+					return nil, err
+				}
+				continue
+			}
 			if err := retry(err); err != nil {
 				return nil, err
 			}
@@ -212,17 +288,9 @@ func Acquire(ctx context.Context, cfg Config) (*Holder, error) {
 // errOtherNode matches the error of a lease object that names another node.
 var errOtherNode = errors.New("lease object names another node")
 
-// Current reads cfg's lease within AttemptTimeout: the zero Record and ""
+// current reads cfg's lease within AttemptTimeout: the zero Record and ""
 // when it is absent. A lease object that names another node than
 // cfg.NodeID is an error matching blob.ErrPermanent.
-func Current(ctx context.Context, cfg Config) (Record, blob.Version, error) {
-	cfg, err := cfg.withDefaults()
-	if err != nil {
-		return Record{}, "", err
-	}
-	return current(ctx, cfg)
-}
-
 func current(ctx context.Context, cfg Config) (Record, blob.Version, error) {
 	rctx, cancel := context.WithTimeout(ctx, AttemptTimeout(cfg.Duration))
 	defer cancel()
@@ -239,27 +307,13 @@ func current(ctx context.Context, cfg Config) (Record, blob.Version, error) {
 	return rec, v, nil
 }
 
-// TryAcquire makes one acquisition write for a lease the caller has read
-// (observed and v from Read; the zero Record and "" for an absent lease):
-// after Config.BeforeWrite, a create-if-absent or a replace-if-unchanged of
-// v with epoch observed.Epoch+1. It does not check that the lease is
-// available; the caller decides that (Record.AvailableAt). If the write's
-// reply is lost it reads the lease back once and succeeds if the write
-// landed. An error matching blob.ErrPrecondition means another process
-// changed the lease first.
-func TryAcquire(ctx context.Context, cfg Config, observed Record, v blob.Version) (*Holder, error) {
-	cfg, err := cfg.withDefaults()
-	if err != nil {
-		return nil, err
-	}
-	if cfg.BeforeWrite != nil {
-		if err := cfg.BeforeWrite(ctx); err != nil {
-			return nil, err
-		}
-	}
-	return tryAcquire(ctx, cfg, observed, v)
-}
-
+// tryAcquire makes one acquisition write for a lease read as observed
+// and v (the zero Record and "" for an absent lease): a create-if-absent
+// or a replace-if-unchanged of v with epoch observed.Epoch+1. It does not
+// check that the lease is available; the caller decides that. If the
+// write's reply is lost it reads the lease back once and succeeds if the
+// write landed. An error matching blob.ErrPrecondition means another
+// process changed the lease first.
 func tryAcquire(ctx context.Context, cfg Config, observed Record, v blob.Version) (*Holder, error) {
 	limit := AttemptTimeout(cfg.Duration)
 	sent := time.Now()

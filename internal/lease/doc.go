@@ -68,9 +68,15 @@
 // use the defaults; a hot standby waits its 0-50 ms jitter (or its lagging
 // delay) in Config.BeforeWrite, backs off 1 s to 30 s (RetryStart,
 // RetryMax) and retries even permanent store errors (RetryPermanent) while
-// it follows the log. A process holding off after a step down makes its
-// own decisions each poll (another process took over, or the hold-off
-// ended) from Current, and takes the lease back with TryAcquire.
+// it follows the log. A process holding off after a step down puts its
+// rules in Config.Decide, which sees every read of the lease (and every
+// failed acquisition write) before Acquire's own rules, as an
+// Observation: it stops the wait once a read finds the lease held by
+// another process (Observation.Held), makes Acquire wait and read again
+// until its hold-off has ended, and then leaves the read to Acquire,
+// which takes the lease back with epoch + 1; a failure after the
+// hold-off stops the wait too. The node states those rules (package node,
+// the hold-off phase).
 //
 // # Validity, as the holder sees it
 //

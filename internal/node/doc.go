@@ -77,8 +77,9 @@
 //	            it); open the API and metrics.listen (a standby phase:
 //	            UNAVAILABLE, NOT_SERVING, /readyz 503, /livez 200); open
 //	            the durable store of storage.backend (s3: bucket,
-//	            endpoint, region, pathStyle, credentials from the AWS
-//	            environment; postgres: dsn, table; fs: a directory shared by
+//	            endpoint, region, pathStyle, caFile, sse, kmsKeyId,
+//	            credentials from the AWS environment; postgres: dsn (TLS
+//	            with its sslmode), table; fs: a directory shared by
 //	            processes on one host), read the lease key, probe
 //	            conditional writes (G6). While that fails with a transient
 //	            error (StoreUnavailable: refused, reset, DNS, timeouts, 5xx,
@@ -155,13 +156,22 @@
 //	            released. The local store closes in the background.
 //	hold-off    (lifecycle.go holdOff; A5-A7) a new standby phase, still
 //	            answering "stepped down" and FAILED_PRECONDITION; a hot
-//	            process reopens its local store and follows the log. The
-//	            lease is read every heldLeasePollInterval: once another
-//	            process holds it the step down answers
-//	            takenOverByAnotherProcess and the process is a standby
-//	            again; after standby.stepDownHoldOff, with the lease still
-//	            free, it takes the lease back (new epoch) and the step down
-//	            answers takenBackByThisProcess once the new period serves.
+//	            process reopens its local store, once the old period has
+//	            closed it, and follows the log. The process waits in
+//	            lease.Acquire with the hold-off's rules in Config.Decide
+//	            (holdOffPolicy), which reads the lease every
+//	            heldLeasePollInterval (and at the hold-off's end, and when
+//	            the old store closes): once another process holds it the
+//	            step down answers takenOverByAnotherProcess and the process
+//	            is a standby again; from standby.stepDownHoldOff after the
+//	            release, with the old store closed and the lease not held
+//	            by another process, Acquire takes it back (new epoch; a
+//	            write lost to another process reads again) and the step
+//	            down answers takenBackByThisProcess once the new period
+//	            serves. A read failing after the hold-off, or a failed
+//	            take-back write, answers unknown with the reason, and the
+//	            process is a standby again; a read failing before it is
+//	            read again at the next poll.
 //	            If the old period's local store is still open
 //	            DefaultStuckStoreBound (64 s) after the release (a stuck
 //	            task), the step down answers INTERNAL unless another

@@ -185,7 +185,9 @@ func (l *lifecycle) followUntilAcquired(ctx context.Context, ph *apiPhase, store
 // holdOff is the process's part of a step down after the release (A5-A8).
 // It enters a standby phase whose Describe and StepDown answer
 // FAILED_PRECONDITION (A8) and whose public calls answer "stepped down",
-// and reads the lease every standby.heldLeasePollInterval:
+// and waits in lease.Acquire with the hold-off's rules in Config.Decide
+// (holdOffPolicy): it reads the lease every standby.heldLeasePollInterval,
+// and
 //
 //   - once another process holds it, the step down answers
 //     takenOverByAnotherProcess and the process goes on as a standby (A7);
@@ -193,15 +195,16 @@ func (l *lifecycle) followUntilAcquired(ctx context.Context, ph *apiPhase, store
 //     closed and the lease still free, it takes the lease back with a new
 //     epoch; the step down answers takenBackByThisProcess once the new
 //     period serves (the caller does that: the request is returned);
-//   - when it cannot tell (the lease unreadable, the take-back write
-//     failing), the step down answers unknown with the reason and the
-//     process goes on as a standby;
+//   - when it cannot tell (the lease unreadable after the hold-off, the
+//     take-back write failing), the step down answers unknown with the
+//     reason and the process goes on as a standby;
 //   - if the old period's local store is still open stuckBound after the
 //     release (a stuck task, A7), the step down answers INTERNAL unless
 //     another process took over, and the process exits 1 without taking
 //     the lease either way.
 //
-// A hot process follows the log during the hold-off (A5).
+// A hot process follows the log during the hold-off (A5), from when the
+// old period's local store has closed.
 func (l *lifecycle) holdOff(ctx context.Context, sd *steppedDown) (*lease.Holder, flowstore.Store, *stepDownRequest,
 	server.StepDownOutcome, error) {
 	holdOff := l.cfg.Standby.StepDownHoldOff
@@ -230,91 +233,135 @@ func (l *lifecycle) holdOff(ctx context.Context, sd *steppedDown) (*lease.Holder
 		h, st, err := l.standby(ctx, store)
 		return h, st, nil, out, err
 	}
-	closed := false
-	end := sd.releasedAt.Add(holdOff)
-	stuckEnd := sd.releasedAt.Add(l.stuckBound)
-	for {
-		if !closed {
-			select {
-			case <-sd.storeClosed:
-				closed = true
-				if l.hot() {
-					st, err := l.open(l.stateDir)
-					if err != nil {
-						log.Warn("step down: reopening the local store to follow the log failed; holding off without following",
-							"err", err)
-					} else {
-						store = st
-						f = l.follow(ctx, ph, store)
-					}
-				}
-			default:
+	p := &holdOffPolicy{
+		end: sd.releasedAt.Add(holdOff), stuckEnd: sd.releasedAt.Add(l.stuckBound),
+		poll: l.cfg.Standby.HeldLeasePollInterval, storeClosed: sd.storeClosed,
+		onClosed: func() {
+			if !l.hot() {
+				return
 			}
-		}
-		rec, v, err := lease.Current(ctx, l.leaseCfg)
-		if ctx.Err() != nil {
-			out.Holder, out.UnknownDetail = server.HolderUnknown, "the process is shutting down"
-			sd.req.reply(out, nil)
-			stopFollowing()
-			if store != nil {
-				_ = store.Close()
-			}
-			return nil, nil, nil, out, ctx.Err()
-		}
-		now := time.Now()
-		if err == nil && v != "" && rec.Holder != l.leaseCfg.ProcessID && !rec.AvailableAt(now) {
-			out.Holder, out.ActiveEpoch, out.ActiveProcessID = server.TakenOverByAnotherProcess, rec.Epoch, rec.Holder
-			log.Info("step down: another process took over", "holder", rec.Holder, "epoch", rec.Epoch)
-			if !closed {
-				sd.req.reply(out, nil)
-				return nil, nil, nil, out, fmt.Errorf("step down: %w (a task is stuck on it); exiting without taking the lease",
-					ErrStuckStore)
-			}
-			return asStandby()
-		}
-		if closed && !now.Before(end) {
+			st, err := l.open(l.stateDir)
 			if err != nil {
-				out.Holder = server.HolderUnknown
-				out.UnknownDetail = fmt.Sprintf("reading the lease after the hold-off failed: %v", err)
-				log.Warn("step down: " + out.UnknownDetail)
-				return asStandby()
+				log.Warn("step down: reopening the local store to follow the log failed; holding off without following",
+					"err", err)
+				return
 			}
-			h, terr := lease.TryAcquire(ctx, l.leaseCfg, rec, v)
-			switch {
-			case terr == nil:
-				stopFollowing()
-				log.Info("step down: nobody took over during the hold-off; took the lease back", "epoch", h.Epoch())
-				return h, store, sd.req, out, nil
-			case errors.Is(terr, blob.ErrPrecondition) && ctx.Err() == nil:
-				continue // someone else wrote it first: read who
-			case ctx.Err() != nil:
-				continue // answered above
-			}
-			out.Holder = server.HolderUnknown
-			out.UnknownDetail = fmt.Sprintf("taking the lease back after the hold-off failed: %v", terr)
-			log.Warn("step down: " + out.UnknownDetail)
-			return asStandby()
-		}
-		if !closed && !now.Before(stuckEnd) {
-			sd.req.reply(server.StepDownOutcome{}, fmt.Errorf(
-				"%w %s after the release (a task is stuck on it) and no other process took over; this process exits without taking the lease",
-				ErrStuckStore, l.stuckBound))
-			return nil, nil, nil, out, fmt.Errorf("step down: %w after %s; exiting without taking the lease", ErrStuckStore, l.stuckBound)
-		}
-		wait := l.cfg.Standby.HeldLeasePollInterval
-		if closed && end.After(now) {
-			wait = min(wait, end.Sub(now))
-		}
-		var storeClosed <-chan struct{}
-		if !closed {
-			storeClosed = sd.storeClosed
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-storeClosed:
-		case <-ctx.Done():
-		}
-		t.Stop()
+			store = st
+			f = l.follow(ctx, ph, store)
+		},
 	}
+	cfg := l.leaseCfg
+	cfg.FailIfHeld, cfg.TakeOverHeld, cfg.Decide = false, false, p.decide
+	h, err := lease.Acquire(ctx, cfg)
+	if h != nil {
+		stopFollowing()
+		log.Info("step down: nobody took over during the hold-off; took the lease back", "epoch", h.Epoch())
+		return h, store, sd.req, out, nil
+	}
+	if ctx.Err() != nil {
+		out.Holder, out.UnknownDetail = server.HolderUnknown, "the process is shutting down"
+		sd.req.reply(out, nil)
+		stopFollowing()
+		if store != nil {
+			_ = store.Close()
+		}
+		return nil, nil, nil, out, ctx.Err()
+	}
+	var end *holdOffEnd
+	if !errors.As(err, &end) {
+		end = &holdOffEnd{unknown: fmt.Sprintf("waiting for the lease during the hold-off failed: %v", err)}
+	}
+	switch {
+	case end.takenOver != nil:
+		rec := end.takenOver
+		out.Holder, out.ActiveEpoch, out.ActiveProcessID = server.TakenOverByAnotherProcess, rec.Epoch, rec.Holder
+		log.Info("step down: another process took over", "holder", rec.Holder, "epoch", rec.Epoch)
+		if !p.closed {
+			sd.req.reply(out, nil)
+			return nil, nil, nil, out, fmt.Errorf("step down: %w (a task is stuck on it); exiting without taking the lease",
+				ErrStuckStore)
+		}
+		return asStandby()
+	case end.stuck:
+		sd.req.reply(server.StepDownOutcome{}, fmt.Errorf(
+			"%w %s after the release (a task is stuck on it) and no other process took over; this process exits without taking the lease",
+			ErrStuckStore, l.stuckBound))
+		return nil, nil, nil, out, fmt.Errorf("step down: %w after %s; exiting without taking the lease", ErrStuckStore, l.stuckBound)
+	}
+	out.Holder, out.UnknownDetail = server.HolderUnknown, end.unknown
+	log.Warn("step down: " + out.UnknownDetail)
+	return asStandby()
+}
+
+// holdOffPolicy is the hold-off's Config.Decide for lease.Acquire: its
+// rules, applied to each read of the lease (and to a failed take-back
+// write), in this order:
+//
+//  1. a lease another process holds ends the wait (taken over);
+//  2. from end on, with the old period's local store closed, a lease read
+//     is left to Acquire, which takes it back (a write lost to another
+//     process reads again, and rule 1 names the winner); a failed read or
+//     write ends the wait (unknown);
+//  3. from stuckEnd on, with the store still open, the wait ends (stuck);
+//  4. otherwise it waits heldLeasePollInterval, or until end, or until
+//     the store closes, whichever is first, and reads again. A failed
+//     read before end is read again at the next poll.
+type holdOffPolicy struct {
+	end, stuckEnd time.Time
+	poll          time.Duration
+	storeClosed   <-chan struct{}
+	// onClosed runs once, when decide first finds storeClosed closed.
+	onClosed func()
+	closed   bool
+}
+
+// holdOffEnd is how holdOffPolicy ends the wait.
+type holdOffEnd struct {
+	takenOver *lease.Record // another process holds the lease
+	stuck     bool          // the local store is still open at stuckEnd
+	unknown   string        // why it cannot tell who holds the lease
+}
+
+func (e *holdOffEnd) Error() string {
+	switch {
+	case e.takenOver != nil:
+		return fmt.Sprintf("hold-off: process %q holds the lease (epoch %d)", e.takenOver.Holder, e.takenOver.Epoch)
+	case e.stuck:
+		return "hold-off: " + ErrStuckStore.Error()
+	}
+	return "hold-off: " + e.unknown
+}
+
+func (p *holdOffPolicy) decide(o lease.Observation) lease.Decision {
+	if !p.closed {
+		select {
+		case <-p.storeClosed:
+			p.closed = true
+			p.onClosed()
+		default:
+		}
+	}
+	switch {
+	case o.Held:
+		rec := o.Record
+		return lease.Decision{Stop: &holdOffEnd{takenOver: &rec}}
+	case p.closed && !o.At.Before(p.end):
+		switch {
+		case o.Err == nil:
+			return lease.Decision{}
+		case o.Write:
+			return lease.Decision{Stop: &holdOffEnd{unknown: fmt.Sprintf("taking the lease back after the hold-off failed: %v", o.Err)}}
+		}
+		return lease.Decision{Stop: &holdOffEnd{unknown: fmt.Sprintf("reading the lease after the hold-off failed: %v", o.Err)}}
+	case !p.closed && !o.At.Before(p.stuckEnd):
+		return lease.Decision{Stop: &holdOffEnd{stuck: true}}
+	}
+	d := lease.Decision{Wait: p.poll}
+	if p.closed && p.end.After(o.At) {
+		d.Wait = min(d.Wait, p.end.Sub(o.At))
+	}
+	if !p.closed {
+		d.Wake = p.storeClosed
+	}
+	return d
 }

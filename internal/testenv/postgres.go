@@ -16,6 +16,14 @@ func PostgresDSN(tb testing.TB) string {
 	return lookup(tb, ServicePostgres, EnvPostgresDSN)[0]
 }
 
+// PostgresCAFile returns the file of the CA that issued the test database
+// server's TLS certificate (for 127.0.0.1 and localhost), or skips the
+// test.
+func PostgresCAFile(tb testing.TB) string {
+	tb.Helper()
+	return lookup(tb, ServicePostgres, EnvPostgresCAFile)[0]
+}
+
 // PostgresConfig returns the configuration of a store on a table of its own,
 // which is dropped (with its sequence) when the test ends. The table does not
 // exist yet: postgres.New creates it.

@@ -43,6 +43,13 @@ func S3Config(tb testing.TB) s3.Config {
 	return cfg
 }
 
+// MinIOBinary returns the MinIO binary scripts/testenv.sh installed, for a
+// test that starts a MinIO of its own, or skips the test.
+func MinIOBinary(tb testing.TB) string {
+	tb.Helper()
+	return lookup(tb, ServiceS3, EnvMinIOBin)[0]
+}
+
 // NewS3Store returns a store on a prefix of its own, closed and emptied when
 // the test ends.
 func NewS3Store(tb testing.TB) blob.Store {

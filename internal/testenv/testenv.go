@@ -25,7 +25,12 @@ const (
 	EnvS3Endpoint  = "DEX_TEST_S3_ENDPOINT"
 	EnvS3Bucket    = "DEX_TEST_S3_BUCKET"
 	EnvPostgresDSN = "DEX_TEST_POSTGRES_DSN"
-	EnvRequire     = "DEX_TEST_REQUIRE"
+	// EnvPostgresCAFile is the CA certificate of the test PostgreSQL's
+	// TLS certificate (for sslmode=verify-full).
+	EnvPostgresCAFile = "DEX_TEST_POSTGRES_CA_FILE"
+	// EnvMinIOBin is the MinIO binary, for tests that start their own.
+	EnvMinIOBin = "DEX_TEST_MINIO_BIN"
+	EnvRequire  = "DEX_TEST_REQUIRE"
 )
 
 // Service names accepted in DEX_TEST_REQUIRE.

@@ -157,7 +157,17 @@ type Proc struct {
 // the test ends if it still runs.
 func Start(tb testing.TB, args ...string) *Proc {
 	tb.Helper()
+	return StartEnv(tb, nil, args...)
+}
+
+// StartEnv is Start with env ("KEY=value") added to the test's
+// environment (later entries win).
+func StartEnv(tb testing.TB, env []string, args ...string) *Proc {
+	tb.Helper()
 	p := &Proc{cmd: exec.Command(Binary(tb), args...), addr: make(chan string, 1), exited: make(chan struct{})}
+	if len(env) > 0 {
+		p.cmd.Env = append(os.Environ(), env...)
+	}
 	pipe, err := p.cmd.StderrPipe()
 	if err != nil {
 		tb.Fatal(err)

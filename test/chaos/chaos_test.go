@@ -146,8 +146,10 @@ func (r *run) between(lo, hi time.Duration) time.Duration {
 	return lo + time.Duration(r.rng.Int64N(int64(hi-lo)))
 }
 
-// recover waits until a process serves and the callers have three more
-// acknowledgements; after within it records a hang and stops the faults.
+// recover waits until a process serves, the callers have three more
+// acknowledgements, and every start call sent before the fault ended has
+// returned (so that no call spans two faults and a phase's slowest start
+// is one fault's); after within it records a hang and stops the faults.
 func (r *run) recover(after string, within time.Duration) bool {
 	began := time.Now()
 	if r.n.active(r.t.Context(), within) == nil {
@@ -157,6 +159,11 @@ func (r *run) recover(after string, within time.Duration) bool {
 	}
 	if !r.ch.progress(3, within-time.Since(began)) {
 		r.problemf("no acknowledgement within %v after %s", within, after)
+		r.stopped = true
+		return false
+	}
+	if !r.ch.settled(began, within-time.Since(began)) {
+		r.problemf("a start call sent before %s ended had not returned %v after it", after, within)
 		r.stopped = true
 		return false
 	}

@@ -106,6 +106,9 @@ type checker struct {
 	acks   []ack
 	phases []*phase
 	next   int
+	// returned is when each caller's last start returned (acknowledged or
+	// not).
+	returned []time.Time
 }
 
 func newChecker(topo string, c *dex.Client, tl *timeline) *checker {
@@ -140,7 +143,10 @@ func (ch *checker) acked() int {
 // starts, until ctx ends; the returned function waits for them.
 func (ch *checker) run(ctx context.Context, callers int, pace time.Duration) func() {
 	var wg sync.WaitGroup
-	for range callers {
+	ch.mu.Lock()
+	ch.returned = make([]time.Time, callers)
+	ch.mu.Unlock()
+	for caller := range callers {
 		wg.Go(func() {
 			for ctx.Err() == nil {
 				ch.mu.Lock()
@@ -155,6 +161,7 @@ func (ch *checker) run(ctx context.Context, callers int, pace time.Duration) fun
 					return // the end of the run, not a fault
 				}
 				ch.mu.Lock()
+				ch.returned[caller] = time.Now()
 				p, pi := ch.current()
 				p.slowestCall = max(p.slowestCall, took)
 				if err != nil {
@@ -202,6 +209,34 @@ func (ch *checker) progress(n int, timeout time.Duration) bool {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return true
+}
+
+// settled waits up to timeout until every caller's start call that was in
+// flight at since has returned, so that none is still waiting when the
+// next fault begins: its time would span both faults. With a fixed number
+// of acknowledgements as the only criterion, a caller one retry behind the
+// others (about 100 ms, the standby's retry hint) was regularly caught by
+// the next fault: a start sent as an outage began was acknowledged only
+// after the next outage, 42-45 s later.
+func (ch *checker) settled(since time.Time, timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	for {
+		ch.mu.Lock()
+		waiting := 0
+		for _, t := range ch.returned {
+			if t.Before(since) {
+				waiting++
+			}
+		}
+		ch.mu.Unlock()
+		if waiting == 0 {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // verify checks every acknowledged flow: it completed once, with the

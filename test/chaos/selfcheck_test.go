@@ -71,3 +71,22 @@ func TestChecker_SeesDuplicatesAndLosses(t *testing.T) {
 	}
 	t.Logf("lost data: %d of %d acknowledged flows reported lost, e.g. %s", len(failures), len(ch.acks), failures[0])
 }
+
+// The run does not apply the next fault while a start call sent before the
+// last fault ended is still waiting (settled): that call would span both
+// faults, as the 42-45 s start of the first chaos run did.
+func TestChecker_SettledWaitsForEveryCaller(t *testing.T) {
+	t.Parallel()
+	ch := &checker{tl: newTimeline()}
+	faultEnd := time.Now()
+	ch.returned = []time.Time{faultEnd.Add(time.Millisecond), faultEnd.Add(-time.Second)}
+	if ch.settled(faultEnd, 50*time.Millisecond) {
+		t.Fatal("settled while a caller's start sent before the fault ended has not returned")
+	}
+	ch.mu.Lock()
+	ch.returned[1] = time.Now()
+	ch.mu.Unlock()
+	if !ch.settled(faultEnd, 0) {
+		t.Fatal("not settled once every caller's start returned after the fault ended")
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/dexzd/dexzd/internal/auth"
 	"github.com/dexzd/dexzd/internal/blob"
 	"github.com/dexzd/dexzd/internal/blob/fs"
 	"github.com/dexzd/dexzd/internal/blob/postgres"
@@ -22,8 +23,16 @@ import (
 func Store(ctx context.Context, st config.Storage) (blob.Store, error) {
 	switch st.Backend {
 	case config.BackendS3:
-		s, err := s3.New(ctx, s3.Config{Bucket: st.S3.Bucket, Endpoint: st.S3.Endpoint, Region: st.S3.Region,
-			PathStyle: st.S3.PathStyle})
+		cfg := s3.Config{Bucket: st.S3.Bucket, Endpoint: st.S3.Endpoint, Region: st.S3.Region,
+			PathStyle: st.S3.PathStyle, SSE: st.S3.SSE, KMSKeyID: st.S3.KMSKeyID}
+		if st.S3.CAFile != "" {
+			pool, err := auth.LoadCertPool(st.S3.CAFile)
+			if err != nil {
+				return nil, fmt.Errorf("storage.s3.caFile: %w", err)
+			}
+			cfg.RootCAs = pool
+		}
+		s, err := s3.New(ctx, cfg)
 		if err != nil {
 			return nil, fmt.Errorf("storage.s3: %w", err)
 		}

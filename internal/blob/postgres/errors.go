@@ -37,7 +37,8 @@ var transientStates = map[string]bool{
 //   - a server error whose SQLSTATE is in transientStates: transient;
 //   - any other server error (permission denied 42501, undefined table
 //     42P01, invalid password 28P01, invalid text 22021, ...): permanent;
-//   - a closed store: permanent;
+//   - a closed store, and a server certificate that does not verify
+//     (sslmode=verify-ca or verify-full): permanent;
 //   - everything else (context ends, refused or broken connections,
 //     timeouts): transient.
 func classify(op, key string, err error) error {
@@ -57,6 +58,8 @@ func kindOf(op string, err error) error {
 		}
 		return blob.ErrPermanent
 	case errors.Is(err, errClosed):
+		return blob.ErrPermanent
+	case blob.IsCertificateError(err):
 		return blob.ErrPermanent
 	}
 	var pgErr *pgconn.PgError

@@ -16,7 +16,9 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"time"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
@@ -30,6 +32,11 @@ const DefaultTable = "dex_blobs"
 
 // defaultMaxConns bounds the connections of a store when Config.MaxConns is 0.
 const defaultMaxConns = 8
+
+// closeGrace is how long Close lets the statements in flight finish and
+// the connections say goodbye before it cuts the connections, and how long
+// it then waits for the calls in flight to return.
+const closeGrace = time.Second
 
 // opOpen names New in the errors it returns.
 const opOpen = "open"
@@ -57,12 +64,15 @@ type Stats struct {
 // Store is a blob.Store on one table. It is safe for concurrent use.
 type Store struct {
 	pool  *pgxpool.Pool
-	table string // for error messages
+	conns *connSet // every connection pool dialled, for Close to cut
+	table string   // for error messages
 
 	qGet, qPutAbsent, qPutMatch, qDelete, qList, qListBounded string
 
 	gets, puts, lists, deletes atomic.Int64
 	closed                     atomic.Bool
+	closeOnce                  sync.Once
+	closeErr                   error
 }
 
 var _ blob.Store = (*Store)(nil)
@@ -114,6 +124,8 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	// Connections are dialled lazily; New's first statement reaches the
 	// database and reports an unreachable one.
 	poolCfg.MinConns = 0
+	conns := newConnSet()
+	poolCfg.ConnConfig.DialFunc = conns.dialer(poolCfg.ConnConfig.DialFunc)
 	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
 	if err != nil {
 		return nil, classify(opOpen, table, err)
@@ -121,6 +133,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	t, seq := tableID.Sanitize(), seqID.Sanitize()
 	s := &Store{
 		pool:       pool,
+		conns:      conns,
 		table:      table,
 		qGet:       `SELECT data, version FROM ` + t + ` WHERE key = $1`,
 		qPutAbsent: `INSERT INTO ` + t + ` (key, data) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING RETURNING version`,
@@ -132,7 +145,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 			` AND key COLLATE "C" < $4 ORDER BY key COLLATE "C" LIMIT $3`,
 	}
 	if err := s.createSchema(ctx, t, seq); err != nil {
-		s.pool.Close()
+		_ = s.Close() // bounded: New may fail on a database no packet reaches
 		return nil, err
 	}
 	return s, nil
@@ -218,11 +231,19 @@ func (s *Store) run(ctx context.Context, op, key string, fn func(c *pgx.Conn) er
 	}
 	pc, err := s.pool.Acquire(ctx)
 	if err != nil {
+		if s.closed.Load() {
+			return blob.Permanent(op, key, errClosed) // Close came first: nothing was sent
+		}
 		return classify(op, key, err)
 	}
 	defer pc.Release()
 	if err := fn(pc.Conn()); err != nil {
-		return classify(op, key, err)
+		err = classify(op, key, err)
+		if s.closed.Load() && errors.Is(err, blob.ErrTransient) {
+			// Its outcome is unknown: it may have landed.
+			err = fmt.Errorf("store closed while the statement was in flight: %w", err)
+		}
+		return err
 	}
 	return nil
 }
@@ -350,12 +371,41 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 }
 
 // Close implements blob.Store. Calls made after Close fail with a permanent
-// error.
+// error. The calls in flight get closeGrace to finish and report their
+// outcome, as the idle connections do to say goodbye to the database; then
+// Close cuts every connection the store opened, so that a call still
+// waiting for its answer fails with a transient error (it may have
+// landed) and is never reported done. Close returns once the calls in
+// flight have returned, about closeGrace after it was called on a database
+// no packet reaches (pgxpool alone waits for them and gives each
+// connection 15 s), and an error if pgx has not let go of its connections
+// closeGrace after the cut. Later and concurrent calls of Close wait for
+// the first and return what it returned.
 func (s *Store) Close() error {
-	if !s.closed.Swap(true) {
-		s.pool.Close()
-	}
-	return nil
+	s.closeOnce.Do(func() {
+		s.closed.Store(true)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			s.pool.Close()
+		}()
+		t := time.NewTimer(closeGrace)
+		defer t.Stop()
+		select {
+		case <-done:
+			s.conns.cutAll() // nothing is left: ends the set's context
+			return
+		case <-t.C:
+		}
+		s.conns.cutAll()
+		t.Reset(closeGrace)
+		select {
+		case <-done:
+		case <-t.C:
+			s.closeErr = fmt.Errorf("postgres store %s: connections still closing %s after they were cut", s.table, closeGrace)
+		}
+	})
+	return s.closeErr
 }
 
 // errClosed is what calls after Close fail with.

@@ -45,7 +45,8 @@ var (
 //
 //   - context cancellation or deadline, and failures with no HTTP answer
 //     (connection refused or reset, timeouts, DNS): transient;
-//   - NoSuchBucket, AccessDenied, bad credentials: permanent;
+//   - NoSuchBucket, AccessDenied, bad credentials, and an endpoint's TLS
+//     certificate that does not verify (storage.s3.caFile): permanent;
 //   - 404 (NoSuchKey, NotFound): not found for get and delete (Delete treats
 //     it as success), precondition for put-if-match (S3 answers 404 or 412
 //     when the key is missing), permanent otherwise;
@@ -62,6 +63,9 @@ func classify(op, key string, err error) error {
 func kindOf(op string, err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return blob.ErrTransient
+	}
+	if blob.IsCertificateError(err) {
+		return blob.ErrPermanent
 	}
 	status := 0
 	var re *awshttp.ResponseError

@@ -11,6 +11,8 @@ package s3
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -21,6 +23,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	s3api "github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/dexzd/dexzd/internal/blob"
 )
@@ -43,6 +46,15 @@ type Config struct {
 	// PathStyle addresses the bucket as a path (http://host/bucket/key)
 	// rather than a virtual host; MinIO needs it.
 	PathStyle bool
+	// RootCAs, when set, are the certificate authorities an https
+	// endpoint's certificate must chain to, instead of the system's
+	// (storage.s3.caFile).
+	RootCAs *x509.CertPool
+	// SSE is the server-side encryption every PutObject asks for
+	// ("AES256" or "aws:kms"); empty leaves it to the bucket's default.
+	SSE string
+	// KMSKeyID is the KMS key of SSE "aws:kms"; empty: the default key.
+	KMSKeyID string
 }
 
 // Stats counts the requests a Store has sent, by kind. Every call of Get,
@@ -61,6 +73,8 @@ type Store struct {
 	transport *http.Transport
 	bucket    string
 	prefix    string
+	sse       types.ServerSideEncryption // asked of every PutObject; empty: none
+	kmsKeyID  string
 
 	gets, puts, lists, deletes atomic.Int64
 }
@@ -102,6 +116,9 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.MaxIdleConns = 256
 	transport.MaxIdleConnsPerHost = 64
+	if cfg.RootCAs != nil {
+		transport.TLSClientConfig = &tls.Config{RootCAs: cfg.RootCAs, MinVersion: tls.VersionTLS12}
+	}
 	client := s3api.NewFromConfig(awsCfg, func(o *s3api.Options) {
 		if cfg.Endpoint != "" {
 			o.BaseEndpoint = aws.String(cfg.Endpoint)
@@ -116,7 +133,8 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
 		o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
 	})
-	return &Store{client: client, transport: transport, bucket: cfg.Bucket, prefix: prefix}, nil
+	return &Store{client: client, transport: transport, bucket: cfg.Bucket, prefix: prefix,
+		sse: types.ServerSideEncryption(cfg.SSE), kmsKeyID: cfg.KMSKeyID}, nil
 }
 
 // Stats returns the number of requests sent so far.
@@ -179,6 +197,12 @@ func (s *Store) put(ctx context.Context, op, key string, data []byte, cond func(
 		Key:           aws.String(s.prefix + key),
 		Body:          bytes.NewReader(data),
 		ContentLength: aws.Int64(int64(len(data))),
+	}
+	if s.sse != "" {
+		in.ServerSideEncryption = s.sse
+		if s.kmsKeyID != "" {
+			in.SSEKMSKeyId = aws.String(s.kmsKeyID)
+		}
 	}
 	cond(in)
 	s.puts.Add(1)

@@ -53,6 +53,9 @@ type connSet struct {
 	// address up (the SDK's DefaultUnresponsiveTimeout unless a test
 	// shortens it).
 	unresponsive time.Duration
+	// codec, when set, encodes the values of requests and decodes those
+	// of answers (--codec-key-file).
+	codec dex.Codec
 }
 
 func newConnSet(addrs []string, sec []grpc.DialOption, unresponsive time.Duration) *connSet {
@@ -76,6 +79,9 @@ func (c *connSet) conn(i int) (*grpc.ClientConn, error) {
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: dex.KeepaliveTime, Timeout: c.unresponsive, PermitWithoutStream: true}),
 	}
 	opts = append(opts, c.sec...) // TLS wins over the plaintext default
+	if c.codec != nil {
+		opts = append(opts, grpc.WithChainUnaryInterceptor(dex.CodecInterceptor(c.codec)))
+	}
 	cc, err := grpc.NewClient(c.addrs[i], opts...)
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", c.addrs[i], err)

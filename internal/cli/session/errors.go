@@ -52,6 +52,9 @@ func (s *Session) Fail(ctx context.Context, err error, info CallInfo) error {
 
 // Failure is Fail with the concrete type, for callers that adjust it.
 func (s *Session) Failure(ctx context.Context, err error, info CallInfo) *Failure {
+	if f := s.codecFailure(err, info); f != nil {
+		return f
+	}
 	var st *status.Status
 	switch {
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):

@@ -54,6 +54,8 @@ type Globals struct {
 	CredentialFile string
 	// Security are the TLS and token flags (security.go).
 	Security Security
+	// CodecKeyFile is the AES-GCM key file of --codec-key-file (codec.go).
+	CodecKeyFile string
 }
 
 // DefaultServer is the --server default: $DEX_SERVER, else 127.0.0.1:8801.
@@ -151,6 +153,9 @@ func New(env *Env, defaultTimeout time.Duration, timeoutSet bool, words []string
 	}
 	if timeoutSet {
 		s.Timeout = opts.Timeout
+	}
+	if err := s.loadCodec(); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
