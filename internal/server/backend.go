@@ -64,6 +64,11 @@ type Backend interface {
 // lease not valid). Answered as UNAVAILABLE.
 var ErrNotServing = errors.New("this process is not serving; retry on the active process")
 
+// ErrDataLoss: durable data the answer needs is damaged or missing (a value
+// object that does not match its name); answered as DATA_LOSS, which no
+// client retries.
+var ErrDataLoss = errors.New("durable data is damaged or missing")
+
 // Identity names the serving process (A1).
 type Identity struct {
 	NodeID    string

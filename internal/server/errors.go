@@ -45,6 +45,8 @@ import (
 //	                                     the role the method needs)
 //	*auth.DeniedError                    PERMISSION_DENIED: the caller's role
 //	                                     lacks the method or flow type
+//	ErrDataLoss                          DATA_LOSS: a value object the answer
+//	                                     needs is damaged or missing
 //	context.DeadlineExceeded             DEADLINE_EXCEEDED (an expired long
 //	                                     poll or RPC wait)
 //	context.Canceled                     CANCELLED
@@ -77,6 +79,8 @@ func statusOf(err error) error {
 		return status.Error(codes.Unauthenticated, ue.Error())
 	case errors.As(err, &de):
 		return status.Error(codes.PermissionDenied, de.Error())
+	case errors.Is(err, ErrDataLoss):
+		return status.Error(codes.DataLoss, err.Error())
 	case errors.Is(err, ErrNotServing):
 		return status.Error(codes.Unavailable, err.Error())
 	case errors.As(err, &ee):

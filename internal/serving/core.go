@@ -334,7 +334,11 @@ func (c *Core) withValues(ctx context.Context, st *engine.FlowState) (*engine.Fl
 	ctx, done := c.untilStopped(ctx)
 	defer done()
 	out, err := resolve(ctx, c, st)
-	if err != nil {
+	switch {
+	case errors.Is(err, wal.ErrCorrupt):
+		// A damaged or missing object: retrying elsewhere reads the same.
+		return nil, fmt.Errorf("%w: flow %q: %w", server.ErrDataLoss, st.FlowID, err)
+	case err != nil:
 		return nil, fmt.Errorf("%w: flow %q: %w", server.ErrNotServing, st.FlowID, err)
 	}
 	return out, nil

@@ -197,8 +197,8 @@ func TestValueObjects_LostReplyAndDamagedObject(t *testing.T) {
 		blobs.SetRaw(keys[0], []byte("not the input"))
 		_, err := h.core.Flow(ctx, "f", "")
 		var ce *wal.CorruptError
-		if !errors.As(err, &ce) || ce.Key != keys[0] {
-			t.Fatalf("Flow on a damaged object: %v, want a corrupt object error naming %s", err, keys[0])
+		if !errors.As(err, &ce) || ce.Key != keys[0] || !errors.Is(err, server.ErrDataLoss) {
+			t.Fatalf("Flow on a damaged object: %v, want DATA_LOSS: a corrupt object error naming %s", err, keys[0])
 		}
 		s := h.session("w", 4, "a")
 		synctest.Wait()
