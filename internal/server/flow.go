@@ -242,8 +242,13 @@ func (f *flowService) SkipTimer(ctx context.Context, req *dexpb.SkipTimerRequest
 // one that does not exist (NOT_FOUND), on committed state.
 func timerExists(ctx context.Context, b Backend, c engine.SkipTimer) bool {
 	st, err := b.Flow(ctx, c.FlowID, c.RunID)
-	if err != nil || !st.Running() {
-		return err == nil // a closed flow: FAILED_PRECONDITION stands
+	if err != nil {
+		// Only a flow or run that does not exist makes the timer unknown;
+		// a read that failed tells nothing, and the refusal stands.
+		return engine.CodeOf(err) != engine.CodeNotFound
+	}
+	if !st.Running() {
+		return true // a closed flow: FAILED_PRECONDITION stands
 	}
 	s := st.Step(c.StepExecID)
 	if s == nil || s.Wait == nil {

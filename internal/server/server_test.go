@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -25,6 +26,7 @@ type fakeBackend struct {
 	serving atomic.Bool
 	st      *engine.FlowState
 	err     error
+	flowErr error // Flow's answer, when set
 }
 
 func (f *fakeBackend) Serving() bool { return f.serving.Load() }
@@ -41,6 +43,9 @@ func (f *fakeBackend) InvokeRPC(context.Context, engine.InvokeRPC, time.Duration
 	return server.RPCResult{}, f.err
 }
 func (f *fakeBackend) Flow(context.Context, string, string) (*engine.FlowState, error) {
+	if f.flowErr != nil {
+		return nil, f.flowErr
+	}
 	if f.st == nil {
 		return nil, &engine.Error{Code: engine.CodeNotFound, Message: "flow \"x\" not found"}
 	}
@@ -319,5 +324,29 @@ func TestStandby_UnavailableNamesTheStandby(t *testing.T) {
 	_, err = flows.StartFlow(ctx, &dexpb.StartFlowRequest{FlowId: "f", FlowType: "t"})
 	if st, _ := status.FromError(err); st.Code() != codes.Unavailable || st.Message() != server.ErrNotServing.Error() {
 		t.Fatalf("StartFlow on a stopped instance = %v, want UNAVAILABLE %q", err, server.ErrNotServing)
+	}
+}
+
+// A SkipTimer the engine refuses (FAILED_PRECONDITION) is told apart from
+// one naming no timer (NOT_FOUND) on committed state; a read of that state
+// that fails (a damaged value object) tells nothing: the refusal stands.
+// It answered NOT_FOUND (found in review of value objects).
+func TestSkipTimer_AFailedReadDoesNotMakeATimerUnknown(t *testing.T) {
+	s, conn := serve(t, server.Options{})
+	b := &fakeBackend{err: &engine.Error{Code: engine.CodeFailedPrecondition, Message: "timer is not pending"},
+		flowErr: fmt.Errorf("%w: value object damaged", server.ErrDataLoss)}
+	b.serving.Store(true)
+	s.SetBackend(b)
+	flows := dexpb.NewFlowServiceClient(conn)
+	_, err := flows.SkipTimer(t.Context(), &dexpb.SkipTimerRequest{FlowId: "f", StepExecutionId: "s",
+		Timer: &dexpb.SkipTimerRequest_TimerIndex{TimerIndex: 0}})
+	if status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("SkipTimer = %v, want the engine's FAILED_PRECONDITION", err)
+	}
+	b.flowErr = nil // the flow does not exist: NOT_FOUND
+	_, err = flows.SkipTimer(t.Context(), &dexpb.SkipTimerRequest{FlowId: "f", StepExecutionId: "s",
+		Timer: &dexpb.SkipTimerRequest_TimerIndex{TimerIndex: 0}})
+	if status.Code(err) != codes.NotFound {
+		t.Fatalf("SkipTimer on an unknown flow = %v, want NOT_FOUND", err)
 	}
 }
