@@ -40,13 +40,22 @@ func newHarness(t *testing.T, blobs *mem.Store, epoch uint64) *harness {
 // newHarnessWith is newHarness with admission limits.
 func newHarnessWith(t *testing.T, blobs *mem.Store, epoch uint64, lim AdmissionLimits) *harness {
 	t.Helper()
+	return newHarnessConfig(t, blobs, epoch, func(c *CoreConfig) { c.Admission = lim })
+}
+
+// newHarnessConfig is newHarness with the core's configuration changed by
+// edit.
+func newHarnessConfig(t *testing.T, blobs *mem.Store, epoch uint64, edit func(*CoreConfig)) *harness {
+	t.Helper()
 	ctx := context.Background()
 	store := flowstore.NewMemStore()
 	next, err := wal.Fence(ctx, blobs, testLayout, epoch, 0, ReplayApply(store))
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := NewCore(CoreConfig{NodeID: "n1", ProcessID: "p", Epoch: epoch, Store: store, Admission: lim})
+	cfg := CoreConfig{NodeID: "n1", ProcessID: "p", Epoch: epoch, Store: store}
+	edit(&cfg)
+	c := NewCore(cfg)
 	w, err := wal.NewWriter(wal.WriterConfig{Store: blobs, Layout: testLayout, Epoch: epoch, NextSeq: next, OnDurable: c.OnDurable})
 	if err != nil {
 		t.Fatal(err)

@@ -13,7 +13,6 @@ import (
 	"github.com/dexzd/dexzd/internal/blob"
 	"github.com/dexzd/dexzd/internal/blob/mem"
 	"github.com/dexzd/dexzd/internal/engine"
-	"github.com/dexzd/dexzd/internal/flowstore"
 	"github.com/dexzd/dexzd/internal/server"
 	"github.com/dexzd/dexzd/internal/wal"
 )
@@ -25,26 +24,9 @@ const objectBytes = 1 << 10
 // objectBytes on blobs; the local store is fresh, replayed from the log.
 func newObjectHarness(t *testing.T, blobs *mem.Store, epoch uint64) *harness {
 	t.Helper()
-	ctx := context.Background()
-	store := flowstore.NewMemStore()
-	next, err := wal.Fence(ctx, blobs, testLayout, epoch, 0, ReplayApply(store))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := NewCore(CoreConfig{NodeID: "n1", ProcessID: "p", Epoch: epoch, Store: store,
-		Values: &wal.Values{Store: blobs, Layout: testLayout}, ValueObjectBytes: objectBytes})
-	w, err := wal.NewWriter(wal.WriterConfig{Store: blobs, Layout: testLayout, Epoch: epoch, NextSeq: next, OnDurable: c.OnDurable})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.SetWriter(w)
-	wctx, cancel := context.WithCancel(ctx)
-	w.Start(wctx)
-	c.Start(ctx)
-	if err := c.Recover(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return &harness{t: t, blobs: blobs, core: c, w: w, cancelWriter: cancel}
+	return newHarnessConfig(t, blobs, epoch, func(c *CoreConfig) {
+		c.Values, c.ValueObjectBytes = &wal.Values{Store: blobs, Layout: testLayout}, objectBytes
+	})
 }
 
 func bigValue(fill byte, n int) engine.Value {
