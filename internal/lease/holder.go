@@ -346,10 +346,14 @@ func (h *Holder) confirm(rec Record, v blob.Version, sent time.Time) {
 // Release gives the lease up: a conditional write of the same epoch with
 // Released set, so that a successor acquires at once. Valid is false from
 // the moment Release is called, and Run returns nil. Transient errors are
-// retried until ctx ends. If another holder already has the lease it
-// returns a *StopError matching ErrLost. Calling it again after a success
-// does nothing.
+// retried until ctx ends, or until the lease has run out for every reader
+// (ValidUntil plus ExpiryMargin): past that a successor acquires anyway,
+// and a stopping process would only wait on a dead store. If another
+// holder already has the lease it returns a *StopError matching ErrLost.
+// Calling it again after a success does nothing.
 func (h *Holder) Release(ctx context.Context) error {
+	ctx, cancel := context.WithDeadline(ctx, h.ValidUntil().Add(ExpiryMargin))
+	defer cancel()
 	h.mu.Lock()
 	if !h.released {
 		h.released = true

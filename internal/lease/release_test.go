@@ -149,3 +149,26 @@ func TestHolder_CheckConfirmsHolderAndEpoch(t *testing.T) {
 		}
 	})
 }
+
+// A release on a store that fails every write gives up once the lease has
+// run out for every reader too (its validity plus the standbys' margin):
+// it used to retry until its caller's deadline, holding a stopping process
+// for 10 s on a dead store (found by the chaos runs' review).
+//
+// Covers: L12
+func TestRelease_GivesUpOnceTheLeaseRanOut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newRecorder()
+		c := s.clock
+		h := mustAcquire(t, config(s, "a", 3*time.Second))
+		faultOn(s.Store, c, blob.OpPutIfMatch, func(int, time.Duration) mem.Fault { return mem.Fault{Err: mem.ErrServer} })
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		if err := h.Release(ctx); err == nil {
+			t.Fatal("Release on a dead store succeeded")
+		}
+		if at, bound := c.now(), h.ValidUntil().Add(lease.ExpiryMargin).Sub(c.at(0)); at > bound {
+			t.Fatalf("Release gave up at %v, after the lease ran out for everyone at %v", at, bound)
+		}
+	})
+}
