@@ -160,10 +160,9 @@ func (s *session) Result(ctx context.Context, tok engine.Token, cmd engine.Comma
 	// The objects of a result are written whatever becomes of the stream
 	// (its worker resends the result only after a reconnect): a result
 	// whose write outlived its caller still commits, and a store that
-	// takes no write ends the period (Fatal), which ends the stream.
-	octx, cancel := c.outliving(ctx)
-	cmd, objects, err := offload(octx, c, cmd)
-	cancel()
+	// takes no write ends the period (Fatal), which ends the stream. The
+	// write still ends when the core stops (offload).
+	cmd, objects, err := offload(context.WithoutCancel(ctx), c, cmd)
 	if err != nil {
 		return server.Ack{}, err
 	}

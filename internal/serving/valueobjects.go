@@ -11,8 +11,8 @@ import (
 	"github.com/dexzd/dexzd/internal/wal"
 )
 
-// Value objects (issue 11; wal/values.go has the objects, engine
-// valuerefs.go the references). A value of at least
+// Value objects (issue 11; wal/values.go has the objects, engine.Value's
+// Ref and Size the references, valuewalk.go the walk). A value of at least
 // CoreConfig.ValueObjectBytes that a client or a worker sends is written as
 // an object of its own before its command reaches the sequencer, on the
 // caller's goroutine, beside every other caller's; the command then names
@@ -30,22 +30,6 @@ import (
 // names it is submitted, so every reference in the log names a durable
 // object: a crash, a failover or a replay anywhere finds it (the objects
 // live in the durable store, not on this process's disk).
-
-// outliving returns a context for work that must not end with the
-// caller's (a worker's result is committed even if its stream breaks, as
-// rpcResult does): it keeps ctx's values and ends only when the core
-// stops.
-func (c *Core) outliving(ctx context.Context) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	go func() {
-		select {
-		case <-c.stopping:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	return ctx, cancel
-}
 
 // ValueStore keeps value objects: wal.Values over the node's durable store.
 type ValueStore interface {

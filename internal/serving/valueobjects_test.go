@@ -443,3 +443,16 @@ func startBig(t *testing.T, h *harness) engine.Value {
 	}
 	return in
 }
+
+// hasValueObjects reports whether any Value reachable from x names a value
+// object.
+func hasValueObjects(x any) bool {
+	found := false
+	_, _ = mapEngineValues(x, func(v engine.Value) (engine.Value, bool, error) {
+		if v.Ref != "" {
+			found = true
+		}
+		return v, false, nil
+	})
+	return found
+}

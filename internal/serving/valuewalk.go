@@ -35,19 +35,6 @@ func mapEngineValues[T any](x T, fn func(engine.Value) (engine.Value, bool, erro
 	return out.Interface().(T), nil
 }
 
-// hasValueObjects reports whether any Value reachable from x names a value
-// object.
-func hasValueObjects(x any) bool {
-	found := false
-	_, _ = mapEngineValues(x, func(v engine.Value) (engine.Value, bool, error) {
-		if v.Ref != "" {
-			found = true
-		}
-		return v, false, nil
-	})
-	return found
-}
-
 // stripValueData returns recs with the bytes of every value object
 // removed (its Ref and Size stay): what the log and the local store keep.
 // recs is not modified.
