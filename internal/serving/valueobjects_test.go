@@ -61,6 +61,8 @@ func valueObjectKeys(blobs *mem.Store) []string {
 // KiB where the values are 300 KiB), every task and every read gets the
 // bytes back, and a process that replays the log from scratch (a
 // takeover, a restart on an empty disk) reads the same values.
+//
+// Covers: G3
 func TestValueObjects_LargeValuesTravelBesideTheLog(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		blobs := mem.New()
@@ -155,6 +157,8 @@ func checkResolved(t *testing.T, st *engine.FlowState, in, attr, out, msg engine
 // the object): the start is accepted once, with one object. A value
 // object that is damaged later is reported with its key, and the task
 // that needs it is not sent: its attempt fails with ValueUnavailable.
+//
+// Covers: G3, G5
 func TestValueObjects_LostReplyAndDamagedObject(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		blobs := mem.New()
@@ -260,6 +264,8 @@ func TestMapEngineValues_CopiesOnlyThePathToAChange(t *testing.T) {
 // A value object the store refuses for good (a full disk, a denied write)
 // ends the lease period as a log write refused so does: the core tells
 // CoreConfig.Fatal, and the call is answered UNAVAILABLE, nothing decided.
+//
+// Covers: L10
 func TestValueObjects_PermanentStoreErrorIsFatal(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		blobs := mem.New()

@@ -16,6 +16,8 @@ import (
 // replies: a write whose reply was lost is retried, finds the object and
 // succeeds; a 5xx is retried. Reads check the bytes against the name and
 // report a missing or damaged object with its key.
+//
+// Covers: G5
 func TestValues_PutIsIdempotentAndGetChecksTheBytes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
