@@ -175,13 +175,17 @@ func Apply(st *FlowState, rec Record) (*FlowState, []Effect) {
 		eff = append(eff, ReplyRPC{CallID: b.CallID, Output: b.Output})
 	case StepEnded:
 		st.removeStep(b.StepExecID)
+	case FlowRetried:
+		applyFlowRetried(st, b)
+	case TimeoutHandlerStarted:
+		eff = applyTimeoutHandler(st, rec, b)
 	case FlowClosed:
 		if !st.Running() {
 			break
 		}
 		ci := b.CloseInfo
 		st.Status, st.Close, st.ClosedAt = b.Status, &ci, rec.At
-		st.Steps, st.TimeoutAt = nil, time.Time{}
+		st.Steps, st.TimeoutAt, st.HandlerDeadlineAt = nil, time.Time{}, time.Time{}
 		st.event(rec, HistoryEvent{Type: EventFlowClosed, Close: &ci})
 		eff = append(eff, NotifyClosed{FlowID: st.FlowID, RunID: st.RunID, Status: b.Status})
 	}
@@ -194,15 +198,22 @@ func applyStarted(prev *FlowState, rec Record, b FlowStarted) (*FlowState, []Eff
 		StartedAt: rec.At, StartRequestID: b.RequestID, PreviousRunID: b.PreviousRunID,
 		Definition: b.Definition, Config: b.Config, TimeoutAt: b.TimeoutAt, TimeoutPolicy: b.TimeoutPolicy,
 		PublishRequestIDs: slices.Clone(b.PublishRequestIDs), TraceContext: b.TraceContext,
+		TimeoutHandler: b.TimeoutHandler,
+	}
+	if b.Retry != nil {
+		st.Retry = &RunRetry{FlowRetry: *b.Retry, StartStep: b.StartStep, Attributes: b.Attributes}
 	}
 	st.setAttributes(b.Attributes)
 	start := &StartInfo{StartStep: b.StartStep, Attributes: b.Attributes, IDReusePolicy: b.IDReusePolicy,
-		TerminatedRunID: b.TerminatedRunID}
+		TerminatedRunID: b.TerminatedRunID, StartDelay: b.StartDelay}
+	if b.Retry != nil {
+		start.RetryAttempt, start.RetriedRunID = b.Retry.Attempt, b.Retry.RetriedRunID
+	}
 	if b.StartStep != nil {
 		start.StartStepExecID = stepExecID(b.StartStep.StepType, 1) // a new run's first step
 	}
 	if !b.TimeoutAt.IsZero() {
-		start.Timeout = b.TimeoutAt.Sub(rec.At) // Decide sets TimeoutAt to now + timeout
+		start.Timeout = b.TimeoutAt.Sub(rec.At) - b.StartDelay // Decide sets TimeoutAt to now + delay + timeout
 	}
 	st.event(rec, HistoryEvent{Type: EventFlowStarted, Start: start})
 	var eff []Effect

@@ -52,6 +52,13 @@ func sampleRecords() []Record {
 		RPCCompleted{CallID: "c1", Name: "r", Duration: d, Input: v, Output: v, Movements: moves, Scheduled: []string{"A-2"}, Staged: staged},
 		StepEnded{StepExecID: "A-1", Reason: "r"},
 		FlowClosed{CloseInfo{Status: StatusFailed, ErrorType: ErrFlowTimeout, Message: "m"}},
+		// E34
+		FlowRetried{RetryRunID: "r1.retry-2", Attempt: 2, NotBefore: t0.Add(d)},
+		FlowStarted{FlowType: "order", PreviousRunID: "r1", StartStep: &moves[0], StartDelay: d,
+			Retry: &FlowRetry{Policy: RetryPolicy{InitialInterval: d, Coefficient: 2, MaxAttempts: 3}, Attempt: 2,
+				FirstRunID: "r1", FirstStartedAt: t0, RetriedRunID: "r1", Timeout: time.Hour},
+			TimeoutAt: t0.Add(time.Hour), TimeoutPolicy: TimeoutRunHandler, TimeoutHandler: &TimeoutHandler{StepType: "A", Deadline: d}},
+		TimeoutHandlerStarted{StepExecID: "A-2", DeadlineAt: t0.Add(d), Canceled: []string{"A-1"}},
 	}
 	recs := make([]Record, len(bodies))
 	for i, b := range bodies {
@@ -130,9 +137,13 @@ func TestRecordCodec_ReadsFormat1(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := bytes.Split(bytes.TrimSpace(data), []byte("\n"))
-	if len(lines) != len(want) {
-		t.Fatalf("%d format 1 lines, %d samples", len(lines), len(want))
+	// The samples added after format 2 (E34's records and FlowStarted
+	// fields) were never written as format 1: the file holds the first 15.
+	const format1Samples = 15
+	if len(lines) != format1Samples || len(want) < format1Samples {
+		t.Fatalf("%d format 1 lines, %d samples; want %d of each", len(lines), len(want), format1Samples)
 	}
+	want = want[:format1Samples]
 	for i, line := range lines {
 		got, err := UnmarshalRecord(line)
 		if err != nil {

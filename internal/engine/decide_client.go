@@ -40,17 +40,22 @@ func (d *decider) start(c StartFlow) error {
 			terminated = prev.RunID
 		}
 	}
+	firstAt := d.now.Add(c.StartDelay) // E34
 	var timeoutAt time.Time
 	if c.Timeout > 0 {
-		timeoutAt = d.now.Add(c.Timeout)
+		timeoutAt = firstAt.Add(c.Timeout)
 	}
 	policy := c.TimeoutPolicy
+	if policy == "" && c.TimeoutHandler != nil {
+		policy = TimeoutRunHandler
+	}
 	if policy == "" && c.Timeout > 0 {
 		policy = TimeoutFail
 	}
 	started := FlowStarted{FlowType: c.FlowType, RequestID: c.RequestID, Definition: c.Definition,
 		Config: c.Config, TimeoutAt: timeoutAt, TimeoutPolicy: policy, Attributes: c.Attributes,
-		IDReusePolicy: c.IDReusePolicy, TerminatedRunID: terminated, TraceContext: c.TraceContext}
+		IDReusePolicy: c.IDReusePolicy, TerminatedRunID: terminated, TraceContext: c.TraceContext,
+		StartDelay: c.StartDelay, Retry: d.flowRetryOf(c, c.RunID), TimeoutHandler: timeoutHandlerOf(c)}
 	if prev != nil {
 		started.PreviousRunID = prev.RunID
 		// Publish request IDs are deduplicated per flow ID, not per run:
@@ -63,7 +68,7 @@ func (d *decider) start(c StartFlow) error {
 	}
 	d.emitFor(c.FlowID, c.RunID, started)
 	if c.StartStep != "" {
-		d.createStep(c.StartStep, c.Input, c.StartOptions, false, "")
+		d.createStepAt(c.StartStep, c.Input, c.StartOptions, false, "", firstAt)
 	}
 	return nil
 }
@@ -102,7 +107,7 @@ func (d *decider) validateStart(c StartFlow) error {
 		return invalidArg("timeout", "must not be negative")
 	}
 	switch c.TimeoutPolicy {
-	case "", TimeoutFail, TimeoutCancel:
+	case "", TimeoutFail, TimeoutCancel, TimeoutRunHandler:
 	default:
 		return invalidArg("timeoutPolicy", "unknown policy %q", c.TimeoutPolicy)
 	}
@@ -126,6 +131,9 @@ func (d *decider) validateStart(c StartFlow) error {
 		if err := CheckStartInput(c.Definition, c.StartStep, c.Input); err != nil {
 			return err
 		}
+	}
+	if err := d.validateFlowOptions(c, v.stepDeclared); err != nil {
+		return err
 	}
 	if err := validateOptions("startOptions", c.StartOptions, v.stepDeclared); err != nil {
 		return err
@@ -370,11 +378,16 @@ func (d *decider) timerFired(c TimerFired) error {
 			return err
 		}
 		msg := fmt.Sprintf("flow timed out at %s", d.st.TimeoutAt.Format(time.RFC3339Nano))
-		if d.st.TimeoutPolicy == TimeoutCancel {
+		switch {
+		case d.st.TimeoutPolicy == TimeoutRunHandler && d.st.TimeoutHandler != nil:
+			d.runTimeoutHandler() // E34
+		case d.st.TimeoutPolicy == TimeoutCancel:
 			d.closeFlow(StatusCanceled, ErrFlowTimeout, msg)
-		} else {
+		default:
 			d.closeFlow(StatusFailed, ErrFlowTimeout, msg)
 		}
+	case TimerTimeoutHandler:
+		return d.handlerDeadline(due)
 	case TimerWait:
 		s := d.st.Step(t.StepExecID)
 		if s == nil || s.Phase != PhaseWaiting {

@@ -121,6 +121,14 @@ type FlowState struct {
 	// was not traced (FlowStarted.TraceContext). Never changed after the
 	// start, so clones share it.
 	TraceContext map[string]string `json:"traceContext,omitempty"`
+	// Flow-level options (E34). Retry: the flow retry policy's state, nil
+	// without one (shared by clones). RetryRunID: the run that retries
+	// this failed one. TimeoutHandler: the HANDLER timeout's step;
+	// HandlerDeadlineAt: when the running handler's deadline fires.
+	Retry             *RunRetry       `json:"retry,omitempty"`
+	RetryRunID        string          `json:"retryRunId,omitempty"`
+	TimeoutHandler    *TimeoutHandler `json:"timeoutHandler,omitempty"`
+	HandlerDeadlineAt time.Time       `json:"handlerDeadlineAt,omitzero"`
 	// History is the run's semantic history (E26). Events are never
 	// changed once appended, so clones share them.
 	History []*HistoryEvent `json:"history,omitempty"`
@@ -283,6 +291,9 @@ func (st *FlowState) Timers() []ArmTimer {
 	}
 	if !st.TimeoutAt.IsZero() {
 		arm(Timer{Kind: TimerFlowTimeout}, st.TimeoutAt)
+	}
+	if !st.HandlerDeadlineAt.IsZero() {
+		arm(Timer{Kind: TimerTimeoutHandler}, st.HandlerDeadlineAt)
 	}
 	for _, s := range st.Steps {
 		if s.Phase == PhaseWaiting {
