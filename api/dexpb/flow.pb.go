@@ -113,9 +113,21 @@ type StartFlowRequest struct {
 	// whatever the ID reuse policy and the run's status (so a retry neither
 	// fails with ALREADY_EXISTS nor starts a second run). Clients that retry
 	// StartFlow must set it; the SDK sets a random one per call.
-	RequestId     string `protobuf:"bytes,8,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	RequestId string `protobuf:"bytes,8,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// StartDelay delays the start step (E34): the flow exists at once
+	// (RUNNING, attributes readable, RPCs accepted) and its first step runs
+	// after the delay; the flow timeout counts from then. Unset or zero: no
+	// delay. At most 365 days; needs a start step. The delay is durable.
+	StartDelay *durationpb.Duration `protobuf:"bytes,9,opt,name=start_delay,json=startDelay,proto3" json:"start_delay,omitempty"`
+	// RetryPolicy retries a failed flow (E34): a run that closes FAILED by
+	// itself (not by StopFlow) starts a new run of the same flow ID, with the
+	// same input, attributes and options, after the policy's backoff, up to
+	// its limits (maximum_attempts counts the runs). Unset: never.
+	RetryPolicy *RetryPolicy `protobuf:"bytes,10,opt,name=retry_policy,json=retryPolicy,proto3" json:"retry_policy,omitempty"`
+	// TimeoutHandler is the step flow_timeout_policy HANDLER runs (E34).
+	TimeoutHandler *TimeoutHandler `protobuf:"bytes,11,opt,name=timeout_handler,json=timeoutHandler,proto3" json:"timeout_handler,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *StartFlowRequest) Reset() {
@@ -204,6 +216,84 @@ func (x *StartFlowRequest) GetRequestId() string {
 	return ""
 }
 
+func (x *StartFlowRequest) GetStartDelay() *durationpb.Duration {
+	if x != nil {
+		return x.StartDelay
+	}
+	return nil
+}
+
+func (x *StartFlowRequest) GetRetryPolicy() *RetryPolicy {
+	if x != nil {
+		return x.RetryPolicy
+	}
+	return nil
+}
+
+func (x *StartFlowRequest) GetTimeoutHandler() *TimeoutHandler {
+	if x != nil {
+		return x.TimeoutHandler
+	}
+	return nil
+}
+
+// TimeoutHandler is the step a HANDLER flow timeout runs (E34): the active
+// step executions end, the step runs its Execute with no input, and the
+// flow fails with FLOW_TIMEOUT unless it closes within the deadline.
+type TimeoutHandler struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// StepType is a step type the flow type declares. Not empty.
+	StepType string `protobuf:"bytes,1,opt,name=step_type,json=stepType,proto3" json:"step_type,omitempty"`
+	// Deadline bounds the handler, from the timeout. Unset or zero: 1 minute.
+	Deadline      *durationpb.Duration `protobuf:"bytes,2,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TimeoutHandler) Reset() {
+	*x = TimeoutHandler{}
+	mi := &file_dex_flow_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TimeoutHandler) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TimeoutHandler) ProtoMessage() {}
+
+func (x *TimeoutHandler) ProtoReflect() protoreflect.Message {
+	mi := &file_dex_flow_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TimeoutHandler.ProtoReflect.Descriptor instead.
+func (*TimeoutHandler) Descriptor() ([]byte, []int) {
+	return file_dex_flow_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *TimeoutHandler) GetStepType() string {
+	if x != nil {
+		return x.StepType
+	}
+	return ""
+}
+
+func (x *TimeoutHandler) GetDeadline() *durationpb.Duration {
+	if x != nil {
+		return x.Deadline
+	}
+	return nil
+}
+
 // StartFlowResponse answers StartFlow.
 type StartFlowResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -218,7 +308,7 @@ type StartFlowResponse struct {
 
 func (x *StartFlowResponse) Reset() {
 	*x = StartFlowResponse{}
-	mi := &file_dex_flow_proto_msgTypes[1]
+	mi := &file_dex_flow_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -230,7 +320,7 @@ func (x *StartFlowResponse) String() string {
 func (*StartFlowResponse) ProtoMessage() {}
 
 func (x *StartFlowResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_proto_msgTypes[1]
+	mi := &file_dex_flow_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -243,7 +333,7 @@ func (x *StartFlowResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartFlowResponse.ProtoReflect.Descriptor instead.
 func (*StartFlowResponse) Descriptor() ([]byte, []int) {
-	return file_dex_flow_proto_rawDescGZIP(), []int{1}
+	return file_dex_flow_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *StartFlowResponse) GetRunId() string {
@@ -277,7 +367,7 @@ type StopFlowRequest struct {
 
 func (x *StopFlowRequest) Reset() {
 	*x = StopFlowRequest{}
-	mi := &file_dex_flow_proto_msgTypes[2]
+	mi := &file_dex_flow_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -289,7 +379,7 @@ func (x *StopFlowRequest) String() string {
 func (*StopFlowRequest) ProtoMessage() {}
 
 func (x *StopFlowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_proto_msgTypes[2]
+	mi := &file_dex_flow_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -302,7 +392,7 @@ func (x *StopFlowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopFlowRequest.ProtoReflect.Descriptor instead.
 func (*StopFlowRequest) Descriptor() ([]byte, []int) {
-	return file_dex_flow_proto_rawDescGZIP(), []int{2}
+	return file_dex_flow_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *StopFlowRequest) GetFlowId() string {
@@ -346,7 +436,7 @@ type StopFlowResponse struct {
 
 func (x *StopFlowResponse) Reset() {
 	*x = StopFlowResponse{}
-	mi := &file_dex_flow_proto_msgTypes[3]
+	mi := &file_dex_flow_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -358,7 +448,7 @@ func (x *StopFlowResponse) String() string {
 func (*StopFlowResponse) ProtoMessage() {}
 
 func (x *StopFlowResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_proto_msgTypes[3]
+	mi := &file_dex_flow_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -371,7 +461,7 @@ func (x *StopFlowResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopFlowResponse.ProtoReflect.Descriptor instead.
 func (*StopFlowResponse) Descriptor() ([]byte, []int) {
-	return file_dex_flow_proto_rawDescGZIP(), []int{3}
+	return file_dex_flow_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *StopFlowResponse) GetRunId() string {
@@ -409,7 +499,7 @@ type PublishToChannelRequest struct {
 
 func (x *PublishToChannelRequest) Reset() {
 	*x = PublishToChannelRequest{}
-	mi := &file_dex_flow_proto_msgTypes[4]
+	mi := &file_dex_flow_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -421,7 +511,7 @@ func (x *PublishToChannelRequest) String() string {
 func (*PublishToChannelRequest) ProtoMessage() {}
 
 func (x *PublishToChannelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_proto_msgTypes[4]
+	mi := &file_dex_flow_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -434,7 +524,7 @@ func (x *PublishToChannelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishToChannelRequest.ProtoReflect.Descriptor instead.
 func (*PublishToChannelRequest) Descriptor() ([]byte, []int) {
-	return file_dex_flow_proto_rawDescGZIP(), []int{4}
+	return file_dex_flow_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *PublishToChannelRequest) GetFlowId() string {
@@ -480,7 +570,7 @@ type PublishToChannelResponse struct {
 
 func (x *PublishToChannelResponse) Reset() {
 	*x = PublishToChannelResponse{}
-	mi := &file_dex_flow_proto_msgTypes[5]
+	mi := &file_dex_flow_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -492,7 +582,7 @@ func (x *PublishToChannelResponse) String() string {
 func (*PublishToChannelResponse) ProtoMessage() {}
 
 func (x *PublishToChannelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_proto_msgTypes[5]
+	mi := &file_dex_flow_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -505,7 +595,7 @@ func (x *PublishToChannelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishToChannelResponse.ProtoReflect.Descriptor instead.
 func (*PublishToChannelResponse) Descriptor() ([]byte, []int) {
-	return file_dex_flow_proto_rawDescGZIP(), []int{5}
+	return file_dex_flow_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *PublishToChannelResponse) GetRunId() string {
@@ -538,7 +628,7 @@ type GetAttributesRequest struct {
 
 func (x *GetAttributesRequest) Reset() {
 	*x = GetAttributesRequest{}
-	mi := &file_dex_flow_proto_msgTypes[6]
+	mi := &file_dex_flow_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -550,7 +640,7 @@ func (x *GetAttributesRequest) String() string {
 func (*GetAttributesRequest) ProtoMessage() {}
 
 func (x *GetAttributesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_proto_msgTypes[6]
+	mi := &file_dex_flow_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -563,7 +653,7 @@ func (x *GetAttributesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAttributesRequest.ProtoReflect.Descriptor instead.
 func (*GetAttributesRequest) Descriptor() ([]byte, []int) {
-	return file_dex_flow_proto_rawDescGZIP(), []int{6}
+	return file_dex_flow_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GetAttributesRequest) GetFlowId() string {
@@ -600,7 +690,7 @@ type GetAttributesResponse struct {
 
 func (x *GetAttributesResponse) Reset() {
 	*x = GetAttributesResponse{}
-	mi := &file_dex_flow_proto_msgTypes[7]
+	mi := &file_dex_flow_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -612,7 +702,7 @@ func (x *GetAttributesResponse) String() string {
 func (*GetAttributesResponse) ProtoMessage() {}
 
 func (x *GetAttributesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_proto_msgTypes[7]
+	mi := &file_dex_flow_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -625,7 +715,7 @@ func (x *GetAttributesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAttributesResponse.ProtoReflect.Descriptor instead.
 func (*GetAttributesResponse) Descriptor() ([]byte, []int) {
-	return file_dex_flow_proto_rawDescGZIP(), []int{7}
+	return file_dex_flow_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetAttributesResponse) GetRunId() string {
@@ -657,7 +747,7 @@ type SetAttributesRequest struct {
 
 func (x *SetAttributesRequest) Reset() {
 	*x = SetAttributesRequest{}
-	mi := &file_dex_flow_proto_msgTypes[8]
+	mi := &file_dex_flow_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -669,7 +759,7 @@ func (x *SetAttributesRequest) String() string {
 func (*SetAttributesRequest) ProtoMessage() {}
 
 func (x *SetAttributesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_proto_msgTypes[8]
+	mi := &file_dex_flow_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -682,7 +772,7 @@ func (x *SetAttributesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAttributesRequest.ProtoReflect.Descriptor instead.
 func (*SetAttributesRequest) Descriptor() ([]byte, []int) {
-	return file_dex_flow_proto_rawDescGZIP(), []int{8}
+	return file_dex_flow_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SetAttributesRequest) GetFlowId() string {
@@ -717,7 +807,7 @@ type SetAttributesResponse struct {
 
 func (x *SetAttributesResponse) Reset() {
 	*x = SetAttributesResponse{}
-	mi := &file_dex_flow_proto_msgTypes[9]
+	mi := &file_dex_flow_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -729,7 +819,7 @@ func (x *SetAttributesResponse) String() string {
 func (*SetAttributesResponse) ProtoMessage() {}
 
 func (x *SetAttributesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_proto_msgTypes[9]
+	mi := &file_dex_flow_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -742,7 +832,7 @@ func (x *SetAttributesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAttributesResponse.ProtoReflect.Descriptor instead.
 func (*SetAttributesResponse) Descriptor() ([]byte, []int) {
-	return file_dex_flow_proto_rawDescGZIP(), []int{9}
+	return file_dex_flow_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SetAttributesResponse) GetRunId() string {
@@ -772,7 +862,7 @@ type InvokeRPCRequest struct {
 
 func (x *InvokeRPCRequest) Reset() {
 	*x = InvokeRPCRequest{}
-	mi := &file_dex_flow_proto_msgTypes[10]
+	mi := &file_dex_flow_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -784,7 +874,7 @@ func (x *InvokeRPCRequest) String() string {
 func (*InvokeRPCRequest) ProtoMessage() {}
 
 func (x *InvokeRPCRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_proto_msgTypes[10]
+	mi := &file_dex_flow_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -797,7 +887,7 @@ func (x *InvokeRPCRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeRPCRequest.ProtoReflect.Descriptor instead.
 func (*InvokeRPCRequest) Descriptor() ([]byte, []int) {
-	return file_dex_flow_proto_rawDescGZIP(), []int{10}
+	return file_dex_flow_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *InvokeRPCRequest) GetFlowId() string {
@@ -848,7 +938,7 @@ type InvokeRPCResponse struct {
 
 func (x *InvokeRPCResponse) Reset() {
 	*x = InvokeRPCResponse{}
-	mi := &file_dex_flow_proto_msgTypes[11]
+	mi := &file_dex_flow_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -860,7 +950,7 @@ func (x *InvokeRPCResponse) String() string {
 func (*InvokeRPCResponse) ProtoMessage() {}
 
 func (x *InvokeRPCResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_proto_msgTypes[11]
+	mi := &file_dex_flow_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -873,7 +963,7 @@ func (x *InvokeRPCResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeRPCResponse.ProtoReflect.Descriptor instead.
 func (*InvokeRPCResponse) Descriptor() ([]byte, []int) {
-	return file_dex_flow_proto_rawDescGZIP(), []int{11}
+	return file_dex_flow_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *InvokeRPCResponse) GetRunId() string {
@@ -913,7 +1003,7 @@ type SkipTimerRequest struct {
 
 func (x *SkipTimerRequest) Reset() {
 	*x = SkipTimerRequest{}
-	mi := &file_dex_flow_proto_msgTypes[12]
+	mi := &file_dex_flow_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -925,7 +1015,7 @@ func (x *SkipTimerRequest) String() string {
 func (*SkipTimerRequest) ProtoMessage() {}
 
 func (x *SkipTimerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_proto_msgTypes[12]
+	mi := &file_dex_flow_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -938,7 +1028,7 @@ func (x *SkipTimerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SkipTimerRequest.ProtoReflect.Descriptor instead.
 func (*SkipTimerRequest) Descriptor() ([]byte, []int) {
-	return file_dex_flow_proto_rawDescGZIP(), []int{12}
+	return file_dex_flow_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SkipTimerRequest) GetFlowId() string {
@@ -1015,7 +1105,7 @@ type SkipTimerResponse struct {
 
 func (x *SkipTimerResponse) Reset() {
 	*x = SkipTimerResponse{}
-	mi := &file_dex_flow_proto_msgTypes[13]
+	mi := &file_dex_flow_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1027,7 +1117,7 @@ func (x *SkipTimerResponse) String() string {
 func (*SkipTimerResponse) ProtoMessage() {}
 
 func (x *SkipTimerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_proto_msgTypes[13]
+	mi := &file_dex_flow_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1040,7 +1130,7 @@ func (x *SkipTimerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SkipTimerResponse.ProtoReflect.Descriptor instead.
 func (*SkipTimerResponse) Descriptor() ([]byte, []int) {
-	return file_dex_flow_proto_rawDescGZIP(), []int{13}
+	return file_dex_flow_proto_rawDescGZIP(), []int{14}
 }
 
 // WaitForFlowRequest waits for a flow execution to close.
@@ -1060,7 +1150,7 @@ type WaitForFlowRequest struct {
 
 func (x *WaitForFlowRequest) Reset() {
 	*x = WaitForFlowRequest{}
-	mi := &file_dex_flow_proto_msgTypes[14]
+	mi := &file_dex_flow_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1072,7 +1162,7 @@ func (x *WaitForFlowRequest) String() string {
 func (*WaitForFlowRequest) ProtoMessage() {}
 
 func (x *WaitForFlowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_proto_msgTypes[14]
+	mi := &file_dex_flow_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1085,7 +1175,7 @@ func (x *WaitForFlowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitForFlowRequest.ProtoReflect.Descriptor instead.
 func (*WaitForFlowRequest) Descriptor() ([]byte, []int) {
-	return file_dex_flow_proto_rawDescGZIP(), []int{14}
+	return file_dex_flow_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *WaitForFlowRequest) GetFlowId() string {
@@ -1120,7 +1210,7 @@ type WaitForFlowResponse struct {
 
 func (x *WaitForFlowResponse) Reset() {
 	*x = WaitForFlowResponse{}
-	mi := &file_dex_flow_proto_msgTypes[15]
+	mi := &file_dex_flow_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1132,7 +1222,7 @@ func (x *WaitForFlowResponse) String() string {
 func (*WaitForFlowResponse) ProtoMessage() {}
 
 func (x *WaitForFlowResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_proto_msgTypes[15]
+	mi := &file_dex_flow_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1145,7 +1235,7 @@ func (x *WaitForFlowResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitForFlowResponse.ProtoReflect.Descriptor instead.
 func (*WaitForFlowResponse) Descriptor() ([]byte, []int) {
-	return file_dex_flow_proto_rawDescGZIP(), []int{15}
+	return file_dex_flow_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *WaitForFlowResponse) GetResult() *FlowResult {
@@ -1168,7 +1258,7 @@ type GetFlowSummaryRequest struct {
 
 func (x *GetFlowSummaryRequest) Reset() {
 	*x = GetFlowSummaryRequest{}
-	mi := &file_dex_flow_proto_msgTypes[16]
+	mi := &file_dex_flow_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1180,7 +1270,7 @@ func (x *GetFlowSummaryRequest) String() string {
 func (*GetFlowSummaryRequest) ProtoMessage() {}
 
 func (x *GetFlowSummaryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_proto_msgTypes[16]
+	mi := &file_dex_flow_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1193,7 +1283,7 @@ func (x *GetFlowSummaryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFlowSummaryRequest.ProtoReflect.Descriptor instead.
 func (*GetFlowSummaryRequest) Descriptor() ([]byte, []int) {
-	return file_dex_flow_proto_rawDescGZIP(), []int{16}
+	return file_dex_flow_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetFlowSummaryRequest) GetFlowId() string {
@@ -1221,7 +1311,7 @@ type GetFlowSummaryResponse struct {
 
 func (x *GetFlowSummaryResponse) Reset() {
 	*x = GetFlowSummaryResponse{}
-	mi := &file_dex_flow_proto_msgTypes[17]
+	mi := &file_dex_flow_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1233,7 +1323,7 @@ func (x *GetFlowSummaryResponse) String() string {
 func (*GetFlowSummaryResponse) ProtoMessage() {}
 
 func (x *GetFlowSummaryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_proto_msgTypes[17]
+	mi := &file_dex_flow_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1246,7 +1336,7 @@ func (x *GetFlowSummaryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFlowSummaryResponse.ProtoReflect.Descriptor instead.
 func (*GetFlowSummaryResponse) Descriptor() ([]byte, []int) {
-	return file_dex_flow_proto_rawDescGZIP(), []int{17}
+	return file_dex_flow_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GetFlowSummaryResponse) GetSummary() *FlowSummary {
@@ -1272,7 +1362,7 @@ type GetFlowStateRequest struct {
 
 func (x *GetFlowStateRequest) Reset() {
 	*x = GetFlowStateRequest{}
-	mi := &file_dex_flow_proto_msgTypes[18]
+	mi := &file_dex_flow_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1284,7 +1374,7 @@ func (x *GetFlowStateRequest) String() string {
 func (*GetFlowStateRequest) ProtoMessage() {}
 
 func (x *GetFlowStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_proto_msgTypes[18]
+	mi := &file_dex_flow_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1297,7 +1387,7 @@ func (x *GetFlowStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFlowStateRequest.ProtoReflect.Descriptor instead.
 func (*GetFlowStateRequest) Descriptor() ([]byte, []int) {
-	return file_dex_flow_proto_rawDescGZIP(), []int{18}
+	return file_dex_flow_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GetFlowStateRequest) GetFlowId() string {
@@ -1332,7 +1422,7 @@ type GetFlowStateResponse struct {
 
 func (x *GetFlowStateResponse) Reset() {
 	*x = GetFlowStateResponse{}
-	mi := &file_dex_flow_proto_msgTypes[19]
+	mi := &file_dex_flow_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1344,7 +1434,7 @@ func (x *GetFlowStateResponse) String() string {
 func (*GetFlowStateResponse) ProtoMessage() {}
 
 func (x *GetFlowStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_proto_msgTypes[19]
+	mi := &file_dex_flow_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1357,7 +1447,7 @@ func (x *GetFlowStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFlowStateResponse.ProtoReflect.Descriptor instead.
 func (*GetFlowStateResponse) Descriptor() ([]byte, []int) {
-	return file_dex_flow_proto_rawDescGZIP(), []int{19}
+	return file_dex_flow_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetFlowStateResponse) GetState() *FlowState {
@@ -1389,7 +1479,7 @@ type GetHistoryEventsRequest struct {
 
 func (x *GetHistoryEventsRequest) Reset() {
 	*x = GetHistoryEventsRequest{}
-	mi := &file_dex_flow_proto_msgTypes[20]
+	mi := &file_dex_flow_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1401,7 +1491,7 @@ func (x *GetHistoryEventsRequest) String() string {
 func (*GetHistoryEventsRequest) ProtoMessage() {}
 
 func (x *GetHistoryEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_proto_msgTypes[20]
+	mi := &file_dex_flow_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1414,7 +1504,7 @@ func (x *GetHistoryEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetHistoryEventsRequest.ProtoReflect.Descriptor instead.
 func (*GetHistoryEventsRequest) Descriptor() ([]byte, []int) {
-	return file_dex_flow_proto_rawDescGZIP(), []int{20}
+	return file_dex_flow_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GetHistoryEventsRequest) GetFlowId() string {
@@ -1468,7 +1558,7 @@ type GetHistoryEventsResponse struct {
 
 func (x *GetHistoryEventsResponse) Reset() {
 	*x = GetHistoryEventsResponse{}
-	mi := &file_dex_flow_proto_msgTypes[21]
+	mi := &file_dex_flow_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1480,7 +1570,7 @@ func (x *GetHistoryEventsResponse) String() string {
 func (*GetHistoryEventsResponse) ProtoMessage() {}
 
 func (x *GetHistoryEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_proto_msgTypes[21]
+	mi := &file_dex_flow_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1493,7 +1583,7 @@ func (x *GetHistoryEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetHistoryEventsResponse.ProtoReflect.Descriptor instead.
 func (*GetHistoryEventsResponse) Descriptor() ([]byte, []int) {
-	return file_dex_flow_proto_rawDescGZIP(), []int{21}
+	return file_dex_flow_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GetHistoryEventsResponse) GetRunId() string {
@@ -1541,7 +1631,7 @@ type ListFlowsRequest struct {
 
 func (x *ListFlowsRequest) Reset() {
 	*x = ListFlowsRequest{}
-	mi := &file_dex_flow_proto_msgTypes[22]
+	mi := &file_dex_flow_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1553,7 +1643,7 @@ func (x *ListFlowsRequest) String() string {
 func (*ListFlowsRequest) ProtoMessage() {}
 
 func (x *ListFlowsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_proto_msgTypes[22]
+	mi := &file_dex_flow_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1566,7 +1656,7 @@ func (x *ListFlowsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFlowsRequest.ProtoReflect.Descriptor instead.
 func (*ListFlowsRequest) Descriptor() ([]byte, []int) {
-	return file_dex_flow_proto_rawDescGZIP(), []int{22}
+	return file_dex_flow_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListFlowsRequest) GetFlowType() string {
@@ -1624,7 +1714,7 @@ type ListFlowsResponse struct {
 
 func (x *ListFlowsResponse) Reset() {
 	*x = ListFlowsResponse{}
-	mi := &file_dex_flow_proto_msgTypes[23]
+	mi := &file_dex_flow_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1636,7 +1726,7 @@ func (x *ListFlowsResponse) String() string {
 func (*ListFlowsResponse) ProtoMessage() {}
 
 func (x *ListFlowsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_proto_msgTypes[23]
+	mi := &file_dex_flow_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1649,7 +1739,7 @@ func (x *ListFlowsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFlowsResponse.ProtoReflect.Descriptor instead.
 func (*ListFlowsResponse) Descriptor() ([]byte, []int) {
-	return file_dex_flow_proto_rawDescGZIP(), []int{23}
+	return file_dex_flow_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ListFlowsResponse) GetFlows() []*FlowSummary {
@@ -1670,7 +1760,7 @@ var File_dex_flow_proto protoreflect.FileDescriptor
 
 const file_dex_flow_proto_rawDesc = "" +
 	"\n" +
-	"\x0edex/flow.proto\x12\x03dex\x1a\x10dex/common.proto\x1a\x12dex/decision.proto\x1a\x13dex/flow_view.proto\x1a\x11dex/history.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x96\x03\n" +
+	"\x0edex/flow.proto\x12\x03dex\x1a\x10dex/common.proto\x1a\x12dex/decision.proto\x1a\x13dex/flow_view.proto\x1a\x11dex/history.proto\x1a\x11dex/options.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc5\x04\n" +
 	"\x10StartFlowRequest\x12\x1b\n" +
 	"\tflow_type\x18\x01 \x01(\tR\bflowType\x12\x17\n" +
 	"\aflow_id\x18\x02 \x01(\tR\x06flowId\x12,\n" +
@@ -1681,7 +1771,15 @@ const file_dex_flow_proto_rawDesc = "" +
 	"\x12initial_attributes\x18\x06 \x03(\v2\x0e.dex.AttributeR\x11initialAttributes\x12:\n" +
 	"\x0fid_reuse_policy\x18\a \x01(\x0e2\x12.dex.IdReusePolicyR\ridReusePolicy\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\b \x01(\tR\trequestId\"S\n" +
+	"request_id\x18\b \x01(\tR\trequestId\x12:\n" +
+	"\vstart_delay\x18\t \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"startDelay\x123\n" +
+	"\fretry_policy\x18\n" +
+	" \x01(\v2\x10.dex.RetryPolicyR\vretryPolicy\x12<\n" +
+	"\x0ftimeout_handler\x18\v \x01(\v2\x13.dex.TimeoutHandlerR\x0etimeoutHandler\"d\n" +
+	"\x0eTimeoutHandler\x12\x1b\n" +
+	"\tstep_type\x18\x01 \x01(\tR\bstepType\x125\n" +
+	"\bdeadline\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\bdeadline\"S\n" +
 	"\x11StartFlowResponse\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12'\n" +
 	"\x0falready_started\x18\x02 \x01(\bR\x0ealreadyStarted\"|\n" +
@@ -1808,99 +1906,105 @@ func file_dex_flow_proto_rawDescGZIP() []byte {
 }
 
 var file_dex_flow_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_dex_flow_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_dex_flow_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_dex_flow_proto_goTypes = []any{
 	(StopType)(0),                    // 0: dex.StopType
 	(*StartFlowRequest)(nil),         // 1: dex.StartFlowRequest
-	(*StartFlowResponse)(nil),        // 2: dex.StartFlowResponse
-	(*StopFlowRequest)(nil),          // 3: dex.StopFlowRequest
-	(*StopFlowResponse)(nil),         // 4: dex.StopFlowResponse
-	(*PublishToChannelRequest)(nil),  // 5: dex.PublishToChannelRequest
-	(*PublishToChannelResponse)(nil), // 6: dex.PublishToChannelResponse
-	(*GetAttributesRequest)(nil),     // 7: dex.GetAttributesRequest
-	(*GetAttributesResponse)(nil),    // 8: dex.GetAttributesResponse
-	(*SetAttributesRequest)(nil),     // 9: dex.SetAttributesRequest
-	(*SetAttributesResponse)(nil),    // 10: dex.SetAttributesResponse
-	(*InvokeRPCRequest)(nil),         // 11: dex.InvokeRPCRequest
-	(*InvokeRPCResponse)(nil),        // 12: dex.InvokeRPCResponse
-	(*SkipTimerRequest)(nil),         // 13: dex.SkipTimerRequest
-	(*SkipTimerResponse)(nil),        // 14: dex.SkipTimerResponse
-	(*WaitForFlowRequest)(nil),       // 15: dex.WaitForFlowRequest
-	(*WaitForFlowResponse)(nil),      // 16: dex.WaitForFlowResponse
-	(*GetFlowSummaryRequest)(nil),    // 17: dex.GetFlowSummaryRequest
-	(*GetFlowSummaryResponse)(nil),   // 18: dex.GetFlowSummaryResponse
-	(*GetFlowStateRequest)(nil),      // 19: dex.GetFlowStateRequest
-	(*GetFlowStateResponse)(nil),     // 20: dex.GetFlowStateResponse
-	(*GetHistoryEventsRequest)(nil),  // 21: dex.GetHistoryEventsRequest
-	(*GetHistoryEventsResponse)(nil), // 22: dex.GetHistoryEventsResponse
-	(*ListFlowsRequest)(nil),         // 23: dex.ListFlowsRequest
-	(*ListFlowsResponse)(nil),        // 24: dex.ListFlowsResponse
-	(*Movement)(nil),                 // 25: dex.Movement
-	(*durationpb.Duration)(nil),      // 26: google.protobuf.Duration
-	(FlowTimeoutPolicy)(0),           // 27: dex.FlowTimeoutPolicy
-	(*Attribute)(nil),                // 28: dex.Attribute
-	(IdReusePolicy)(0),               // 29: dex.IdReusePolicy
-	(FlowStatus)(0),                  // 30: dex.FlowStatus
-	(*ChannelPublish)(nil),           // 31: dex.ChannelPublish
-	(*EncodedValue)(nil),             // 32: dex.EncodedValue
-	(*FlowResult)(nil),               // 33: dex.FlowResult
-	(*FlowSummary)(nil),              // 34: dex.FlowSummary
-	(*FlowState)(nil),                // 35: dex.FlowState
-	(*HistoryEvent)(nil),             // 36: dex.HistoryEvent
-	(*timestamppb.Timestamp)(nil),    // 37: google.protobuf.Timestamp
+	(*TimeoutHandler)(nil),           // 2: dex.TimeoutHandler
+	(*StartFlowResponse)(nil),        // 3: dex.StartFlowResponse
+	(*StopFlowRequest)(nil),          // 4: dex.StopFlowRequest
+	(*StopFlowResponse)(nil),         // 5: dex.StopFlowResponse
+	(*PublishToChannelRequest)(nil),  // 6: dex.PublishToChannelRequest
+	(*PublishToChannelResponse)(nil), // 7: dex.PublishToChannelResponse
+	(*GetAttributesRequest)(nil),     // 8: dex.GetAttributesRequest
+	(*GetAttributesResponse)(nil),    // 9: dex.GetAttributesResponse
+	(*SetAttributesRequest)(nil),     // 10: dex.SetAttributesRequest
+	(*SetAttributesResponse)(nil),    // 11: dex.SetAttributesResponse
+	(*InvokeRPCRequest)(nil),         // 12: dex.InvokeRPCRequest
+	(*InvokeRPCResponse)(nil),        // 13: dex.InvokeRPCResponse
+	(*SkipTimerRequest)(nil),         // 14: dex.SkipTimerRequest
+	(*SkipTimerResponse)(nil),        // 15: dex.SkipTimerResponse
+	(*WaitForFlowRequest)(nil),       // 16: dex.WaitForFlowRequest
+	(*WaitForFlowResponse)(nil),      // 17: dex.WaitForFlowResponse
+	(*GetFlowSummaryRequest)(nil),    // 18: dex.GetFlowSummaryRequest
+	(*GetFlowSummaryResponse)(nil),   // 19: dex.GetFlowSummaryResponse
+	(*GetFlowStateRequest)(nil),      // 20: dex.GetFlowStateRequest
+	(*GetFlowStateResponse)(nil),     // 21: dex.GetFlowStateResponse
+	(*GetHistoryEventsRequest)(nil),  // 22: dex.GetHistoryEventsRequest
+	(*GetHistoryEventsResponse)(nil), // 23: dex.GetHistoryEventsResponse
+	(*ListFlowsRequest)(nil),         // 24: dex.ListFlowsRequest
+	(*ListFlowsResponse)(nil),        // 25: dex.ListFlowsResponse
+	(*Movement)(nil),                 // 26: dex.Movement
+	(*durationpb.Duration)(nil),      // 27: google.protobuf.Duration
+	(FlowTimeoutPolicy)(0),           // 28: dex.FlowTimeoutPolicy
+	(*Attribute)(nil),                // 29: dex.Attribute
+	(IdReusePolicy)(0),               // 30: dex.IdReusePolicy
+	(*RetryPolicy)(nil),              // 31: dex.RetryPolicy
+	(FlowStatus)(0),                  // 32: dex.FlowStatus
+	(*ChannelPublish)(nil),           // 33: dex.ChannelPublish
+	(*EncodedValue)(nil),             // 34: dex.EncodedValue
+	(*FlowResult)(nil),               // 35: dex.FlowResult
+	(*FlowSummary)(nil),              // 36: dex.FlowSummary
+	(*FlowState)(nil),                // 37: dex.FlowState
+	(*HistoryEvent)(nil),             // 38: dex.HistoryEvent
+	(*timestamppb.Timestamp)(nil),    // 39: google.protobuf.Timestamp
 }
 var file_dex_flow_proto_depIdxs = []int32{
-	25, // 0: dex.StartFlowRequest.start_step:type_name -> dex.Movement
-	26, // 1: dex.StartFlowRequest.flow_timeout:type_name -> google.protobuf.Duration
-	27, // 2: dex.StartFlowRequest.flow_timeout_policy:type_name -> dex.FlowTimeoutPolicy
-	28, // 3: dex.StartFlowRequest.initial_attributes:type_name -> dex.Attribute
-	29, // 4: dex.StartFlowRequest.id_reuse_policy:type_name -> dex.IdReusePolicy
-	0,  // 5: dex.StopFlowRequest.type:type_name -> dex.StopType
-	30, // 6: dex.StopFlowResponse.status:type_name -> dex.FlowStatus
-	31, // 7: dex.PublishToChannelRequest.publishes:type_name -> dex.ChannelPublish
-	28, // 8: dex.GetAttributesResponse.attributes:type_name -> dex.Attribute
-	28, // 9: dex.SetAttributesRequest.attributes:type_name -> dex.Attribute
-	32, // 10: dex.InvokeRPCRequest.input:type_name -> dex.EncodedValue
-	26, // 11: dex.InvokeRPCRequest.timeout:type_name -> google.protobuf.Duration
-	32, // 12: dex.InvokeRPCResponse.output:type_name -> dex.EncodedValue
-	26, // 13: dex.WaitForFlowRequest.timeout:type_name -> google.protobuf.Duration
-	33, // 14: dex.WaitForFlowResponse.result:type_name -> dex.FlowResult
-	34, // 15: dex.GetFlowSummaryResponse.summary:type_name -> dex.FlowSummary
-	35, // 16: dex.GetFlowStateResponse.state:type_name -> dex.FlowState
-	36, // 17: dex.GetHistoryEventsResponse.events:type_name -> dex.HistoryEvent
-	30, // 18: dex.ListFlowsRequest.statuses:type_name -> dex.FlowStatus
-	37, // 19: dex.ListFlowsRequest.start_time_from:type_name -> google.protobuf.Timestamp
-	37, // 20: dex.ListFlowsRequest.start_time_to:type_name -> google.protobuf.Timestamp
-	34, // 21: dex.ListFlowsResponse.flows:type_name -> dex.FlowSummary
-	1,  // 22: dex.FlowService.StartFlow:input_type -> dex.StartFlowRequest
-	3,  // 23: dex.FlowService.StopFlow:input_type -> dex.StopFlowRequest
-	5,  // 24: dex.FlowService.PublishToChannel:input_type -> dex.PublishToChannelRequest
-	7,  // 25: dex.FlowService.GetAttributes:input_type -> dex.GetAttributesRequest
-	9,  // 26: dex.FlowService.SetAttributes:input_type -> dex.SetAttributesRequest
-	11, // 27: dex.FlowService.InvokeRPC:input_type -> dex.InvokeRPCRequest
-	13, // 28: dex.FlowService.SkipTimer:input_type -> dex.SkipTimerRequest
-	15, // 29: dex.FlowService.WaitForFlow:input_type -> dex.WaitForFlowRequest
-	17, // 30: dex.FlowService.GetFlowSummary:input_type -> dex.GetFlowSummaryRequest
-	19, // 31: dex.FlowService.GetFlowState:input_type -> dex.GetFlowStateRequest
-	21, // 32: dex.FlowService.GetHistoryEvents:input_type -> dex.GetHistoryEventsRequest
-	23, // 33: dex.FlowService.ListFlows:input_type -> dex.ListFlowsRequest
-	2,  // 34: dex.FlowService.StartFlow:output_type -> dex.StartFlowResponse
-	4,  // 35: dex.FlowService.StopFlow:output_type -> dex.StopFlowResponse
-	6,  // 36: dex.FlowService.PublishToChannel:output_type -> dex.PublishToChannelResponse
-	8,  // 37: dex.FlowService.GetAttributes:output_type -> dex.GetAttributesResponse
-	10, // 38: dex.FlowService.SetAttributes:output_type -> dex.SetAttributesResponse
-	12, // 39: dex.FlowService.InvokeRPC:output_type -> dex.InvokeRPCResponse
-	14, // 40: dex.FlowService.SkipTimer:output_type -> dex.SkipTimerResponse
-	16, // 41: dex.FlowService.WaitForFlow:output_type -> dex.WaitForFlowResponse
-	18, // 42: dex.FlowService.GetFlowSummary:output_type -> dex.GetFlowSummaryResponse
-	20, // 43: dex.FlowService.GetFlowState:output_type -> dex.GetFlowStateResponse
-	22, // 44: dex.FlowService.GetHistoryEvents:output_type -> dex.GetHistoryEventsResponse
-	24, // 45: dex.FlowService.ListFlows:output_type -> dex.ListFlowsResponse
-	34, // [34:46] is the sub-list for method output_type
-	22, // [22:34] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	26, // 0: dex.StartFlowRequest.start_step:type_name -> dex.Movement
+	27, // 1: dex.StartFlowRequest.flow_timeout:type_name -> google.protobuf.Duration
+	28, // 2: dex.StartFlowRequest.flow_timeout_policy:type_name -> dex.FlowTimeoutPolicy
+	29, // 3: dex.StartFlowRequest.initial_attributes:type_name -> dex.Attribute
+	30, // 4: dex.StartFlowRequest.id_reuse_policy:type_name -> dex.IdReusePolicy
+	27, // 5: dex.StartFlowRequest.start_delay:type_name -> google.protobuf.Duration
+	31, // 6: dex.StartFlowRequest.retry_policy:type_name -> dex.RetryPolicy
+	2,  // 7: dex.StartFlowRequest.timeout_handler:type_name -> dex.TimeoutHandler
+	27, // 8: dex.TimeoutHandler.deadline:type_name -> google.protobuf.Duration
+	0,  // 9: dex.StopFlowRequest.type:type_name -> dex.StopType
+	32, // 10: dex.StopFlowResponse.status:type_name -> dex.FlowStatus
+	33, // 11: dex.PublishToChannelRequest.publishes:type_name -> dex.ChannelPublish
+	29, // 12: dex.GetAttributesResponse.attributes:type_name -> dex.Attribute
+	29, // 13: dex.SetAttributesRequest.attributes:type_name -> dex.Attribute
+	34, // 14: dex.InvokeRPCRequest.input:type_name -> dex.EncodedValue
+	27, // 15: dex.InvokeRPCRequest.timeout:type_name -> google.protobuf.Duration
+	34, // 16: dex.InvokeRPCResponse.output:type_name -> dex.EncodedValue
+	27, // 17: dex.WaitForFlowRequest.timeout:type_name -> google.protobuf.Duration
+	35, // 18: dex.WaitForFlowResponse.result:type_name -> dex.FlowResult
+	36, // 19: dex.GetFlowSummaryResponse.summary:type_name -> dex.FlowSummary
+	37, // 20: dex.GetFlowStateResponse.state:type_name -> dex.FlowState
+	38, // 21: dex.GetHistoryEventsResponse.events:type_name -> dex.HistoryEvent
+	32, // 22: dex.ListFlowsRequest.statuses:type_name -> dex.FlowStatus
+	39, // 23: dex.ListFlowsRequest.start_time_from:type_name -> google.protobuf.Timestamp
+	39, // 24: dex.ListFlowsRequest.start_time_to:type_name -> google.protobuf.Timestamp
+	36, // 25: dex.ListFlowsResponse.flows:type_name -> dex.FlowSummary
+	1,  // 26: dex.FlowService.StartFlow:input_type -> dex.StartFlowRequest
+	4,  // 27: dex.FlowService.StopFlow:input_type -> dex.StopFlowRequest
+	6,  // 28: dex.FlowService.PublishToChannel:input_type -> dex.PublishToChannelRequest
+	8,  // 29: dex.FlowService.GetAttributes:input_type -> dex.GetAttributesRequest
+	10, // 30: dex.FlowService.SetAttributes:input_type -> dex.SetAttributesRequest
+	12, // 31: dex.FlowService.InvokeRPC:input_type -> dex.InvokeRPCRequest
+	14, // 32: dex.FlowService.SkipTimer:input_type -> dex.SkipTimerRequest
+	16, // 33: dex.FlowService.WaitForFlow:input_type -> dex.WaitForFlowRequest
+	18, // 34: dex.FlowService.GetFlowSummary:input_type -> dex.GetFlowSummaryRequest
+	20, // 35: dex.FlowService.GetFlowState:input_type -> dex.GetFlowStateRequest
+	22, // 36: dex.FlowService.GetHistoryEvents:input_type -> dex.GetHistoryEventsRequest
+	24, // 37: dex.FlowService.ListFlows:input_type -> dex.ListFlowsRequest
+	3,  // 38: dex.FlowService.StartFlow:output_type -> dex.StartFlowResponse
+	5,  // 39: dex.FlowService.StopFlow:output_type -> dex.StopFlowResponse
+	7,  // 40: dex.FlowService.PublishToChannel:output_type -> dex.PublishToChannelResponse
+	9,  // 41: dex.FlowService.GetAttributes:output_type -> dex.GetAttributesResponse
+	11, // 42: dex.FlowService.SetAttributes:output_type -> dex.SetAttributesResponse
+	13, // 43: dex.FlowService.InvokeRPC:output_type -> dex.InvokeRPCResponse
+	15, // 44: dex.FlowService.SkipTimer:output_type -> dex.SkipTimerResponse
+	17, // 45: dex.FlowService.WaitForFlow:output_type -> dex.WaitForFlowResponse
+	19, // 46: dex.FlowService.GetFlowSummary:output_type -> dex.GetFlowSummaryResponse
+	21, // 47: dex.FlowService.GetFlowState:output_type -> dex.GetFlowStateResponse
+	23, // 48: dex.FlowService.GetHistoryEvents:output_type -> dex.GetHistoryEventsResponse
+	25, // 49: dex.FlowService.ListFlows:output_type -> dex.ListFlowsResponse
+	38, // [38:50] is the sub-list for method output_type
+	26, // [26:38] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_dex_flow_proto_init() }
@@ -1912,7 +2016,8 @@ func file_dex_flow_proto_init() {
 	file_dex_decision_proto_init()
 	file_dex_flow_view_proto_init()
 	file_dex_history_proto_init()
-	file_dex_flow_proto_msgTypes[12].OneofWrappers = []any{
+	file_dex_options_proto_init()
+	file_dex_flow_proto_msgTypes[13].OneofWrappers = []any{
 		(*SkipTimerRequest_ConditionId)(nil),
 		(*SkipTimerRequest_TimerIndex)(nil),
 	}
@@ -1922,7 +2027,7 @@ func file_dex_flow_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dex_flow_proto_rawDesc), len(file_dex_flow_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   24,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -292,8 +292,16 @@ type FlowStartedEvent struct {
 	// TerminatedRunId is the run this start terminated under
 	// ID_REUSE_POLICY_TERMINATE_IF_RUNNING, if any.
 	TerminatedRunId string `protobuf:"bytes,9,opt,name=terminated_run_id,json=terminatedRunId,proto3" json:"terminated_run_id,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// StartDelay is the start step's delay (E34): the start's, or a retry
+	// run's backoff.
+	StartDelay *durationpb.Duration `protobuf:"bytes,10,opt,name=start_delay,json=startDelay,proto3" json:"start_delay,omitempty"`
+	// RetryAttempt is the run's attempt under the flow retry policy, 1 for
+	// the client's start; 0 without a policy (E34).
+	RetryAttempt uint32 `protobuf:"varint,11,opt,name=retry_attempt,json=retryAttempt,proto3" json:"retry_attempt,omitempty"`
+	// RetriedRunId is the failed run this run retries (E34).
+	RetriedRunId  string `protobuf:"bytes,12,opt,name=retried_run_id,json=retriedRunId,proto3" json:"retried_run_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *FlowStartedEvent) Reset() {
@@ -385,6 +393,27 @@ func (x *FlowStartedEvent) GetRequestId() string {
 func (x *FlowStartedEvent) GetTerminatedRunId() string {
 	if x != nil {
 		return x.TerminatedRunId
+	}
+	return ""
+}
+
+func (x *FlowStartedEvent) GetStartDelay() *durationpb.Duration {
+	if x != nil {
+		return x.StartDelay
+	}
+	return nil
+}
+
+func (x *FlowStartedEvent) GetRetryAttempt() uint32 {
+	if x != nil {
+		return x.RetryAttempt
+	}
+	return 0
+}
+
+func (x *FlowStartedEvent) GetRetriedRunId() string {
+	if x != nil {
+		return x.RetriedRunId
 	}
 	return ""
 }
@@ -1014,7 +1043,7 @@ const file_dex_history_proto_rawDesc = "" +
 	"\rtimer_skipped\x18\v \x01(\v2\x16.dex.TimerSkippedEventH\x00R\ftimerSkipped\x127\n" +
 	"\vflow_closed\x18\f \x01(\v2\x14.dex.FlowClosedEventH\x00R\n" +
 	"flowClosedB\a\n" +
-	"\x05event\"\xe0\x03\n" +
+	"\x05event\"\xe7\x04\n" +
 	"\x10FlowStartedEvent\x12\x1b\n" +
 	"\tflow_type\x18\x01 \x01(\tR\bflowType\x12,\n" +
 	"\n" +
@@ -1026,7 +1055,12 @@ const file_dex_history_proto_rawDesc = "" +
 	"\x0fid_reuse_policy\x18\a \x01(\x0e2\x12.dex.IdReusePolicyR\ridReusePolicy\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\b \x01(\tR\trequestId\x12*\n" +
-	"\x11terminated_run_id\x18\t \x01(\tR\x0fterminatedRunId\"\xfb\x01\n" +
+	"\x11terminated_run_id\x18\t \x01(\tR\x0fterminatedRunId\x12:\n" +
+	"\vstart_delay\x18\n" +
+	" \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"startDelay\x12#\n" +
+	"\rretry_attempt\x18\v \x01(\rR\fretryAttempt\x12$\n" +
+	"\x0eretried_run_id\x18\f \x01(\tR\fretriedRunId\"\xfb\x01\n" +
 	"\x15WaitForCompletedEvent\x12\x1b\n" +
 	"\tstep_type\x18\x01 \x01(\tR\bstepType\x12*\n" +
 	"\x11step_execution_id\x18\x02 \x01(\tR\x0fstepExecutionId\x12\x18\n" +
@@ -1131,30 +1165,31 @@ var file_dex_history_proto_depIdxs = []int32{
 	13, // 13: dex.FlowStartedEvent.flow_timeout:type_name -> google.protobuf.Duration
 	14, // 14: dex.FlowStartedEvent.flow_timeout_policy:type_name -> dex.FlowTimeoutPolicy
 	15, // 15: dex.FlowStartedEvent.id_reuse_policy:type_name -> dex.IdReusePolicy
-	13, // 16: dex.WaitForCompletedEvent.duration:type_name -> google.protobuf.Duration
-	16, // 17: dex.WaitForCompletedEvent.wait:type_name -> dex.Wait
-	17, // 18: dex.WaitForCompletedEvent.writes:type_name -> dex.StagedWrites
-	13, // 19: dex.ExecuteCompletedEvent.duration:type_name -> google.protobuf.Duration
-	18, // 20: dex.ExecuteCompletedEvent.decision:type_name -> dex.StepDecision
-	17, // 21: dex.ExecuteCompletedEvent.writes:type_name -> dex.StagedWrites
-	19, // 22: dex.StepAttemptFailedEvent.failure:type_name -> dex.AttemptFailure
-	13, // 23: dex.StepAttemptFailedEvent.duration:type_name -> google.protobuf.Duration
-	10, // 24: dex.StepAttemptFailedEvent.next_attempt_time:type_name -> google.protobuf.Timestamp
-	20, // 25: dex.RpcCompletedEvent.input:type_name -> dex.EncodedValue
-	20, // 26: dex.RpcCompletedEvent.output:type_name -> dex.EncodedValue
-	13, // 27: dex.RpcCompletedEvent.duration:type_name -> google.protobuf.Duration
-	11, // 28: dex.RpcCompletedEvent.movements:type_name -> dex.Movement
-	17, // 29: dex.RpcCompletedEvent.writes:type_name -> dex.StagedWrites
-	21, // 30: dex.ChannelPublishedEvent.publishes:type_name -> dex.ChannelPublish
-	12, // 31: dex.AttributesSetEvent.attributes:type_name -> dex.Attribute
-	22, // 32: dex.FlowClosedEvent.status:type_name -> dex.FlowStatus
-	23, // 33: dex.FlowClosedEvent.error:type_name -> dex.FlowError
-	24, // 34: dex.FlowClosedEvent.outputs:type_name -> dex.StepOutput
-	35, // [35:35] is the sub-list for method output_type
-	35, // [35:35] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	13, // 16: dex.FlowStartedEvent.start_delay:type_name -> google.protobuf.Duration
+	13, // 17: dex.WaitForCompletedEvent.duration:type_name -> google.protobuf.Duration
+	16, // 18: dex.WaitForCompletedEvent.wait:type_name -> dex.Wait
+	17, // 19: dex.WaitForCompletedEvent.writes:type_name -> dex.StagedWrites
+	13, // 20: dex.ExecuteCompletedEvent.duration:type_name -> google.protobuf.Duration
+	18, // 21: dex.ExecuteCompletedEvent.decision:type_name -> dex.StepDecision
+	17, // 22: dex.ExecuteCompletedEvent.writes:type_name -> dex.StagedWrites
+	19, // 23: dex.StepAttemptFailedEvent.failure:type_name -> dex.AttemptFailure
+	13, // 24: dex.StepAttemptFailedEvent.duration:type_name -> google.protobuf.Duration
+	10, // 25: dex.StepAttemptFailedEvent.next_attempt_time:type_name -> google.protobuf.Timestamp
+	20, // 26: dex.RpcCompletedEvent.input:type_name -> dex.EncodedValue
+	20, // 27: dex.RpcCompletedEvent.output:type_name -> dex.EncodedValue
+	13, // 28: dex.RpcCompletedEvent.duration:type_name -> google.protobuf.Duration
+	11, // 29: dex.RpcCompletedEvent.movements:type_name -> dex.Movement
+	17, // 30: dex.RpcCompletedEvent.writes:type_name -> dex.StagedWrites
+	21, // 31: dex.ChannelPublishedEvent.publishes:type_name -> dex.ChannelPublish
+	12, // 32: dex.AttributesSetEvent.attributes:type_name -> dex.Attribute
+	22, // 33: dex.FlowClosedEvent.status:type_name -> dex.FlowStatus
+	23, // 34: dex.FlowClosedEvent.error:type_name -> dex.FlowError
+	24, // 35: dex.FlowClosedEvent.outputs:type_name -> dex.StepOutput
+	36, // [36:36] is the sub-list for method output_type
+	36, // [36:36] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_dex_history_proto_init() }

@@ -211,7 +211,13 @@ func (d *decider) setDefinition(c SetDefinition) error {
 	for _, r := range set.Steps {
 		s := d.st.Step(r.StepExecID)
 		if !r.HasWaitFor && s.Phase == PhaseWaitFor && s.Attempt.Method == MethodWaitFor && s.Attempt.State == AttemptPending {
-			d.emit(AttemptScheduled{StepExecID: s.ID, Method: MethodExecute, Attempt: 1, FirstAt: d.now, NotBefore: d.now})
+			// A start delay (E34) still holds: the first attempt is not due
+			// before it.
+			at := d.now
+			if s.Attempt.Number == 1 && s.Attempt.NotBefore.After(at) {
+				at = s.Attempt.NotBefore
+			}
+			d.emit(AttemptScheduled{StepExecID: s.ID, Method: MethodExecute, Attempt: 1, FirstAt: at, NotBefore: at})
 		}
 	}
 	return nil

@@ -85,10 +85,15 @@ func startIn(req *dexpb.StartFlowRequest) (engine.StartFlow, error) {
 		c.TimeoutPolicy = engine.TimeoutFail
 	case dexpb.FlowTimeoutPolicy_FLOW_TIMEOUT_POLICY_CANCEL:
 		c.TimeoutPolicy = engine.TimeoutCancel
+	case dexpb.FlowTimeoutPolicy_FLOW_TIMEOUT_POLICY_HANDLER:
+		c.TimeoutPolicy = engine.TimeoutRunHandler
 	default:
 		return c, argError("flowTimeoutPolicy", "unknown value %d", req.GetFlowTimeoutPolicy())
 	}
 	if c.Attributes, err = attributesIn("initialAttributes", req.GetInitialAttributes()); err != nil {
+		return c, err
+	}
+	if err := flowOptionsIn(req, &c); err != nil {
 		return c, err
 	}
 	switch req.GetIdReusePolicy() {
