@@ -178,14 +178,17 @@ func Apply(st *FlowState, rec Record) (*FlowState, []Effect) {
 	case FlowRetried:
 		applyFlowRetried(st, b)
 	case TimeoutHandlerStarted:
-		eff = applyTimeoutHandler(st, rec, b)
+		eff = applyTimeoutHandler(st, b)
 	case FlowClosed:
 		if !st.Running() {
 			break
 		}
 		ci := b.CloseInfo
 		st.Status, st.Close, st.ClosedAt = b.Status, &ci, rec.At
-		st.Steps, st.TimeoutAt, st.HandlerDeadlineAt = nil, time.Time{}, time.Time{}
+		st.Steps, st.TimeoutAt = nil, time.Time{}
+		if st.Opts != nil {
+			st.Opts.HandlerDeadlineAt = time.Time{}
+		}
 		st.event(rec, HistoryEvent{Type: EventFlowClosed, Close: &ci})
 		eff = append(eff, NotifyClosed{FlowID: st.FlowID, RunID: st.RunID, Status: b.Status})
 	}
@@ -198,10 +201,12 @@ func applyStarted(prev *FlowState, rec Record, b FlowStarted) (*FlowState, []Eff
 		StartedAt: rec.At, StartRequestID: b.RequestID, PreviousRunID: b.PreviousRunID,
 		Definition: b.Definition, Config: b.Config, TimeoutAt: b.TimeoutAt, TimeoutPolicy: b.TimeoutPolicy,
 		PublishRequestIDs: slices.Clone(b.PublishRequestIDs), TraceContext: b.TraceContext,
-		TimeoutHandler: b.TimeoutHandler,
 	}
-	if b.Retry != nil {
-		st.Retry = &RunRetry{FlowRetry: *b.Retry, StartStep: b.StartStep, Attributes: b.Attributes}
+	if b.Retry != nil || b.TimeoutHandler != nil {
+		st.Opts = &RunOptions{TimeoutHandler: b.TimeoutHandler}
+		if b.Retry != nil {
+			st.Opts.Retry = &RunRetry{FlowRetry: *b.Retry, StartStep: b.StartStep, Attributes: b.Attributes}
+		}
 	}
 	st.setAttributes(b.Attributes)
 	start := &StartInfo{StartStep: b.StartStep, Attributes: b.Attributes, IDReusePolicy: b.IDReusePolicy,

@@ -59,7 +59,7 @@ func (e *Engine) Decide(st *FlowState, cmd Command, now time.Time) ([]Record, er
 	if err != nil {
 		return nil, err
 	}
-	if d.st != nil && d.st.Retry != nil {
+	if d.st != nil && d.st.Opts != nil {
 		d.retryFailed() // E34
 	}
 	return d.recs, nil

@@ -385,7 +385,7 @@ func (d *decider) timerFired(c TimerFired) error {
 		}
 		msg := fmt.Sprintf("flow timed out at %s", d.st.TimeoutAt.Format(time.RFC3339Nano))
 		switch {
-		case d.st.TimeoutPolicy == TimeoutRunHandler && d.st.TimeoutHandler != nil:
+		case d.st.TimeoutPolicy == TimeoutRunHandler && d.st.timeoutHandler() != nil:
 			d.runTimeoutHandler() // E34
 		case d.st.TimeoutPolicy == TimeoutCancel:
 			d.closeFlow(StatusCanceled, ErrFlowTimeout, msg)

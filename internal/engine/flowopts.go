@@ -53,6 +53,41 @@ type RunRetry struct {
 	Attributes []AttributeWrite `json:"attributes,omitempty"`
 }
 
+// RunOptions are a run's flow-level options and their state (E34).
+// Retry: the flow retry policy's state, nil without one (never changed,
+// so clones share it). RetryRunID: the run that retries this failed one.
+// TimeoutHandler: the HANDLER timeout's step; HandlerDeadlineAt: when the
+// running handler's deadline fires.
+type RunOptions struct {
+	Retry             *RunRetry       `json:"retry,omitempty"`
+	RetryRunID        string          `json:"retryRunId,omitempty"`
+	TimeoutHandler    *TimeoutHandler `json:"timeoutHandler,omitempty"`
+	HandlerDeadlineAt time.Time       `json:"handlerDeadlineAt,omitzero"`
+}
+
+// RetryRunID is the run that retries this failed run under the flow retry
+// policy, "" when there is none (E34).
+func (st *FlowState) RetryRunID() string {
+	if st == nil || st.Opts == nil {
+		return ""
+	}
+	return st.Opts.RetryRunID
+}
+
+func (st *FlowState) timeoutHandler() *TimeoutHandler {
+	if st.Opts == nil {
+		return nil
+	}
+	return st.Opts.TimeoutHandler
+}
+
+func (st *FlowState) handlerDeadline() time.Time {
+	if st.Opts == nil {
+		return time.Time{}
+	}
+	return st.Opts.HandlerDeadlineAt
+}
+
 // FlowRetried is logged on a failed run, after its FlowClosed, when the
 // flow retry policy starts RetryRunID, whose first step runs not before
 // NotBefore (E34). The FlowStarted of RetryRunID follows.
@@ -148,7 +183,7 @@ func timeoutHandlerOf(c StartFlow) *TimeoutHandler {
 // cancelled by a CANCEL timeout.
 func (d *decider) retryFailed() {
 	st := d.st
-	if st == nil || st.Retry == nil || st.Status != StatusFailed || st.Close == nil ||
+	if st == nil || st.Opts == nil || st.Opts.Retry == nil || st.Status != StatusFailed || st.Close == nil ||
 		st.Close.ErrorType == ErrClientAPIFailingFlow || len(d.recs) == 0 {
 		return
 	}
@@ -156,7 +191,7 @@ func (d *decider) retryFailed() {
 	if _, ok := last.Body.(FlowClosed); !ok || last.RunID != st.RunID {
 		return
 	}
-	r := st.Retry
+	r := st.Opts.Retry
 	j := retryJitter(st.FlowID, r.FirstRunID, "", "flow", r.Attempt)
 	at, ok := r.Policy.nextAttempt(Attempt{Number: r.Attempt, FirstAt: r.FirstStartedAt}, d.now, nil, j)
 	if !ok {
@@ -170,7 +205,7 @@ func (d *decider) retryFailed() {
 	started := FlowStarted{FlowType: st.FlowType, RequestID: st.StartRequestID, PreviousRunID: st.RunID,
 		StartStep: r.StartStep, Definition: st.Definition, Config: st.Config, TimeoutPolicy: st.TimeoutPolicy,
 		Attributes: r.Attributes, PublishRequestIDs: slices.Clone(st.PublishRequestIDs),
-		TraceContext: st.TraceContext, StartDelay: at.Sub(d.now), Retry: &next, TimeoutHandler: st.TimeoutHandler}
+		TraceContext: st.TraceContext, StartDelay: at.Sub(d.now), Retry: &next, TimeoutHandler: st.Opts.TimeoutHandler}
 	if r.Timeout > 0 {
 		started.TimeoutAt = at.Add(r.Timeout)
 	}
@@ -184,7 +219,7 @@ func (d *decider) retryFailed() {
 // executions end (their late results are refused), and the handler step
 // starts in Execute with the deadline armed.
 func (d *decider) runTimeoutHandler() {
-	h := d.st.TimeoutHandler
+	h := d.st.timeoutHandler()
 	var canceled []string
 	for _, s := range d.st.Steps {
 		canceled = append(canceled, s.ID)
@@ -197,7 +232,7 @@ func (d *decider) runTimeoutHandler() {
 // handlerDeadline fires a timeout handler's deadline: the flow, still
 // running, fails with FLOW_TIMEOUT (E34).
 func (d *decider) handlerDeadline(due func(time.Time) error) error {
-	at := d.st.HandlerDeadlineAt
+	at := d.st.handlerDeadline()
 	if at.IsZero() {
 		return timerNotPending("no timeout handler runs")
 	}
@@ -211,13 +246,19 @@ func (d *decider) handlerDeadline(due func(time.Time) error) error {
 
 // applyFlowRetried and applyTimeoutHandler apply the E34 records.
 func applyFlowRetried(st *FlowState, b FlowRetried) {
-	st.RetryRunID = b.RetryRunID
+	if st.Opts == nil {
+		st.Opts = &RunOptions{}
+	}
+	st.Opts.RetryRunID = b.RetryRunID
 }
 
-func applyTimeoutHandler(st *FlowState, rec Record, b TimeoutHandlerStarted) []Effect {
+func applyTimeoutHandler(st *FlowState, b TimeoutHandlerStarted) []Effect {
 	if !st.Running() {
 		return nil
 	}
-	st.Steps, st.TimeoutAt, st.HandlerDeadlineAt = nil, time.Time{}, b.DeadlineAt
+	if st.Opts == nil {
+		st.Opts = &RunOptions{}
+	}
+	st.Steps, st.TimeoutAt, st.Opts.HandlerDeadlineAt = nil, time.Time{}, b.DeadlineAt
 	return []Effect{ArmTimer{FlowID: st.FlowID, RunID: st.RunID, Timer: Timer{Kind: TimerTimeoutHandler}, At: b.DeadlineAt}}
 }

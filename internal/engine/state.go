@@ -121,14 +121,10 @@ type FlowState struct {
 	// was not traced (FlowStarted.TraceContext). Never changed after the
 	// start, so clones share it.
 	TraceContext map[string]string `json:"traceContext,omitempty"`
-	// Flow-level options (E34). Retry: the flow retry policy's state, nil
-	// without one (shared by clones). RetryRunID: the run that retries
-	// this failed one. TimeoutHandler: the HANDLER timeout's step;
-	// HandlerDeadlineAt: when the running handler's deadline fires.
-	Retry             *RunRetry       `json:"retry,omitempty"`
-	RetryRunID        string          `json:"retryRunId,omitempty"`
-	TimeoutHandler    *TimeoutHandler `json:"timeoutHandler,omitempty"`
-	HandlerDeadlineAt time.Time       `json:"handlerDeadlineAt,omitzero"`
+	// Opts holds the run's flow-level options (E34), nil for a run that
+	// uses none: one pointer, so runs without them copy 8 bytes more per
+	// clone, not the options.
+	Opts *RunOptions `json:"flowOptions,omitempty"`
 	// History is the run's semantic history (E26). Events are never
 	// changed once appended, so clones share them.
 	History []*HistoryEvent `json:"history,omitempty"`
@@ -227,6 +223,10 @@ func (st *FlowState) Clone() *FlowState {
 		ci := *st.Close
 		c.Close = &ci
 	}
+	if st.Opts != nil {
+		o := *st.Opts
+		c.Opts = &o
+	}
 	return &c
 }
 
@@ -292,8 +292,8 @@ func (st *FlowState) Timers() []ArmTimer {
 	if !st.TimeoutAt.IsZero() {
 		arm(Timer{Kind: TimerFlowTimeout}, st.TimeoutAt)
 	}
-	if !st.HandlerDeadlineAt.IsZero() {
-		arm(Timer{Kind: TimerTimeoutHandler}, st.HandlerDeadlineAt)
+	if at := st.handlerDeadline(); !at.IsZero() {
+		arm(Timer{Kind: TimerTimeoutHandler}, at)
 	}
 	for _, s := range st.Steps {
 		if s.Phase == PhaseWaiting {

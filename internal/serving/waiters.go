@@ -57,9 +57,9 @@ func (c *Core) WaitForFlow(ctx context.Context, flowID, runID string) (*engine.F
 			return nil, err
 		}
 		runID = st.RunID // wait for the latest run as of the call
-		if !st.Running() && follow && st.RetryRunID != "" {
+		if !st.Running() && follow && st.RetryRunID() != "" {
 			c.waiters.release(flowID, ch)
-			runID = st.RetryRunID // E34: the retry is in the same batch
+			runID = st.RetryRunID() // E34: the retry is in the same batch
 			continue
 		}
 		if !st.Running() {
