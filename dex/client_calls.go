@@ -139,7 +139,7 @@ func (c *Client) StartFlow(ctx context.Context, flow *Flow, flowID string, input
 	if req.StartStep, err = startMovement(d, input, so.stepOptions); err != nil {
 		return Run{}, fmt.Errorf("dex: StartFlow: %w", err)
 	}
-	if err := so.flowOptions.apply(d, req); err != nil {
+	if err := so.apply(d, req); err != nil {
 		return Run{}, fmt.Errorf("dex: StartFlow: %w", err)
 	}
 	var resp *dexpb.StartFlowResponse

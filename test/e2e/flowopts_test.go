@@ -78,6 +78,20 @@ func flowOptsWorkerAndClient(t *testing.T, ctx context.Context, addr string) *de
 	return c
 }
 
+// startAndWait starts flowOptsFlow and waits for the flow ID's result.
+func startAndWait(t *testing.T, ctx context.Context, c *dex.Client, flowID, in string, opts ...dex.StartOption) (dex.Run, *dex.FlowResult) {
+	t.Helper()
+	run, err := dex.Start[Begin](ctx, c, flowOptsFlow, flowID, in, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.WaitForFlow(ctx, run.FlowID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return run, res
+}
+
 // A delayed start: the flow is RUNNING at once with its attributes
 // readable, the dev server is SIGKILLed during the delay and restarted,
 // and the start step still runs once, not before the delay.
@@ -148,14 +162,7 @@ func TestFlowOpts_RetryFollowsToTheLastRun(t *testing.T) {
 	flowOptsState.mu.Unlock()
 	policy := dex.RetryPolicy{InitialInterval: 200 * time.Millisecond, MaximumAttempts: 3}
 
-	run, err := dex.Start[Begin](ctx, c, flowOptsFlow, "retry-1", "twice", dex.WithFlowRetry(policy))
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := c.WaitForFlow(ctx, run.FlowID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	run, res := startAndWait(t, ctx, c, "retry-1", "twice", dex.WithFlowRetry(policy))
 	if res.Status != dex.StatusCompleted || res.RunID != run.RunID+".retry-3" {
 		t.Fatalf("WaitForFlow: run %s %v (%v); want run %s.retry-3 COMPLETED", res.RunID, res.Status, res.Err(), run.RunID)
 	}
@@ -174,14 +181,7 @@ func TestFlowOpts_RetryFollowsToTheLastRun(t *testing.T) {
 		t.Fatalf("last run's first event: %+v; want FLOW_STARTED attempt 3 retrying %s.retry-2 after a backoff", ev, run.RunID)
 	}
 
-	run, err = dex.Start[Begin](ctx, c, flowOptsFlow, "retry-2", "always", dex.WithFlowRetry(policy))
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err = c.WaitForFlow(ctx, run.FlowID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	run, res = startAndWait(t, ctx, c, "retry-2", "always", dex.WithFlowRetry(policy))
 	if res.Status != dex.StatusFailed || res.RunID != run.RunID+".retry-3" {
 		t.Fatalf("a flow that keeps failing: run %s %v; want run %s.retry-3 FAILED", res.RunID, res.Status, run.RunID)
 	}
@@ -205,15 +205,8 @@ func TestFlowOpts_TimeoutHandlerClosesTheFlow(t *testing.T) {
 	defer cancel()
 	c := flowOptsWorkerAndClient(t, ctx, addr)
 
-	run, err := dex.Start[Begin](ctx, c, flowOptsFlow, "timeout-1", "stall",
+	_, res := startAndWait(t, ctx, c, "timeout-1", "stall",
 		dex.WithTimeoutHandler(time.Second, dex.Ref[OnTimeout](), 10*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := c.WaitForFlow(ctx, run.FlowID)
-	if err != nil {
-		t.Fatal(err)
-	}
 	out, err := dex.Output[string](res)
 	if res.Status != dex.StatusCompleted || err != nil || out != "handled" {
 		t.Fatalf("status %v (%v), output %q (%v); want COMPLETED by the handler with \"handled\"", res.Status, res.Err(), out, err)

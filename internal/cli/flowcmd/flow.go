@@ -157,7 +157,7 @@ func flowStart(ctx context.Context, s *session.Session, flowType, flowID string,
 	if o.handler != "" && o.timeoutPolicy != "" {
 		return session.Usagef("--timeout-handler sets the timeout policy (handler): drop --timeout-policy")
 	}
-	if err := o.flowOptions.apply(req); err != nil {
+	if err := o.apply(req); err != nil {
 		return err
 	}
 	policy, ok := idReusePolicies[o.idReuse]
