@@ -144,11 +144,27 @@ func TestUI_AuthRoles(t *testing.T) {
 	if code, _, _ := client.call("POST", "/api/flows/approval-1/stop", stop, cross); code != http.StatusForbidden {
 		t.Fatalf("a write from another origin: %d, want 403", code)
 	}
+	// Bad input is refused naming the field.
+	if code, body, _ := client.call("POST", "/api/flows/approval-1/attributes", map[string]string{"name": "x", "value": "not json"}, ui); code != http.StatusBadRequest || !strings.Contains(body, "value") {
+		t.Fatalf("an attribute value that is not JSON: %d %s, want 400 naming value", code, body)
+	}
+	if code, body, _ := client.call("POST", "/api/flows/approval-1/stop", map[string]string{"type": "pause"}, ui); code != http.StatusBadRequest || !strings.Contains(body, "type") {
+		t.Fatalf("stop type pause: %d %s, want 400 naming type", code, body)
+	}
+	if code, body, _ := client.call("GET", "/api/flows?status=sleeping", nil, nil); code != http.StatusBadRequest || !strings.Contains(body, "status") {
+		t.Fatalf("status sleeping: %d %s, want 400 naming status", code, body)
+	}
+	if code, body, _ := client.call("GET", "/api/flows/nope", nil, nil); code != http.StatusNotFound {
+		t.Fatalf("an unknown flow: %d %s, want 404", code, body)
+	}
 	if code, body, _ := client.call("POST", "/api/flows/approval-1/stop", stop, ui); code != http.StatusOK || !strings.Contains(body, "CANCELED") {
 		t.Fatalf("client stop: %d %s", code, body)
 	}
-	if !strings.Contains(p.Log(), `msg="web UI action" mode=dev nodeId=node-1 action=stop identity="token bob"`) {
-		t.Fatalf("the stop is not logged with who did it:\n%s", p.Log())
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(p.Log(), `msg="web UI action" mode=dev nodeId=node-1 action=stop identity="token bob"`); {
+		if time.Now().After(deadline) {
+			t.Fatalf("the stop is not logged with who did it:\n%s", p.Log())
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 
 	// The tokens file loses alice: her session stops working.

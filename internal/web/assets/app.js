@@ -303,7 +303,7 @@ function buildGraph(st, events) {
       if (closed) return part.failures.length ? "failed" : "canceled";
       return part.failures.length ? "retried" : "pending";
     };
-    e.wfStatus = status(e.wf, e.live && (phase === "STEP_PHASE_WAIT_FOR" || phase === "STEP_PHASE_WAITING"));
+    e.wfStatus = phase === "STEP_PHASE_WAITING" ? "active waiting" : status(e.wf, e.live && phase === "STEP_PHASE_WAIT_FOR");
     e.exeStatus = e.wf.done || !e.hasWF || e.skipWaitFor ? status(e.exe, e.live && phase === "STEP_PHASE_EXECUTE") : (closed ? "canceled" : "pending");
     if (e.hasWF && !e.wf.done && e.wfStatus === "failed") e.exeStatus = "canceled";
   }
@@ -313,7 +313,7 @@ function buildGraph(st, events) {
 // layoutGraph places one row per depth: each execution is a slot holding
 // its WaitFor and its Execute side by side; a fan-out's children share the
 // row below their parent, side by side.
-const NW = 150, NH = 40, GAPX = 24, SLOTGAP = 36, ROWH = 72, PADX = 16, PADY = 16;
+const NW = 180, NH = 40, GAPX = 24, SLOTGAP = 36, ROWH = 72, PADX = 16, PADY = 16;
 function layoutGraph(g) {
   const depth = new Map();
   const rows = [];
@@ -352,8 +352,8 @@ function nodeEl(key, x, y, label, kind, cls, aria) {
   const g = s("g", { class: "node " + cls, transform: `translate(${x},${y})`, tabindex: "0", role: "button", "aria-label": aria, "data-key": key });
   g.append(s("rect", { width: NW, height: NH }));
   const t = s("text", { x: 8, y: 16 }); t.textContent = label.length > 22 ? label.slice(0, 21) + "…" : label;
-  const k = s("text", { x: 8, y: 31, class: "kind" }); k.textContent = kind;
-  const title = s("title"); title.textContent = aria;
+  const k = s("text", { x: 8, y: 31, class: "kind" }); k.textContent = kind.length > 34 ? kind.slice(0, 33) + "…" : kind;
+  const title = s("title"); title.textContent = aria + (kind ? " · " + kind : "");
   g.append(t, k, title);
   return g;
 }
@@ -376,7 +376,7 @@ function renderGraph(g, onSelect) {
     const p = L.pos.get(e.id);
     const failures = (n) => n ? ` · ${n} failed attempt${n > 1 ? "s" : ""}` : "";
     if (e.hasWF) {
-      nodes.append(nodeEl(e.id + "/wf", p.x, p.y, e.id, "WaitFor" + waitSummary(e) + failures(e.wf.failures.length), e.wfStatus,
+      nodes.append(nodeEl(e.id + "/wf", p.x, p.y, e.id, "WaitFor" + (e.wfStatus === "active waiting" ? " · waiting" : "") + waitSummary(e) + failures(e.wf.failures.length), e.wfStatus,
         `${e.stepType} WaitFor (${e.id}), ${e.wfStatus}`));
       edge(p.x + NW, p.y + NH / 2, p.x + NW + GAPX, p.y + NH / 2, e.id, e.id, "wf");
     }
