@@ -467,7 +467,8 @@ func TestUI_DevServer(t *testing.T) {
 }
 
 // A standby serves its node page, marked standby with a link to the
-// active, and 503 with /readyz's message on the flow pages.
+// active, and 503 with /readyz's message on the flow pages; after a step
+// down the node pages list the takeover and the step down.
 func TestUI_StandbyNodePage(t *testing.T) {
 	chrome := chromium(t)
 	dir := t.TempDir()
@@ -483,7 +484,7 @@ func TestUI_StandbyNodePage(t *testing.T) {
 		return path
 	}
 	a := testproc.Start(t, "serve", "--config", config("a", activeUI, testproc.FreeAddr(t)), "--listen", testproc.FreeAddr(t))
-	a.Serving(t, 30*time.Second)
+	aAPI := a.Serving(t, 30*time.Second)
 	s := testproc.Start(t, "serve", "--config", config("b", standbyUI, standbyMetrics), "--listen", testproc.FreeAddr(t))
 	deadline := time.Now().Add(30 * time.Second)
 	for !strings.Contains(s.Log(), "msg=standby") {
@@ -536,6 +537,18 @@ func TestUI_StandbyNodePage(t *testing.T) {
 	// The link leads to the active's flows page.
 	b.do(chromedp.Click(chromedp.CSS("#active-link")))
 	b.waitText("h1", "Flows")
+
+	// A step down: the standby takes over and its node page says so; the
+	// old active's page lists its step down.
+	out, err := exec.Command(testproc.CLI(t), "admin", "step-down", "--yes", "--server", aAPI).CombinedOutput()
+	if err != nil {
+		t.Fatalf("dexcli admin step-down: %v\n%s", err, out)
+	}
+	b.do(chromedp.Navigate("http://" + standbyUI + "/node"))
+	b.waitText("#role", "active")
+	b.waitText("#node-events", "took the lease")
+	b.do(chromedp.Navigate("http://" + activeUI + "/node"))
+	b.waitText("#node-events", "stepped down")
 	if errs := b.consoleErrors(); len(errs) > 0 {
 		t.Fatalf("console errors:\n%s", strings.Join(errs, "\n"))
 	}
