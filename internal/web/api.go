@@ -250,15 +250,9 @@ func (s *Server) stopFlow(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "type: must be cancel, terminate or fail, got "+strconv.Quote(in.Type))
 		return
 	}
-	ctx, cancel := callCtx(r)
-	defer cancel()
-	resp, err := api.StopFlow(ctx, &dexpb.StopFlowRequest{FlowId: r.PathValue("id"), RunId: in.RunID, Type: t, Reason: in.Reason})
-	if err != nil {
-		writeCallError(w, err)
-		return
-	}
-	s.logAction(r, "stop", "flowId", r.PathValue("id"), "runId", resp.GetRunId(), "type", in.Type)
-	writeJSON(w, http.StatusOK, rawProto(resp))
+	answer(s, w, r, "stop", func(ctx context.Context) (*dexpb.StopFlowResponse, error) {
+		return api.StopFlow(ctx, &dexpb.StopFlowRequest{FlowId: r.PathValue("id"), RunId: in.RunID, Type: t, Reason: in.Reason})
+	}, "runId", in.RunID, "type", in.Type)
 }
 
 func (s *Server) skipTimer(w http.ResponseWriter, r *http.Request) {
@@ -282,15 +276,9 @@ func (s *Server) skipTimer(w http.ResponseWriter, r *http.Request) {
 	case in.TimerIndex != nil:
 		req.Timer = &dexpb.SkipTimerRequest_TimerIndex{TimerIndex: *in.TimerIndex}
 	}
-	ctx, cancel := callCtx(r)
-	defer cancel()
-	resp, err := api.SkipTimer(ctx, req)
-	if err != nil {
-		writeCallError(w, err)
-		return
-	}
-	s.logAction(r, "skip timer", "flowId", req.FlowId, "stepExecutionId", in.StepExecutionID)
-	writeJSON(w, http.StatusOK, rawProto(resp))
+	answer(s, w, r, "skip timer", func(ctx context.Context) (*dexpb.SkipTimerResponse, error) {
+		return api.SkipTimer(ctx, req)
+	}, "stepExecutionId", in.StepExecutionID)
 }
 
 // jsonValue encodes the JSON text of a form field as the value the SDKs
@@ -306,58 +294,64 @@ func jsonValue(field, text string) (*dexpb.EncodedValue, error) {
 	return &dexpb.EncodedValue{Encoding: "json", Data: b.Bytes()}, nil
 }
 
-func (s *Server) publish(w http.ResponseWriter, r *http.Request) {
-	var in struct {
-		RunID   string `json:"runId"`
-		Channel string `json:"channel"`
-		Value   string `json:"value"`
-	}
-	api, ok := s.action(w, r, dexpb.FlowService_PublishToChannel_FullMethodName, &in)
+// valueIn is the body of a publish (name is the channel) or a set
+// attribute: one JSON value.
+type valueIn struct {
+	RunID   string `json:"runId"`
+	Channel string `json:"channel,omitempty"`
+	Name    string `json:"name,omitempty"`
+	Value   string `json:"value"`
+}
+
+// valueAction decodes a valueIn for method and its value.
+func (s *Server) valueAction(w http.ResponseWriter, r *http.Request, method string) (API, valueIn, *dexpb.EncodedValue, bool) {
+	var in valueIn
+	api, ok := s.action(w, r, method, &in)
 	if !ok {
-		return
+		return nil, in, nil, false
 	}
 	v, err := jsonValue("value", in.Value)
 	if err != nil {
 		writeCallError(w, err)
-		return
+		return nil, in, nil, false
 	}
+	return api, in, v, true
+}
+
+// answer makes an action's call and answers with its response, logging
+// the action with who took it.
+func answer[T proto.Message](s *Server, w http.ResponseWriter, r *http.Request, what string, call func(context.Context) (T, error), args ...any) {
 	ctx, cancel := callCtx(r)
 	defer cancel()
-	resp, err := api.PublishToChannel(ctx, &dexpb.PublishToChannelRequest{FlowId: r.PathValue("id"), RunId: in.RunID,
-		Publishes: []*dexpb.ChannelPublish{{Channel: in.Channel, Values: []*dexpb.EncodedValue{v}}}})
+	resp, err := call(ctx)
 	if err != nil {
 		writeCallError(w, err)
 		return
 	}
-	s.logAction(r, "publish", "flowId", r.PathValue("id"), "channel", in.Channel)
+	s.logAction(r, what, append([]any{"flowId", r.PathValue("id")}, args...)...)
 	writeJSON(w, http.StatusOK, rawProto(resp))
 }
 
-func (s *Server) setAttribute(w http.ResponseWriter, r *http.Request) {
-	var in struct {
-		RunID string `json:"runId"`
-		Name  string `json:"name"`
-		Value string `json:"value"`
-	}
-	api, ok := s.action(w, r, dexpb.FlowService_SetAttributes_FullMethodName, &in)
+func (s *Server) publish(w http.ResponseWriter, r *http.Request) {
+	api, in, v, ok := s.valueAction(w, r, dexpb.FlowService_PublishToChannel_FullMethodName)
 	if !ok {
 		return
 	}
-	v, err := jsonValue("value", in.Value)
-	if err != nil {
-		writeCallError(w, err)
+	answer(s, w, r, "publish", func(ctx context.Context) (*dexpb.PublishToChannelResponse, error) {
+		return api.PublishToChannel(ctx, &dexpb.PublishToChannelRequest{FlowId: r.PathValue("id"), RunId: in.RunID,
+			Publishes: []*dexpb.ChannelPublish{{Channel: in.Channel, Values: []*dexpb.EncodedValue{v}}}})
+	}, "channel", in.Channel)
+}
+
+func (s *Server) setAttribute(w http.ResponseWriter, r *http.Request) {
+	api, in, v, ok := s.valueAction(w, r, dexpb.FlowService_SetAttributes_FullMethodName)
+	if !ok {
 		return
 	}
-	ctx, cancel := callCtx(r)
-	defer cancel()
-	resp, err := api.SetAttributes(ctx, &dexpb.SetAttributesRequest{FlowId: r.PathValue("id"), RunId: in.RunID,
-		Attributes: []*dexpb.Attribute{{Name: in.Name, Value: v}}})
-	if err != nil {
-		writeCallError(w, err)
-		return
-	}
-	s.logAction(r, "set attribute", "flowId", r.PathValue("id"), "name", in.Name)
-	writeJSON(w, http.StatusOK, rawProto(resp))
+	answer(s, w, r, "set attribute", func(ctx context.Context) (*dexpb.SetAttributesResponse, error) {
+		return api.SetAttributes(ctx, &dexpb.SetAttributesRequest{FlowId: r.PathValue("id"), RunId: in.RunID,
+			Attributes: []*dexpb.Attribute{{Name: in.Name, Value: v}}})
+	}, "name", in.Name)
 }
 
 // logAction logs an action taken in the UI, with who took it.
