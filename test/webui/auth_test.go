@@ -35,8 +35,8 @@ func newUIClient(t *testing.T, base string) *uiClient {
 }
 
 // call sends method path with body (JSON) and header extra; it returns
-// the status, the body and the response.
-func (c *uiClient) call(method, path string, body any, hdr map[string]string) (int, string, *http.Response) {
+// the status, the body and the cookies set.
+func (c *uiClient) call(method, path string, body any, hdr map[string]string) (int, string, []*http.Cookie) {
 	c.t.Helper()
 	var rd io.Reader
 	if body != nil {
@@ -59,7 +59,7 @@ func (c *uiClient) call(method, path string, body any, hdr map[string]string) (i
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b), resp
+	return resp.StatusCode, string(b), resp.Cookies()
 }
 
 var ui = map[string]string{"X-Dex-UI": "1"}
@@ -116,11 +116,14 @@ func TestUI_AuthRoles(t *testing.T) {
 	}
 
 	reader := newUIClient(t, base)
-	code, body, resp := reader.call("POST", "/api/session", map[string]string{"token": readerTok}, ui)
+	code, body, cookies := reader.call("POST", "/api/session", map[string]string{"token": readerTok}, ui)
 	if code != http.StatusOK {
 		t.Fatalf("reader sign in: %d %s", code, body)
 	}
-	for _, ck := range resp.Cookies() {
+	if len(cookies) == 0 {
+		t.Fatal("sign in sets no cookie")
+	}
+	for _, ck := range cookies {
 		if strings.Contains(ck.Value, readerTok) || !ck.HttpOnly || ck.SameSite != http.SameSiteStrictMode {
 			t.Fatalf("session cookie %+v: must be HttpOnly, SameSite=Strict and hold no token", ck)
 		}
