@@ -147,7 +147,7 @@ func startWeb(ctx context.Context, v *webView, log *slog.Logger) (func(), error)
 	if v.cfg.Web.Listen == "" {
 		return func() {}, nil
 	}
-	ui, err := web.New(web.Options{Node: v, Logger: log})
+	ui, err := web.New(web.Options{Node: v, Logger: log, ActiveURL: v.cfg.Web.ActiveURL})
 	if err != nil {
 		return nil, err
 	}

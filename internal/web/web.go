@@ -108,6 +108,9 @@ type Options struct {
 	Logger *slog.Logger
 	// SessionTTL is how long a signed-in session lasts; 0 means 12 h.
 	SessionTTL time.Duration
+	// ActiveURL is web.activeURL: the 503 pages of a process that does
+	// not serve link to it.
+	ActiveURL string
 }
 
 // Server is the UI's HTTP handler.
@@ -117,6 +120,7 @@ type Server struct {
 	sessions *sessions
 	static   http.Handler
 	index    []byte
+	active   string
 }
 
 // New returns the UI for o.Node.
@@ -135,7 +139,7 @@ func New(o Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("web assets: %w", err)
 	}
-	return &Server{node: o.Node, log: o.Logger, sessions: newSessions(o.SessionTTL), index: index,
+	return &Server{node: o.Node, log: o.Logger, sessions: newSessions(o.SessionTTL), index: index, active: o.ActiveURL,
 		static: http.StripPrefix("/assets/", http.FileServerFS(sub))}, nil
 }
 
@@ -191,11 +195,10 @@ func (s *Server) page(w http.ResponseWriter, _ *http.Request) {
 // while the process does not serve.
 func (s *Server) flowPage(w http.ResponseWriter, r *http.Request) {
 	if ok, reason := s.node.Serving(); !ok {
-		st := s.node.Status(r.Context())
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		w.Header().Set("Retry-After", "1")
 		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = fmt.Fprint(w, notServingPage(reason, st.ActiveURL))
+		_, _ = fmt.Fprint(w, notServingPage(reason, s.active))
 		return
 	}
 	s.page(w, r)
