@@ -21,6 +21,7 @@ const cookieName = "dexzd_session"
 // browser may do). A restart signs everybody out.
 type sessions struct {
 	ttl time.Duration
+	max int // maxSessions; tests lower it
 	mu  sync.Mutex
 	m   map[string]session
 }
@@ -34,7 +35,7 @@ type session struct {
 const maxSessions = 10_000
 
 func newSessions(ttl time.Duration) *sessions {
-	return &sessions{ttl: ttl, m: map[string]session{}}
+	return &sessions{ttl: ttl, max: maxSessions, m: map[string]session{}}
 }
 
 func (ss *sessions) add(token string, now time.Time) (string, error) {
@@ -50,7 +51,7 @@ func (ss *sessions) add(token string, now time.Time) (string, error) {
 			delete(ss.m, k)
 		}
 	}
-	for len(ss.m) >= maxSessions {
+	for len(ss.m) >= ss.max {
 		var oldest string
 		var at time.Time
 		for k, v := range ss.m {

@@ -6,7 +6,7 @@ import (
 )
 
 // A session holds its token until it expires; IDs are random and long;
-// the table never holds more than maxSessions.
+// the table never holds more than its bound, dropping the oldest.
 func TestSessions(t *testing.T) {
 	ss := newSessions(time.Hour)
 	t0 := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
@@ -28,12 +28,19 @@ func TestSessions(t *testing.T) {
 	if got := ss.token(b, t0); got != "" {
 		t.Fatalf("token after sign out = %q", got)
 	}
-	for i := range maxSessions + 5 {
-		if _, err := ss.add("t", t0.Add(time.Duration(i)*time.Millisecond)); err != nil {
+	ss.max = 8
+	var ids []string
+	for i := range ss.max + 5 {
+		id, err := ss.add("t", t0.Add(time.Duration(i)*time.Millisecond))
+		if err != nil {
 			t.Fatal(err)
 		}
+		ids = append(ids, id)
 	}
-	if n := len(ss.m); n != maxSessions {
-		t.Fatalf("%d sessions kept, want at most %d", n, maxSessions)
+	if n := len(ss.m); n != ss.max {
+		t.Fatalf("%d sessions kept, want at most %d", n, ss.max)
+	}
+	if ss.token(ids[0], t0) != "" || ss.token(ids[len(ids)-1], t0) != "t" {
+		t.Fatal("the bound drops the newest sessions, not the oldest")
 	}
 }
