@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+
 	"github.com/dexzd/dexzd/dex"
 	"github.com/dexzd/dexzd/examples/flows"
 	"github.com/dexzd/dexzd/internal/testproc"
@@ -64,17 +66,16 @@ func (c *uiClient) call(method, path string, body any, hdr map[string]string) (i
 
 var ui = map[string]string{"X-Dex-UI": "1"}
 
-// With auth configured, a browser session has its token's roles: nothing
-// before signing in, reads with a reader token, actions with a client
-// token; the cookie holds a session ID, never the token; writes need the
-// UI's header and origin; a token removed from the tokens file stops
-// working at once.
-func TestUI_AuthRoles(t *testing.T) {
+// authServer starts dev with auth on (tokens for alice, reader; bob,
+// client; a worker) and an open approval flow (no worker runs it); it
+// returns the UI's base URL, the process and a function that rewrites the
+// tokens file.
+func authServer(t *testing.T) (string, *testproc.Proc, func(string)) {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("process test")
 	}
 	dir := t.TempDir()
-	const readerTok, clientTok, workerTok = "reader-token-0123456789abcdef", "client-token-0123456789abcdef", "worker-token-0123456789abcdef"
 	tokens := filepath.Join(dir, "tokens")
 	write := func(content string) {
 		if err := os.WriteFile(tokens, []byte(content), 0o600); err != nil {
@@ -89,8 +90,6 @@ func TestUI_AuthRoles(t *testing.T) {
 	webAddr := testproc.FreeAddr(t)
 	p := testproc.Start(t, "dev", "--data-dir", t.TempDir(), "--config", cfg, "--listen", testproc.FreeAddr(t), "--web-listen", webAddr)
 	api := p.Serving(t, 30*time.Second)
-
-	// A flow to act on (no worker runs it: it stays open).
 	c, err := dex.NewClient(dex.ClientOptions{Addresses: []string{api}, Logger: quiet(), Token: dex.StaticToken(clientTok)})
 	if err != nil {
 		t.Fatal(err)
@@ -99,8 +98,18 @@ func TestUI_AuthRoles(t *testing.T) {
 	if _, err := c.StartFlow(context.Background(), flows.ApprovalFlow, "approval-1", flows.Request{ID: "1", Amount: 10}); err != nil {
 		t.Fatal(err)
 	}
+	return "http://" + webAddr, p, write
+}
 
-	base := "http://" + webAddr
+const readerTok, clientTok, workerTok = "reader-token-0123456789abcdef", "client-token-0123456789abcdef", "worker-token-0123456789abcdef"
+
+// With auth configured, a browser session has its token's roles: nothing
+// before signing in, reads with a reader token, actions with a client
+// token; the cookie holds a session ID, never the token; writes need the
+// UI's header and origin; a token removed from the tokens file stops
+// working at once.
+func TestUI_AuthRoles(t *testing.T) {
+	base, p, write := authServer(t)
 	anon := newUIClient(t, base)
 	if code, body, _ := anon.call("GET", "/api/flows", nil, nil); code != http.StatusUnauthorized || !strings.Contains(body, "reader") {
 		t.Fatalf("anonymous /api/flows: %d %s, want 401 naming role reader", code, body)
@@ -189,5 +198,29 @@ func TestUI_AuthRoles(t *testing.T) {
 	}
 	if code, _, _ := client.call("GET", "/api/flows", nil, nil); code != http.StatusUnauthorized {
 		t.Fatalf("after sign out /api/flows: %d, want 401", code)
+	}
+}
+
+// With auth on, the UI asks for a token, and after signing in shows the
+// flows and the identity; signing out asks again. No console errors but
+// the 401 that made it ask.
+func TestUI_SignInPage(t *testing.T) {
+	chrome := chromium(t)
+	base, _, _ := authServer(t)
+	b := newBrowser(t, chrome)
+	b.do(chromedp.Navigate(base + "/"))
+	b.do(chromedp.WaitVisible(chromedp.CSS("#token")), chromedp.SetValue(chromedp.CSS("#token"), clientTok),
+		chromedp.Click(chromedp.CSS(`main button[type="submit"]`)))
+	b.waitText("#flows tbody", "approval-1")
+	b.waitText("#who", "bob (client)")
+	b.do(chromedp.Click(chromedp.CSS("#who button")), chromedp.WaitVisible(chromedp.CSS("#token")))
+	var unexpected []string
+	for _, e := range b.consoleErrors() {
+		if !strings.Contains(e, "401") {
+			unexpected = append(unexpected, e)
+		}
+	}
+	if len(unexpected) > 0 {
+		t.Fatalf("console errors:\n%s", strings.Join(unexpected, "\n"))
 	}
 }

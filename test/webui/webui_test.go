@@ -33,6 +33,7 @@ import (
 	cdplog "github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 
 	"github.com/dexzd/dexzd/dex"
 	"github.com/dexzd/dexzd/examples/flows"
@@ -388,6 +389,14 @@ func TestUI_DevServer(t *testing.T) {
 	// Keyboard: focus a node and press Enter.
 	b.do(chromedp.Focus(chromedp.CSS(`svg.graph .node[aria-label^="Reserve Execute"]`)), chromedp.KeyEvent("\r"))
 	b.waitText("#detail h3", "Reserve")
+	// The arrows follow the movements: down to Charge, up to Reserve.
+	b.do(chromedp.KeyEvent(kb.ArrowDown))
+	b.waitText("#detail h3", "Charge")
+	if f := eval[string](b, `document.activeElement.getAttribute("aria-label")`); !strings.HasPrefix(f, "Charge Execute") {
+		t.Fatalf("ArrowDown from Reserve focuses %q, want Charge", f)
+	}
+	b.do(chromedp.KeyEvent(kb.ArrowUp))
+	b.waitText("#detail h3", "Reserve")
 	// Raw JSON of an event is one click away.
 	b.do(chromedp.Click(chromedp.CSS(`#ev-1 button`)))
 	b.waitText("#ev-1 pre", `"flowStarted"`)
@@ -428,30 +437,31 @@ func TestUI_DevServer(t *testing.T) {
 	b.waitText("#flow-status", "completed")
 	b.waitText("#live-state", `"outcome": "timed-out"`)
 
-	// The run page of a 200-step flow renders within a second, measured
-	// from the navigation to the last Execute node in the graph: the best
-	// of three loads, since the machine is shared with the other tests.
-	var best time.Duration
+	// The run page of a 200-step flow renders within a second: the page
+	// records the time from the navigation's start to the first frame
+	// with the graph (performance.now in a requestAnimationFrame after
+	// the render); the best of three loads, since the machine is shared
+	// with the other tests. The wall time seen from the test, which adds
+	// the DevTools round trips, is logged beside it.
+	best := -1
 	for i := range 3 {
 		began := time.Now()
-		b.do(chromedp.Navigate(base+"/flows/hops-200"), chromedp.WaitVisible(chromedp.CSS("svg.graph")))
-		nodes := 0
-		for nodes < hops && time.Since(began) < 10*time.Second {
-			nodes = eval[int](b, `document.querySelectorAll('svg.graph .node[data-key$="/exe"]').length`)
-		}
-		took := time.Since(began)
-		renderMs := eval[string](b, `document.getElementById("main").dataset.renderMs || ""`)
-		t.Logf("load %d: run page of %d step executions in %v from navigation to graph (fetch and render %s ms)",
-			i+1, nodes, took.Round(time.Millisecond), renderMs)
+		b.do(chromedp.Navigate(base+"/flows/hops-200"), chromedp.WaitVisible(chromedp.CSS("#main[data-painted-at]")))
+		wall := time.Since(began)
+		nodes := eval[int](b, `document.querySelectorAll('svg.graph .node[data-key$="/exe"]').length`)
+		painted := eval[int](b, `Number(document.getElementById("main").dataset.paintedAt)`)
+		renderMs := eval[string](b, `document.getElementById("main").dataset.renderMs`)
+		t.Logf("load %d: %d step executions painted %d ms after the navigation started (fetch and render %s ms; %v seen from the test)",
+			i+1, nodes, painted, renderMs, wall.Round(time.Millisecond))
 		if nodes != hops {
 			t.Fatalf("the graph shows %d Execute nodes, want %d", nodes, hops)
 		}
-		if best == 0 || took < best {
-			best = took
+		if best < 0 || painted < best {
+			best = painted
 		}
 	}
-	if best > time.Second {
-		t.Fatalf("the run page of %d steps took %v at best, want under 1 s", hops, best)
+	if best >= 1000 {
+		t.Fatalf("the run page of %d steps took %d ms at best, want under 1 s", hops, best)
 	}
 	b.screenshot("run-200.png")
 

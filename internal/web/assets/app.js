@@ -4,7 +4,7 @@
 "use strict";
 
 const SVGNS = "http://www.w3.org/2000/svg";
-const state = { utc: localStorage.getItem("dex.utc") === "1", live: localStorage.getItem("dex.live") !== "0",
+const state = { ready: Promise.resolve(), utc: localStorage.getItem("dex.utc") === "1", live: localStorage.getItem("dex.live") !== "0",
   timer: null, session: null, page: null, lastRun: null, selected: null, store: null };
 
 // h builds an element: h("a", {href: "/"}, "text", child...).
@@ -136,7 +136,7 @@ async function loadSession() {
   if (!si) return;
   if (si.signedIn) {
     who.append(`${si.identity} (${si.roles}) `, h("button", { class: "secondary", onclick: async () => {
-      await api("DELETE", "/api/session"); await loadSession(); route();
+      await api("DELETE", "/api/session"); state.ready = loadSession(); await state.ready; route();
     } }, "Sign out"));
   } else if (si.open) {
     who.append("open mode");
@@ -152,7 +152,7 @@ function signInForm(msg) {
     h("p", { class: "muted" }, msg || "This server checks tokens. Sign in with a token of role reader (to look) or client (to act); it stays in the server's memory, never in the browser."),
     h("form", { class: "filters", onsubmit: async (ev) => {
       ev.preventDefault();
-      try { await api("POST", "/api/session", { token: input.value }); await loadSession(); route(); } catch (e) { banner(e.message); }
+      try { await api("POST", "/api/session", { token: input.value }); state.ready = loadSession(); await state.ready; route(); } catch (e) { banner(e.message); }
     } }, h("label", { for: "token" }, "Token", input), h("button", { type: "submit" }, "Sign in")));
   input.focus();
 }
@@ -436,6 +436,18 @@ function renderGraph(g, onSelect) {
     if (!n) return;
     if (ev.key === "Enter" || ev.key === " ") { ev.preventDefault(); select(n.dataset.key); }
     if (ev.key === "Escape") select(null);
+    // Arrows follow the movements: down to the first execution this one
+    // scheduled, up to the one that scheduled it, left and right between
+    // an execution's WaitFor and Execute.
+    const [id, part] = n.dataset.key.split("/");
+    const e = g.ex.get(id);
+    let to = null;
+    if (ev.key === "ArrowRight" && part === "wf") to = id + "/exe";
+    else if (ev.key === "ArrowLeft" && part === "exe" && e && e.hasWF) to = id + "/wf";
+    else if (ev.key === "ArrowDown" && e && e.children.length) { const c = g.ex.get(e.children[0]); to = c.id + (c.hasWF ? "/wf" : "/exe"); }
+    else if (ev.key === "ArrowUp" && e && e.parent) to = e.parent + "/exe";
+    const t = to && svg.querySelector(`.node[data-key="${CSS.escape(to)}"]`);
+    if (t) { ev.preventDefault(); t.focus(); select(to); }
   });
   return { svg, select };
 }
@@ -492,6 +504,7 @@ function runPage(main, id) {
     const t0 = performance.now();
     try {
       const r = await api("GET", `/api/flows/${encodeURIComponent(id)}` + (runId ? "?runId=" + encodeURIComponent(runId) : ""));
+      await state.ready;
       if (state.page !== "run") return;
       banner("");
       const next = JSON.stringify([r.state, r.history.length]);
@@ -500,6 +513,9 @@ function runPage(main, id) {
         graph = render(r);
         if (state.selected) graph.select(state.selected);
         main.dataset.renderMs = String(Math.round(performance.now() - t0));
+        // Milliseconds from the navigation's start to the first frame
+        // with the graph (performance.now counts from the navigation).
+        requestAnimationFrame(() => { main.dataset.paintedAt = String(Math.round(performance.now())); });
       }
       const closed = statusName(r.state.summary && r.state.summary.status) !== "RUNNING";
       schedule(load, closed ? 10000 : 2000);
@@ -712,6 +728,9 @@ function init() {
   utc.checked = state.utc; live.checked = state.live;
   utc.addEventListener("change", () => { state.utc = utc.checked; localStorage.setItem("dex.utc", utc.checked ? "1" : "0"); for (const t of document.querySelectorAll("time")) t.textContent = fmtTime(t.getAttribute("datetime")); });
   live.addEventListener("change", () => { state.live = live.checked; localStorage.setItem("dex.live", live.checked ? "1" : "0"); route(); });
-  loadSession().then(route);
+  // The session (who is signed in) and the page load side by side; the
+  // run page waits for it before it offers actions.
+  state.ready = loadSession();
+  route();
 }
 init();
