@@ -330,8 +330,13 @@
 // decided from the state alone, so the engine stays pure and the record
 // carries it (Record.RunID), so replay never recomputes it. A node-chosen
 // ID never contains ".retry-", so a retry ID cannot collide with one.
-// The failed run stays readable by its run ID. WaitForFlow without a run
-// ID follows retries (serving.Core.WaitForFlow): a failed run whose
+// During its backoff the retry run is RUNNING with a pending start step:
+// a new StartFlow of the flow ID is judged against it by the ID reuse
+// policy, and a StopFlow stops it, which ends the retrying (a stopped run
+// is not retried). The failed run stays readable by its run ID. Before
+// E34, WaitForFlow without a run ID waited for the latest run as of the
+// call and answered its close; it still does, except that it follows
+// retries (serving.Core.WaitForFlow): a failed run whose
 // RetryRunID is set is not the flow's end, so the call waits for the
 // retry, and so on; with a run ID it answers that run's close.
 //
