@@ -6,8 +6,10 @@ import "strings"
 type Row interface {
 	// Values returns the run's values of field: none when it has none,
 	// one for a single-valued type, the elements of a KEYWORD_ARRAY or the
-	// tokens of a TEXT (Tokens). Every value has the field's type.
-	Values(field string) []Value
+	// tokens of a TEXT (Tokens). t is the field's type in the query: a
+	// run whose value has another type (an indexed key that changed type)
+	// has none.
+	Values(field string, t Type) []Value
 }
 
 // Match reports whether r satisfies q's filter.
@@ -35,7 +37,7 @@ func Match(e Expr, r Row) bool {
 	case *Not:
 		return !Match(e.Term, r)
 	case *Pred:
-		return e.Holds(r.Values(e.Field))
+		return e.Holds(r.Values(e.Field, e.Type))
 	}
 	return false
 }

@@ -105,7 +105,7 @@ func TestParse_Errors(t *testing.T) {
 
 type row map[string][]Value
 
-func (r row) Values(f string) []Value { return r[f] }
+func (r row) Values(f string, _ Type) []Value { return r[f] }
 
 func kw(s string) Value { return Value{Type: Keyword, Str: s} }
 
