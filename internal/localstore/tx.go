@@ -126,7 +126,7 @@ func (tx *Tx) PutFlow(st *engine.FlowState) error {
 	}
 
 	prevBig := prev != nil && prev.version == flowValueBig // bigKey(fk) holds its state
-	var prevSection []byte // the index section of the same run
+	var prevSection []byte                                 // the index section of the same run
 	var prevIndexed []IndexedValue
 	if prev != nil && !moving && prev.indexed != nil {
 		prevSection = prev.indexed
