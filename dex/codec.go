@@ -199,7 +199,7 @@ type codecOp struct {
 }
 
 func encodeOp(c Codec, plain func(string) bool) codecOp { return codecOp{"encode", c.Encode, plain} }
-func decodeOp(c Codec) codecOp                        { return codecOp{"decode", c.Decode, nil} }
+func decodeOp(c Codec) codecOp                          { return codecOp{"decode", c.Decode, nil} }
 
 // apply transforms the values of m in place.
 func (op codecOp) apply(ctx context.Context, m proto.Message) error {
