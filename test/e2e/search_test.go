@@ -3,8 +3,10 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"os/exec"
 	"slices"
 	"strings"
 	"syscall"
@@ -182,6 +184,37 @@ func TestSearch_ThroughTheSDK(t *testing.T) {
 	rcancel()
 	if err == nil || !strings.Contains(err.Error(), `index key "amount" is INT in flow type "search-order"`) {
 		t.Errorf("conflicting worker: %v", err)
+	}
+
+	// dexcli flow search: a table with the indexed values, JSON, paging.
+	cli := func(args ...string) (string, string, error) {
+		cmd := exec.Command(testproc.CLI(t), append([]string{"--server", addr}, args...)...)
+		var out, errOut bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		err := cmd.Run()
+		return out.String(), errOut.String(), err
+	}
+	out, _, err := cli("flow", "search", "OrderStatus = 'charged' AND amount < 600 ORDER BY amount")
+	if err != nil || !strings.Contains(out, "INDEXED") || !strings.Contains(out, `so-05`) ||
+		!strings.Contains(out, `OrderStatus="charged" amount=500 note="Gift wrap, order 5" tags=["eu","t2"]`) {
+		t.Errorf("dexcli flow search: %v\n%s", err, out)
+	}
+	out, stderr, err := cli("flow", "search", "OrderStatus = 'charged' ORDER BY amount", "--limit", "2", "-o", "json")
+	var doc struct {
+		Flows []struct {
+			Summary struct{ FlowID string `json:"flowId"` } `json:"summary"`
+		} `json:"flows"`
+		NextPageToken string `json:"nextPageToken"`
+	}
+	if err != nil || json.Unmarshal([]byte(out), &doc) != nil || len(doc.Flows) != 2 || doc.Flows[0].Summary.FlowID != "so-01" || doc.NextPageToken == "" {
+		t.Fatalf("dexcli flow search -o json: %v\n%s%s", err, out, stderr)
+	}
+	out, _, err = cli("flow", "search", "OrderStatus = 'charged' ORDER BY amount", "--limit", "2", "--page-token", doc.NextPageToken, "-o", "json")
+	if err != nil || json.Unmarshal([]byte(out), &doc) != nil || len(doc.Flows) != 2 || doc.Flows[0].Summary.FlowID != "so-07" {
+		t.Errorf("dexcli flow search --page-token: %v\n%s", err, out)
+	}
+	if _, stderr, err := cli("flow", "search", "amount >"); err == nil || !strings.Contains(stderr, "INVALID_ARGUMENT") || !strings.Contains(stderr, "at position 9") {
+		t.Errorf("dexcli flow search of a malformed query: %v\n%s", err, stderr)
 	}
 
 	// After a restart the store and its indexes answer the same.
