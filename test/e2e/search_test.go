@@ -202,7 +202,9 @@ func TestSearch_ThroughTheSDK(t *testing.T) {
 	out, stderr, err := cli("flow", "search", "OrderStatus = 'charged' ORDER BY amount", "--limit", "2", "-o", "json")
 	var doc struct {
 		Flows []struct {
-			Summary struct{ FlowID string `json:"flowId"` } `json:"summary"`
+			Summary struct {
+				FlowID string `json:"flowId"`
+			} `json:"summary"`
 		} `json:"flows"`
 		NextPageToken string `json:"nextPageToken"`
 	}
