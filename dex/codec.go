@@ -27,8 +27,12 @@ import (
 //
 // What stays plaintext: everything that is not an EncodedValue (flow IDs,
 // flow, step, attribute, channel and RPC names, timers, error messages and
-// stack traces that handlers return, stop reasons) and, once they exist,
-// indexed search attributes, which the server must read to index.
+// stack traces that handlers return, stop reasons) and the values of
+// indexed attributes (Indexed), which the server must read to index: a
+// Worker leaves the attributes its flows index unencoded, a Client those
+// it writes from an indexed Attribute (Attribute.Value). CodecInterceptor
+// knows no attribute, so dexcli --codec-key-file encodes them, and the
+// server refuses such a write (INVALID_ARGUMENT naming the attribute).
 //
 // Shape checks: a worker with a Codec declares its attribute, channel and
 // step input types with no encoding (any), keeping the JSON shape, so the

@@ -46,7 +46,7 @@ func Parse(q string, schema Schema) (*Query, error) {
 			return nil, err
 		}
 		if typ.multi() {
-			return nil, errAt(pos, "cannot ORDER BY %s: a %s field has several values", name, typ)
+			return nil, errAt(pos, "cannot ORDER BY %s: it is %s, which has several values", name, typ)
 		}
 		out.OrderBy, out.OrderByType = name, typ
 		switch t := p.peek(); {
@@ -254,7 +254,7 @@ func (p *parser) predicate() (Expr, error) {
 		return nil, errAt(t.pos, "expected an operator after %s, found %s", name, t.describe())
 	}
 	if !allowed(typ, pred.Op) {
-		return nil, errAt(t.pos, "%s is a %s field: it does not take %s", name, typ, pred.Op)
+		return nil, errAt(t.pos, "%s is %s, which does not take %s", name, typ, pred.Op)
 	}
 	if negate {
 		return &Not{Term: pred}, nil
@@ -281,7 +281,7 @@ func allowed(t Type, op Op) bool {
 func (p *parser) literal(pred *Pred) ([]Value, error) {
 	t := p.next()
 	bad := func(want string) error {
-		return errAt(t.pos, "%s is a %s field: expected %s, found %s", pred.Field, pred.Type, want, t.describe())
+		return errAt(t.pos, "%s is %s: expected %s, found %s", pred.Field, pred.Type, want, t.describe())
 	}
 	switch pred.Type {
 	case Keyword, KeywordArray:
@@ -298,7 +298,7 @@ func (p *parser) literal(pred *Pred) ([]Value, error) {
 		}
 		toks := Tokens(t.text)
 		if len(toks) == 0 {
-			return nil, errAt(t.pos, "%s is a TEXT field: the string has no word to search for", pred.Field)
+			return nil, errAt(t.pos, "%s is TEXT: the string has no word to search for", pred.Field)
 		}
 		out := make([]Value, len(toks))
 		for i, s := range toks {
