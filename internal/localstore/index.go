@@ -30,14 +30,6 @@ var indexTypeCode = map[query.Type]byte{
 	query.Double: 'd', query.Bool: 'b', query.Datetime: 'm',
 }
 
-var indexCodeType = func() map[byte]query.Type {
-	m := map[byte]query.Type{}
-	for t, c := range indexTypeCode {
-		m[c] = t
-	}
-	return m
-}()
-
 // runIndexed returns st's indexed values, sorted by key: the attributes its
 // definition indexes that have a plain JSON value other than null. nil
 // when the run's definition indexes nothing (the cost of a flow without

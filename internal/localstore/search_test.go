@@ -151,9 +151,7 @@ func TestSearch_Queries(t *testing.T) {
 	} {
 		got := strings.Join(searchAll(t, s, tc.q, 100), " ")
 		got = strings.ReplaceAll(strings.ReplaceAll(got, "/r ", " "), "/r", "")
-		if strings.HasSuffix(got, "/r") {
-			got = strings.TrimSuffix(got, "/r")
-		}
+		got = strings.TrimSuffix(got, "/r")
 		if got != tc.want {
 			t.Errorf("%s\n got %q\nwant %q", tc.q, got, tc.want)
 		}

@@ -242,7 +242,7 @@ func (p *parser) predicate() (Expr, error) {
 		if err != nil {
 			return nil, err
 		}
-		pred.Values = append(lo, hi...)
+		pred.Values = []Value{lo[0], hi[0]}
 	case t.keyword("STARTS_WITH"):
 		pred.Op = OpStartsWith
 		v, err := p.literal(pred)

@@ -125,7 +125,7 @@ func checkIndexKey(field, key string) error {
 	for i := 0; i < len(key); i++ {
 		c := key[i]
 		letter := c == '_' || (c|0x20 >= 'a' && c|0x20 <= 'z')
-		if !letter && (i == 0 || !(c == '-' || (c >= '0' && c <= '9'))) {
+		if !letter && (i == 0 || (c != '-' && (c < '0' || c > '9'))) {
 			return argError(field, "index key %q: a letter or '_' first, then letters, digits, '_' and '-'", key)
 		}
 	}
