@@ -173,9 +173,12 @@ func (ir indexRange) each(r reader, fn func(candidate) error) error { return ir.
 
 var errEnough = errors.New("enough")
 
-func (ir indexRange) estimate(r reader, limit int) (int, error) {
+func (ir indexRange) estimate(r reader, limit int) (int, error) { return countUpTo(ir.each, r, limit) }
+
+// countUpTo counts the candidates each yields, stopping at limit.
+func countUpTo(each func(reader, func(candidate) error) error, r reader, limit int) (int, error) {
 	n := 0
-	err := ir.scan(r, func(candidate) error {
+	err := each(r, func(candidate) error {
 		n++
 		if n >= limit {
 			return errEnough
@@ -252,15 +255,13 @@ func (f flowIDs) estimate(_ reader, limit int) (int, error) { return min(len(f),
 // running yields the latest run of every RUNNING flow ID.
 type running struct{}
 
-func (running) scan(r reader, limit int, fn func(candidate) error) error {
+func (running) each(r reader, fn func(candidate) error) error {
 	it, err := r.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixRunning}, UpperBound: []byte{prefixRunning + 1}})
 	if err != nil {
 		return fmt.Errorf("search flows: %w", err)
 	}
 	defer it.Close()
-	n := 0
-	for ok := it.First(); ok && (limit == 0 || n < limit); ok = it.Next() {
-		n++
+	for ok := it.First(); ok; ok = it.Next() {
 		if err := fn(candidate{flowID: string(it.Key()[1:])}); err != nil {
 			return err
 		}
@@ -268,27 +269,19 @@ func (running) scan(r reader, limit int, fn func(candidate) error) error {
 	return it.Error()
 }
 
-func (x running) each(r reader, fn func(candidate) error) error { return x.scan(r, 0, fn) }
-
-func (x running) estimate(r reader, limit int) (int, error) {
-	n := 0
-	err := x.scan(r, limit, func(candidate) error { n++; return nil })
-	return n, err
-}
+func (x running) estimate(r reader, limit int) (int, error) { return countUpTo(x.each, r, limit) }
 
 // listRange yields the runs of a range of the list index (a StartTime
 // range), with their summaries.
 type listRange struct{ lower, upper []byte }
 
-func (l listRange) scan(r reader, limit int, fn func(candidate) error) error {
+func (l listRange) each(r reader, fn func(candidate) error) error {
 	it, err := r.NewIter(&pebble.IterOptions{LowerBound: l.lower, UpperBound: l.upper})
 	if err != nil {
 		return fmt.Errorf("search flows: %w", err)
 	}
 	defer it.Close()
-	n := 0
-	for ok := it.First(); ok && (limit == 0 || n < limit); ok = it.Next() {
-		n++
+	for ok := it.First(); ok; ok = it.Next() {
 		sum, rest, err := decodeSummary(it.Value())
 		if err != nil || len(rest) != 0 {
 			return fmt.Errorf("search flows: index entry %x: %w", it.Key(), ErrCorrupt)
@@ -300,10 +293,4 @@ func (l listRange) scan(r reader, limit int, fn func(candidate) error) error {
 	return it.Error()
 }
 
-func (l listRange) each(r reader, fn func(candidate) error) error { return l.scan(r, 0, fn) }
-
-func (l listRange) estimate(r reader, limit int) (int, error) {
-	n := 0
-	err := l.scan(r, limit, func(candidate) error { n++; return nil })
-	return n, err
-}
+func (l listRange) estimate(r reader, limit int) (int, error) { return countUpTo(l.each, r, limit) }

@@ -80,34 +80,23 @@ func (p *parser) next() token {
 }
 
 func (p *parser) or(depth int) (Expr, error) {
-	first, err := p.and(depth)
-	if err != nil {
-		return nil, err
-	}
-	terms := []Expr{first}
-	for p.peek().keyword("OR") {
-		p.next()
-		e, err := p.and(depth)
-		if err != nil {
-			return nil, err
-		}
-		terms = append(terms, e)
-	}
-	if len(terms) == 1 {
-		return first, nil
-	}
-	return &Or{Terms: terms}, nil
+	return p.chain(depth, "OR", p.and, func(t []Expr) Expr { return &Or{Terms: t} })
 }
 
 func (p *parser) and(depth int) (Expr, error) {
-	first, err := p.unary(depth)
+	return p.chain(depth, "AND", p.unary, func(t []Expr) Expr { return &And{Terms: t} })
+}
+
+// chain parses term { kw term } and builds the node of several terms.
+func (p *parser) chain(depth int, kw string, term func(int) (Expr, error), build func([]Expr) Expr) (Expr, error) {
+	first, err := term(depth)
 	if err != nil {
 		return nil, err
 	}
 	terms := []Expr{first}
-	for p.peek().keyword("AND") {
+	for p.peek().keyword(kw) {
 		p.next()
-		e, err := p.unary(depth)
+		e, err := term(depth)
 		if err != nil {
 			return nil, err
 		}
@@ -116,7 +105,7 @@ func (p *parser) and(depth int) (Expr, error) {
 	if len(terms) == 1 {
 		return first, nil
 	}
-	return &And{Terms: terms}, nil
+	return build(terms), nil
 }
 
 func (p *parser) unary(depth int) (Expr, error) {

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/dexzd/dexzd/api/dexpb"
@@ -90,7 +91,7 @@ func indexedIn(field string, in map[string]*dexpb.IndexedAttribute, declared []s
 	for _, name := range names {
 		ia := in[name]
 		f := fmt.Sprintf("%s[%s]", field, name)
-		if !containsName(declared, name) {
+		if !slices.Contains(declared, name) {
 			return nil, argError(f, "%q is not declared", name)
 		}
 		if ia == nil {
@@ -133,13 +134,4 @@ func checkIndexKey(field, key string) error {
 		return argError(field, "index key %q is a built-in search field", key)
 	}
 	return nil
-}
-
-func containsName(names []string, name string) bool {
-	for _, n := range names {
-		if n == name {
-			return true
-		}
-	}
-	return false
 }

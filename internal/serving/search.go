@@ -4,7 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 
 	"github.com/dexzd/dexzd/internal/engine"
 	"github.com/dexzd/dexzd/internal/flowstore"
@@ -78,12 +79,7 @@ func (c *Core) checkIndexKeys(decls []server.FlowTypeDecl) error {
 	for _, d := range decls {
 		declared[d.Definition.Type] = true
 	}
-	types := make([]string, 0, len(c.defs.m))
-	for typ := range c.defs.m {
-		types = append(types, typ)
-	}
-	sort.Strings(types)
-	for _, typ := range types {
+	for _, typ := range slices.Sorted(maps.Keys(c.defs.m)) {
 		d := c.defs.m[typ]
 		if declared[typ] || d.Definition == nil {
 			continue // redeclared now: its new declaration counts
@@ -93,12 +89,7 @@ func (c *Core) checkIndexKeys(decls []server.FlowTypeDecl) error {
 		}
 	}
 	for i, d := range decls {
-		names := make([]string, 0, len(d.Definition.Indexed))
-		for name := range d.Definition.Indexed {
-			names = append(names, name)
-		}
-		sort.Strings(names)
-		for _, name := range names {
+		for _, name := range slices.Sorted(maps.Keys(d.Definition.Indexed)) {
 			ia := d.Definition.Indexed[name]
 			if o, ok := keys[ia.Key]; ok && o.t != ia.Type {
 				return &engine.Error{Code: engine.CodeInvalidArgument,
