@@ -25,7 +25,7 @@ build: ## Build every package and command.
 test: ## Run the whole suite: vet, unit and integration tests against real MinIO and PostgreSQL (started and stopped here), the web UI in chromium.
 	$(GO) vet $(PKGS)
 	scripts/testenv.sh run -- $(GO) test -race -count=1 -timeout 15m $(PKGS)
-	$(GO) test -count=1 -run 'TestSim$$' ./internal/sim
+	$(GO) test -count=1 -timeout 20m -run 'TestSim$$' ./internal/sim
 	cd deploy/kubernetes && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 .PHONY: test-unit

@@ -1760,7 +1760,7 @@ var File_dex_flow_proto protoreflect.FileDescriptor
 
 const file_dex_flow_proto_rawDesc = "" +
 	"\n" +
-	"\x0edex/flow.proto\x12\x03dex\x1a\x10dex/common.proto\x1a\x12dex/decision.proto\x1a\x13dex/flow_view.proto\x1a\x11dex/history.proto\x1a\x11dex/options.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc5\x04\n" +
+	"\x0edex/flow.proto\x12\x03dex\x1a\x10dex/common.proto\x1a\x12dex/decision.proto\x1a\x13dex/flow_view.proto\x1a\x11dex/history.proto\x1a\x11dex/options.proto\x1a\x10dex/search.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc5\x04\n" +
 	"\x10StartFlowRequest\x12\x1b\n" +
 	"\tflow_type\x18\x01 \x01(\tR\bflowType\x12\x17\n" +
 	"\aflow_id\x18\x02 \x01(\tR\x06flowId\x12,\n" +
@@ -1878,7 +1878,7 @@ const file_dex_flow_proto_rawDesc = "" +
 	"\x15STOP_TYPE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10STOP_TYPE_CANCEL\x10\x01\x12\x17\n" +
 	"\x13STOP_TYPE_TERMINATE\x10\x02\x12\x12\n" +
-	"\x0eSTOP_TYPE_FAIL\x10\x032\xba\x06\n" +
+	"\x0eSTOP_TYPE_FAIL\x10\x032\xfc\x06\n" +
 	"\vFlowService\x12:\n" +
 	"\tStartFlow\x12\x15.dex.StartFlowRequest\x1a\x16.dex.StartFlowResponse\x127\n" +
 	"\bStopFlow\x12\x14.dex.StopFlowRequest\x1a\x15.dex.StopFlowResponse\x12O\n" +
@@ -1891,7 +1891,8 @@ const file_dex_flow_proto_rawDesc = "" +
 	"\x0eGetFlowSummary\x12\x1a.dex.GetFlowSummaryRequest\x1a\x1b.dex.GetFlowSummaryResponse\x12C\n" +
 	"\fGetFlowState\x12\x18.dex.GetFlowStateRequest\x1a\x19.dex.GetFlowStateResponse\x12O\n" +
 	"\x10GetHistoryEvents\x12\x1c.dex.GetHistoryEventsRequest\x1a\x1d.dex.GetHistoryEventsResponse\x12:\n" +
-	"\tListFlows\x12\x15.dex.ListFlowsRequest\x1a\x16.dex.ListFlowsResponseB(Z&github.com/dexzd/dexzd/api/dexpb;dexpbb\x06proto3"
+	"\tListFlows\x12\x15.dex.ListFlowsRequest\x1a\x16.dex.ListFlowsResponse\x12@\n" +
+	"\vSearchFlows\x12\x17.dex.SearchFlowsRequest\x1a\x18.dex.SearchFlowsResponseB(Z&github.com/dexzd/dexzd/api/dexpb;dexpbb\x06proto3"
 
 var (
 	file_dex_flow_proto_rawDescOnce sync.Once
@@ -1948,6 +1949,8 @@ var file_dex_flow_proto_goTypes = []any{
 	(*FlowState)(nil),                // 37: dex.FlowState
 	(*HistoryEvent)(nil),             // 38: dex.HistoryEvent
 	(*timestamppb.Timestamp)(nil),    // 39: google.protobuf.Timestamp
+	(*SearchFlowsRequest)(nil),       // 40: dex.SearchFlowsRequest
+	(*SearchFlowsResponse)(nil),      // 41: dex.SearchFlowsResponse
 }
 var file_dex_flow_proto_depIdxs = []int32{
 	26, // 0: dex.StartFlowRequest.start_step:type_name -> dex.Movement
@@ -1988,20 +1991,22 @@ var file_dex_flow_proto_depIdxs = []int32{
 	20, // 35: dex.FlowService.GetFlowState:input_type -> dex.GetFlowStateRequest
 	22, // 36: dex.FlowService.GetHistoryEvents:input_type -> dex.GetHistoryEventsRequest
 	24, // 37: dex.FlowService.ListFlows:input_type -> dex.ListFlowsRequest
-	3,  // 38: dex.FlowService.StartFlow:output_type -> dex.StartFlowResponse
-	5,  // 39: dex.FlowService.StopFlow:output_type -> dex.StopFlowResponse
-	7,  // 40: dex.FlowService.PublishToChannel:output_type -> dex.PublishToChannelResponse
-	9,  // 41: dex.FlowService.GetAttributes:output_type -> dex.GetAttributesResponse
-	11, // 42: dex.FlowService.SetAttributes:output_type -> dex.SetAttributesResponse
-	13, // 43: dex.FlowService.InvokeRPC:output_type -> dex.InvokeRPCResponse
-	15, // 44: dex.FlowService.SkipTimer:output_type -> dex.SkipTimerResponse
-	17, // 45: dex.FlowService.WaitForFlow:output_type -> dex.WaitForFlowResponse
-	19, // 46: dex.FlowService.GetFlowSummary:output_type -> dex.GetFlowSummaryResponse
-	21, // 47: dex.FlowService.GetFlowState:output_type -> dex.GetFlowStateResponse
-	23, // 48: dex.FlowService.GetHistoryEvents:output_type -> dex.GetHistoryEventsResponse
-	25, // 49: dex.FlowService.ListFlows:output_type -> dex.ListFlowsResponse
-	38, // [38:50] is the sub-list for method output_type
-	26, // [26:38] is the sub-list for method input_type
+	40, // 38: dex.FlowService.SearchFlows:input_type -> dex.SearchFlowsRequest
+	3,  // 39: dex.FlowService.StartFlow:output_type -> dex.StartFlowResponse
+	5,  // 40: dex.FlowService.StopFlow:output_type -> dex.StopFlowResponse
+	7,  // 41: dex.FlowService.PublishToChannel:output_type -> dex.PublishToChannelResponse
+	9,  // 42: dex.FlowService.GetAttributes:output_type -> dex.GetAttributesResponse
+	11, // 43: dex.FlowService.SetAttributes:output_type -> dex.SetAttributesResponse
+	13, // 44: dex.FlowService.InvokeRPC:output_type -> dex.InvokeRPCResponse
+	15, // 45: dex.FlowService.SkipTimer:output_type -> dex.SkipTimerResponse
+	17, // 46: dex.FlowService.WaitForFlow:output_type -> dex.WaitForFlowResponse
+	19, // 47: dex.FlowService.GetFlowSummary:output_type -> dex.GetFlowSummaryResponse
+	21, // 48: dex.FlowService.GetFlowState:output_type -> dex.GetFlowStateResponse
+	23, // 49: dex.FlowService.GetHistoryEvents:output_type -> dex.GetHistoryEventsResponse
+	25, // 50: dex.FlowService.ListFlows:output_type -> dex.ListFlowsResponse
+	41, // 51: dex.FlowService.SearchFlows:output_type -> dex.SearchFlowsResponse
+	39, // [39:52] is the sub-list for method output_type
+	26, // [26:39] is the sub-list for method input_type
 	26, // [26:26] is the sub-list for extension type_name
 	26, // [26:26] is the sub-list for extension extendee
 	0,  // [0:26] is the sub-list for field type_name
@@ -2017,6 +2022,7 @@ func file_dex_flow_proto_init() {
 	file_dex_flow_view_proto_init()
 	file_dex_history_proto_init()
 	file_dex_options_proto_init()
+	file_dex_search_proto_init()
 	file_dex_flow_proto_msgTypes[13].OneofWrappers = []any{
 		(*SkipTimerRequest_ConditionId)(nil),
 		(*SkipTimerRequest_TimerIndex)(nil),
