@@ -76,6 +76,9 @@ type sequencer struct {
 	span   trace.SpanContext
 	heads  map[string]*head
 	broken error
+	// after, when set, runs after an envelope of flowID was submitted,
+	// with the head state after recs (the subflow step, subflow.go).
+	after func(flowID string, st *engine.FlowState, recs []engine.Record)
 	heldQ  []heldRef // heads that held records, oldest first
 }
 
@@ -406,7 +409,11 @@ func (s *sequencer) decideObjects(flowID string, cmd engine.Command, objects boo
 	if err != nil {
 		return decision{err: err}, nil
 	}
-	return decision{recs: recs, fut: fut, wait: true, runID: st.RunID, status: st.Status}, st
+	d = decision{recs: recs, fut: fut, wait: true, runID: st.RunID, status: st.Status}
+	if s.after != nil {
+		s.after(flowID, st, recs)
+	}
+	return d, st
 }
 
 // submitEnvelope submits the encoded records all of flowID's head h.
