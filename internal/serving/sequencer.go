@@ -76,10 +76,11 @@ type sequencer struct {
 	span   trace.SpanContext
 	heads  map[string]*head
 	broken error
+	heldQ  []heldRef // heads that held records, oldest first
+
 	// after, when set, runs after an envelope of flowID was submitted,
 	// with the head state after recs (the subflow step, subflow.go).
 	after func(flowID string, st *engine.FlowState, recs []engine.Record)
-	heldQ  []heldRef // heads that held records, oldest first
 }
 
 // heldRef queues a head that started holding records at since; it is stale
