@@ -106,12 +106,14 @@ func TestHotStandby_SubFlowsInFlightSurviveFailover(t *testing.T) {
 	}
 	wg.Wait()
 	time.Sleep(400 * time.Millisecond)
+	killedAt := time.Now()
 	pa.Signal(t, syscall.SIGKILL)
 	pa.Wait(t, 10*time.Second)
 	pb.Serving(t, 30*time.Second)
 	from, fence := replayed(t, pb)
 	t.Logf("the hot standby served, replaying batches %d to %d", from, fence)
 
+	before, after := 0, 0
 	for id, sum := range want {
 		res, err := c.WaitForFlow(ctx, id)
 		if err != nil {
@@ -129,6 +131,11 @@ func TestHotStandby_SubFlowsInFlightSurviveFailover(t *testing.T) {
 			if s.RunID != run || s.Status != dex.StatusCompleted || s.ParentFlowID != id {
 				t.Fatalf("child %s: %+v; want its one run %s COMPLETED under %s", child, s, run, id)
 			}
+			if s.CloseTime.Before(killedAt) {
+				before++
+			} else {
+				after++
+			}
 		}
 		h, err := c.GetFlowHistory(ctx, id, dex.HistoryQuery{})
 		if err != nil {
@@ -143,6 +150,11 @@ func TestHotStandby_SubFlowsInFlightSurviveFailover(t *testing.T) {
 		if completed != kids {
 			t.Fatalf("%s history has %d SubFlowCompleted events, want %d: %v", id, completed, kids, h.Events)
 		}
+	}
+	// The kill came with children in both stages.
+	t.Logf("%d children closed before the kill, %d after", before, after)
+	if before == 0 || after == 0 {
+		t.Errorf("%d children closed before the kill and %d after: want some of each", before, after)
 	}
 	stopWorker()
 	pb.Signal(t, syscall.SIGTERM)
