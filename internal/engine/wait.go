@@ -240,16 +240,17 @@ func storeWait(w *Wait, now time.Time) *StoredWait {
 	timers, subflows := 0, 0
 	for i, c := range w.Conditions {
 		sc := StoredCondition{ID: c.ID, TimerIndex: -1}
-		if c.SubFlow != nil {
+		switch {
+		case c.SubFlow != nil:
 			sc.Kind = CondSubFlow
 			sc.SubFlow = &StoredSubFlow{Spec: *c.SubFlow, Index: subflows}
 			subflows++
-		} else if c.Timer != nil {
+		case c.Timer != nil:
 			sc.Kind = CondTimer
 			sc.TimerIndex = timers
 			sc.FireAt = now.Add(*c.Timer)
 			timers++
-		} else {
+		default:
 			lo, hi, _ := channelBounds(c.Channel)
 			sc.Kind = CondChannel
 			sc.Channel = c.Channel.Channel

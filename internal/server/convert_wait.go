@@ -88,11 +88,12 @@ func waitOut(w *engine.StoredWait) *dexpb.Wait {
 	conds := make([]*dexpb.WaitCondition, 0, len(w.Conditions))
 	for _, c := range w.Conditions {
 		wc := &dexpb.WaitCondition{Id: c.ID}
-		if c.Kind == engine.CondTimer {
+		switch {
+		case c.Kind == engine.CondTimer:
 			wc.Condition = &dexpb.WaitCondition_Timer{Timer: &dexpb.TimerCondition{}}
-		} else if c.SubFlow != nil {
+		case c.SubFlow != nil:
 			wc.Condition = &dexpb.WaitCondition_SubFlow{SubFlow: subFlowCondOut(c.SubFlow)}
-		} else {
+		default:
 			wc.Condition = &dexpb.WaitCondition_Channel{Channel: channelCondOut(c)}
 		}
 		conds = append(conds, wc)
