@@ -14,21 +14,8 @@ func subFlowIn(field string, c *dexpb.SubFlowCondition) (*engine.SubFlowConditio
 	if out.Input, err = valueIn(field+".input", c.GetInput()); err != nil {
 		return nil, err
 	}
-	d, err := optDuration(field+".flowTimeout", c.GetFlowTimeout())
-	if err != nil {
+	if out.Timeout, out.TimeoutPolicy, err = flowTimeoutIn(field+".", c.GetFlowTimeout(), c.GetFlowTimeoutPolicy()); err != nil {
 		return nil, err
-	}
-	if d != nil {
-		out.Timeout = *d
-	}
-	switch c.GetFlowTimeoutPolicy() {
-	case dexpb.FlowTimeoutPolicy_FLOW_TIMEOUT_POLICY_UNSPECIFIED:
-	case dexpb.FlowTimeoutPolicy_FLOW_TIMEOUT_POLICY_FAIL:
-		out.TimeoutPolicy = engine.TimeoutFail
-	case dexpb.FlowTimeoutPolicy_FLOW_TIMEOUT_POLICY_CANCEL:
-		out.TimeoutPolicy = engine.TimeoutCancel
-	default:
-		return nil, argError(field+".flowTimeoutPolicy", "unknown value %d", c.GetFlowTimeoutPolicy())
 	}
 	if len(c.GetInitialAttributes()) > 0 {
 		if out.Attributes, err = attributesIn(field+".initialAttributes", c.GetInitialAttributes()); err != nil {
