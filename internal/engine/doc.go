@@ -359,7 +359,10 @@
 // sends a parent notice only for the run the child's flow ID still
 // holds. The parent a child's close notifies is its flow ID's latest run,
 // matched by the condition that follows that child run, so a child that a
-// new parent run attached to reports to the new run.
+// new parent run attached to reports to the new run. A notice never links:
+// for a condition not linked yet (a crash came between the child's start
+// and the link) it decides nothing, and the link that recovery decides
+// applies the reuse policy and takes the result.
 //
 // Choices where the spec is silent:
 //

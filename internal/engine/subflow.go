@@ -88,6 +88,12 @@ type SubFlowUpdate struct {
 	ChildFlowID string
 	ChildRunID  string
 	Result      *Result // nil: the child runs
+	// Notice: the child's own close notice (ParentNotice). It only
+	// delivers a result to a condition already linked to that run; an
+	// unlinked condition is left to LinkSubFlows, which applies the
+	// reuse policy (the closing run may be one the policy would
+	// replace).
+	Notice bool
 }
 
 func (SubFlowUpdate) isCommand() {}
@@ -230,6 +236,9 @@ func (d *decider) subFlowUpdate(c SubFlowUpdate) error {
 	sf := cond.SubFlow
 	if sf.RunID != "" && sf.RunID != c.ChildRunID {
 		return nil // follows another run of the child
+	}
+	if sf.RunID == "" && c.Notice {
+		return nil // not linked yet: LinkSubFlows decides
 	}
 	rec := SubFlowUpdated{StepExecID: s.ID, Index: i, ChildRunID: c.ChildRunID}
 	link := sf.RunID == "" && c.ChildRunID != ""
@@ -374,7 +383,7 @@ func (st *FlowState) ParentNotice() (SubFlowUpdate, bool) {
 	if !ok {
 		return SubFlowUpdate{}, false
 	}
-	return SubFlowUpdate{FlowID: st.Parent.FlowID, ChildFlowID: st.FlowID, ChildRunID: st.RunID, Result: &r}, true
+	return SubFlowUpdate{FlowID: st.Parent.FlowID, ChildFlowID: st.FlowID, ChildRunID: st.RunID, Result: &r, Notice: true}, true
 }
 
 // SubFlowHost is what LinkSubFlows needs of the node: reads of head
