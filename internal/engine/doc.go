@@ -388,6 +388,11 @@
 //     record that delivers it is bounded like the child's outputs are.
 //   - A child's tasks join the parent's trace (the child's start takes
 //     the parent run's trace context).
+//   - The parent's WaitFor cannot know the child type's declared input
+//     type, so the child's start checks it (a refusal is the failed
+//     result above), except for an input large enough to be a value
+//     object: the node keeps only its reference, which is not checked
+//     again, and a mismatch shows when the child's worker decodes it.
 //
 // History: the parent's WAIT_FOR_COMPLETED event holds the conditions
 // with their derived IDs; SUB_FLOW_COMPLETED records each result taken;
