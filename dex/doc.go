@@ -39,6 +39,40 @@
 // result, and the server commits them atomically with it. Nothing in a
 // handler blocks on the server.
 //
+// Subflows. A WaitFor may also wait for child flows: declare a flow as a
+// subflow with its start step, input and output types, and start children
+// from a WaitFor, alone or with timers and channels under Until, AllOf and
+// AnyOf. Each child is a full flow with its own history, under a flow ID
+// the server derives (SubFlow:<parentFlowId>-<stepExecutionId>-<index>),
+// and its summary names its parent (FlowSummary.ParentFlowID):
+//
+//	var Payment = dex.SubFlow[Charge, Order, Receipt](PaymentFlow)
+//
+//	func (PayAll) WaitFor(ctx dex.Context, os []Order) (dex.Wait, error) {
+//		conds := make([]dex.Condition, len(os))
+//		for i, o := range os {
+//			conds[i] = Payment.Start(o)
+//		}
+//		return dex.AllOf(conds...), nil
+//	}
+//
+//	func (PayAll) Execute(ctx dex.Context, os []Order, r dex.Results) (dex.Decision, error) {
+//		for _, res := range Payment.Results(r) { // in declaration order
+//			receipt, err := res.Output() // a Receipt, checked by the compiler
+//			...
+//		}
+//	}
+//
+// Execute gets each child's FlowResult: final once the child closed (a
+// failed child is a result too: res.Status, res.Err()), else, for a child
+// that did not win an AnyOf, a snapshot with Status StatusRunning. Losers
+// keep running, and so do children when their parent completes: stop one
+// with Client.StopFlow and its ID (res.FlowID). WithReusePolicy says what
+// a condition does when its derived ID already has a run (the parent's flow
+// ID was reused): SubFlowRestartIfPreviousExitsAbnormally (the default),
+// SubFlowAttach or SubFlowAlwaysRestart. A child's result reaches its
+// parent durably, across restarts and failovers.
+//
 // The worker validates every flow when it is created (NewWorker): a step
 // without a matching Execute, duplicate names, a recovery step or a MovesTo
 // target the flow does not declare, invalid options. Each error names the

@@ -55,6 +55,8 @@ type StepState struct {
 	// WaitForFailure is the WaitFor's last failure when the WaitFor
 	// exhausted its retries and the step proceeds to Execute.
 	WaitForFailure *AttemptFailure
+	// SubFlows are the subflow conditions of the step's Wait, by index.
+	SubFlows []SubFlowState
 }
 
 // AttemptStatus is the state of a step execution's current attempt.
@@ -129,6 +131,7 @@ func flowStateOf(p *dexpb.FlowState) *FlowState {
 		if e.GetWaitForFailed() {
 			st.WaitForFailure = attemptFailureOf(e.GetWaitForFailure())
 		}
+		st.SubFlows = subFlowStatesOf(e.GetWait().GetSubFlows())
 		s.Steps = append(s.Steps, st)
 	}
 	for _, q := range p.GetChannels() {
@@ -159,11 +162,12 @@ const (
 	EventAttributesSet
 	EventTimerSkipped
 	EventFlowClosed
+	EventSubFlowCompleted
 )
 
 var eventKindNames = [...]string{"", "FlowStarted", "WaitForCompleted", "WaitForFailed",
 	"ExecuteCompleted", "ExecuteFailed", "RPCCompleted", "ChannelPublished",
-	"AttributesSet", "TimerSkipped", "FlowClosed"}
+	"AttributesSet", "TimerSkipped", "FlowClosed", "SubFlowCompleted"}
 
 func (k HistoryEventKind) String() string {
 	if k > 0 && int(k) < len(eventKindNames) {
@@ -277,6 +281,11 @@ func historyEventOf(p *dexpb.HistoryEvent) HistoryEvent {
 		e.Kind = EventFlowClosed
 		e.Status = FlowStatus(ev.FlowClosed.GetStatus())
 		e.Error = flowErrorOf(ev.FlowClosed.GetError())
+	case *dexpb.HistoryEvent_SubFlowCompleted:
+		e.Kind = EventSubFlowCompleted
+		c := ev.SubFlowCompleted
+		e.StepType, e.StepExecutionID = c.GetStepType(), c.GetStepExecutionId()
+		e.Status, e.Error = FlowStatus(c.GetResult().GetStatus()), flowErrorOf(c.GetResult().GetError())
 	}
 	return e
 }

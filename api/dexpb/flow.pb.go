@@ -1760,7 +1760,7 @@ var File_dex_flow_proto protoreflect.FileDescriptor
 
 const file_dex_flow_proto_rawDesc = "" +
 	"\n" +
-	"\x0edex/flow.proto\x12\x03dex\x1a\x10dex/common.proto\x1a\x12dex/decision.proto\x1a\x13dex/flow_view.proto\x1a\x11dex/history.proto\x1a\x11dex/options.proto\x1a\x10dex/search.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc5\x04\n" +
+	"\x0edex/flow.proto\x12\x03dex\x1a\x10dex/common.proto\x1a\x12dex/decision.proto\x1a\x13dex/flow_view.proto\x1a\x11dex/history.proto\x1a\x11dex/options.proto\x1a\x10dex/result.proto\x1a\x10dex/search.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc5\x04\n" +
 	"\x10StartFlowRequest\x12\x1b\n" +
 	"\tflow_type\x18\x01 \x01(\tR\bflowType\x12\x17\n" +
 	"\aflow_id\x18\x02 \x01(\tR\x06flowId\x12,\n" +
@@ -2022,6 +2022,7 @@ func file_dex_flow_proto_init() {
 	file_dex_flow_view_proto_init()
 	file_dex_history_proto_init()
 	file_dex_options_proto_init()
+	file_dex_result_proto_init()
 	file_dex_search_proto_init()
 	file_dex_flow_proto_msgTypes[13].OneofWrappers = []any{
 		(*SkipTimerRequest_ConditionId)(nil),

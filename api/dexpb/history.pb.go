@@ -49,6 +49,7 @@ type HistoryEvent struct {
 	//	*HistoryEvent_AttributesSet
 	//	*HistoryEvent_TimerSkipped
 	//	*HistoryEvent_FlowClosed
+	//	*HistoryEvent_SubFlowCompleted
 	Event         isHistoryEvent_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -195,6 +196,15 @@ func (x *HistoryEvent) GetFlowClosed() *FlowClosedEvent {
 	return nil
 }
 
+func (x *HistoryEvent) GetSubFlowCompleted() *SubFlowCompletedEvent {
+	if x != nil {
+		if x, ok := x.Event.(*HistoryEvent_SubFlowCompleted); ok {
+			return x.SubFlowCompleted
+		}
+	}
+	return nil
+}
+
 type isHistoryEvent_Event interface {
 	isHistoryEvent_Event()
 }
@@ -249,6 +259,12 @@ type HistoryEvent_FlowClosed struct {
 	FlowClosed *FlowClosedEvent `protobuf:"bytes,12,opt,name=flow_closed,json=flowClosed,proto3,oneof"`
 }
 
+type HistoryEvent_SubFlowCompleted struct {
+	// SubFlowCompleted: a child of a SubFlow condition closed and the
+	// condition took its result.
+	SubFlowCompleted *SubFlowCompletedEvent `protobuf:"bytes,13,opt,name=sub_flow_completed,json=subFlowCompleted,proto3,oneof"`
+}
+
 func (*HistoryEvent_FlowStarted) isHistoryEvent_Event() {}
 
 func (*HistoryEvent_WaitForCompleted) isHistoryEvent_Event() {}
@@ -268,6 +284,8 @@ func (*HistoryEvent_AttributesSet) isHistoryEvent_Event() {}
 func (*HistoryEvent_TimerSkipped) isHistoryEvent_Event() {}
 
 func (*HistoryEvent_FlowClosed) isHistoryEvent_Event() {}
+
+func (*HistoryEvent_SubFlowCompleted) isHistoryEvent_Event() {}
 
 // FlowStartedEvent records StartFlow.
 type FlowStartedEvent struct {
@@ -1023,11 +1041,94 @@ func (x *FlowClosedEvent) GetOutputs() []*StepOutput {
 	return nil
 }
 
+// SubFlowCompletedEvent is a SubFlow condition taking its child's result.
+type SubFlowCompletedEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// StepType is the waiting step's type.
+	StepType string `protobuf:"bytes,1,opt,name=step_type,json=stepType,proto3" json:"step_type,omitempty"`
+	// StepExecutionId is the waiting step execution.
+	StepExecutionId string `protobuf:"bytes,2,opt,name=step_execution_id,json=stepExecutionId,proto3" json:"step_execution_id,omitempty"`
+	// SubFlowConditionIndex is the condition's index among the Wait's
+	// SubFlow conditions.
+	SubFlowConditionIndex uint32 `protobuf:"varint,3,opt,name=sub_flow_condition_index,json=subFlowConditionIndex,proto3" json:"sub_flow_condition_index,omitempty"`
+	// ConditionId is the condition's ID, if it has one.
+	ConditionId string `protobuf:"bytes,4,opt,name=condition_id,json=conditionId,proto3" json:"condition_id,omitempty"`
+	// Result is the child's result.
+	Result        *FlowResult `protobuf:"bytes,5,opt,name=result,proto3" json:"result,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubFlowCompletedEvent) Reset() {
+	*x = SubFlowCompletedEvent{}
+	mi := &file_dex_history_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubFlowCompletedEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubFlowCompletedEvent) ProtoMessage() {}
+
+func (x *SubFlowCompletedEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_dex_history_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubFlowCompletedEvent.ProtoReflect.Descriptor instead.
+func (*SubFlowCompletedEvent) Descriptor() ([]byte, []int) {
+	return file_dex_history_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *SubFlowCompletedEvent) GetStepType() string {
+	if x != nil {
+		return x.StepType
+	}
+	return ""
+}
+
+func (x *SubFlowCompletedEvent) GetStepExecutionId() string {
+	if x != nil {
+		return x.StepExecutionId
+	}
+	return ""
+}
+
+func (x *SubFlowCompletedEvent) GetSubFlowConditionIndex() uint32 {
+	if x != nil {
+		return x.SubFlowConditionIndex
+	}
+	return 0
+}
+
+func (x *SubFlowCompletedEvent) GetConditionId() string {
+	if x != nil {
+		return x.ConditionId
+	}
+	return ""
+}
+
+func (x *SubFlowCompletedEvent) GetResult() *FlowResult {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
 var File_dex_history_proto protoreflect.FileDescriptor
 
 const file_dex_history_proto_rawDesc = "" +
 	"\n" +
-	"\x11dex/history.proto\x12\x03dex\x1a\x10dex/common.proto\x1a\x12dex/decision.proto\x1a\x13dex/flow_view.proto\x1a\x0edex/wait.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x86\x06\n" +
+	"\x11dex/history.proto\x12\x03dex\x1a\x10dex/common.proto\x1a\x12dex/decision.proto\x1a\x10dex/result.proto\x1a\x0edex/wait.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd2\x06\n" +
 	"\fHistoryEvent\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\x04R\aeventId\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12:\n" +
@@ -1042,7 +1143,8 @@ const file_dex_history_proto_rawDesc = "" +
 	" \x01(\v2\x17.dex.AttributesSetEventH\x00R\rattributesSet\x12=\n" +
 	"\rtimer_skipped\x18\v \x01(\v2\x16.dex.TimerSkippedEventH\x00R\ftimerSkipped\x127\n" +
 	"\vflow_closed\x18\f \x01(\v2\x14.dex.FlowClosedEventH\x00R\n" +
-	"flowClosedB\a\n" +
+	"flowClosed\x12J\n" +
+	"\x12sub_flow_completed\x18\r \x01(\v2\x1a.dex.SubFlowCompletedEventH\x00R\x10subFlowCompletedB\a\n" +
 	"\x05event\"\xe7\x04\n" +
 	"\x10FlowStartedEvent\x12\x1b\n" +
 	"\tflow_type\x18\x01 \x01(\tR\bflowType\x12,\n" +
@@ -1106,7 +1208,13 @@ const file_dex_history_proto_rawDesc = "" +
 	"\x0fFlowClosedEvent\x12'\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x0f.dex.FlowStatusR\x06status\x12$\n" +
 	"\x05error\x18\x02 \x01(\v2\x0e.dex.FlowErrorR\x05error\x12)\n" +
-	"\aoutputs\x18\x03 \x03(\v2\x0f.dex.StepOutputR\aoutputsB(Z&github.com/dexzd/dexzd/api/dexpb;dexpbb\x06proto3"
+	"\aoutputs\x18\x03 \x03(\v2\x0f.dex.StepOutputR\aoutputs\"\xe5\x01\n" +
+	"\x15SubFlowCompletedEvent\x12\x1b\n" +
+	"\tstep_type\x18\x01 \x01(\tR\bstepType\x12*\n" +
+	"\x11step_execution_id\x18\x02 \x01(\tR\x0fstepExecutionId\x127\n" +
+	"\x18sub_flow_condition_index\x18\x03 \x01(\rR\x15subFlowConditionIndex\x12!\n" +
+	"\fcondition_id\x18\x04 \x01(\tR\vconditionId\x12'\n" +
+	"\x06result\x18\x05 \x01(\v2\x0f.dex.FlowResultR\x06resultB(Z&github.com/dexzd/dexzd/api/dexpb;dexpbb\x06proto3"
 
 var (
 	file_dex_history_proto_rawDescOnce sync.Once
@@ -1120,7 +1228,7 @@ func file_dex_history_proto_rawDescGZIP() []byte {
 	return file_dex_history_proto_rawDescData
 }
 
-var file_dex_history_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_dex_history_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_dex_history_proto_goTypes = []any{
 	(*HistoryEvent)(nil),           // 0: dex.HistoryEvent
 	(*FlowStartedEvent)(nil),       // 1: dex.FlowStartedEvent
@@ -1132,24 +1240,26 @@ var file_dex_history_proto_goTypes = []any{
 	(*AttributesSetEvent)(nil),     // 7: dex.AttributesSetEvent
 	(*TimerSkippedEvent)(nil),      // 8: dex.TimerSkippedEvent
 	(*FlowClosedEvent)(nil),        // 9: dex.FlowClosedEvent
-	(*timestamppb.Timestamp)(nil),  // 10: google.protobuf.Timestamp
-	(*Movement)(nil),               // 11: dex.Movement
-	(*Attribute)(nil),              // 12: dex.Attribute
-	(*durationpb.Duration)(nil),    // 13: google.protobuf.Duration
-	(FlowTimeoutPolicy)(0),         // 14: dex.FlowTimeoutPolicy
-	(IdReusePolicy)(0),             // 15: dex.IdReusePolicy
-	(*Wait)(nil),                   // 16: dex.Wait
-	(*StagedWrites)(nil),           // 17: dex.StagedWrites
-	(*StepDecision)(nil),           // 18: dex.StepDecision
-	(*AttemptFailure)(nil),         // 19: dex.AttemptFailure
-	(*EncodedValue)(nil),           // 20: dex.EncodedValue
-	(*ChannelPublish)(nil),         // 21: dex.ChannelPublish
-	(FlowStatus)(0),                // 22: dex.FlowStatus
-	(*FlowError)(nil),              // 23: dex.FlowError
-	(*StepOutput)(nil),             // 24: dex.StepOutput
+	(*SubFlowCompletedEvent)(nil),  // 10: dex.SubFlowCompletedEvent
+	(*timestamppb.Timestamp)(nil),  // 11: google.protobuf.Timestamp
+	(*Movement)(nil),               // 12: dex.Movement
+	(*Attribute)(nil),              // 13: dex.Attribute
+	(*durationpb.Duration)(nil),    // 14: google.protobuf.Duration
+	(FlowTimeoutPolicy)(0),         // 15: dex.FlowTimeoutPolicy
+	(IdReusePolicy)(0),             // 16: dex.IdReusePolicy
+	(*Wait)(nil),                   // 17: dex.Wait
+	(*StagedWrites)(nil),           // 18: dex.StagedWrites
+	(*StepDecision)(nil),           // 19: dex.StepDecision
+	(*AttemptFailure)(nil),         // 20: dex.AttemptFailure
+	(*EncodedValue)(nil),           // 21: dex.EncodedValue
+	(*ChannelPublish)(nil),         // 22: dex.ChannelPublish
+	(FlowStatus)(0),                // 23: dex.FlowStatus
+	(*FlowError)(nil),              // 24: dex.FlowError
+	(*StepOutput)(nil),             // 25: dex.StepOutput
+	(*FlowResult)(nil),             // 26: dex.FlowResult
 }
 var file_dex_history_proto_depIdxs = []int32{
-	10, // 0: dex.HistoryEvent.time:type_name -> google.protobuf.Timestamp
+	11, // 0: dex.HistoryEvent.time:type_name -> google.protobuf.Timestamp
 	1,  // 1: dex.HistoryEvent.flow_started:type_name -> dex.FlowStartedEvent
 	2,  // 2: dex.HistoryEvent.wait_for_completed:type_name -> dex.WaitForCompletedEvent
 	4,  // 3: dex.HistoryEvent.wait_for_failed:type_name -> dex.StepAttemptFailedEvent
@@ -1160,36 +1270,38 @@ var file_dex_history_proto_depIdxs = []int32{
 	7,  // 8: dex.HistoryEvent.attributes_set:type_name -> dex.AttributesSetEvent
 	8,  // 9: dex.HistoryEvent.timer_skipped:type_name -> dex.TimerSkippedEvent
 	9,  // 10: dex.HistoryEvent.flow_closed:type_name -> dex.FlowClosedEvent
-	11, // 11: dex.FlowStartedEvent.start_step:type_name -> dex.Movement
-	12, // 12: dex.FlowStartedEvent.initial_attributes:type_name -> dex.Attribute
-	13, // 13: dex.FlowStartedEvent.flow_timeout:type_name -> google.protobuf.Duration
-	14, // 14: dex.FlowStartedEvent.flow_timeout_policy:type_name -> dex.FlowTimeoutPolicy
-	15, // 15: dex.FlowStartedEvent.id_reuse_policy:type_name -> dex.IdReusePolicy
-	13, // 16: dex.FlowStartedEvent.start_delay:type_name -> google.protobuf.Duration
-	13, // 17: dex.WaitForCompletedEvent.duration:type_name -> google.protobuf.Duration
-	16, // 18: dex.WaitForCompletedEvent.wait:type_name -> dex.Wait
-	17, // 19: dex.WaitForCompletedEvent.writes:type_name -> dex.StagedWrites
-	13, // 20: dex.ExecuteCompletedEvent.duration:type_name -> google.protobuf.Duration
-	18, // 21: dex.ExecuteCompletedEvent.decision:type_name -> dex.StepDecision
-	17, // 22: dex.ExecuteCompletedEvent.writes:type_name -> dex.StagedWrites
-	19, // 23: dex.StepAttemptFailedEvent.failure:type_name -> dex.AttemptFailure
-	13, // 24: dex.StepAttemptFailedEvent.duration:type_name -> google.protobuf.Duration
-	10, // 25: dex.StepAttemptFailedEvent.next_attempt_time:type_name -> google.protobuf.Timestamp
-	20, // 26: dex.RpcCompletedEvent.input:type_name -> dex.EncodedValue
-	20, // 27: dex.RpcCompletedEvent.output:type_name -> dex.EncodedValue
-	13, // 28: dex.RpcCompletedEvent.duration:type_name -> google.protobuf.Duration
-	11, // 29: dex.RpcCompletedEvent.movements:type_name -> dex.Movement
-	17, // 30: dex.RpcCompletedEvent.writes:type_name -> dex.StagedWrites
-	21, // 31: dex.ChannelPublishedEvent.publishes:type_name -> dex.ChannelPublish
-	12, // 32: dex.AttributesSetEvent.attributes:type_name -> dex.Attribute
-	22, // 33: dex.FlowClosedEvent.status:type_name -> dex.FlowStatus
-	23, // 34: dex.FlowClosedEvent.error:type_name -> dex.FlowError
-	24, // 35: dex.FlowClosedEvent.outputs:type_name -> dex.StepOutput
-	36, // [36:36] is the sub-list for method output_type
-	36, // [36:36] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	10, // 11: dex.HistoryEvent.sub_flow_completed:type_name -> dex.SubFlowCompletedEvent
+	12, // 12: dex.FlowStartedEvent.start_step:type_name -> dex.Movement
+	13, // 13: dex.FlowStartedEvent.initial_attributes:type_name -> dex.Attribute
+	14, // 14: dex.FlowStartedEvent.flow_timeout:type_name -> google.protobuf.Duration
+	15, // 15: dex.FlowStartedEvent.flow_timeout_policy:type_name -> dex.FlowTimeoutPolicy
+	16, // 16: dex.FlowStartedEvent.id_reuse_policy:type_name -> dex.IdReusePolicy
+	14, // 17: dex.FlowStartedEvent.start_delay:type_name -> google.protobuf.Duration
+	14, // 18: dex.WaitForCompletedEvent.duration:type_name -> google.protobuf.Duration
+	17, // 19: dex.WaitForCompletedEvent.wait:type_name -> dex.Wait
+	18, // 20: dex.WaitForCompletedEvent.writes:type_name -> dex.StagedWrites
+	14, // 21: dex.ExecuteCompletedEvent.duration:type_name -> google.protobuf.Duration
+	19, // 22: dex.ExecuteCompletedEvent.decision:type_name -> dex.StepDecision
+	18, // 23: dex.ExecuteCompletedEvent.writes:type_name -> dex.StagedWrites
+	20, // 24: dex.StepAttemptFailedEvent.failure:type_name -> dex.AttemptFailure
+	14, // 25: dex.StepAttemptFailedEvent.duration:type_name -> google.protobuf.Duration
+	11, // 26: dex.StepAttemptFailedEvent.next_attempt_time:type_name -> google.protobuf.Timestamp
+	21, // 27: dex.RpcCompletedEvent.input:type_name -> dex.EncodedValue
+	21, // 28: dex.RpcCompletedEvent.output:type_name -> dex.EncodedValue
+	14, // 29: dex.RpcCompletedEvent.duration:type_name -> google.protobuf.Duration
+	12, // 30: dex.RpcCompletedEvent.movements:type_name -> dex.Movement
+	18, // 31: dex.RpcCompletedEvent.writes:type_name -> dex.StagedWrites
+	22, // 32: dex.ChannelPublishedEvent.publishes:type_name -> dex.ChannelPublish
+	13, // 33: dex.AttributesSetEvent.attributes:type_name -> dex.Attribute
+	23, // 34: dex.FlowClosedEvent.status:type_name -> dex.FlowStatus
+	24, // 35: dex.FlowClosedEvent.error:type_name -> dex.FlowError
+	25, // 36: dex.FlowClosedEvent.outputs:type_name -> dex.StepOutput
+	26, // 37: dex.SubFlowCompletedEvent.result:type_name -> dex.FlowResult
+	38, // [38:38] is the sub-list for method output_type
+	38, // [38:38] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_dex_history_proto_init() }
@@ -1199,7 +1311,7 @@ func file_dex_history_proto_init() {
 	}
 	file_dex_common_proto_init()
 	file_dex_decision_proto_init()
-	file_dex_flow_view_proto_init()
+	file_dex_result_proto_init()
 	file_dex_wait_proto_init()
 	file_dex_history_proto_msgTypes[0].OneofWrappers = []any{
 		(*HistoryEvent_FlowStarted)(nil),
@@ -1212,6 +1324,7 @@ func file_dex_history_proto_init() {
 		(*HistoryEvent_AttributesSet)(nil),
 		(*HistoryEvent_TimerSkipped)(nil),
 		(*HistoryEvent_FlowClosed)(nil),
+		(*HistoryEvent_SubFlowCompleted)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1219,7 +1332,7 @@ func file_dex_history_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dex_history_proto_rawDesc), len(file_dex_history_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -179,6 +179,8 @@ func Apply(st *FlowState, rec Record) (*FlowState, []Effect) {
 		applyFlowRetried(st, b)
 	case TimeoutHandlerStarted:
 		eff = applyTimeoutHandler(st, b)
+	case SubFlowUpdated:
+		st.applySubFlowUpdated(rec, b)
 	case FlowClosed:
 		if !st.Running() {
 			break
@@ -201,6 +203,7 @@ func applyStarted(prev *FlowState, rec Record, b FlowStarted) (*FlowState, []Eff
 		StartedAt: rec.At, StartRequestID: b.RequestID, PreviousRunID: b.PreviousRunID,
 		Definition: b.Definition, Config: b.Config, TimeoutAt: b.TimeoutAt, TimeoutPolicy: b.TimeoutPolicy,
 		PublishRequestIDs: slices.Clone(b.PublishRequestIDs), TraceContext: b.TraceContext,
+		Parent: b.Parent,
 	}
 	if b.Retry != nil || b.TimeoutHandler != nil {
 		st.Opts = &RunOptions{TimeoutHandler: b.TimeoutHandler}

@@ -18,6 +18,7 @@ const (
 	EventAttributesSet    EventType = "ATTRIBUTES_SET"
 	EventTimerSkipped     EventType = "TIMER_SKIPPED"
 	EventFlowClosed       EventType = "FLOW_CLOSED"
+	EventSubFlowCompleted EventType = "SUB_FLOW_COMPLETED" // E31
 )
 
 // HistoryEvent is one semantic event of a run (E26). IDs count from 1
@@ -65,6 +66,8 @@ type HistoryEvent struct {
 	Start *StartInfo `json:"start,omitempty"`
 	// FLOW_CLOSED: how the run closed (its outputs are FlowState.Outputs).
 	Close *CloseInfo `json:"close,omitempty"`
+	// SUB_FLOW_COMPLETED: the subflow condition and its child's result.
+	SubFlow *SubFlowEvent `json:"subFlow,omitempty"`
 }
 
 // StartInfo is what a FLOW_STARTED event keeps of the start that the run's

@@ -51,6 +51,9 @@ type FlowStarted struct {
 	StartDelay     time.Duration   `json:"startDelay,omitempty"`
 	Retry          *FlowRetry      `json:"retry,omitempty"`
 	TimeoutHandler *TimeoutHandler `json:"timeoutHandler,omitempty"`
+	// Parent names the run and condition whose Wait started this run as
+	// a subflow (E31); nil for a flow a client started.
+	Parent *ParentRef `json:"parent,omitempty"`
 }
 
 // DefinitionSet replaces the run's definition. Config, when set, becomes
@@ -247,6 +250,7 @@ var recordTypes = map[string]func([]byte, func([]byte, any) error) (RecordBody, 
 	FlowClosed{}.recordType():            decodeBody[FlowClosed],
 	FlowRetried{}.recordType():           decodeBody[FlowRetried],
 	TimeoutHandlerStarted{}.recordType(): decodeBody[TimeoutHandlerStarted],
+	SubFlowUpdated{}.recordType():        decodeBody[SubFlowUpdated],
 }
 
 // Type returns the record's type name, as encoded.
