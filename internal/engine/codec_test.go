@@ -52,6 +52,8 @@ func sampleRecords() []Record {
 		RPCCompleted{CallID: "c1", Name: "r", Duration: d, Input: v, Output: v, Movements: moves, Scheduled: []string{"A-2"}, Staged: staged},
 		StepEnded{StepExecID: "A-1", Reason: "r"},
 		FlowClosed{CloseInfo{Status: StatusFailed, ErrorType: ErrFlowTimeout, Message: "m"}},
+		RPCLocked{CallID: "c1", Name: "r", Locks: []string{"a", "b"}, Epoch: 7},
+		RPCUnlocked{CallID: "c1", Reason: "r"},
 	}
 	recs := make([]Record, len(bodies))
 	for i, b := range bodies {
@@ -59,6 +61,10 @@ func sampleRecords() []Record {
 	}
 	return recs
 }
+
+// formatOneSamples is the number of sample records whose types existed
+// when format 1 was written (testdata/records.golden).
+const formatOneSamples = 15
 
 // TestRecordCodec_RoundTrip checks that every record type survives
 // MarshalRecord/UnmarshalRecord and that the sample covers every type.
@@ -130,6 +136,10 @@ func TestRecordCodec_ReadsFormat1(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := bytes.Split(bytes.TrimSpace(data), []byte("\n"))
+	// Record types added after format 2 replaced format 1 (rpc_locked
+	// and later) were never written as JSON: the file holds the first
+	// samples only.
+	want = want[:min(len(want), formatOneSamples)]
 	if len(lines) != len(want) {
 		t.Fatalf("%d format 1 lines, %d samples", len(lines), len(want))
 	}

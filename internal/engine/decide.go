@@ -53,6 +53,10 @@ func (e *Engine) Decide(st *FlowState, cmd Command, now time.Time) ([]Record, er
 		err = d.taskFailed(c)
 	case RecoverAttempts:
 		err = d.recoverAttempts(c)
+	case LockRPC:
+		err = d.lockRPC(c)
+	case UnlockRPC:
+		err = d.unlockRPC(c)
 	default:
 		err = invalidArg("command", "unknown command %T", cmd)
 	}
@@ -339,6 +343,9 @@ func (d *decider) checkMovements(field string, ms []Movement) error {
 			return err
 		}
 		if err := validateOptions(f+".options", m.Options, d.stepDeclared); err != nil {
+			return err
+		}
+		if err := d.checkOptionLocks(f+".options", m.Options); err != nil {
 			return err
 		}
 	}

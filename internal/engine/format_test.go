@@ -184,6 +184,14 @@ func summarize(st *FlowState) []string {
 	if ids := st.RPCCallIDs; len(ids) > 0 {
 		out = append(out, fmt.Sprintf("committed RPC calls %v", ids))
 	}
+	for _, l := range st.RPCLocks {
+		out = append(out, fmt.Sprintf("rpc lock %s %s %v epoch=%d", l.CallID, l.Name, l.Locks, l.Epoch))
+	}
+	for _, s := range st.Steps {
+		if held := s.heldLocks(); len(held) > 0 {
+			out = append(out, fmt.Sprintf("step lock %s %v", s.ID, held))
+		}
+	}
 	if c := st.Close; c != nil {
 		out = append(out, fmt.Sprintf("closed at %s %s %s %q", rel(st.ClosedAt), c.Status, c.ErrorType, c.Message))
 	}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"math"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -55,10 +56,20 @@ func (c Config) maxPayload() int {
 }
 
 func (c Config) defaults() ResolvedOptions {
-	if c.Defaults == (ResolvedOptions{}) {
+	if c.Defaults.equal(ResolvedOptions{}) {
 		return DefaultOptions()
 	}
 	return c.Defaults
+}
+
+// equal reports whether two resolved options are the same.
+func (r ResolvedOptions) equal(o ResolvedOptions) bool {
+	return r.WaitFor.equal(o.WaitFor) && r.Execute.equal(o.Execute) &&
+		r.WaitForFailure == o.WaitForFailure && r.RecoveryStep == o.RecoveryStep
+}
+
+func (p MethodPolicy) equal(o MethodPolicy) bool {
+	return p.Timeout == o.Timeout && p.Retry == o.Retry && p.Durability == o.Durability && slices.Equal(p.Locks, o.Locks)
 }
 
 // resolveOptions resolves options field by field (E13); layers go from the
@@ -97,6 +108,15 @@ func resolveOptions(defaults ResolvedOptions, layers ...*StepOptions) ResolvedOp
 	if !executeSet && r.RecoveryStep != "" {
 		r.Execute.Durability = SYNC
 	}
+	// E30: a method with locks is SYNC whatever a layer says, so that its
+	// lock is durable before its handler runs and its task reads the
+	// previous holder's committed writes (doc.go, "Attribute locks").
+	if len(r.WaitFor.Locks) > 0 {
+		r.WaitFor.Durability = SYNC
+	}
+	if len(r.Execute.Locks) > 0 {
+		r.Execute.Durability = SYNC
+	}
 	return r
 }
 
@@ -109,6 +129,9 @@ func overlayMethod(p *MethodPolicy, o *MethodOptions) {
 	}
 	if o.Durability != "" {
 		p.Durability = o.Durability
+	}
+	if o.Locks != nil {
+		p.Locks = o.Locks
 	}
 	if r := o.Retry; r != nil {
 		setIf(&p.Retry.InitialInterval, r.InitialInterval)
@@ -161,6 +184,9 @@ func validateMethod(field string, o *MethodOptions) error {
 	case "", SYNC, ASYNC:
 	default:
 		return invalidArg(field+".durability", "unknown durability %q", o.Durability)
+	}
+	if err := validateLocks(field+".locks", o.Locks); err != nil {
+		return err
 	}
 	r := o.Retry
 	if r == nil {

@@ -94,6 +94,8 @@ type harness struct {
 	calls  int
 	// lastRPC is the last RPC result a worker returned, for rpcresend.
 	lastRPC *RPCResult
+	// lockedCall is the last RPC call rpclock took locks for (E30).
+	lockedCall *InvokeRPC
 }
 
 func newHarness(t *testing.T) *harness {

@@ -198,6 +198,9 @@ type MethodOptions struct {
 	Timeout    *time.Duration `json:"timeout,omitempty"` // per attempt
 	Retry      *RetryOptions  `json:"retry,omitempty"`
 	Durability Durability     `json:"durability,omitempty"`
+	// Locks is the method's lock set (E30, locks.go): the attempt starts
+	// only when it holds every lock; nil inherits, like every field.
+	Locks []string `json:"locks,omitempty"`
 }
 
 // RetryOptions is a partially set retry policy (E9).
@@ -223,6 +226,8 @@ type MethodPolicy struct {
 	Timeout    time.Duration `json:"timeout"`
 	Retry      RetryPolicy   `json:"retry"`
 	Durability Durability    `json:"durability"`
+	// Locks is the resolved lock set (E30); a method with locks is SYNC.
+	Locks []string `json:"locks,omitempty"`
 }
 
 // ResolvedOptions are a step execution's options after precedence (E13);
