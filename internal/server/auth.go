@@ -42,6 +42,9 @@ var Permissions = map[string]auth.Permission{
 	dexpb.FlowService_ListFlows_FullMethodName:        auth.Reader,
 	dexpb.FlowService_WaitForFlow_FullMethodName:      auth.Reader,
 
+	dexpb.FlowService_WaitForStepCompletion_FullMethodName: auth.Reader,
+	dexpb.FlowService_WaitForAttribute_FullMethodName:      auth.Reader,
+
 	dexpb.FlowService_StartFlow_FullMethodName:        auth.Client,
 	dexpb.FlowService_StopFlow_FullMethodName:         auth.Client,
 	dexpb.FlowService_PublishToChannel_FullMethodName: auth.Client,

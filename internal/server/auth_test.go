@@ -57,21 +57,23 @@ func apiMethods(t *testing.T) map[string]bool {
 // The roles of issue 16, written out here independently of the server's
 // table: reader reads, client also writes, worker polls, admin the rest.
 var wantPermission = map[string]auth.Permission{
-	"/dex.FlowService/GetFlowSummary":       auth.Reader,
-	"/dex.FlowService/GetFlowState":         auth.Reader,
-	"/dex.FlowService/GetHistoryEvents":     auth.Reader,
-	"/dex.FlowService/GetAttributes":        auth.Reader,
-	"/dex.FlowService/ListFlows":            auth.Reader,
-	"/dex.FlowService/WaitForFlow":          auth.Reader,
-	"/dex.FlowService/StartFlow":            auth.Client,
-	"/dex.FlowService/StopFlow":             auth.Client,
-	"/dex.FlowService/PublishToChannel":     auth.Client,
-	"/dex.FlowService/SetAttributes":        auth.Client,
-	"/dex.FlowService/InvokeRPC":            auth.Client,
-	"/dex.FlowService/SkipTimer":            auth.Client,
-	"/dex.WorkerTaskService/PollWorkerTask": auth.Worker,
-	"/dex.AdminService/Describe":            auth.Admin,
-	"/dex.AdminService/StepDown":            auth.Admin,
+	"/dex.FlowService/GetFlowSummary":        auth.Reader,
+	"/dex.FlowService/GetFlowState":          auth.Reader,
+	"/dex.FlowService/GetHistoryEvents":      auth.Reader,
+	"/dex.FlowService/GetAttributes":         auth.Reader,
+	"/dex.FlowService/ListFlows":             auth.Reader,
+	"/dex.FlowService/WaitForFlow":           auth.Reader,
+	"/dex.FlowService/WaitForStepCompletion": auth.Reader,
+	"/dex.FlowService/WaitForAttribute":      auth.Reader,
+	"/dex.FlowService/StartFlow":             auth.Client,
+	"/dex.FlowService/StopFlow":              auth.Client,
+	"/dex.FlowService/PublishToChannel":      auth.Client,
+	"/dex.FlowService/SetAttributes":         auth.Client,
+	"/dex.FlowService/InvokeRPC":             auth.Client,
+	"/dex.FlowService/SkipTimer":             auth.Client,
+	"/dex.WorkerTaskService/PollWorkerTask":  auth.Worker,
+	"/dex.AdminService/Describe":             auth.Admin,
+	"/dex.AdminService/StepDown":             auth.Admin,
 }
 
 // Every RPC of FlowService, WorkerTaskService and AdminService has an

@@ -54,6 +54,9 @@ func methodOptionsIn(field string, o *dexpb.StepMethodOptions) (*engine.MethodOp
 	if out.Timeout, err = optDuration(field+".attemptTimeout", o.GetAttemptTimeout()); err != nil {
 		return nil, err
 	}
+	if len(o.GetLocks()) > 0 {
+		out.Locks = o.GetLocks()
+	}
 	switch o.GetDurability() {
 	case dexpb.AttemptDurability_ATTEMPT_DURABILITY_UNSPECIFIED:
 	case dexpb.AttemptDurability_ATTEMPT_DURABILITY_SYNC:
@@ -116,6 +119,7 @@ func methodPolicyOut(p engine.MethodPolicy) *dexpb.StepMethodOptions {
 			MaximumTotalDuration: durationpb.New(p.Retry.MaxTotal),
 		},
 		Durability: dexpb.AttemptDurability_ATTEMPT_DURABILITY_SYNC,
+		Locks:      p.Locks,
 	}
 	if p.Durability == engine.ASYNC {
 		out.Durability = dexpb.AttemptDurability_ATTEMPT_DURABILITY_ASYNC
