@@ -77,7 +77,7 @@ type Core struct {
 	progress      waiters
 	progressPolls atomic.Int64
 	rpcs          rpcCalls
-	defs    registry
+	defs          registry
 
 	serving  atomic.Bool
 	draining atomic.Bool
