@@ -48,7 +48,7 @@ type AttributeCondition[T any] struct {
 func Exists[T any]() AttributeCondition[T] { return AttributeCondition[T]{} }
 
 // Equals is met once the attribute's value equals v. The server compares
-// the encoded values (type name and JSON bytes), so it needs a Codec that
+// the encoded values (encoding and JSON bytes), so it needs a Codec that
 // encodes a value the same way every time: with NewAESGCMCodec, whose
 // output is random, wait with Exists on an attribute the flow sets only
 // when the value is reached.

@@ -1426,7 +1426,8 @@ type WaitForAttributeRequest_Exists struct {
 }
 
 type WaitForAttributeRequest_Equals struct {
-	// Equals: the attribute's value has this encoding, type and data.
+	// Equals: the attribute's value has this encoding and data (the type
+	// name is not compared).
 	Equals *EncodedValue `protobuf:"bytes,5,opt,name=equals,proto3,oneof"`
 }
 

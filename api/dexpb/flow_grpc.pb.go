@@ -103,7 +103,7 @@ type FlowServiceClient interface {
 	WaitForStepCompletion(ctx context.Context, in *WaitForStepCompletionRequest, opts ...grpc.CallOption) (*WaitForStepCompletionResponse, error)
 	// WaitForAttribute waits until an attribute of the run holds a value
 	// meeting a condition (E35): it exists, or it equals a value (the same
-	// encoding, type and bytes). A long poll capped like WaitForFlow.
+	// encoding and bytes). A long poll capped like WaitForFlow.
 	// Errors: NOT_FOUND, INVALID_ARGUMENT, DEADLINE_EXCEEDED,
 	// FAILED_PRECONDITION when the run closed without meeting it.
 	WaitForAttribute(ctx context.Context, in *WaitForAttributeRequest, opts ...grpc.CallOption) (*WaitForAttributeResponse, error)
@@ -339,7 +339,7 @@ type FlowServiceServer interface {
 	WaitForStepCompletion(context.Context, *WaitForStepCompletionRequest) (*WaitForStepCompletionResponse, error)
 	// WaitForAttribute waits until an attribute of the run holds a value
 	// meeting a condition (E35): it exists, or it equals a value (the same
-	// encoding, type and bytes). A long poll capped like WaitForFlow.
+	// encoding and bytes). A long poll capped like WaitForFlow.
 	// Errors: NOT_FOUND, INVALID_ARGUMENT, DEADLINE_EXCEEDED,
 	// FAILED_PRECONDITION when the run closed without meeting it.
 	WaitForAttribute(context.Context, *WaitForAttributeRequest) (*WaitForAttributeResponse, error)

@@ -22,7 +22,7 @@ type ProgressBackend interface {
 	// with CodeFailedPrecondition. It returns ctx's error when ctx ends.
 	WaitForStepCompletion(ctx context.Context, flowID, runID, stepType string, count int) (*engine.FlowState, int, error)
 	// WaitForAttribute waits until the run's attribute name has a value
-	// (equals nil) or one equal to *equals (type and bytes), and returns
+	// (equals nil) or one equal to *equals (encoding and bytes), and returns
 	// the state and the value, with its bytes. A run that closed without
 	// meeting it is an *engine.Error with CodeFailedPrecondition.
 	WaitForAttribute(ctx context.Context, flowID, runID, name string, equals *engine.Value) (*engine.FlowState, engine.Value, error)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/dexzd/dexzd/internal/engine"
 	"github.com/dexzd/dexzd/internal/server"
@@ -84,6 +85,13 @@ func (c *Core) waitProgress(ctx context.Context, flowID, runID string, met func(
 	}
 }
 
+// encoding returns the encoding part of a value's type ("json" of
+// "json:flows.Order").
+func encoding(typ string) string {
+	enc, _, _ := strings.Cut(typ, ":")
+	return enc
+}
+
 // Finished returns the number of executions of step type typ that have
 // finished in st: created (StepCounters) minus active. A closed run has
 // none active: its executions count as cancelled.
@@ -113,9 +121,11 @@ func (c *Core) WaitForStepCompletion(ctx context.Context, flowID, runID, stepTyp
 	return st, n, nil
 }
 
-// WaitForAttribute implements server.ProgressBackend (E35). A value kept
-// as a value object is compared with its bytes, read when its type and
-// size match.
+// WaitForAttribute implements server.ProgressBackend (E35). Values are
+// equal when their encodings and bytes are: the type name is not compared
+// (another program may name the same shape differently, and the server
+// never checks type names). A value kept as a value object is compared
+// with its bytes, read when its encoding and size match.
 func (c *Core) WaitForAttribute(ctx context.Context, flowID, runID, name string, equals *engine.Value) (*engine.FlowState, engine.Value, error) {
 	var got engine.Value
 	st, ok, err := c.waitProgress(ctx, flowID, runID, func(st *engine.FlowState) (bool, error) {
@@ -123,7 +133,7 @@ func (c *Core) WaitForAttribute(ctx context.Context, flowID, runID, name string,
 		if !ok {
 			return false, nil
 		}
-		if equals != nil && (v.Type != equals.Type || v.Len() != len(equals.Data)) {
+		if equals != nil && (encoding(v.Type) != encoding(equals.Type) || v.Len() != len(equals.Data)) {
 			return false, nil
 		}
 		v, err := resolve(ctx, c, v)
