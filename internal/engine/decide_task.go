@@ -56,7 +56,7 @@ func (d *decider) taskStarted(c TaskStarted) error {
 		return &Error{Code: CodeFailedPrecondition, Message: fmt.Sprintf("attempt %d of %s %s is not due before %s",
 			tok.Attempt, s.ID, tok.Method, s.Attempt.NotBefore.Format(time.RFC3339Nano))}
 	}
-	if locks := s.policy(tok.Method).Locks; len(locks) > 0 {
+	if locks := s.Options.MethodLocks(tok.Method); len(locks) > 0 {
 		// E30: the attempt waits, consuming nothing, until it can take
 		// its whole lock set; a release dispatches it again.
 		if err := d.st.lockConflict(locks, d.now, s); err != nil {

@@ -97,18 +97,18 @@ func definitionLocks(field string, def *FlowDefinition, o *StepOptions) error {
 // heldLocks returns the locks s's current attempt holds: its method's lock
 // set while it runs, else none.
 func (s *StepExec) heldLocks() []string {
-	if s == nil || s.Phase == PhaseWaiting || s.Attempt.State != AttemptRunning {
+	if s == nil || s.Options.Locks == nil || s.Phase == PhaseWaiting || s.Attempt.State != AttemptRunning {
 		return nil
 	}
-	return s.policy(s.Attempt.Method).Locks
+	return s.Options.MethodLocks(s.Attempt.Method)
 }
 
 // wantedLocks returns the locks s's pending attempt waits for, or none.
 func (s *StepExec) wantedLocks() []string {
-	if s.Phase == PhaseWaiting || s.Attempt.State != AttemptPending {
+	if s.Options.Locks == nil || s.Phase == PhaseWaiting || s.Attempt.State != AttemptPending {
 		return nil
 	}
-	return s.policy(s.Attempt.Method).Locks
+	return s.Options.MethodLocks(s.Attempt.Method)
 }
 
 // lockHolder describes who holds lock key, "" when nobody does.

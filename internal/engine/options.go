@@ -64,12 +64,10 @@ func (c Config) defaults() ResolvedOptions {
 
 // equal reports whether two resolved options are the same.
 func (r ResolvedOptions) equal(o ResolvedOptions) bool {
-	return r.WaitFor.equal(o.WaitFor) && r.Execute.equal(o.Execute) &&
-		r.WaitForFailure == o.WaitForFailure && r.RecoveryStep == o.RecoveryStep
-}
-
-func (p MethodPolicy) equal(o MethodPolicy) bool {
-	return p.Timeout == o.Timeout && p.Retry == o.Retry && p.Durability == o.Durability && slices.Equal(p.Locks, o.Locks)
+	return r.WaitFor == o.WaitFor && r.Execute == o.Execute &&
+		r.WaitForFailure == o.WaitForFailure && r.RecoveryStep == o.RecoveryStep &&
+		slices.Equal(r.MethodLocks(MethodWaitFor), o.MethodLocks(MethodWaitFor)) &&
+		slices.Equal(r.MethodLocks(MethodExecute), o.MethodLocks(MethodExecute))
 }
 
 // resolveOptions resolves options field by field (E13); layers go from the
@@ -86,6 +84,7 @@ func (p MethodPolicy) equal(o MethodPolicy) bool {
 func resolveOptions(defaults ResolvedOptions, layers ...*StepOptions) ResolvedOptions {
 	r := defaults
 	var waitForSet, executeSet bool
+	wfLocks, exLocks := defaults.MethodLocks(MethodWaitFor), defaults.MethodLocks(MethodExecute)
 	for i := len(layers) - 1; i >= 0; i-- {
 		o := layers[i]
 		if o == nil {
@@ -95,6 +94,12 @@ func resolveOptions(defaults ResolvedOptions, layers ...*StepOptions) ResolvedOp
 		executeSet = executeSet || (o.Execute != nil && o.Execute.Durability != "")
 		overlayMethod(&r.WaitFor, o.WaitFor)
 		overlayMethod(&r.Execute, o.Execute)
+		if o.WaitFor != nil && o.WaitFor.Locks != nil {
+			wfLocks = o.WaitFor.Locks
+		}
+		if o.Execute != nil && o.Execute.Locks != nil {
+			exLocks = o.Execute.Locks
+		}
 		if o.WaitForFailure != "" {
 			r.WaitForFailure = o.WaitForFailure
 		}
@@ -111,10 +116,14 @@ func resolveOptions(defaults ResolvedOptions, layers ...*StepOptions) ResolvedOp
 	// E30: a method with locks is SYNC whatever a layer says, so that its
 	// lock is durable before its handler runs and its task reads the
 	// previous holder's committed writes (doc.go, "Attribute locks").
-	if len(r.WaitFor.Locks) > 0 {
+	r.Locks = nil
+	if len(wfLocks) > 0 || len(exLocks) > 0 {
+		r.Locks = &ResolvedLocks{WaitFor: wfLocks, Execute: exLocks}
+	}
+	if len(wfLocks) > 0 {
 		r.WaitFor.Durability = SYNC
 	}
-	if len(r.Execute.Locks) > 0 {
+	if len(exLocks) > 0 {
 		r.Execute.Durability = SYNC
 	}
 	return r
@@ -129,9 +138,6 @@ func overlayMethod(p *MethodPolicy, o *MethodOptions) {
 	}
 	if o.Durability != "" {
 		p.Durability = o.Durability
-	}
-	if o.Locks != nil {
-		p.Locks = o.Locks
 	}
 	if r := o.Retry; r != nil {
 		setIf(&p.Retry.InitialInterval, r.InitialInterval)

@@ -226,8 +226,6 @@ type MethodPolicy struct {
 	Timeout    time.Duration `json:"timeout"`
 	Retry      RetryPolicy   `json:"retry"`
 	Durability Durability    `json:"durability"`
-	// Locks is the resolved lock set (E30); a method with locks is SYNC.
-	Locks []string `json:"locks,omitempty"`
 }
 
 // ResolvedOptions are a step execution's options after precedence (E13);
@@ -238,6 +236,28 @@ type ResolvedOptions struct {
 	Execute        MethodPolicy  `json:"execute"`
 	WaitForFailure FailurePolicy `json:"waitForFailure"`
 	RecoveryStep   string        `json:"recoveryStep,omitempty"`
+	// Locks are the methods' resolved lock sets (E30), nil when neither
+	// has one: a pointer, so that the options of every step that locks
+	// nothing (copied with each state clone) stay as small as before.
+	Locks *ResolvedLocks `json:"locks,omitempty"`
+}
+
+// ResolvedLocks are the lock sets of a step execution's methods (E30).
+type ResolvedLocks struct {
+	WaitFor []string `json:"waitFor,omitempty"`
+	Execute []string `json:"execute,omitempty"`
+}
+
+// MethodLocks returns method m's lock set.
+func (r ResolvedOptions) MethodLocks(m Method) []string {
+	switch {
+	case r.Locks == nil:
+		return nil
+	case m == MethodWaitFor:
+		return r.Locks.WaitFor
+	default:
+		return r.Locks.Execute
+	}
 }
 
 // Staged are a handler's attribute writes and channel publishes; they commit
