@@ -28,11 +28,15 @@ type ProgressBackend interface {
 	WaitForAttribute(ctx context.Context, flowID, runID, name string, equals *engine.Value) (*engine.FlowState, engine.Value, error)
 }
 
-// progressBackend returns the active backend's long polls on progress.
-func (f *flowService) progressBackend() (ProgressBackend, Backend, error) {
+// progressBackend returns the active backend's long polls on progress,
+// for a poll on flowID.
+func (f *flowService) progressBackend(flowID string) (ProgressBackend, Backend, error) {
 	b, err := f.s.active()
 	if err != nil {
 		return nil, nil, err
+	}
+	if flowID == "" {
+		return nil, nil, statusOf(argError("flowId", "must not be empty"))
 	}
 	pb, ok := b.(ProgressBackend)
 	if !ok {
@@ -53,13 +57,11 @@ func (f *flowService) longPoll(ctx context.Context, timeout *time.Duration) (con
 }
 
 func (f *flowService) WaitForStepCompletion(ctx context.Context, req *dexpb.WaitForStepCompletionRequest) (*dexpb.WaitForStepCompletionResponse, error) {
-	pb, b, err := f.progressBackend()
+	pb, b, err := f.progressBackend(req.GetFlowId())
 	if err != nil {
 		return nil, err
 	}
 	switch {
-	case req.GetFlowId() == "":
-		return nil, statusOf(argError("flowId", "must not be empty"))
 	case req.GetStepType() == "":
 		return nil, statusOf(argError("stepType", "must not be empty"))
 	case req.GetCount() > 1<<30:
@@ -87,14 +89,11 @@ func (f *flowService) WaitForStepCompletion(ctx context.Context, req *dexpb.Wait
 }
 
 func (f *flowService) WaitForAttribute(ctx context.Context, req *dexpb.WaitForAttributeRequest) (*dexpb.WaitForAttributeResponse, error) {
-	pb, b, err := f.progressBackend()
+	pb, b, err := f.progressBackend(req.GetFlowId())
 	if err != nil {
 		return nil, err
 	}
-	switch {
-	case req.GetFlowId() == "":
-		return nil, statusOf(argError("flowId", "must not be empty"))
-	case req.GetName() == "":
+	if req.GetName() == "" {
 		return nil, statusOf(argError("name", "must not be empty"))
 	}
 	var equals *engine.Value
