@@ -183,7 +183,7 @@ func Apply(st *FlowState, rec Record) (*FlowState, []Effect) {
 		eff = append(eff, ReplyRPC{CallID: b.CallID, Output: b.Output})
 		eff = append(eff, st.lockWaiters(st.unlockRPC(b.CallID))...)
 	case RPCLocked:
-		st.RPCLocks = append(st.RPCLocks, RPCLock{CallID: b.CallID, Name: b.Name, Locks: b.Locks, Epoch: b.Epoch})
+		st.RPCLocks = append(st.RPCLocks, RPCLock(b))
 	case RPCUnlocked:
 		eff = append(eff, st.lockWaiters(st.unlockRPC(b.CallID))...)
 	case StepEnded:

@@ -94,8 +94,8 @@ func methodOptionsIn(field string, o *dexpb.StepMethodOptions) (*engine.MethodOp
 // filled in.
 func resolvedOut(r engine.ResolvedOptions) *dexpb.StepOptions {
 	out := &dexpb.StepOptions{
-		WaitFor: methodPolicyOut(r.WaitFor, r.MethodLocks(engine.MethodWaitFor)),
-		Execute: methodPolicyOut(r.Execute, r.MethodLocks(engine.MethodExecute)),
+		WaitFor:              methodPolicyOut(r.WaitFor, r.MethodLocks(engine.MethodWaitFor)),
+		Execute:              methodPolicyOut(r.Execute, r.MethodLocks(engine.MethodExecute)),
 		WaitForFailurePolicy: dexpb.WaitForFailurePolicy_WAIT_FOR_FAILURE_POLICY_FAIL_FLOW,
 		ExecuteFailurePolicy: dexpb.ExecuteFailurePolicy_EXECUTE_FAILURE_POLICY_FAIL_FLOW,
 	}
