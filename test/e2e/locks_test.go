@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -245,5 +246,70 @@ func TestLongPolls_AttributeAndStepCompletion(t *testing.T) {
 	}
 	if _, err := c.WaitForStepCompletion(ctx, "polls-1", dex.Ref[LockedInc](), 1); !errors.Is(err, dex.ErrFailedPrecondition) {
 		t.Fatalf("WaitForStepCompletion on a closed run = %v, want FAILED_PRECONDITION", err)
+	}
+}
+
+// dexcli's locked RPC and long polls against a dev server: flow rpc
+// --lock takes the lock, flow wait-attribute and flow wait-step print
+// what they waited for, and a locked RPC while the lock is held exits 1
+// with ABORTED naming it.
+//
+// Covers: E30, E35
+func TestDexcli_LockedRPCAndLongPolls(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	addr := testproc.FreeAddr(t)
+	p := testproc.Start(t, "dev", "--data-dir", t.TempDir(), "--listen", addr)
+	p.Serving(t, 30*time.Second)
+	hold := make(chan struct{})
+	holding := make(chan struct{}, 1)
+	slow := dex.DefineRPC("slow", func(ctx dex.Context, _ struct{}) (int, error) {
+		holding <- struct{}{}
+		<-hold
+		return 0, nil
+	})
+	flow := dex.NewFlow("clicounter").Start(FanOutInc{}).Steps(LockedInc{}).Attributes(lockedCount).RPCs(lockedInc, slow)
+	w, err := dex.NewWorker(dex.WorkerOptions{Addresses: []string{addr}, Logger: quietLogger()}, flow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(wctx) }()
+	defer func() { stop(); <-done }()
+	c, err := dex.NewClient(dex.ClientOptions{Addresses: []string{addr}, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.StartFlow(ctx, flow, "cli-1", 2); err != nil {
+		t.Fatal(err)
+	}
+	dexcli := func(args ...string) (string, int) {
+		cmd := exec.CommandContext(ctx, testproc.CLI(t), append([]string{"--server", addr}, args...)...)
+		out, err := cmd.CombinedOutput()
+		code := 0
+		if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return string(out), code
+	}
+	if out, code := dexcli("flow", "wait-step", "cli-1", "LockedInc", "--count", "2", "-o", "json"); code != 0 || !strings.Contains(out, `"finished": 2`) {
+		t.Fatalf("flow wait-step = %d:\n%s", code, out)
+	}
+	if out, code := dexcli("flow", "rpc", "cli-1", "inc", "--lock", "count"); code != 0 || !strings.Contains(out, "3") {
+		t.Fatalf("flow rpc --lock = %d:\n%s", code, out)
+	}
+	if out, code := dexcli("flow", "wait-attribute", "cli-1", "count", "3", "--timeout", "10s"); code != 0 || !strings.Contains(out, "Value      3") {
+		t.Fatalf("flow wait-attribute = %d:\n%s", code, out)
+	}
+	go func() { _, _ = dex.InvokeRPC(ctx, c, "cli-1", slow, struct{}{}, dex.WithLocks(lockedCount)) }()
+	<-holding
+	out, code := dexcli("flow", "rpc", "cli-1", "inc", "--lock", "count")
+	close(hold)
+	if code != 1 || !strings.Contains(out, "ABORTED") || !strings.Contains(out, `lock "count"`) {
+		t.Fatalf("flow rpc --lock while held = %d:\n%s", code, out)
 	}
 }
