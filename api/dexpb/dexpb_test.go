@@ -76,6 +76,7 @@ func TestServices_HaveTheirMethods(t *testing.T) {
 			unary("GetAttributes"), unary("SetAttributes"), unary("InvokeRPC"),
 			unary("SkipTimer"), unary("WaitForFlow"), unary("GetFlowSummary"),
 			unary("GetFlowState"), unary("GetHistoryEvents"), unary("ListFlows"),
+			unary("WaitForStepCompletion"), unary("WaitForAttribute"),
 		},
 		"dex.WorkerTaskService": {{
 			name: "PollWorkerTask", input: "PollWorkerTaskRequest", output: "PollWorkerTaskResponse",
