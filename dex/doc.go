@@ -223,6 +223,36 @@
 // fail with ErrFailedPrecondition when the run closed without meeting
 // them. Their waits count against the server's limits.maxFlowWaiters with
 // WaitForFlow's.
+
+// # Search by indexed attributes
+//
+// An attribute declared with Indexed is searchable (E36): the server keeps
+// an index of its values, maintained with the writes, and Client.Search
+// finds flow runs (latest and older) with a small SQL-like filter on the
+// indexed keys and the built-in fields FlowId, RunId, FlowType, Status,
+// StartTime, CloseTime, ActiveStepTypes and ParentFlowId:
+//
+//	var Status = dex.DefineAttribute[string]("status", dex.Indexed(dex.IndexKey("OrderStatus")))
+//	var Cents = dex.DefineAttribute[int]("cents", dex.Indexed())
+//
+//	for f, err := range client.Search(ctx, "FlowType = 'order' AND OrderStatus = 'charged' AND cents >= 1000 ORDER BY StartTime DESC", 0) {
+//		if err != nil {
+//			return err
+//		}
+//		cents, _, _ := dex.SearchValue(f, Cents)
+//		fmt.Println(f.FlowID, f.Status, cents)
+//	}
+//
+// The index type comes from the Go type (string KEYWORD, []string
+// KEYWORD_ARRAY, integers INT, floats DOUBLE, bool BOOL, time.Time
+// DATETIME); IndexAs(IndexText) makes a string TEXT (matched by words).
+// Keys are global across flow types and keep one type: a worker that
+// declares a key with another type than another flow type's is refused
+// at startup (Run returns the INVALID_ARGUMENT naming the key). Indexed
+// values travel as plain JSON even with a Codec, at most 4 KiB each.
+// Client.SearchFlows returns one page at a time; a malformed query is
+// INVALID_ARGUMENT saying at which position. The language is in
+// docs/search.md.
 //
 // # Testing
 //
@@ -238,7 +268,7 @@
 //
 // Client methods are named after the FlowService calls they make
 // (StartFlow, Publish, GetFlowSummary, GetFlowState, GetFlowHistory,
-// ListFlows, ...); the generic GetAttribute and InvokeRPC are functions
+// ListFlows, SearchFlows, ...); the generic GetAttribute and InvokeRPC are functions
 // because methods cannot have type parameters. Constructors are New...
 // (NewClient, NewWorker, NewFlow), declarations Define... (DefineAttribute,
 // DefineChannel, DefineRPC), options With....

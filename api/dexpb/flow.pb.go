@@ -2005,7 +2005,7 @@ var File_dex_flow_proto protoreflect.FileDescriptor
 
 const file_dex_flow_proto_rawDesc = "" +
 	"\n" +
-	"\x0edex/flow.proto\x12\x03dex\x1a\x10dex/common.proto\x1a\x12dex/decision.proto\x1a\x13dex/flow_view.proto\x1a\x11dex/history.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x96\x03\n" +
+	"\x0edex/flow.proto\x12\x03dex\x1a\x10dex/common.proto\x1a\x12dex/decision.proto\x1a\x13dex/flow_view.proto\x1a\x11dex/history.proto\x1a\x10dex/search.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x96\x03\n" +
 	"\x10StartFlowRequest\x12\x1b\n" +
 	"\tflow_type\x18\x01 \x01(\tR\bflowType\x12\x17\n" +
 	"\aflow_id\x18\x02 \x01(\tR\x06flowId\x12,\n" +
@@ -2136,7 +2136,7 @@ const file_dex_flow_proto_rawDesc = "" +
 	"\x15STOP_TYPE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10STOP_TYPE_CANCEL\x10\x01\x12\x17\n" +
 	"\x13STOP_TYPE_TERMINATE\x10\x02\x12\x12\n" +
-	"\x0eSTOP_TYPE_FAIL\x10\x032\xeb\a\n" +
+	"\x0eSTOP_TYPE_FAIL\x10\x032\xad\b\n" +
 	"\vFlowService\x12:\n" +
 	"\tStartFlow\x12\x15.dex.StartFlowRequest\x1a\x16.dex.StartFlowResponse\x127\n" +
 	"\bStopFlow\x12\x14.dex.StopFlowRequest\x1a\x15.dex.StopFlowResponse\x12O\n" +
@@ -2151,7 +2151,8 @@ const file_dex_flow_proto_rawDesc = "" +
 	"\x0eGetFlowSummary\x12\x1a.dex.GetFlowSummaryRequest\x1a\x1b.dex.GetFlowSummaryResponse\x12C\n" +
 	"\fGetFlowState\x12\x18.dex.GetFlowStateRequest\x1a\x19.dex.GetFlowStateResponse\x12O\n" +
 	"\x10GetHistoryEvents\x12\x1c.dex.GetHistoryEventsRequest\x1a\x1d.dex.GetHistoryEventsResponse\x12:\n" +
-	"\tListFlows\x12\x15.dex.ListFlowsRequest\x1a\x16.dex.ListFlowsResponseB(Z&github.com/dexzd/dexzd/api/dexpb;dexpbb\x06proto3"
+	"\tListFlows\x12\x15.dex.ListFlowsRequest\x1a\x16.dex.ListFlowsResponse\x12@\n" +
+	"\vSearchFlows\x12\x17.dex.SearchFlowsRequest\x1a\x18.dex.SearchFlowsResponseB(Z&github.com/dexzd/dexzd/api/dexpb;dexpbb\x06proto3"
 
 var (
 	file_dex_flow_proto_rawDescOnce sync.Once
@@ -2210,6 +2211,8 @@ var file_dex_flow_proto_goTypes = []any{
 	(*FlowState)(nil),                     // 39: dex.FlowState
 	(*HistoryEvent)(nil),                  // 40: dex.HistoryEvent
 	(*timestamppb.Timestamp)(nil),         // 41: google.protobuf.Timestamp
+	(*SearchFlowsRequest)(nil),            // 42: dex.SearchFlowsRequest
+	(*SearchFlowsResponse)(nil),           // 43: dex.SearchFlowsResponse
 }
 var file_dex_flow_proto_depIdxs = []int32{
 	29, // 0: dex.StartFlowRequest.start_step:type_name -> dex.Movement
@@ -2252,22 +2255,24 @@ var file_dex_flow_proto_depIdxs = []int32{
 	23, // 37: dex.FlowService.GetFlowState:input_type -> dex.GetFlowStateRequest
 	25, // 38: dex.FlowService.GetHistoryEvents:input_type -> dex.GetHistoryEventsRequest
 	27, // 39: dex.FlowService.ListFlows:input_type -> dex.ListFlowsRequest
-	2,  // 40: dex.FlowService.StartFlow:output_type -> dex.StartFlowResponse
-	4,  // 41: dex.FlowService.StopFlow:output_type -> dex.StopFlowResponse
-	6,  // 42: dex.FlowService.PublishToChannel:output_type -> dex.PublishToChannelResponse
-	8,  // 43: dex.FlowService.GetAttributes:output_type -> dex.GetAttributesResponse
-	10, // 44: dex.FlowService.SetAttributes:output_type -> dex.SetAttributesResponse
-	12, // 45: dex.FlowService.InvokeRPC:output_type -> dex.InvokeRPCResponse
-	14, // 46: dex.FlowService.SkipTimer:output_type -> dex.SkipTimerResponse
-	16, // 47: dex.FlowService.WaitForFlow:output_type -> dex.WaitForFlowResponse
-	18, // 48: dex.FlowService.WaitForStepCompletion:output_type -> dex.WaitForStepCompletionResponse
-	20, // 49: dex.FlowService.WaitForAttribute:output_type -> dex.WaitForAttributeResponse
-	22, // 50: dex.FlowService.GetFlowSummary:output_type -> dex.GetFlowSummaryResponse
-	24, // 51: dex.FlowService.GetFlowState:output_type -> dex.GetFlowStateResponse
-	26, // 52: dex.FlowService.GetHistoryEvents:output_type -> dex.GetHistoryEventsResponse
-	28, // 53: dex.FlowService.ListFlows:output_type -> dex.ListFlowsResponse
-	40, // [40:54] is the sub-list for method output_type
-	26, // [26:40] is the sub-list for method input_type
+	42, // 40: dex.FlowService.SearchFlows:input_type -> dex.SearchFlowsRequest
+	2,  // 41: dex.FlowService.StartFlow:output_type -> dex.StartFlowResponse
+	4,  // 42: dex.FlowService.StopFlow:output_type -> dex.StopFlowResponse
+	6,  // 43: dex.FlowService.PublishToChannel:output_type -> dex.PublishToChannelResponse
+	8,  // 44: dex.FlowService.GetAttributes:output_type -> dex.GetAttributesResponse
+	10, // 45: dex.FlowService.SetAttributes:output_type -> dex.SetAttributesResponse
+	12, // 46: dex.FlowService.InvokeRPC:output_type -> dex.InvokeRPCResponse
+	14, // 47: dex.FlowService.SkipTimer:output_type -> dex.SkipTimerResponse
+	16, // 48: dex.FlowService.WaitForFlow:output_type -> dex.WaitForFlowResponse
+	18, // 49: dex.FlowService.WaitForStepCompletion:output_type -> dex.WaitForStepCompletionResponse
+	20, // 50: dex.FlowService.WaitForAttribute:output_type -> dex.WaitForAttributeResponse
+	22, // 51: dex.FlowService.GetFlowSummary:output_type -> dex.GetFlowSummaryResponse
+	24, // 52: dex.FlowService.GetFlowState:output_type -> dex.GetFlowStateResponse
+	26, // 53: dex.FlowService.GetHistoryEvents:output_type -> dex.GetHistoryEventsResponse
+	28, // 54: dex.FlowService.ListFlows:output_type -> dex.ListFlowsResponse
+	43, // 55: dex.FlowService.SearchFlows:output_type -> dex.SearchFlowsResponse
+	41, // [41:56] is the sub-list for method output_type
+	26, // [26:41] is the sub-list for method input_type
 	26, // [26:26] is the sub-list for extension type_name
 	26, // [26:26] is the sub-list for extension extendee
 	0,  // [0:26] is the sub-list for field type_name
@@ -2282,6 +2287,7 @@ func file_dex_flow_proto_init() {
 	file_dex_decision_proto_init()
 	file_dex_flow_view_proto_init()
 	file_dex_history_proto_init()
+	file_dex_search_proto_init()
 	file_dex_flow_proto_msgTypes[12].OneofWrappers = []any{
 		(*SkipTimerRequest_ConditionId)(nil),
 		(*SkipTimerRequest_TimerIndex)(nil),

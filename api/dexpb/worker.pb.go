@@ -642,9 +642,14 @@ type FlowTypeDeclaration struct {
 	// ChannelTypes declares the message type of some channels, by name (each
 	// one of channel_names). The server refuses a PublishToChannel whose
 	// message does not match it, with INVALID_ARGUMENT naming the channel.
-	ChannelTypes  map[string]*ValueType `protobuf:"bytes,9,rep,name=channel_types,json=channelTypes,proto3" json:"channel_types,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ChannelTypes map[string]*ValueType `protobuf:"bytes,9,rep,name=channel_types,json=channelTypes,proto3" json:"channel_types,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// IndexedAttributes declares some attributes indexed for SearchFlows, by
+	// attribute name (each one of attribute_names; E36). An indexed
+	// attribute's values are plain JSON of the index type's form: the
+	// server refuses others, and a codec must leave them unencoded.
+	IndexedAttributes map[string]*IndexedAttribute `protobuf:"bytes,10,rep,name=indexed_attributes,json=indexedAttributes,proto3" json:"indexed_attributes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *FlowTypeDeclaration) Reset() {
@@ -736,6 +741,13 @@ func (x *FlowTypeDeclaration) GetAttributeTypes() map[string]*ValueType {
 func (x *FlowTypeDeclaration) GetChannelTypes() map[string]*ValueType {
 	if x != nil {
 		return x.ChannelTypes
+	}
+	return nil
+}
+
+func (x *FlowTypeDeclaration) GetIndexedAttributes() map[string]*IndexedAttribute {
+	if x != nil {
+		return x.IndexedAttributes
 	}
 	return nil
 }
@@ -1991,7 +2003,7 @@ var File_dex_worker_proto protoreflect.FileDescriptor
 
 const file_dex_worker_proto_rawDesc = "" +
 	"\n" +
-	"\x10dex/worker.proto\x12\x03dex\x1a\x10dex/common.proto\x1a\x12dex/decision.proto\x1a\x11dex/options.proto\x1a\x0edex/wait.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x82\x02\n" +
+	"\x10dex/worker.proto\x12\x03dex\x1a\x10dex/common.proto\x1a\x12dex/decision.proto\x1a\x11dex/options.proto\x1a\x10dex/search.proto\x1a\x0edex/wait.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x82\x02\n" +
 	"\x15PollWorkerTaskRequest\x12\"\n" +
 	"\x05hello\x18\x01 \x01(\v2\n" +
 	".dex.HelloH\x00R\x05hello\x122\n" +
@@ -2016,7 +2028,7 @@ const file_dex_worker_proto_rawDesc = "" +
 	"\x14max_concurrent_tasks\x18\x03 \x01(\rR\x12maxConcurrentTasks\x12\x1f\n" +
 	"\vsdk_version\x18\x04 \x01(\tR\n" +
 	"sdkVersion\x12$\n" +
-	"\x0emax_task_bytes\x18\x05 \x01(\rR\fmaxTaskBytes\"\x81\x05\n" +
+	"\x0emax_task_bytes\x18\x05 \x01(\rR\fmaxTaskBytes\"\xbe\x06\n" +
 	"\x13FlowTypeDeclaration\x12\x1b\n" +
 	"\tflow_type\x18\x01 \x01(\tR\bflowType\x12*\n" +
 	"\x05steps\x18\x02 \x03(\v2\x14.dex.StepDeclarationR\x05steps\x12\x1b\n" +
@@ -2026,13 +2038,18 @@ const file_dex_worker_proto_rawDesc = "" +
 	"\x14default_step_options\x18\x06 \x01(\v2\x10.dex.StepOptionsR\x12defaultStepOptions\x12&\n" +
 	"\x0fstart_step_type\x18\a \x01(\tR\rstartStepType\x12U\n" +
 	"\x0fattribute_types\x18\b \x03(\v2,.dex.FlowTypeDeclaration.AttributeTypesEntryR\x0eattributeTypes\x12O\n" +
-	"\rchannel_types\x18\t \x03(\v2*.dex.FlowTypeDeclaration.ChannelTypesEntryR\fchannelTypes\x1aQ\n" +
+	"\rchannel_types\x18\t \x03(\v2*.dex.FlowTypeDeclaration.ChannelTypesEntryR\fchannelTypes\x12^\n" +
+	"\x12indexed_attributes\x18\n" +
+	" \x03(\v2/.dex.FlowTypeDeclaration.IndexedAttributesEntryR\x11indexedAttributes\x1aQ\n" +
 	"\x13AttributeTypesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12$\n" +
 	"\x05value\x18\x02 \x01(\v2\x0e.dex.ValueTypeR\x05value:\x028\x01\x1aO\n" +
 	"\x11ChannelTypesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12$\n" +
-	"\x05value\x18\x02 \x01(\v2\x0e.dex.ValueTypeR\x05value:\x028\x01\"j\n" +
+	"\x05value\x18\x02 \x01(\v2\x0e.dex.ValueTypeR\x05value:\x028\x01\x1a[\n" +
+	"\x16IndexedAttributesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12+\n" +
+	"\x05value\x18\x02 \x01(\v2\x15.dex.IndexedAttributeR\x05value:\x028\x01\"j\n" +
 	"\tValueType\x12\x1a\n" +
 	"\bencoding\x18\x01 \x01(\tR\bencoding\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12-\n" +
@@ -2175,7 +2192,7 @@ func file_dex_worker_proto_rawDescGZIP() []byte {
 }
 
 var file_dex_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_dex_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_dex_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_dex_worker_proto_goTypes = []any{
 	(JsonKind)(0),                  // 0: dex.JsonKind
 	(TaskAckStatus)(0),             // 1: dex.TaskAckStatus
@@ -2201,21 +2218,23 @@ var file_dex_worker_proto_goTypes = []any{
 	(*Drain)(nil),                  // 21: dex.Drain
 	nil,                            // 22: dex.FlowTypeDeclaration.AttributeTypesEntry
 	nil,                            // 23: dex.FlowTypeDeclaration.ChannelTypesEntry
-	nil,                            // 24: dex.JsonShape.FieldsEntry
-	nil,                            // 25: dex.Task.ChannelQueueSizesEntry
-	nil,                            // 26: dex.Task.TraceContextEntry
-	(*StepOptions)(nil),            // 27: dex.StepOptions
-	(*durationpb.Duration)(nil),    // 28: google.protobuf.Duration
-	(TaskKind)(0),                  // 29: dex.TaskKind
-	(*timestamppb.Timestamp)(nil),  // 30: google.protobuf.Timestamp
-	(*EncodedValue)(nil),           // 31: dex.EncodedValue
-	(*Attribute)(nil),              // 32: dex.Attribute
-	(*ConditionResults)(nil),       // 33: dex.ConditionResults
-	(*AttemptFailure)(nil),         // 34: dex.AttemptFailure
-	(*StagedWrites)(nil),           // 35: dex.StagedWrites
-	(*Wait)(nil),                   // 36: dex.Wait
-	(*StepDecision)(nil),           // 37: dex.StepDecision
-	(*Movement)(nil),               // 38: dex.Movement
+	nil,                            // 24: dex.FlowTypeDeclaration.IndexedAttributesEntry
+	nil,                            // 25: dex.JsonShape.FieldsEntry
+	nil,                            // 26: dex.Task.ChannelQueueSizesEntry
+	nil,                            // 27: dex.Task.TraceContextEntry
+	(*StepOptions)(nil),            // 28: dex.StepOptions
+	(*durationpb.Duration)(nil),    // 29: google.protobuf.Duration
+	(TaskKind)(0),                  // 30: dex.TaskKind
+	(*timestamppb.Timestamp)(nil),  // 31: google.protobuf.Timestamp
+	(*EncodedValue)(nil),           // 32: dex.EncodedValue
+	(*Attribute)(nil),              // 33: dex.Attribute
+	(*ConditionResults)(nil),       // 34: dex.ConditionResults
+	(*AttemptFailure)(nil),         // 35: dex.AttemptFailure
+	(*StagedWrites)(nil),           // 36: dex.StagedWrites
+	(*Wait)(nil),                   // 37: dex.Wait
+	(*StepDecision)(nil),           // 38: dex.StepDecision
+	(*Movement)(nil),               // 39: dex.Movement
+	(*IndexedAttribute)(nil),       // 40: dex.IndexedAttribute
 }
 var file_dex_worker_proto_depIdxs = []int32{
 	5,  // 0: dex.PollWorkerTaskRequest.hello:type_name -> dex.Hello
@@ -2230,50 +2249,52 @@ var file_dex_worker_proto_depIdxs = []int32{
 	21, // 9: dex.PollWorkerTaskResponse.drain:type_name -> dex.Drain
 	6,  // 10: dex.Hello.flow_types:type_name -> dex.FlowTypeDeclaration
 	9,  // 11: dex.FlowTypeDeclaration.steps:type_name -> dex.StepDeclaration
-	27, // 12: dex.FlowTypeDeclaration.default_step_options:type_name -> dex.StepOptions
+	28, // 12: dex.FlowTypeDeclaration.default_step_options:type_name -> dex.StepOptions
 	22, // 13: dex.FlowTypeDeclaration.attribute_types:type_name -> dex.FlowTypeDeclaration.AttributeTypesEntry
 	23, // 14: dex.FlowTypeDeclaration.channel_types:type_name -> dex.FlowTypeDeclaration.ChannelTypesEntry
-	8,  // 15: dex.ValueType.json_shape:type_name -> dex.JsonShape
-	0,  // 16: dex.JsonShape.kind:type_name -> dex.JsonKind
-	8,  // 17: dex.JsonShape.elements:type_name -> dex.JsonShape
-	24, // 18: dex.JsonShape.fields:type_name -> dex.JsonShape.FieldsEntry
-	27, // 19: dex.StepDeclaration.options:type_name -> dex.StepOptions
-	7,  // 20: dex.StepDeclaration.input_type:type_name -> dex.ValueType
-	28, // 21: dex.Welcome.heartbeat_interval:type_name -> google.protobuf.Duration
-	28, // 22: dex.Welcome.ping_interval:type_name -> google.protobuf.Duration
-	29, // 23: dex.Task.kind:type_name -> dex.TaskKind
-	30, // 24: dex.Task.first_attempt_time:type_name -> google.protobuf.Timestamp
-	28, // 25: dex.Task.attempt_timeout:type_name -> google.protobuf.Duration
-	31, // 26: dex.Task.input:type_name -> dex.EncodedValue
-	32, // 27: dex.Task.attributes:type_name -> dex.Attribute
-	33, // 28: dex.Task.condition_results:type_name -> dex.ConditionResults
-	34, // 29: dex.Task.wait_for_failure:type_name -> dex.AttemptFailure
-	25, // 30: dex.Task.channel_queue_sizes:type_name -> dex.Task.ChannelQueueSizesEntry
-	30, // 31: dex.Task.retry_deadline:type_name -> google.protobuf.Timestamp
-	28, // 32: dex.Task.retry_delay:type_name -> google.protobuf.Duration
-	26, // 33: dex.Task.trace_context:type_name -> dex.Task.TraceContextEntry
-	13, // 34: dex.TaskResult.wait_for:type_name -> dex.WaitForResult
-	14, // 35: dex.TaskResult.execute:type_name -> dex.ExecuteResult
-	15, // 36: dex.TaskResult.rpc:type_name -> dex.RpcResult
-	35, // 37: dex.TaskResult.writes:type_name -> dex.StagedWrites
-	36, // 38: dex.WaitForResult.wait:type_name -> dex.Wait
-	37, // 39: dex.ExecuteResult.decision:type_name -> dex.StepDecision
-	31, // 40: dex.RpcResult.output:type_name -> dex.EncodedValue
-	38, // 41: dex.RpcResult.movements:type_name -> dex.Movement
-	28, // 42: dex.TaskFailure.retry_after:type_name -> google.protobuf.Duration
-	1,  // 43: dex.TaskAck.status:type_name -> dex.TaskAckStatus
-	2,  // 44: dex.Drain.reason:type_name -> dex.DrainReason
-	28, // 45: dex.Drain.timeout:type_name -> google.protobuf.Duration
-	7,  // 46: dex.FlowTypeDeclaration.AttributeTypesEntry.value:type_name -> dex.ValueType
-	7,  // 47: dex.FlowTypeDeclaration.ChannelTypesEntry.value:type_name -> dex.ValueType
-	8,  // 48: dex.JsonShape.FieldsEntry.value:type_name -> dex.JsonShape
-	3,  // 49: dex.WorkerTaskService.PollWorkerTask:input_type -> dex.PollWorkerTaskRequest
-	4,  // 50: dex.WorkerTaskService.PollWorkerTask:output_type -> dex.PollWorkerTaskResponse
-	50, // [50:51] is the sub-list for method output_type
-	49, // [49:50] is the sub-list for method input_type
-	49, // [49:49] is the sub-list for extension type_name
-	49, // [49:49] is the sub-list for extension extendee
-	0,  // [0:49] is the sub-list for field type_name
+	24, // 15: dex.FlowTypeDeclaration.indexed_attributes:type_name -> dex.FlowTypeDeclaration.IndexedAttributesEntry
+	8,  // 16: dex.ValueType.json_shape:type_name -> dex.JsonShape
+	0,  // 17: dex.JsonShape.kind:type_name -> dex.JsonKind
+	8,  // 18: dex.JsonShape.elements:type_name -> dex.JsonShape
+	25, // 19: dex.JsonShape.fields:type_name -> dex.JsonShape.FieldsEntry
+	28, // 20: dex.StepDeclaration.options:type_name -> dex.StepOptions
+	7,  // 21: dex.StepDeclaration.input_type:type_name -> dex.ValueType
+	29, // 22: dex.Welcome.heartbeat_interval:type_name -> google.protobuf.Duration
+	29, // 23: dex.Welcome.ping_interval:type_name -> google.protobuf.Duration
+	30, // 24: dex.Task.kind:type_name -> dex.TaskKind
+	31, // 25: dex.Task.first_attempt_time:type_name -> google.protobuf.Timestamp
+	29, // 26: dex.Task.attempt_timeout:type_name -> google.protobuf.Duration
+	32, // 27: dex.Task.input:type_name -> dex.EncodedValue
+	33, // 28: dex.Task.attributes:type_name -> dex.Attribute
+	34, // 29: dex.Task.condition_results:type_name -> dex.ConditionResults
+	35, // 30: dex.Task.wait_for_failure:type_name -> dex.AttemptFailure
+	26, // 31: dex.Task.channel_queue_sizes:type_name -> dex.Task.ChannelQueueSizesEntry
+	31, // 32: dex.Task.retry_deadline:type_name -> google.protobuf.Timestamp
+	29, // 33: dex.Task.retry_delay:type_name -> google.protobuf.Duration
+	27, // 34: dex.Task.trace_context:type_name -> dex.Task.TraceContextEntry
+	13, // 35: dex.TaskResult.wait_for:type_name -> dex.WaitForResult
+	14, // 36: dex.TaskResult.execute:type_name -> dex.ExecuteResult
+	15, // 37: dex.TaskResult.rpc:type_name -> dex.RpcResult
+	36, // 38: dex.TaskResult.writes:type_name -> dex.StagedWrites
+	37, // 39: dex.WaitForResult.wait:type_name -> dex.Wait
+	38, // 40: dex.ExecuteResult.decision:type_name -> dex.StepDecision
+	32, // 41: dex.RpcResult.output:type_name -> dex.EncodedValue
+	39, // 42: dex.RpcResult.movements:type_name -> dex.Movement
+	29, // 43: dex.TaskFailure.retry_after:type_name -> google.protobuf.Duration
+	1,  // 44: dex.TaskAck.status:type_name -> dex.TaskAckStatus
+	2,  // 45: dex.Drain.reason:type_name -> dex.DrainReason
+	29, // 46: dex.Drain.timeout:type_name -> google.protobuf.Duration
+	7,  // 47: dex.FlowTypeDeclaration.AttributeTypesEntry.value:type_name -> dex.ValueType
+	7,  // 48: dex.FlowTypeDeclaration.ChannelTypesEntry.value:type_name -> dex.ValueType
+	40, // 49: dex.FlowTypeDeclaration.IndexedAttributesEntry.value:type_name -> dex.IndexedAttribute
+	8,  // 50: dex.JsonShape.FieldsEntry.value:type_name -> dex.JsonShape
+	3,  // 51: dex.WorkerTaskService.PollWorkerTask:input_type -> dex.PollWorkerTaskRequest
+	4,  // 52: dex.WorkerTaskService.PollWorkerTask:output_type -> dex.PollWorkerTaskResponse
+	52, // [52:53] is the sub-list for method output_type
+	51, // [51:52] is the sub-list for method input_type
+	51, // [51:51] is the sub-list for extension type_name
+	51, // [51:51] is the sub-list for extension extendee
+	0,  // [0:51] is the sub-list for field type_name
 }
 
 func init() { file_dex_worker_proto_init() }
@@ -2284,6 +2305,7 @@ func file_dex_worker_proto_init() {
 	file_dex_common_proto_init()
 	file_dex_decision_proto_init()
 	file_dex_options_proto_init()
+	file_dex_search_proto_init()
 	file_dex_wait_proto_init()
 	file_dex_worker_proto_msgTypes[0].OneofWrappers = []any{
 		(*PollWorkerTaskRequest_Hello)(nil),
@@ -2310,7 +2332,7 @@ func file_dex_worker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dex_worker_proto_rawDesc), len(file_dex_worker_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   24,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

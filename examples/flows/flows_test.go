@@ -73,7 +73,8 @@ func TestOrderFlow_ChargeRetriesThenShips(t *testing.T) {
 	if m := res.GetExecute().GetDecision().GetMovements().GetMovements(); len(m) != 1 || m[0].GetStepType() != "Charge" {
 		t.Fatalf("Reserve decided %v", res.GetExecute().GetDecision())
 	}
-	if w := res.GetWrites().GetAttributeWrites(); len(w) != 1 || decode[string](t, w[0].GetValue()) != "reserved" {
+	if w := res.GetWrites().GetAttributeWrites(); len(w) != 2 || decode[string](t, w[0].GetValue()) != "reserved" ||
+		w[1].GetName() != "cents" || decode[int](t, w[1].GetValue()) != 1200 {
 		t.Errorf("Reserve wrote %v", w)
 	}
 	for attempt := uint32(1); attempt <= 2; attempt++ {

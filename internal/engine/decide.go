@@ -309,6 +309,11 @@ func (d *decider) checkAttributes(field string, ws []AttributeWrite) error {
 		if err := d.checkValue(f+".value", w.Value); err != nil {
 			return err
 		}
+		if ia, ok := d.indexed(w.Name); ok {
+			if err := checkIndexedValue(ia, w.Value); err != nil {
+				return invalidArg(f+".value", "attribute %q: %v", w.Name, err)
+			}
+		}
 	}
 	return nil
 }

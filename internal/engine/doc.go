@@ -374,6 +374,33 @@
 // such record (its size is bounded by the declaration's, which the
 // server's message limit bounds).
 //
+// # Indexed attributes (E36)
+//
+// A definition may declare attributes indexed for search
+// (FlowDefinition.Indexed: attribute name -> index key and IndexType,
+// search.go). The engine's part is a check: every write of an indexed
+// attribute (a client's at start or later, a handler's staged write) must
+// be plain JSON ("json" encoding: a Codec leaves indexed attributes
+// unencoded, the server must read them), at most MaxIndexedValueBytes,
+// and of the type's JSON form (a string for KEYWORD, TEXT and DATETIME in
+// RFC 3339, an array of strings for KEYWORD_ARRAY, an integer within 64
+// bits for INT, a finite number for DOUBLE, a boolean for BOOL; null
+// clears the value). Anything else is INVALID_ARGUMENT naming the
+// attribute (a handler's attempt fails with INVALID_USER_FLOW_CODE). The
+// index itself is derived from the stored state by the local store, in
+// the same batch as the state (package localstore), so replay, snapshots
+// and standbys carry it without records of their own. A run indexes what
+// its own definition declares: like the rest of the definition, a new
+// declaration reaches the runs started after it (and runs that had none).
+//
+// Choices where the spec is silent: keys are checked when a worker
+// registers (server: a key with another type than another flow type's
+// declaration is refused, naming the key; a flow type may change the
+// type of a key that no other type uses, and runs indexed under the old
+// type are then not found by queries on the key); a value stored as a
+// value object (limits.valueObjectBytes below MaxIndexedValueBytes) is not
+// indexed.
+//
 // # Encoding
 //
 // MarshalRecord/UnmarshalRecord, MarshalState/UnmarshalState and

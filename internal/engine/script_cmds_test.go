@@ -349,7 +349,7 @@ func (h *harness) rpcCall(call InvokeRPC, kv map[string]string, pos []arg) (Comm
 }
 
 // parseDef reads "def type=order steps=A:wf,B rpcs=x attrs=a,b channels=c
-// opt:B:key=val".
+// indexed=a:KEYWORD,b:INT:Amount opt:B:key=val".
 func parseDef(kv map[string]string, pos []arg) *FlowDefinition {
 	d := &FlowDefinition{Type: "order", Steps: map[string]StepDef{}}
 	if v, ok := kv["type"]; ok {
@@ -360,6 +360,17 @@ func parseDef(kv map[string]string, pos []arg) *FlowDefinition {
 		d.Steps[name] = StepDef{HasWaitFor: wf == "wf"}
 	}
 	d.RPCs, d.Attributes, d.Channels = splitList(kv["rpcs"]), splitList(kv["attrs"]), splitList(kv["channels"])
+	for _, s := range splitList(kv["indexed"]) { // attr:TYPE[:key]
+		parts := strings.SplitN(s, ":", 3)
+		ia := IndexedAttribute{Key: parts[0], Type: IndexType(parts[1])}
+		if len(parts) == 3 {
+			ia.Key = parts[2]
+		}
+		if d.Indexed == nil {
+			d.Indexed = map[string]IndexedAttribute{}
+		}
+		d.Indexed[parts[0]] = ia
+	}
 	for _, p := range pos {
 		rest, ok := strings.CutPrefix(p.key, "opt:")
 		if !ok {

@@ -268,6 +268,9 @@ func val(s string) Value {
 	if s == "" {
 		return Value{}
 	}
+	if data, ok := strings.CutPrefix(s, "json:"); ok { // json:'a' is the JSON string "a"
+		return Value{Type: "json:", Data: []byte(strings.ReplaceAll(data, "'", `"`))}
+	}
 	return Value{Data: []byte(s)}
 }
 
