@@ -63,6 +63,8 @@ func sampleRecords() []Record {
 			Summary: Summary{FlowID: "SubFlow:f1-A-1-0", RunID: "r2", FlowType: "child", Status: StatusFailed,
 				StartedAt: t0, ClosedAt: t0.Add(d), ParentFlowID: "f1"},
 			Outputs: []Output{{StepType: "A", StepExecID: "A-1", Value: v}}, ErrorType: ErrWorkerAPIFail, Message: "m"}},
+		RPCLocked{CallID: "c1", Name: "r", Locks: []string{"a", "b"}, Epoch: 7},
+		RPCUnlocked{CallID: "c1", Reason: "r"},
 	}
 	recs := make([]Record, len(bodies))
 	for i, b := range bodies {
