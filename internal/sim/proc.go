@@ -38,6 +38,9 @@ type proc struct {
 	restarts int
 	// stepDown asks the serving period to step down.
 	stepDown chan struct{}
+	// srv is the process's API server: clients read through its
+	// FlowService handlers, with the core as its backend while it serves.
+	srv *server.Server
 }
 
 // active returns the core while the process serves.
@@ -57,6 +60,11 @@ func (p *proc) setCore(c *serving.Core) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.core = c
+	if c == nil {
+		p.srv.SetBackend(nil)
+	} else {
+		p.srv.SetBackend(c)
+	}
 }
 
 func (p *proc) setHolder(h *lease.Holder) {

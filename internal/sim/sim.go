@@ -13,6 +13,7 @@ import (
 
 	"github.com/dexzd/dexzd/internal/blob/mem"
 	"github.com/dexzd/dexzd/internal/lease"
+	"github.com/dexzd/dexzd/internal/server"
 	"github.com/dexzd/dexzd/internal/serving"
 	"github.com/dexzd/dexzd/internal/wal"
 )
@@ -180,6 +181,7 @@ type sim struct {
 	timers sync.WaitGroup
 	fails  []string
 	ends   map[string]int
+	hist   history
 }
 
 // Result is what a run saw.
@@ -210,7 +212,7 @@ func Run(cfg Config) (*Result, error) {
 	s.ctx = ctx
 	for i := range cfg.Processes {
 		// p1 is a hot standby, the others cold.
-		p := &proc{id: i, sim: s, local: newLocalStore(), hot: i == 1, stepDown: make(chan struct{}, 1)}
+		p := &proc{id: i, sim: s, local: newLocalStore(), hot: i == 1, stepDown: make(chan struct{}, 1), srv: server.New(server.Options{})}
 		p.store = newProcStore(s.blobs, p)
 		s.procs = append(s.procs, p)
 	}
