@@ -72,15 +72,26 @@ type Holder struct {
 	mu       sync.Mutex
 	rec      Record       // the last write known to have landed
 	version  blob.Version // its version
-	lastSent time.Time    // when it was sent (monotonic)
+	lastSent instant      // when it was sent
 	writes   uint64       // write numbers handed out so far
-	pending  map[uint64]time.Time
+	pending  map[uint64]instant
 	released bool
 	running  bool
 	err      error
 }
 
-func newHolder(cfg Config, rec Record, v blob.Version, sent time.Time) *Holder {
+// An instant is one reading of a process's clocks (Config.Clock).
+type instant struct{ mono, wall time.Time }
+
+func now(clock func() (mono, wall time.Time)) instant {
+	m, w := clock()
+	return instant{m, w}
+}
+
+// now reads the holder's clocks.
+func (h *Holder) now() instant { return now(h.cfg.Clock) }
+
+func newHolder(cfg Config, rec Record, v blob.Version, sent instant) *Holder {
 	return &Holder{
 		cfg:       cfg,
 		epoch:     rec.Epoch,
@@ -93,7 +104,7 @@ func newHolder(cfg Config, rec Record, v blob.Version, sent time.Time) *Holder {
 		version:   v,
 		lastSent:  sent,
 		writes:    rec.Write,
-		pending:   map[uint64]time.Time{},
+		pending:   map[uint64]instant{},
 	}
 }
 
@@ -122,7 +133,7 @@ func (h *Holder) Record() Record {
 func (h *Holder) ValidUntil() time.Time {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.lastSent.Add(h.cfg.Duration)
+	return h.lastSent.mono.Add(h.cfg.Duration)
 }
 
 // Valid reports whether the process may act as the lease holder now: before
@@ -139,8 +150,8 @@ func (h *Holder) ValidUntil() time.Time {
 func (h *Holder) Valid() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	now := time.Now()
-	return !h.released && h.err == nil && validAt(h.lastSent, h.lastSent.Round(0), now, now.Round(0), h.cfg.Duration)
+	now := h.now()
+	return !h.released && h.err == nil && validAt(h.lastSent.mono, h.lastSent.wall, now.mono, now.wall, h.cfg.Duration)
 }
 
 // validAt reports whether a lease period of duration d whose write was
@@ -207,9 +218,9 @@ func (h *Holder) Run(ctx context.Context) error {
 	}
 	for {
 		h.mu.Lock()
-		due := h.lastSent.Add(RenewalInterval(h.cfg.Duration))
+		due := h.lastSent.mono.Add(RenewalInterval(h.cfg.Duration))
 		h.mu.Unlock()
-		if !sleep(ctx, h.releasing, time.Until(due)) {
+		if !sleep(ctx, h.releasing, due.Sub(h.now().mono)) {
 			return nil
 		}
 		if err := h.renew(ctx); err != nil {
@@ -227,12 +238,12 @@ func (h *Holder) Run(ctx context.Context) error {
 // the renewal cutoff comes.
 func (h *Holder) renew(ctx context.Context) error {
 	h.mu.Lock()
-	cutoff := h.lastSent.Add(h.cfg.Duration - CutoffMargin)
+	cutoff := h.lastSent.mono.Add(h.cfg.Duration - CutoffMargin)
 	h.mu.Unlock()
 	bo := backoff{limit: backoffMax}
 	var lastErr error
 	for {
-		now := time.Now()
+		now := h.now().mono
 		if !now.Before(cutoff) {
 			return h.stop(ErrRenewalTimeout, lastErr, nil)
 		}
@@ -258,7 +269,7 @@ func (h *Holder) renew(ctx context.Context) error {
 		}
 		lastErr = err
 		wait := bo.next()
-		if !time.Now().Add(wait).Before(cutoff) {
+		if !h.now().mono.Add(wait).Before(cutoff) {
 			return h.stop(ErrRenewalTimeout, lastErr, nil)
 		}
 		h.log.Warn("lease renewal attempt failed; retrying", "err", err, "backoff", wait)
@@ -280,12 +291,13 @@ func (h *Holder) attempt(ctx context.Context, deadline, cutoff time.Time) error 
 	rec, v := h.rec, h.version
 	h.writes++
 	rec.Write = h.writes
-	sent := time.Now()
-	rec.RenewedAt = wall(sent)
+	sent := h.now()
+	rec.RenewedAt = wall(sent.wall)
 	h.pending[rec.Write] = sent
 	h.mu.Unlock()
 
-	actx, cancel := context.WithDeadline(ctx, deadline)
+	// deadline is on the monotonic clock: a timeout, not a wall deadline.
+	actx, cancel := context.WithTimeout(ctx, deadline.Sub(h.now().mono))
 	defer cancel()
 	nv, err := h.cfg.Store.PutIfMatch(actx, h.cfg.Key, rec.Encode(), v)
 	if err == nil {
@@ -328,7 +340,7 @@ func (h *Holder) resolve(actx, ctx context.Context, werr error, cutoff time.Time
 	if !mine || found.Holder != h.cfg.ProcessID || found.Epoch != h.epoch || found.Released {
 		return h.stop(ErrLost, werr, &found)
 	}
-	if !time.Now().Before(cutoff) {
+	if !h.now().mono.Before(cutoff) {
 		return h.stop(ErrRenewalTimeout, errors.New("own renewal found after the renewal cutoff"), nil)
 	}
 	h.confirm(found, fv, sent)
@@ -336,7 +348,7 @@ func (h *Holder) resolve(actx, ctx context.Context, werr error, cutoff time.Time
 	return nil
 }
 
-func (h *Holder) confirm(rec Record, v blob.Version, sent time.Time) {
+func (h *Holder) confirm(rec Record, v blob.Version, sent instant) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.rec, h.version, h.lastSent = rec, v, sent
@@ -352,7 +364,7 @@ func (h *Holder) confirm(rec Record, v blob.Version, sent time.Time) {
 // holder already has the lease it returns a *StopError matching ErrLost.
 // Calling it again after a success does nothing.
 func (h *Holder) Release(ctx context.Context) error {
-	ctx, cancel := context.WithDeadline(ctx, h.ValidUntil().Add(ExpiryMargin))
+	ctx, cancel := context.WithTimeout(ctx, h.ValidUntil().Add(ExpiryMargin).Sub(h.now().mono))
 	defer cancel()
 	h.mu.Lock()
 	if !h.released {
@@ -395,8 +407,8 @@ func (h *Holder) releaseOnce(ctx context.Context) error {
 	h.writes++
 	rec.Write = h.writes
 	rec.Released = true
-	sent := time.Now()
-	rec.RenewedAt = wall(sent)
+	sent := h.now()
+	rec.RenewedAt = wall(sent.wall)
 	h.pending[rec.Write] = sent
 	h.mu.Unlock()
 

@@ -129,6 +129,17 @@ func newPlan(cfg Config) plan {
 		case 1:
 			// Frozen past the lease often: 3 s lease, standby expiry 4 s.
 			d := time.Duration(200+r.IntN(9000)) * time.Millisecond
+			if r.IntN(3) == 0 {
+				// A host suspend: frozen, and its monotonic clock stops
+				// meanwhile (the wall clock does not).
+				pl.steps = append(pl.steps, step{at: at, what: fmt.Sprintf("suspend the host of %s for %v", who, d),
+					do: func(s *sim) {
+						p := target(s)
+						s.event("suspend p%d", p.id)
+						p.suspend(s, d)
+					}})
+				break
+			}
 			pl.steps = append(pl.steps, step{at: at, what: fmt.Sprintf("freeze %s for %v", who, d),
 				do: func(s *sim) {
 					p := target(s)

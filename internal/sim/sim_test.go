@@ -18,6 +18,7 @@ var (
 	seedsFlag = flag.Int("seeds", 0, "how many seeds to run, from -first (default: DEX_SIM_SEEDS, else 1000, or 50 with -race)")
 	firstFlag = flag.Uint64("first", 0, "the first seed of a -seeds run")
 	repeat    = flag.Int("repeat", 1, "with -seed: run it this many times (goroutines of one virtual instant may interleave differently)")
+	procsFlag = flag.Int("procs", 1, "with -seed: GOMAXPROCS while the replays run (1: one goroutine at a time, which makes a replay follow the failing run's interleaving far more often; 0: leave it)")
 	slowSeed  = 2 * time.Second
 	showIf    = flag.String("showif", "", "print the events of every run, passing or not, with an event that contains this text")
 	verbose   = flag.Bool("simlog", false, "print the processes' logs and every run's events")
@@ -46,9 +47,25 @@ func TestSim(t *testing.T) {
 		}
 	}
 	seedOf := func(i int) uint64 { return first + uint64(i) }
-	if *seedFlag >= 0 {
+	replay := *seedFlag >= 0
+	par := max(1, *parFlag)
+	if replay {
 		n = max(1, *repeat)
 		seedOf = func(int) uint64 { return uint64(*seedFlag) }
+		// One replay at a time, on one P: goroutines of one virtual
+		// instant then run one after the other in the run queue's order
+		// instead of side by side, which repeats the interleaving far more
+		// often (it is still the Go scheduler's: select, map order and
+		// preemption stay random).
+		par = 1
+		flag.Visit(func(f *flag.Flag) {
+			if f.Name == "par" {
+				par = max(1, *parFlag) // asked for
+			}
+		})
+		if *procsFlag > 0 {
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(*procsFlag))
+		}
 	}
 	began := time.Now()
 	var (
@@ -61,7 +78,6 @@ func TestSim(t *testing.T) {
 	// shares nothing with another).
 	seeds := make(chan uint64)
 	var pool sync.WaitGroup
-	par := max(1, *parFlag)
 	if *verbose {
 		par = 1 // one process log at a time
 	}
@@ -104,7 +120,7 @@ func TestSim(t *testing.T) {
 	}
 	for i := range n {
 		mu.Lock()
-		stop := failed >= 3
+		stop := failed >= 3 && !replay // a replay counts its failures
 		mu.Unlock()
 		if stop {
 			break
@@ -114,6 +130,9 @@ func TestSim(t *testing.T) {
 	close(seeds)
 	pool.Wait()
 	el := time.Since(began)
+	if replay {
+		t.Logf("seed %d failed %d of %d runs", *seedFlag, failed, ran)
+	}
 	t.Logf("%d runs in %v (%.1f runs/s), %d acknowledgements checked; lease period ends and result answers: %v; store faults: %v",
 		ran, el.Round(time.Millisecond), float64(ran)/el.Seconds(), acks, ends, faults)
 }

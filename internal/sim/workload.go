@@ -217,7 +217,7 @@ func (s *sim) client(ctx context.Context, flowID, flowType string) {
 	readCtx, stopReads := context.WithCancel(ctx)
 	defer stopReads()
 	reads.Go(func() {
-		for i := uint64(0); lease.Sleep(readCtx, time.Duration(500+hash(s.cfg.Seed, flowID+"/read", i)%3000)*time.Millisecond); i++ {
+		for i := uint64(0); lease.Sleep(readCtx, time.Duration(1000+hash(s.cfg.Seed, flowID+"/read", i)%4000)*time.Millisecond); i++ {
 			s.read(readCtx, flowID)
 		}
 	})
