@@ -88,6 +88,11 @@ func now(clock func() (mono, wall time.Time)) instant {
 	return instant{m, w}
 }
 
+func (i instant) add(d time.Duration) instant { return instant{i.mono.Add(d), i.wall.Add(d)} }
+
+// before reports whether i is before t by both clocks.
+func (i instant) before(t instant) bool { return i.mono.Before(t.mono) && i.wall.Before(t.wall) }
+
 // now reads the holder's clocks.
 func (h *Holder) now() instant { return now(h.cfg.Clock) }
 
@@ -238,21 +243,26 @@ func (h *Holder) Run(ctx context.Context) error {
 // the renewal cutoff comes.
 func (h *Holder) renew(ctx context.Context) error {
 	h.mu.Lock()
-	cutoff := h.lastSent.mono.Add(h.cfg.Duration - CutoffMargin)
+	// The cutoff is on both clocks, like Valid: a host suspended past it
+	// (its monotonic clock stood still, its wall clock did not) must not
+	// renew and count its lease valid again, since what the process
+	// dropped while it was not valid (tasks, timers) is not picked up
+	// again by the same process (sim seed 890: a timer flow stalled).
+	cutoff := h.lastSent.add(h.cfg.Duration - CutoffMargin)
 	h.mu.Unlock()
 	bo := backoff{limit: backoffMax}
 	var lastErr error
 	for {
-		now := h.now().mono
-		if !now.Before(cutoff) {
+		now := h.now()
+		if !now.before(cutoff) {
 			return h.stop(ErrRenewalTimeout, lastErr, nil)
 		}
 		// Cut the attempt off after the attempt timeout while another
 		// attempt could still start before the cutoff after the backoff;
 		// otherwise this is the last attempt and it may run to the cutoff.
-		deadline := now.Add(h.limit)
-		if !deadline.Add(bo.peek()).Before(cutoff) {
-			deadline = cutoff
+		deadline := now.mono.Add(h.limit)
+		if !deadline.Add(bo.peek()).Before(cutoff.mono) {
+			deadline = cutoff.mono
 		}
 		select {
 		case h.writeLock <- struct{}{}:
@@ -269,7 +279,7 @@ func (h *Holder) renew(ctx context.Context) error {
 		}
 		lastErr = err
 		wait := bo.next()
-		if !h.now().mono.Add(wait).Before(cutoff) {
+		if !h.now().add(wait).before(cutoff) {
 			return h.stop(ErrRenewalTimeout, lastErr, nil)
 		}
 		h.log.Warn("lease renewal attempt failed; retrying", "err", err, "backoff", wait)
@@ -282,7 +292,7 @@ func (h *Holder) renew(ctx context.Context) error {
 // attempt makes one renewal write, cut off at deadline. It returns nil on
 // success (or adoption of an earlier attempt), a *StopError to stop,
 // errStopped, or a transient error to retry.
-func (h *Holder) attempt(ctx context.Context, deadline, cutoff time.Time) error {
+func (h *Holder) attempt(ctx context.Context, deadline time.Time, cutoff instant) error {
 	h.mu.Lock()
 	if h.released {
 		h.mu.Unlock()
@@ -321,7 +331,7 @@ func (h *Holder) attempt(ctx context.Context, deadline, cutoff time.Time) error 
 // resolve handles a renewal write that failed its precondition: it reads
 // the lease and adopts a write of this holder's own that landed earlier
 // (before the cutoff only); anything else means the lease is lost.
-func (h *Holder) resolve(actx, ctx context.Context, werr error, cutoff time.Time) error {
+func (h *Holder) resolve(actx, ctx context.Context, werr error, cutoff instant) error {
 	found, fv, err := Read(actx, h.cfg.Store, h.cfg.Key)
 	if err != nil {
 		switch {
@@ -340,7 +350,7 @@ func (h *Holder) resolve(actx, ctx context.Context, werr error, cutoff time.Time
 	if !mine || found.Holder != h.cfg.ProcessID || found.Epoch != h.epoch || found.Released {
 		return h.stop(ErrLost, werr, &found)
 	}
-	if !h.now().mono.Before(cutoff) {
+	if !h.now().before(cutoff) {
 		return h.stop(ErrRenewalTimeout, errors.New("own renewal found after the renewal cutoff"), nil)
 	}
 	h.confirm(found, fv, sent)
