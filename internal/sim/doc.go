@@ -150,5 +150,5 @@
 // schedule, the store faults and the workers' choices are the seed's; the
 // order in which goroutines of one virtual instant run is the Go
 // scheduler's, so a replay follows the same schedule but may interleave
-// differently: -repeat runs one seed many times.
+// differently: -repeat runs one seed many times and counts its failures.
 package sim
