@@ -855,7 +855,16 @@ type InvokeRPCRequest struct {
 	Input *EncodedValue `protobuf:"bytes,4,opt,name=input,proto3" json:"input,omitempty"`
 	// Timeout bounds the worker's attempt. Unset means 30 s. The call's own
 	// gRPC deadline applies too.
-	Timeout       *durationpb.Duration `protobuf:"bytes,5,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	Timeout *durationpb.Duration `protobuf:"bytes,5,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	// Locks is the call's lock set (E30): attribute names, each at most
+	// once, at most 32. The server takes them all before it sends the task,
+	// so the RPC reads the attributes under the locks; when one is held
+	// (or an attempt waiting for it is due) the call fails at once with
+	// ABORTED naming the lock, and the caller retries. They are released
+	// when the result commits, the worker fails the call, or the call's
+	// timeout passes (a result that arrives later is refused). Empty: no
+	// locks.
+	Locks         []string `protobuf:"bytes,6,rep,name=locks,proto3" json:"locks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -921,6 +930,13 @@ func (x *InvokeRPCRequest) GetInput() *EncodedValue {
 func (x *InvokeRPCRequest) GetTimeout() *durationpb.Duration {
 	if x != nil {
 		return x.Timeout
+	}
+	return nil
+}
+
+func (x *InvokeRPCRequest) GetLocks() []string {
+	if x != nil {
+		return x.Locks
 	}
 	return nil
 }
@@ -1245,6 +1261,325 @@ func (x *WaitForFlowResponse) GetResult() *FlowResult {
 	return nil
 }
 
+// WaitForStepCompletionRequest waits for executions of a step type.
+type WaitForStepCompletionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// FlowId names the flow execution. Not empty.
+	FlowId string `protobuf:"bytes,1,opt,name=flow_id,json=flowId,proto3" json:"flow_id,omitempty"`
+	// RunId names the run; empty means the latest run at the time of the
+	// call.
+	RunId string `protobuf:"bytes,2,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// StepType names the step type. Not empty.
+	StepType string `protobuf:"bytes,3,opt,name=step_type,json=stepType,proto3" json:"step_type,omitempty"`
+	// Count is how many executions must have finished; 0 means 1.
+	Count uint32 `protobuf:"varint,4,opt,name=count,proto3" json:"count,omitempty"`
+	// Timeout is how long to wait, capped as WaitForFlow's.
+	Timeout       *durationpb.Duration `protobuf:"bytes,5,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WaitForStepCompletionRequest) Reset() {
+	*x = WaitForStepCompletionRequest{}
+	mi := &file_dex_flow_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WaitForStepCompletionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WaitForStepCompletionRequest) ProtoMessage() {}
+
+func (x *WaitForStepCompletionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dex_flow_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WaitForStepCompletionRequest.ProtoReflect.Descriptor instead.
+func (*WaitForStepCompletionRequest) Descriptor() ([]byte, []int) {
+	return file_dex_flow_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *WaitForStepCompletionRequest) GetFlowId() string {
+	if x != nil {
+		return x.FlowId
+	}
+	return ""
+}
+
+func (x *WaitForStepCompletionRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *WaitForStepCompletionRequest) GetStepType() string {
+	if x != nil {
+		return x.StepType
+	}
+	return ""
+}
+
+func (x *WaitForStepCompletionRequest) GetCount() uint32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *WaitForStepCompletionRequest) GetTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.Timeout
+	}
+	return nil
+}
+
+// WaitForStepCompletionResponse answers once enough executions finished.
+type WaitForStepCompletionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// RunId is the run waited on.
+	RunId string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// Finished is the number of the step type's executions finished so far
+	// (at least the count asked for).
+	Finished      uint32 `protobuf:"varint,2,opt,name=finished,proto3" json:"finished,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WaitForStepCompletionResponse) Reset() {
+	*x = WaitForStepCompletionResponse{}
+	mi := &file_dex_flow_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WaitForStepCompletionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WaitForStepCompletionResponse) ProtoMessage() {}
+
+func (x *WaitForStepCompletionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dex_flow_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WaitForStepCompletionResponse.ProtoReflect.Descriptor instead.
+func (*WaitForStepCompletionResponse) Descriptor() ([]byte, []int) {
+	return file_dex_flow_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *WaitForStepCompletionResponse) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *WaitForStepCompletionResponse) GetFinished() uint32 {
+	if x != nil {
+		return x.Finished
+	}
+	return 0
+}
+
+// WaitForAttributeRequest waits for an attribute to meet a condition.
+type WaitForAttributeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// FlowId names the flow execution. Not empty.
+	FlowId string `protobuf:"bytes,1,opt,name=flow_id,json=flowId,proto3" json:"flow_id,omitempty"`
+	// RunId names the run; empty means the latest run at the time of the
+	// call.
+	RunId string `protobuf:"bytes,2,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// Name names the attribute. Not empty.
+	Name string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	// Condition is what the attribute's value must meet. Exactly one.
+	//
+	// Types that are valid to be assigned to Condition:
+	//
+	//	*WaitForAttributeRequest_Exists
+	//	*WaitForAttributeRequest_Equals
+	Condition isWaitForAttributeRequest_Condition `protobuf_oneof:"condition"`
+	// Timeout is how long to wait, capped as WaitForFlow's.
+	Timeout       *durationpb.Duration `protobuf:"bytes,6,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WaitForAttributeRequest) Reset() {
+	*x = WaitForAttributeRequest{}
+	mi := &file_dex_flow_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WaitForAttributeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WaitForAttributeRequest) ProtoMessage() {}
+
+func (x *WaitForAttributeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dex_flow_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WaitForAttributeRequest.ProtoReflect.Descriptor instead.
+func (*WaitForAttributeRequest) Descriptor() ([]byte, []int) {
+	return file_dex_flow_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *WaitForAttributeRequest) GetFlowId() string {
+	if x != nil {
+		return x.FlowId
+	}
+	return ""
+}
+
+func (x *WaitForAttributeRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *WaitForAttributeRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *WaitForAttributeRequest) GetCondition() isWaitForAttributeRequest_Condition {
+	if x != nil {
+		return x.Condition
+	}
+	return nil
+}
+
+func (x *WaitForAttributeRequest) GetExists() bool {
+	if x != nil {
+		if x, ok := x.Condition.(*WaitForAttributeRequest_Exists); ok {
+			return x.Exists
+		}
+	}
+	return false
+}
+
+func (x *WaitForAttributeRequest) GetEquals() *EncodedValue {
+	if x != nil {
+		if x, ok := x.Condition.(*WaitForAttributeRequest_Equals); ok {
+			return x.Equals
+		}
+	}
+	return nil
+}
+
+func (x *WaitForAttributeRequest) GetTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.Timeout
+	}
+	return nil
+}
+
+type isWaitForAttributeRequest_Condition interface {
+	isWaitForAttributeRequest_Condition()
+}
+
+type WaitForAttributeRequest_Exists struct {
+	// Exists: the attribute has a value (true; false is refused).
+	Exists bool `protobuf:"varint,4,opt,name=exists,proto3,oneof"`
+}
+
+type WaitForAttributeRequest_Equals struct {
+	// Equals: the attribute's value has this encoding and data (the type
+	// name is not compared).
+	Equals *EncodedValue `protobuf:"bytes,5,opt,name=equals,proto3,oneof"`
+}
+
+func (*WaitForAttributeRequest_Exists) isWaitForAttributeRequest_Condition() {}
+
+func (*WaitForAttributeRequest_Equals) isWaitForAttributeRequest_Condition() {}
+
+// WaitForAttributeResponse carries the value that met the condition.
+type WaitForAttributeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// RunId is the run waited on.
+	RunId string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// Value is the attribute's value.
+	Value         *EncodedValue `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WaitForAttributeResponse) Reset() {
+	*x = WaitForAttributeResponse{}
+	mi := &file_dex_flow_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WaitForAttributeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WaitForAttributeResponse) ProtoMessage() {}
+
+func (x *WaitForAttributeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dex_flow_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WaitForAttributeResponse.ProtoReflect.Descriptor instead.
+func (*WaitForAttributeResponse) Descriptor() ([]byte, []int) {
+	return file_dex_flow_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *WaitForAttributeResponse) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *WaitForAttributeResponse) GetValue() *EncodedValue {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
 // GetFlowSummaryRequest reads a flow execution's summary.
 type GetFlowSummaryRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1258,7 +1593,7 @@ type GetFlowSummaryRequest struct {
 
 func (x *GetFlowSummaryRequest) Reset() {
 	*x = GetFlowSummaryRequest{}
-	mi := &file_dex_flow_proto_msgTypes[17]
+	mi := &file_dex_flow_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1270,7 +1605,7 @@ func (x *GetFlowSummaryRequest) String() string {
 func (*GetFlowSummaryRequest) ProtoMessage() {}
 
 func (x *GetFlowSummaryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_proto_msgTypes[17]
+	mi := &file_dex_flow_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1283,7 +1618,7 @@ func (x *GetFlowSummaryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFlowSummaryRequest.ProtoReflect.Descriptor instead.
 func (*GetFlowSummaryRequest) Descriptor() ([]byte, []int) {
-	return file_dex_flow_proto_rawDescGZIP(), []int{17}
+	return file_dex_flow_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GetFlowSummaryRequest) GetFlowId() string {
@@ -1311,7 +1646,7 @@ type GetFlowSummaryResponse struct {
 
 func (x *GetFlowSummaryResponse) Reset() {
 	*x = GetFlowSummaryResponse{}
-	mi := &file_dex_flow_proto_msgTypes[18]
+	mi := &file_dex_flow_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1323,7 +1658,7 @@ func (x *GetFlowSummaryResponse) String() string {
 func (*GetFlowSummaryResponse) ProtoMessage() {}
 
 func (x *GetFlowSummaryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_proto_msgTypes[18]
+	mi := &file_dex_flow_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1336,7 +1671,7 @@ func (x *GetFlowSummaryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFlowSummaryResponse.ProtoReflect.Descriptor instead.
 func (*GetFlowSummaryResponse) Descriptor() ([]byte, []int) {
-	return file_dex_flow_proto_rawDescGZIP(), []int{18}
+	return file_dex_flow_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GetFlowSummaryResponse) GetSummary() *FlowSummary {
@@ -1362,7 +1697,7 @@ type GetFlowStateRequest struct {
 
 func (x *GetFlowStateRequest) Reset() {
 	*x = GetFlowStateRequest{}
-	mi := &file_dex_flow_proto_msgTypes[19]
+	mi := &file_dex_flow_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1374,7 +1709,7 @@ func (x *GetFlowStateRequest) String() string {
 func (*GetFlowStateRequest) ProtoMessage() {}
 
 func (x *GetFlowStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_proto_msgTypes[19]
+	mi := &file_dex_flow_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1387,7 +1722,7 @@ func (x *GetFlowStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFlowStateRequest.ProtoReflect.Descriptor instead.
 func (*GetFlowStateRequest) Descriptor() ([]byte, []int) {
-	return file_dex_flow_proto_rawDescGZIP(), []int{19}
+	return file_dex_flow_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GetFlowStateRequest) GetFlowId() string {
@@ -1422,7 +1757,7 @@ type GetFlowStateResponse struct {
 
 func (x *GetFlowStateResponse) Reset() {
 	*x = GetFlowStateResponse{}
-	mi := &file_dex_flow_proto_msgTypes[20]
+	mi := &file_dex_flow_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1434,7 +1769,7 @@ func (x *GetFlowStateResponse) String() string {
 func (*GetFlowStateResponse) ProtoMessage() {}
 
 func (x *GetFlowStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_proto_msgTypes[20]
+	mi := &file_dex_flow_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1447,7 +1782,7 @@ func (x *GetFlowStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFlowStateResponse.ProtoReflect.Descriptor instead.
 func (*GetFlowStateResponse) Descriptor() ([]byte, []int) {
-	return file_dex_flow_proto_rawDescGZIP(), []int{20}
+	return file_dex_flow_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetFlowStateResponse) GetState() *FlowState {
@@ -1479,7 +1814,7 @@ type GetHistoryEventsRequest struct {
 
 func (x *GetHistoryEventsRequest) Reset() {
 	*x = GetHistoryEventsRequest{}
-	mi := &file_dex_flow_proto_msgTypes[21]
+	mi := &file_dex_flow_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1491,7 +1826,7 @@ func (x *GetHistoryEventsRequest) String() string {
 func (*GetHistoryEventsRequest) ProtoMessage() {}
 
 func (x *GetHistoryEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_proto_msgTypes[21]
+	mi := &file_dex_flow_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1504,7 +1839,7 @@ func (x *GetHistoryEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetHistoryEventsRequest.ProtoReflect.Descriptor instead.
 func (*GetHistoryEventsRequest) Descriptor() ([]byte, []int) {
-	return file_dex_flow_proto_rawDescGZIP(), []int{21}
+	return file_dex_flow_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GetHistoryEventsRequest) GetFlowId() string {
@@ -1558,7 +1893,7 @@ type GetHistoryEventsResponse struct {
 
 func (x *GetHistoryEventsResponse) Reset() {
 	*x = GetHistoryEventsResponse{}
-	mi := &file_dex_flow_proto_msgTypes[22]
+	mi := &file_dex_flow_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1570,7 +1905,7 @@ func (x *GetHistoryEventsResponse) String() string {
 func (*GetHistoryEventsResponse) ProtoMessage() {}
 
 func (x *GetHistoryEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_proto_msgTypes[22]
+	mi := &file_dex_flow_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1583,7 +1918,7 @@ func (x *GetHistoryEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetHistoryEventsResponse.ProtoReflect.Descriptor instead.
 func (*GetHistoryEventsResponse) Descriptor() ([]byte, []int) {
-	return file_dex_flow_proto_rawDescGZIP(), []int{22}
+	return file_dex_flow_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GetHistoryEventsResponse) GetRunId() string {
@@ -1631,7 +1966,7 @@ type ListFlowsRequest struct {
 
 func (x *ListFlowsRequest) Reset() {
 	*x = ListFlowsRequest{}
-	mi := &file_dex_flow_proto_msgTypes[23]
+	mi := &file_dex_flow_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1643,7 +1978,7 @@ func (x *ListFlowsRequest) String() string {
 func (*ListFlowsRequest) ProtoMessage() {}
 
 func (x *ListFlowsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_proto_msgTypes[23]
+	mi := &file_dex_flow_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1656,7 +1991,7 @@ func (x *ListFlowsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFlowsRequest.ProtoReflect.Descriptor instead.
 func (*ListFlowsRequest) Descriptor() ([]byte, []int) {
-	return file_dex_flow_proto_rawDescGZIP(), []int{23}
+	return file_dex_flow_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ListFlowsRequest) GetFlowType() string {
@@ -1714,7 +2049,7 @@ type ListFlowsResponse struct {
 
 func (x *ListFlowsResponse) Reset() {
 	*x = ListFlowsResponse{}
-	mi := &file_dex_flow_proto_msgTypes[24]
+	mi := &file_dex_flow_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1726,7 +2061,7 @@ func (x *ListFlowsResponse) String() string {
 func (*ListFlowsResponse) ProtoMessage() {}
 
 func (x *ListFlowsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_proto_msgTypes[24]
+	mi := &file_dex_flow_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1739,7 +2074,7 @@ func (x *ListFlowsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFlowsResponse.ProtoReflect.Descriptor instead.
 func (*ListFlowsResponse) Descriptor() ([]byte, []int) {
-	return file_dex_flow_proto_rawDescGZIP(), []int{24}
+	return file_dex_flow_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ListFlowsResponse) GetFlows() []*FlowSummary {
@@ -1816,13 +2151,14 @@ const file_dex_flow_proto_rawDesc = "" +
 	"attributes\x18\x03 \x03(\v2\x0e.dex.AttributeR\n" +
 	"attributes\".\n" +
 	"\x15SetAttributesResponse\x12\x15\n" +
-	"\x06run_id\x18\x01 \x01(\tR\x05runId\"\xbb\x01\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\"\xd1\x01\n" +
 	"\x10InvokeRPCRequest\x12\x17\n" +
 	"\aflow_id\x18\x01 \x01(\tR\x06flowId\x12\x15\n" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x19\n" +
 	"\brpc_name\x18\x03 \x01(\tR\arpcName\x12'\n" +
 	"\x05input\x18\x04 \x01(\v2\x11.dex.EncodedValueR\x05input\x123\n" +
-	"\atimeout\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\atimeout\"U\n" +
+	"\atimeout\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12\x14\n" +
+	"\x05locks\x18\x06 \x03(\tR\x05locks\"U\n" +
 	"\x11InvokeRPCResponse\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12)\n" +
 	"\x06output\x18\x02 \x01(\v2\x11.dex.EncodedValueR\x06output\"\xbf\x01\n" +
@@ -1840,7 +2176,27 @@ const file_dex_flow_proto_rawDesc = "" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x123\n" +
 	"\atimeout\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\atimeout\">\n" +
 	"\x13WaitForFlowResponse\x12'\n" +
-	"\x06result\x18\x01 \x01(\v2\x0f.dex.FlowResultR\x06result\"G\n" +
+	"\x06result\x18\x01 \x01(\v2\x0f.dex.FlowResultR\x06result\"\xb6\x01\n" +
+	"\x1cWaitForStepCompletionRequest\x12\x17\n" +
+	"\aflow_id\x18\x01 \x01(\tR\x06flowId\x12\x15\n" +
+	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x1b\n" +
+	"\tstep_type\x18\x03 \x01(\tR\bstepType\x12\x14\n" +
+	"\x05count\x18\x04 \x01(\rR\x05count\x123\n" +
+	"\atimeout\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\atimeout\"R\n" +
+	"\x1dWaitForStepCompletionResponse\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1a\n" +
+	"\bfinished\x18\x02 \x01(\rR\bfinished\"\xe6\x01\n" +
+	"\x17WaitForAttributeRequest\x12\x17\n" +
+	"\aflow_id\x18\x01 \x01(\tR\x06flowId\x12\x15\n" +
+	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12\x18\n" +
+	"\x06exists\x18\x04 \x01(\bH\x00R\x06exists\x12+\n" +
+	"\x06equals\x18\x05 \x01(\v2\x11.dex.EncodedValueH\x00R\x06equals\x123\n" +
+	"\atimeout\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\atimeoutB\v\n" +
+	"\tcondition\"Z\n" +
+	"\x18WaitForAttributeResponse\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12'\n" +
+	"\x05value\x18\x02 \x01(\v2\x11.dex.EncodedValueR\x05value\"G\n" +
 	"\x15GetFlowSummaryRequest\x12\x17\n" +
 	"\aflow_id\x18\x01 \x01(\tR\x06flowId\x12\x15\n" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\"D\n" +
@@ -1878,7 +2234,7 @@ const file_dex_flow_proto_rawDesc = "" +
 	"\x15STOP_TYPE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10STOP_TYPE_CANCEL\x10\x01\x12\x17\n" +
 	"\x13STOP_TYPE_TERMINATE\x10\x02\x12\x12\n" +
-	"\x0eSTOP_TYPE_FAIL\x10\x032\xfc\x06\n" +
+	"\x0eSTOP_TYPE_FAIL\x10\x032\xad\b\n" +
 	"\vFlowService\x12:\n" +
 	"\tStartFlow\x12\x15.dex.StartFlowRequest\x1a\x16.dex.StartFlowResponse\x127\n" +
 	"\bStopFlow\x12\x14.dex.StopFlowRequest\x1a\x15.dex.StopFlowResponse\x12O\n" +
@@ -1887,7 +2243,9 @@ const file_dex_flow_proto_rawDesc = "" +
 	"\rSetAttributes\x12\x19.dex.SetAttributesRequest\x1a\x1a.dex.SetAttributesResponse\x12:\n" +
 	"\tInvokeRPC\x12\x15.dex.InvokeRPCRequest\x1a\x16.dex.InvokeRPCResponse\x12:\n" +
 	"\tSkipTimer\x12\x15.dex.SkipTimerRequest\x1a\x16.dex.SkipTimerResponse\x12@\n" +
-	"\vWaitForFlow\x12\x17.dex.WaitForFlowRequest\x1a\x18.dex.WaitForFlowResponse\x12I\n" +
+	"\vWaitForFlow\x12\x17.dex.WaitForFlowRequest\x1a\x18.dex.WaitForFlowResponse\x12^\n" +
+	"\x15WaitForStepCompletion\x12!.dex.WaitForStepCompletionRequest\x1a\".dex.WaitForStepCompletionResponse\x12O\n" +
+	"\x10WaitForAttribute\x12\x1c.dex.WaitForAttributeRequest\x1a\x1d.dex.WaitForAttributeResponse\x12I\n" +
 	"\x0eGetFlowSummary\x12\x1a.dex.GetFlowSummaryRequest\x1a\x1b.dex.GetFlowSummaryResponse\x12C\n" +
 	"\fGetFlowState\x12\x18.dex.GetFlowStateRequest\x1a\x19.dex.GetFlowStateResponse\x12O\n" +
 	"\x10GetHistoryEvents\x12\x1c.dex.GetHistoryEventsRequest\x1a\x1d.dex.GetHistoryEventsResponse\x12:\n" +
@@ -1907,109 +2265,121 @@ func file_dex_flow_proto_rawDescGZIP() []byte {
 }
 
 var file_dex_flow_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_dex_flow_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_dex_flow_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_dex_flow_proto_goTypes = []any{
-	(StopType)(0),                    // 0: dex.StopType
-	(*StartFlowRequest)(nil),         // 1: dex.StartFlowRequest
-	(*TimeoutHandler)(nil),           // 2: dex.TimeoutHandler
-	(*StartFlowResponse)(nil),        // 3: dex.StartFlowResponse
-	(*StopFlowRequest)(nil),          // 4: dex.StopFlowRequest
-	(*StopFlowResponse)(nil),         // 5: dex.StopFlowResponse
-	(*PublishToChannelRequest)(nil),  // 6: dex.PublishToChannelRequest
-	(*PublishToChannelResponse)(nil), // 7: dex.PublishToChannelResponse
-	(*GetAttributesRequest)(nil),     // 8: dex.GetAttributesRequest
-	(*GetAttributesResponse)(nil),    // 9: dex.GetAttributesResponse
-	(*SetAttributesRequest)(nil),     // 10: dex.SetAttributesRequest
-	(*SetAttributesResponse)(nil),    // 11: dex.SetAttributesResponse
-	(*InvokeRPCRequest)(nil),         // 12: dex.InvokeRPCRequest
-	(*InvokeRPCResponse)(nil),        // 13: dex.InvokeRPCResponse
-	(*SkipTimerRequest)(nil),         // 14: dex.SkipTimerRequest
-	(*SkipTimerResponse)(nil),        // 15: dex.SkipTimerResponse
-	(*WaitForFlowRequest)(nil),       // 16: dex.WaitForFlowRequest
-	(*WaitForFlowResponse)(nil),      // 17: dex.WaitForFlowResponse
-	(*GetFlowSummaryRequest)(nil),    // 18: dex.GetFlowSummaryRequest
-	(*GetFlowSummaryResponse)(nil),   // 19: dex.GetFlowSummaryResponse
-	(*GetFlowStateRequest)(nil),      // 20: dex.GetFlowStateRequest
-	(*GetFlowStateResponse)(nil),     // 21: dex.GetFlowStateResponse
-	(*GetHistoryEventsRequest)(nil),  // 22: dex.GetHistoryEventsRequest
-	(*GetHistoryEventsResponse)(nil), // 23: dex.GetHistoryEventsResponse
-	(*ListFlowsRequest)(nil),         // 24: dex.ListFlowsRequest
-	(*ListFlowsResponse)(nil),        // 25: dex.ListFlowsResponse
-	(*Movement)(nil),                 // 26: dex.Movement
-	(*durationpb.Duration)(nil),      // 27: google.protobuf.Duration
-	(FlowTimeoutPolicy)(0),           // 28: dex.FlowTimeoutPolicy
-	(*Attribute)(nil),                // 29: dex.Attribute
-	(IdReusePolicy)(0),               // 30: dex.IdReusePolicy
-	(*RetryPolicy)(nil),              // 31: dex.RetryPolicy
-	(FlowStatus)(0),                  // 32: dex.FlowStatus
-	(*ChannelPublish)(nil),           // 33: dex.ChannelPublish
-	(*EncodedValue)(nil),             // 34: dex.EncodedValue
-	(*FlowResult)(nil),               // 35: dex.FlowResult
-	(*FlowSummary)(nil),              // 36: dex.FlowSummary
-	(*FlowState)(nil),                // 37: dex.FlowState
-	(*HistoryEvent)(nil),             // 38: dex.HistoryEvent
-	(*timestamppb.Timestamp)(nil),    // 39: google.protobuf.Timestamp
-	(*SearchFlowsRequest)(nil),       // 40: dex.SearchFlowsRequest
-	(*SearchFlowsResponse)(nil),      // 41: dex.SearchFlowsResponse
+	(StopType)(0),                         // 0: dex.StopType
+	(*StartFlowRequest)(nil),              // 1: dex.StartFlowRequest
+	(*TimeoutHandler)(nil),                // 2: dex.TimeoutHandler
+	(*StartFlowResponse)(nil),             // 3: dex.StartFlowResponse
+	(*StopFlowRequest)(nil),               // 4: dex.StopFlowRequest
+	(*StopFlowResponse)(nil),              // 5: dex.StopFlowResponse
+	(*PublishToChannelRequest)(nil),       // 6: dex.PublishToChannelRequest
+	(*PublishToChannelResponse)(nil),      // 7: dex.PublishToChannelResponse
+	(*GetAttributesRequest)(nil),          // 8: dex.GetAttributesRequest
+	(*GetAttributesResponse)(nil),         // 9: dex.GetAttributesResponse
+	(*SetAttributesRequest)(nil),          // 10: dex.SetAttributesRequest
+	(*SetAttributesResponse)(nil),         // 11: dex.SetAttributesResponse
+	(*InvokeRPCRequest)(nil),              // 12: dex.InvokeRPCRequest
+	(*InvokeRPCResponse)(nil),             // 13: dex.InvokeRPCResponse
+	(*SkipTimerRequest)(nil),              // 14: dex.SkipTimerRequest
+	(*SkipTimerResponse)(nil),             // 15: dex.SkipTimerResponse
+	(*WaitForFlowRequest)(nil),            // 16: dex.WaitForFlowRequest
+	(*WaitForFlowResponse)(nil),           // 17: dex.WaitForFlowResponse
+	(*WaitForStepCompletionRequest)(nil),  // 18: dex.WaitForStepCompletionRequest
+	(*WaitForStepCompletionResponse)(nil), // 19: dex.WaitForStepCompletionResponse
+	(*WaitForAttributeRequest)(nil),       // 20: dex.WaitForAttributeRequest
+	(*WaitForAttributeResponse)(nil),      // 21: dex.WaitForAttributeResponse
+	(*GetFlowSummaryRequest)(nil),         // 22: dex.GetFlowSummaryRequest
+	(*GetFlowSummaryResponse)(nil),        // 23: dex.GetFlowSummaryResponse
+	(*GetFlowStateRequest)(nil),           // 24: dex.GetFlowStateRequest
+	(*GetFlowStateResponse)(nil),          // 25: dex.GetFlowStateResponse
+	(*GetHistoryEventsRequest)(nil),       // 26: dex.GetHistoryEventsRequest
+	(*GetHistoryEventsResponse)(nil),      // 27: dex.GetHistoryEventsResponse
+	(*ListFlowsRequest)(nil),              // 28: dex.ListFlowsRequest
+	(*ListFlowsResponse)(nil),             // 29: dex.ListFlowsResponse
+	(*Movement)(nil),                      // 30: dex.Movement
+	(*durationpb.Duration)(nil),           // 31: google.protobuf.Duration
+	(FlowTimeoutPolicy)(0),                // 32: dex.FlowTimeoutPolicy
+	(*Attribute)(nil),                     // 33: dex.Attribute
+	(IdReusePolicy)(0),                    // 34: dex.IdReusePolicy
+	(*RetryPolicy)(nil),                   // 35: dex.RetryPolicy
+	(FlowStatus)(0),                       // 36: dex.FlowStatus
+	(*ChannelPublish)(nil),                // 37: dex.ChannelPublish
+	(*EncodedValue)(nil),                  // 38: dex.EncodedValue
+	(*FlowResult)(nil),                    // 39: dex.FlowResult
+	(*FlowSummary)(nil),                   // 40: dex.FlowSummary
+	(*FlowState)(nil),                     // 41: dex.FlowState
+	(*HistoryEvent)(nil),                  // 42: dex.HistoryEvent
+	(*timestamppb.Timestamp)(nil),         // 43: google.protobuf.Timestamp
+	(*SearchFlowsRequest)(nil),            // 44: dex.SearchFlowsRequest
+	(*SearchFlowsResponse)(nil),           // 45: dex.SearchFlowsResponse
 }
 var file_dex_flow_proto_depIdxs = []int32{
-	26, // 0: dex.StartFlowRequest.start_step:type_name -> dex.Movement
-	27, // 1: dex.StartFlowRequest.flow_timeout:type_name -> google.protobuf.Duration
-	28, // 2: dex.StartFlowRequest.flow_timeout_policy:type_name -> dex.FlowTimeoutPolicy
-	29, // 3: dex.StartFlowRequest.initial_attributes:type_name -> dex.Attribute
-	30, // 4: dex.StartFlowRequest.id_reuse_policy:type_name -> dex.IdReusePolicy
-	27, // 5: dex.StartFlowRequest.start_delay:type_name -> google.protobuf.Duration
-	31, // 6: dex.StartFlowRequest.retry_policy:type_name -> dex.RetryPolicy
+	30, // 0: dex.StartFlowRequest.start_step:type_name -> dex.Movement
+	31, // 1: dex.StartFlowRequest.flow_timeout:type_name -> google.protobuf.Duration
+	32, // 2: dex.StartFlowRequest.flow_timeout_policy:type_name -> dex.FlowTimeoutPolicy
+	33, // 3: dex.StartFlowRequest.initial_attributes:type_name -> dex.Attribute
+	34, // 4: dex.StartFlowRequest.id_reuse_policy:type_name -> dex.IdReusePolicy
+	31, // 5: dex.StartFlowRequest.start_delay:type_name -> google.protobuf.Duration
+	35, // 6: dex.StartFlowRequest.retry_policy:type_name -> dex.RetryPolicy
 	2,  // 7: dex.StartFlowRequest.timeout_handler:type_name -> dex.TimeoutHandler
-	27, // 8: dex.TimeoutHandler.deadline:type_name -> google.protobuf.Duration
+	31, // 8: dex.TimeoutHandler.deadline:type_name -> google.protobuf.Duration
 	0,  // 9: dex.StopFlowRequest.type:type_name -> dex.StopType
-	32, // 10: dex.StopFlowResponse.status:type_name -> dex.FlowStatus
-	33, // 11: dex.PublishToChannelRequest.publishes:type_name -> dex.ChannelPublish
-	29, // 12: dex.GetAttributesResponse.attributes:type_name -> dex.Attribute
-	29, // 13: dex.SetAttributesRequest.attributes:type_name -> dex.Attribute
-	34, // 14: dex.InvokeRPCRequest.input:type_name -> dex.EncodedValue
-	27, // 15: dex.InvokeRPCRequest.timeout:type_name -> google.protobuf.Duration
-	34, // 16: dex.InvokeRPCResponse.output:type_name -> dex.EncodedValue
-	27, // 17: dex.WaitForFlowRequest.timeout:type_name -> google.protobuf.Duration
-	35, // 18: dex.WaitForFlowResponse.result:type_name -> dex.FlowResult
-	36, // 19: dex.GetFlowSummaryResponse.summary:type_name -> dex.FlowSummary
-	37, // 20: dex.GetFlowStateResponse.state:type_name -> dex.FlowState
-	38, // 21: dex.GetHistoryEventsResponse.events:type_name -> dex.HistoryEvent
-	32, // 22: dex.ListFlowsRequest.statuses:type_name -> dex.FlowStatus
-	39, // 23: dex.ListFlowsRequest.start_time_from:type_name -> google.protobuf.Timestamp
-	39, // 24: dex.ListFlowsRequest.start_time_to:type_name -> google.protobuf.Timestamp
-	36, // 25: dex.ListFlowsResponse.flows:type_name -> dex.FlowSummary
-	1,  // 26: dex.FlowService.StartFlow:input_type -> dex.StartFlowRequest
-	4,  // 27: dex.FlowService.StopFlow:input_type -> dex.StopFlowRequest
-	6,  // 28: dex.FlowService.PublishToChannel:input_type -> dex.PublishToChannelRequest
-	8,  // 29: dex.FlowService.GetAttributes:input_type -> dex.GetAttributesRequest
-	10, // 30: dex.FlowService.SetAttributes:input_type -> dex.SetAttributesRequest
-	12, // 31: dex.FlowService.InvokeRPC:input_type -> dex.InvokeRPCRequest
-	14, // 32: dex.FlowService.SkipTimer:input_type -> dex.SkipTimerRequest
-	16, // 33: dex.FlowService.WaitForFlow:input_type -> dex.WaitForFlowRequest
-	18, // 34: dex.FlowService.GetFlowSummary:input_type -> dex.GetFlowSummaryRequest
-	20, // 35: dex.FlowService.GetFlowState:input_type -> dex.GetFlowStateRequest
-	22, // 36: dex.FlowService.GetHistoryEvents:input_type -> dex.GetHistoryEventsRequest
-	24, // 37: dex.FlowService.ListFlows:input_type -> dex.ListFlowsRequest
-	40, // 38: dex.FlowService.SearchFlows:input_type -> dex.SearchFlowsRequest
-	3,  // 39: dex.FlowService.StartFlow:output_type -> dex.StartFlowResponse
-	5,  // 40: dex.FlowService.StopFlow:output_type -> dex.StopFlowResponse
-	7,  // 41: dex.FlowService.PublishToChannel:output_type -> dex.PublishToChannelResponse
-	9,  // 42: dex.FlowService.GetAttributes:output_type -> dex.GetAttributesResponse
-	11, // 43: dex.FlowService.SetAttributes:output_type -> dex.SetAttributesResponse
-	13, // 44: dex.FlowService.InvokeRPC:output_type -> dex.InvokeRPCResponse
-	15, // 45: dex.FlowService.SkipTimer:output_type -> dex.SkipTimerResponse
-	17, // 46: dex.FlowService.WaitForFlow:output_type -> dex.WaitForFlowResponse
-	19, // 47: dex.FlowService.GetFlowSummary:output_type -> dex.GetFlowSummaryResponse
-	21, // 48: dex.FlowService.GetFlowState:output_type -> dex.GetFlowStateResponse
-	23, // 49: dex.FlowService.GetHistoryEvents:output_type -> dex.GetHistoryEventsResponse
-	25, // 50: dex.FlowService.ListFlows:output_type -> dex.ListFlowsResponse
-	41, // 51: dex.FlowService.SearchFlows:output_type -> dex.SearchFlowsResponse
-	39, // [39:52] is the sub-list for method output_type
-	26, // [26:39] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	36, // 10: dex.StopFlowResponse.status:type_name -> dex.FlowStatus
+	37, // 11: dex.PublishToChannelRequest.publishes:type_name -> dex.ChannelPublish
+	33, // 12: dex.GetAttributesResponse.attributes:type_name -> dex.Attribute
+	33, // 13: dex.SetAttributesRequest.attributes:type_name -> dex.Attribute
+	38, // 14: dex.InvokeRPCRequest.input:type_name -> dex.EncodedValue
+	31, // 15: dex.InvokeRPCRequest.timeout:type_name -> google.protobuf.Duration
+	38, // 16: dex.InvokeRPCResponse.output:type_name -> dex.EncodedValue
+	31, // 17: dex.WaitForFlowRequest.timeout:type_name -> google.protobuf.Duration
+	39, // 18: dex.WaitForFlowResponse.result:type_name -> dex.FlowResult
+	31, // 19: dex.WaitForStepCompletionRequest.timeout:type_name -> google.protobuf.Duration
+	38, // 20: dex.WaitForAttributeRequest.equals:type_name -> dex.EncodedValue
+	31, // 21: dex.WaitForAttributeRequest.timeout:type_name -> google.protobuf.Duration
+	38, // 22: dex.WaitForAttributeResponse.value:type_name -> dex.EncodedValue
+	40, // 23: dex.GetFlowSummaryResponse.summary:type_name -> dex.FlowSummary
+	41, // 24: dex.GetFlowStateResponse.state:type_name -> dex.FlowState
+	42, // 25: dex.GetHistoryEventsResponse.events:type_name -> dex.HistoryEvent
+	36, // 26: dex.ListFlowsRequest.statuses:type_name -> dex.FlowStatus
+	43, // 27: dex.ListFlowsRequest.start_time_from:type_name -> google.protobuf.Timestamp
+	43, // 28: dex.ListFlowsRequest.start_time_to:type_name -> google.protobuf.Timestamp
+	40, // 29: dex.ListFlowsResponse.flows:type_name -> dex.FlowSummary
+	1,  // 30: dex.FlowService.StartFlow:input_type -> dex.StartFlowRequest
+	4,  // 31: dex.FlowService.StopFlow:input_type -> dex.StopFlowRequest
+	6,  // 32: dex.FlowService.PublishToChannel:input_type -> dex.PublishToChannelRequest
+	8,  // 33: dex.FlowService.GetAttributes:input_type -> dex.GetAttributesRequest
+	10, // 34: dex.FlowService.SetAttributes:input_type -> dex.SetAttributesRequest
+	12, // 35: dex.FlowService.InvokeRPC:input_type -> dex.InvokeRPCRequest
+	14, // 36: dex.FlowService.SkipTimer:input_type -> dex.SkipTimerRequest
+	16, // 37: dex.FlowService.WaitForFlow:input_type -> dex.WaitForFlowRequest
+	18, // 38: dex.FlowService.WaitForStepCompletion:input_type -> dex.WaitForStepCompletionRequest
+	20, // 39: dex.FlowService.WaitForAttribute:input_type -> dex.WaitForAttributeRequest
+	22, // 40: dex.FlowService.GetFlowSummary:input_type -> dex.GetFlowSummaryRequest
+	24, // 41: dex.FlowService.GetFlowState:input_type -> dex.GetFlowStateRequest
+	26, // 42: dex.FlowService.GetHistoryEvents:input_type -> dex.GetHistoryEventsRequest
+	28, // 43: dex.FlowService.ListFlows:input_type -> dex.ListFlowsRequest
+	44, // 44: dex.FlowService.SearchFlows:input_type -> dex.SearchFlowsRequest
+	3,  // 45: dex.FlowService.StartFlow:output_type -> dex.StartFlowResponse
+	5,  // 46: dex.FlowService.StopFlow:output_type -> dex.StopFlowResponse
+	7,  // 47: dex.FlowService.PublishToChannel:output_type -> dex.PublishToChannelResponse
+	9,  // 48: dex.FlowService.GetAttributes:output_type -> dex.GetAttributesResponse
+	11, // 49: dex.FlowService.SetAttributes:output_type -> dex.SetAttributesResponse
+	13, // 50: dex.FlowService.InvokeRPC:output_type -> dex.InvokeRPCResponse
+	15, // 51: dex.FlowService.SkipTimer:output_type -> dex.SkipTimerResponse
+	17, // 52: dex.FlowService.WaitForFlow:output_type -> dex.WaitForFlowResponse
+	19, // 53: dex.FlowService.WaitForStepCompletion:output_type -> dex.WaitForStepCompletionResponse
+	21, // 54: dex.FlowService.WaitForAttribute:output_type -> dex.WaitForAttributeResponse
+	23, // 55: dex.FlowService.GetFlowSummary:output_type -> dex.GetFlowSummaryResponse
+	25, // 56: dex.FlowService.GetFlowState:output_type -> dex.GetFlowStateResponse
+	27, // 57: dex.FlowService.GetHistoryEvents:output_type -> dex.GetHistoryEventsResponse
+	29, // 58: dex.FlowService.ListFlows:output_type -> dex.ListFlowsResponse
+	45, // 59: dex.FlowService.SearchFlows:output_type -> dex.SearchFlowsResponse
+	45, // [45:60] is the sub-list for method output_type
+	30, // [30:45] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_dex_flow_proto_init() }
@@ -2028,13 +2398,17 @@ func file_dex_flow_proto_init() {
 		(*SkipTimerRequest_ConditionId)(nil),
 		(*SkipTimerRequest_TimerIndex)(nil),
 	}
+	file_dex_flow_proto_msgTypes[19].OneofWrappers = []any{
+		(*WaitForAttributeRequest_Exists)(nil),
+		(*WaitForAttributeRequest_Equals)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dex_flow_proto_rawDesc), len(file_dex_flow_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   25,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

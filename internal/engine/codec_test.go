@@ -56,13 +56,6 @@ func sampleRecords() []Record {
 		RPCCompleted{CallID: "c1", Name: "r", Duration: d, Input: v, Output: v, Movements: moves, Scheduled: []string{"A-2"}, Staged: staged},
 		StepEnded{StepExecID: "A-1", Reason: "r"},
 		FlowClosed{CloseInfo{Status: StatusFailed, ErrorType: ErrFlowTimeout, Message: "m"}},
-		// E34 (format 2 only)
-		FlowRetried{RetryRunID: "r1.retry-2", Attempt: 2, NotBefore: t0.Add(d)},
-		FlowStarted{FlowType: "order", PreviousRunID: "r1", StartStep: &moves[0], StartDelay: d,
-			Retry: &FlowRetry{Policy: RetryPolicy{InitialInterval: d, Coefficient: 2, MaxAttempts: 3}, Attempt: 2,
-				FirstRunID: "r1", FirstStartedAt: t0, RetriedRunID: "r1", Timeout: time.Hour},
-			TimeoutAt: t0.Add(time.Hour), TimeoutPolicy: TimeoutRunHandler, TimeoutHandler: &TimeoutHandler{StepType: "A", Deadline: d}},
-		TimeoutHandlerStarted{StepExecID: "A-2", DeadlineAt: t0.Add(d), Canceled: []string{"A-1"}},
 		// Format 2 only (format1Records counts the ones before).
 		FlowStarted{FlowType: "child", RequestID: "SubFlow:f0/r0/A-1/0",
 			Parent: &ParentRef{FlowID: "f0", RunID: "r0", StepExecID: "A-1", Index: 0}},
@@ -70,6 +63,15 @@ func sampleRecords() []Record {
 			Summary: Summary{FlowID: "SubFlow:f1-A-1-0", RunID: "r2", FlowType: "child", Status: StatusFailed,
 				StartedAt: t0, ClosedAt: t0.Add(d), ParentFlowID: "f1"},
 			Outputs: []Output{{StepType: "A", StepExecID: "A-1", Value: v}}, ErrorType: ErrWorkerAPIFail, Message: "m"}},
+		RPCLocked{CallID: "c1", Name: "r", Locks: []string{"a", "b"}, Epoch: 7},
+		RPCUnlocked{CallID: "c1", Reason: "r"},
+		// E34 (format 2 only)
+		FlowRetried{RetryRunID: "r1.retry-2", Attempt: 2, NotBefore: t0.Add(d)},
+		FlowStarted{FlowType: "order", PreviousRunID: "r1", StartStep: &moves[0], StartDelay: d,
+			Retry: &FlowRetry{Policy: RetryPolicy{InitialInterval: d, Coefficient: 2, MaxAttempts: 3}, Attempt: 2,
+				FirstRunID: "r1", FirstStartedAt: t0, RetriedRunID: "r1", Timeout: time.Hour},
+			TimeoutAt: t0.Add(time.Hour), TimeoutPolicy: TimeoutRunHandler, TimeoutHandler: &TimeoutHandler{StepType: "A", Deadline: d}},
+		TimeoutHandlerStarted{StepExecID: "A-2", DeadlineAt: t0.Add(d), Canceled: []string{"A-1"}},
 	}
 	recs := make([]Record, len(bodies))
 	for i, b := range bodies {

@@ -201,6 +201,9 @@ type MethodOptions struct {
 	Timeout    *time.Duration `json:"timeout,omitempty"` // per attempt
 	Retry      *RetryOptions  `json:"retry,omitempty"`
 	Durability Durability     `json:"durability,omitempty"`
+	// Locks is the method's lock set (E30, locks.go): the attempt starts
+	// only when it holds every lock; nil inherits, like every field.
+	Locks []string `json:"locks,omitempty"`
 }
 
 // RetryOptions is a partially set retry policy (E9).
@@ -236,6 +239,28 @@ type ResolvedOptions struct {
 	Execute        MethodPolicy  `json:"execute"`
 	WaitForFailure FailurePolicy `json:"waitForFailure"`
 	RecoveryStep   string        `json:"recoveryStep,omitempty"`
+	// Locks are the methods' resolved lock sets (E30), nil when neither
+	// has one: a pointer, so that the options of every step that locks
+	// nothing (copied with each state clone) stay as small as before.
+	Locks *ResolvedLocks `json:"locks,omitempty"`
+}
+
+// ResolvedLocks are the lock sets of a step execution's methods (E30).
+type ResolvedLocks struct {
+	WaitFor []string `json:"waitFor,omitempty"`
+	Execute []string `json:"execute,omitempty"`
+}
+
+// MethodLocks returns method m's lock set.
+func (r ResolvedOptions) MethodLocks(m Method) []string {
+	switch {
+	case r.Locks == nil:
+		return nil
+	case m == MethodWaitFor:
+		return r.Locks.WaitFor
+	default:
+		return r.Locks.Execute
+	}
 }
 
 // Staged are a handler's attribute writes and channel publishes; they commit

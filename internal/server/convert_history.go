@@ -219,7 +219,7 @@ func methodOptionsOut(o *engine.MethodOptions) *dexpb.StepMethodOptions {
 	if o == nil {
 		return nil
 	}
-	out := &dexpb.StepMethodOptions{AttemptTimeout: optDurationOut(o.Timeout)}
+	out := &dexpb.StepMethodOptions{AttemptTimeout: optDurationOut(o.Timeout), Locks: o.Locks}
 	switch o.Durability {
 	case engine.SYNC:
 		out.Durability = dexpb.AttemptDurability_ATTEMPT_DURABILITY_SYNC

@@ -54,6 +54,9 @@ func methodOptionsIn(field string, o *dexpb.StepMethodOptions) (*engine.MethodOp
 	if out.Timeout, err = optDuration(field+".attemptTimeout", o.GetAttemptTimeout()); err != nil {
 		return nil, err
 	}
+	if len(o.GetLocks()) > 0 {
+		out.Locks = o.GetLocks()
+	}
 	switch o.GetDurability() {
 	case dexpb.AttemptDurability_ATTEMPT_DURABILITY_UNSPECIFIED:
 	case dexpb.AttemptDurability_ATTEMPT_DURABILITY_SYNC:
@@ -100,7 +103,8 @@ func retryIn(field string, r *dexpb.RetryPolicy) (*engine.RetryOptions, error) {
 // filled in.
 func resolvedOut(r engine.ResolvedOptions) *dexpb.StepOptions {
 	out := &dexpb.StepOptions{
-		WaitFor: methodPolicyOut(r.WaitFor), Execute: methodPolicyOut(r.Execute),
+		WaitFor:              methodPolicyOut(r.WaitFor, r.MethodLocks(engine.MethodWaitFor)),
+		Execute:              methodPolicyOut(r.Execute, r.MethodLocks(engine.MethodExecute)),
 		WaitForFailurePolicy: dexpb.WaitForFailurePolicy_WAIT_FOR_FAILURE_POLICY_FAIL_FLOW,
 		ExecuteFailurePolicy: dexpb.ExecuteFailurePolicy_EXECUTE_FAILURE_POLICY_FAIL_FLOW,
 	}
@@ -114,7 +118,7 @@ func resolvedOut(r engine.ResolvedOptions) *dexpb.StepOptions {
 	return out
 }
 
-func methodPolicyOut(p engine.MethodPolicy) *dexpb.StepMethodOptions {
+func methodPolicyOut(p engine.MethodPolicy, locks []string) *dexpb.StepMethodOptions {
 	coef := p.Retry.Coefficient
 	attempts := uint32(p.Retry.MaxAttempts)
 	out := &dexpb.StepMethodOptions{
@@ -125,6 +129,7 @@ func methodPolicyOut(p engine.MethodPolicy) *dexpb.StepMethodOptions {
 			MaximumTotalDuration: durationpb.New(p.Retry.MaxTotal),
 		},
 		Durability: dexpb.AttemptDurability_ATTEMPT_DURABILITY_SYNC,
+		Locks:      locks,
 	}
 	if p.Durability == engine.ASYNC {
 		out.Durability = dexpb.AttemptDurability_ATTEMPT_DURABILITY_ASYNC
