@@ -44,6 +44,7 @@ type startOptions struct {
 	reuse         IDReusePolicy
 	attrs         []AttributeValue
 	stepOptions   *StepOptions
+	flowOptions   // E34, flowopts.go
 }
 
 type runIDOption string
@@ -138,6 +139,9 @@ func (c *Client) StartFlow(ctx context.Context, flow *Flow, flowID string, input
 		return Run{}, fmt.Errorf("dex: StartFlow: %w", err)
 	}
 	if req.StartStep, err = startMovement(d, input, so.stepOptions); err != nil {
+		return Run{}, fmt.Errorf("dex: StartFlow: %w", err)
+	}
+	if err := so.apply(d, req); err != nil {
 		return Run{}, fmt.Errorf("dex: StartFlow: %w", err)
 	}
 	var resp *dexpb.StartFlowResponse

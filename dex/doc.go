@@ -216,6 +216,33 @@
 // again through the client within about half a second (a retry waits for
 // the reconnection rather than a full retry backoff).
 //
+// # Flow-level options
+//
+// Three start options act on the whole flow (E34); each maps onto a
+// StartFlowRequest field:
+//
+//	run, err := dex.Start[Reserve](ctx, c, OrderFlow, "order-42", order,
+//		dex.WithStartDelay(time.Hour),
+//		dex.WithFlowRetry(dex.RetryPolicy{InitialInterval: time.Minute, MaximumAttempts: 3}),
+//		dex.WithTimeoutHandler(24*time.Hour, dex.Ref[Escalate](), 5*time.Minute))
+//
+// WithStartDelay (start_delay) creates the flow at once and runs its start
+// step after the delay, durably; the flow timeout counts from then.
+// WithFlowRetry (retry_policy) starts a new run of the same flow ID
+// ("<first run ID>.retry-<n>", same input, attributes and options, its
+// start step delayed by the backoff) when a run fails by itself: a step
+// out of retries, ForceFail, a FAIL flow timeout, a timeout handler that
+// fails or misses its deadline; never after StopFlow or a CANCEL timeout.
+// MaximumAttempts counts the runs. The retry's FlowStarted history event
+// carries RetryAttempt and RetriedRunID; the failed run's
+// FlowState.RetryRunID names its retry. WaitForFlow without WithRunID
+// follows the retries to the last run. WithTimeoutHandler (flow_timeout,
+// FLOW_TIMEOUT_POLICY_HANDLER, timeout_handler) names a step of the flow:
+// at the timeout the active steps end and the handler runs its Execute
+// with a zero input; unless the flow closes within the deadline (0: one
+// minute) it fails with FLOW_TIMEOUT. StartFlow refuses a handler the flow
+// does not declare before sending anything.
+//
 // # Attribute locks
 //
 // A handler that reads an attribute and writes it back races every other

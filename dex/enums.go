@@ -93,6 +93,9 @@ type FlowTimeoutPolicy int32
 const (
 	TimeoutFail   FlowTimeoutPolicy = 1
 	TimeoutCancel FlowTimeoutPolicy = 2
+	// TimeoutHandle runs a handler step on the timeout (E34); set it with
+	// WithTimeoutHandler, which names the step.
+	TimeoutHandle FlowTimeoutPolicy = 3
 )
 
 func (p FlowTimeoutPolicy) String() string { return dexpb.FlowTimeoutPolicy(p).String() }

@@ -144,29 +144,33 @@ func (o MethodOptions) proto() *dexpb.StepMethodOptions {
 		p.AttemptTimeout = durationpb.New(o.AttemptTimeout)
 	}
 	if r := o.Retry; r != nil {
-		rp := &dexpb.RetryPolicy{}
-		if r.InitialInterval > 0 {
-			rp.InitialInterval = durationpb.New(r.InitialInterval)
-		}
-		if r.BackoffCoefficient != 0 {
-			rp.BackoffCoefficient = proto.Float64(r.BackoffCoefficient)
-		}
-		if r.MaximumInterval > 0 {
-			rp.MaximumInterval = durationpb.New(r.MaximumInterval)
-		}
-		switch {
-		case r.MaximumAttempts == Unlimited:
-			rp.MaximumAttempts = proto.Uint32(0)
-		case r.MaximumAttempts > 0:
-			rp.MaximumAttempts = proto.Uint32(uint32(r.MaximumAttempts))
-		}
-		switch {
-		case r.MaximumTotalDuration == Unlimited:
-			rp.MaximumTotalDuration = durationpb.New(0)
-		case r.MaximumTotalDuration > 0:
-			rp.MaximumTotalDuration = durationpb.New(r.MaximumTotalDuration)
-		}
-		p.RetryPolicy = rp
+		p.RetryPolicy = r.proto()
 	}
 	return p
+}
+
+func (r *RetryPolicy) proto() *dexpb.RetryPolicy {
+	rp := &dexpb.RetryPolicy{}
+	if r.InitialInterval > 0 {
+		rp.InitialInterval = durationpb.New(r.InitialInterval)
+	}
+	if r.BackoffCoefficient != 0 {
+		rp.BackoffCoefficient = proto.Float64(r.BackoffCoefficient)
+	}
+	if r.MaximumInterval > 0 {
+		rp.MaximumInterval = durationpb.New(r.MaximumInterval)
+	}
+	switch {
+	case r.MaximumAttempts == Unlimited:
+		rp.MaximumAttempts = proto.Uint32(0)
+	case r.MaximumAttempts > 0:
+		rp.MaximumAttempts = proto.Uint32(uint32(r.MaximumAttempts))
+	}
+	switch {
+	case r.MaximumTotalDuration == Unlimited:
+		rp.MaximumTotalDuration = durationpb.New(0)
+	case r.MaximumTotalDuration > 0:
+		rp.MaximumTotalDuration = durationpb.New(r.MaximumTotalDuration)
+	}
+	return rp
 }

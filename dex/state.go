@@ -22,6 +22,9 @@ type FlowState struct {
 	Attributes map[string]Value
 	// Outputs are the completion outputs committed so far.
 	Outputs []StepOutput
+	// RetryRunID is the run that retries this failed run under the flow
+	// retry policy (WithFlowRetry), empty when there is none.
+	RetryRunID string
 }
 
 // StepPhase is where an active step execution is.
@@ -98,7 +101,7 @@ type ChannelQueue struct {
 }
 
 func flowStateOf(p *dexpb.FlowState) *FlowState {
-	s := &FlowState{Attributes: map[string]Value{}, Outputs: outputsOf(p.GetOutputs())}
+	s := &FlowState{Attributes: map[string]Value{}, Outputs: outputsOf(p.GetOutputs()), RetryRunID: p.GetRetryRunId()}
 	if sum := summaryOf(p.GetSummary()); sum != nil {
 		s.Summary = *sum
 	}
@@ -196,6 +199,13 @@ type HistoryEvent struct {
 	// Status and Error say how the flow ended, for FlowClosed.
 	Status FlowStatus
 	Error  *FlowError
+	// For FlowStarted (E34): the start step's delay (WithStartDelay, or a
+	// retry run's backoff), the run's attempt under WithFlowRetry (1 for
+	// the client's start, 0 without a policy) and the failed run it
+	// retries.
+	StartDelay   time.Duration
+	RetryAttempt int
+	RetriedRunID string
 }
 
 // String renders the event for logs: "#3 ExecuteFailed Charge-1 attempt 2: ...".
@@ -238,6 +248,8 @@ func historyEventOf(p *dexpb.HistoryEvent) HistoryEvent {
 		e.Kind = EventFlowStarted
 		e.StepType = ev.FlowStarted.GetStartStep().GetStepType()
 		e.StepExecutionID = ev.FlowStarted.GetStartStepExecutionId()
+		e.StartDelay = ev.FlowStarted.GetStartDelay().AsDuration()
+		e.RetryAttempt, e.RetriedRunID = int(ev.FlowStarted.GetRetryAttempt()), ev.FlowStarted.GetRetriedRunId()
 	case *dexpb.HistoryEvent_WaitForCompleted:
 		e.Kind = EventWaitForCompleted
 		c := ev.WaitForCompleted

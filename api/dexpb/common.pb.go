@@ -402,6 +402,9 @@ const (
 	FlowTimeoutPolicy_FLOW_TIMEOUT_POLICY_FAIL FlowTimeoutPolicy = 1
 	// FLOW_TIMEOUT_POLICY_CANCEL: status CANCELED, error type FLOW_TIMEOUT.
 	FlowTimeoutPolicy_FLOW_TIMEOUT_POLICY_CANCEL FlowTimeoutPolicy = 2
+	// FLOW_TIMEOUT_POLICY_HANDLER: StartFlowRequest.timeout_handler runs and
+	// decides how the flow closes (E34).
+	FlowTimeoutPolicy_FLOW_TIMEOUT_POLICY_HANDLER FlowTimeoutPolicy = 3
 )
 
 // Enum value maps for FlowTimeoutPolicy.
@@ -410,11 +413,13 @@ var (
 		0: "FLOW_TIMEOUT_POLICY_UNSPECIFIED",
 		1: "FLOW_TIMEOUT_POLICY_FAIL",
 		2: "FLOW_TIMEOUT_POLICY_CANCEL",
+		3: "FLOW_TIMEOUT_POLICY_HANDLER",
 	}
 	FlowTimeoutPolicy_value = map[string]int32{
 		"FLOW_TIMEOUT_POLICY_UNSPECIFIED": 0,
 		"FLOW_TIMEOUT_POLICY_FAIL":        1,
 		"FLOW_TIMEOUT_POLICY_CANCEL":      2,
+		"FLOW_TIMEOUT_POLICY_HANDLER":     3,
 	}
 )
 
@@ -962,11 +967,12 @@ const file_dex_common_proto_rawDesc = "" +
 	"\x18ID_REUSE_POLICY_DISALLOW\x10\x01\x12(\n" +
 	"$ID_REUSE_POLICY_ALLOW_IF_NOT_RUNNING\x10\x02\x12,\n" +
 	"(ID_REUSE_POLICY_ALLOW_IF_PREVIOUS_FAILED\x10\x03\x12(\n" +
-	"$ID_REUSE_POLICY_TERMINATE_IF_RUNNING\x10\x04*v\n" +
+	"$ID_REUSE_POLICY_TERMINATE_IF_RUNNING\x10\x04*\x97\x01\n" +
 	"\x11FlowTimeoutPolicy\x12#\n" +
 	"\x1fFLOW_TIMEOUT_POLICY_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18FLOW_TIMEOUT_POLICY_FAIL\x10\x01\x12\x1e\n" +
-	"\x1aFLOW_TIMEOUT_POLICY_CANCEL\x10\x02B(Z&github.com/dexzd/dexzd/api/dexpb;dexpbb\x06proto3"
+	"\x1aFLOW_TIMEOUT_POLICY_CANCEL\x10\x02\x12\x1f\n" +
+	"\x1bFLOW_TIMEOUT_POLICY_HANDLER\x10\x03B(Z&github.com/dexzd/dexzd/api/dexpb;dexpbb\x06proto3"
 
 var (
 	file_dex_common_proto_rawDescOnce sync.Once

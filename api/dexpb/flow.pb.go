@@ -113,9 +113,21 @@ type StartFlowRequest struct {
 	// whatever the ID reuse policy and the run's status (so a retry neither
 	// fails with ALREADY_EXISTS nor starts a second run). Clients that retry
 	// StartFlow must set it; the SDK sets a random one per call.
-	RequestId     string `protobuf:"bytes,8,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	RequestId string `protobuf:"bytes,8,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// StartDelay delays the start step (E34): the flow exists at once
+	// (RUNNING, attributes readable, RPCs accepted) and its first step runs
+	// after the delay; the flow timeout counts from then. Unset or zero: no
+	// delay. At most 365 days; needs a start step. The delay is durable.
+	StartDelay *durationpb.Duration `protobuf:"bytes,9,opt,name=start_delay,json=startDelay,proto3" json:"start_delay,omitempty"`
+	// RetryPolicy retries a failed flow (E34): a run that closes FAILED by
+	// itself (not by StopFlow) starts a new run of the same flow ID, with the
+	// same input, attributes and options, after the policy's backoff, up to
+	// its limits (maximum_attempts counts the runs). Unset: never.
+	RetryPolicy *RetryPolicy `protobuf:"bytes,10,opt,name=retry_policy,json=retryPolicy,proto3" json:"retry_policy,omitempty"`
+	// TimeoutHandler is the step flow_timeout_policy HANDLER runs (E34).
+	TimeoutHandler *TimeoutHandler `protobuf:"bytes,11,opt,name=timeout_handler,json=timeoutHandler,proto3" json:"timeout_handler,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *StartFlowRequest) Reset() {
@@ -204,6 +216,84 @@ func (x *StartFlowRequest) GetRequestId() string {
 	return ""
 }
 
+func (x *StartFlowRequest) GetStartDelay() *durationpb.Duration {
+	if x != nil {
+		return x.StartDelay
+	}
+	return nil
+}
+
+func (x *StartFlowRequest) GetRetryPolicy() *RetryPolicy {
+	if x != nil {
+		return x.RetryPolicy
+	}
+	return nil
+}
+
+func (x *StartFlowRequest) GetTimeoutHandler() *TimeoutHandler {
+	if x != nil {
+		return x.TimeoutHandler
+	}
+	return nil
+}
+
+// TimeoutHandler is the step a HANDLER flow timeout runs (E34): the active
+// step executions end, the step runs its Execute with no input, and the
+// flow fails with FLOW_TIMEOUT unless it closes within the deadline.
+type TimeoutHandler struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// StepType is a step type the flow type declares. Not empty.
+	StepType string `protobuf:"bytes,1,opt,name=step_type,json=stepType,proto3" json:"step_type,omitempty"`
+	// Deadline bounds the handler, from the timeout. Unset or zero: 1 minute.
+	Deadline      *durationpb.Duration `protobuf:"bytes,2,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TimeoutHandler) Reset() {
+	*x = TimeoutHandler{}
+	mi := &file_dex_flow_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TimeoutHandler) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TimeoutHandler) ProtoMessage() {}
+
+func (x *TimeoutHandler) ProtoReflect() protoreflect.Message {
+	mi := &file_dex_flow_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TimeoutHandler.ProtoReflect.Descriptor instead.
+func (*TimeoutHandler) Descriptor() ([]byte, []int) {
+	return file_dex_flow_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *TimeoutHandler) GetStepType() string {
+	if x != nil {
+		return x.StepType
+	}
+	return ""
+}
+
+func (x *TimeoutHandler) GetDeadline() *durationpb.Duration {
+	if x != nil {
+		return x.Deadline
+	}
+	return nil
+}
+
 // StartFlowResponse answers StartFlow.
 type StartFlowResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -218,7 +308,7 @@ type StartFlowResponse struct {
 
 func (x *StartFlowResponse) Reset() {
 	*x = StartFlowResponse{}
-	mi := &file_dex_flow_proto_msgTypes[1]
+	mi := &file_dex_flow_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -230,7 +320,7 @@ func (x *StartFlowResponse) String() string {
 func (*StartFlowResponse) ProtoMessage() {}
 
 func (x *StartFlowResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_proto_msgTypes[1]
+	mi := &file_dex_flow_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -243,7 +333,7 @@ func (x *StartFlowResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartFlowResponse.ProtoReflect.Descriptor instead.
 func (*StartFlowResponse) Descriptor() ([]byte, []int) {
-	return file_dex_flow_proto_rawDescGZIP(), []int{1}
+	return file_dex_flow_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *StartFlowResponse) GetRunId() string {
@@ -277,7 +367,7 @@ type StopFlowRequest struct {
 
 func (x *StopFlowRequest) Reset() {
 	*x = StopFlowRequest{}
-	mi := &file_dex_flow_proto_msgTypes[2]
+	mi := &file_dex_flow_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -289,7 +379,7 @@ func (x *StopFlowRequest) String() string {
 func (*StopFlowRequest) ProtoMessage() {}
 
 func (x *StopFlowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_proto_msgTypes[2]
+	mi := &file_dex_flow_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -302,7 +392,7 @@ func (x *StopFlowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopFlowRequest.ProtoReflect.Descriptor instead.
 func (*StopFlowRequest) Descriptor() ([]byte, []int) {
-	return file_dex_flow_proto_rawDescGZIP(), []int{2}
+	return file_dex_flow_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *StopFlowRequest) GetFlowId() string {
@@ -346,7 +436,7 @@ type StopFlowResponse struct {
 
 func (x *StopFlowResponse) Reset() {
 	*x = StopFlowResponse{}
-	mi := &file_dex_flow_proto_msgTypes[3]
+	mi := &file_dex_flow_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -358,7 +448,7 @@ func (x *StopFlowResponse) String() string {
 func (*StopFlowResponse) ProtoMessage() {}
 
 func (x *StopFlowResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_proto_msgTypes[3]
+	mi := &file_dex_flow_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -371,7 +461,7 @@ func (x *StopFlowResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopFlowResponse.ProtoReflect.Descriptor instead.
 func (*StopFlowResponse) Descriptor() ([]byte, []int) {
-	return file_dex_flow_proto_rawDescGZIP(), []int{3}
+	return file_dex_flow_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *StopFlowResponse) GetRunId() string {
@@ -409,7 +499,7 @@ type PublishToChannelRequest struct {
 
 func (x *PublishToChannelRequest) Reset() {
 	*x = PublishToChannelRequest{}
-	mi := &file_dex_flow_proto_msgTypes[4]
+	mi := &file_dex_flow_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -421,7 +511,7 @@ func (x *PublishToChannelRequest) String() string {
 func (*PublishToChannelRequest) ProtoMessage() {}
 
 func (x *PublishToChannelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_proto_msgTypes[4]
+	mi := &file_dex_flow_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -434,7 +524,7 @@ func (x *PublishToChannelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishToChannelRequest.ProtoReflect.Descriptor instead.
 func (*PublishToChannelRequest) Descriptor() ([]byte, []int) {
-	return file_dex_flow_proto_rawDescGZIP(), []int{4}
+	return file_dex_flow_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *PublishToChannelRequest) GetFlowId() string {
@@ -480,7 +570,7 @@ type PublishToChannelResponse struct {
 
 func (x *PublishToChannelResponse) Reset() {
 	*x = PublishToChannelResponse{}
-	mi := &file_dex_flow_proto_msgTypes[5]
+	mi := &file_dex_flow_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -492,7 +582,7 @@ func (x *PublishToChannelResponse) String() string {
 func (*PublishToChannelResponse) ProtoMessage() {}
 
 func (x *PublishToChannelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_proto_msgTypes[5]
+	mi := &file_dex_flow_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -505,7 +595,7 @@ func (x *PublishToChannelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishToChannelResponse.ProtoReflect.Descriptor instead.
 func (*PublishToChannelResponse) Descriptor() ([]byte, []int) {
-	return file_dex_flow_proto_rawDescGZIP(), []int{5}
+	return file_dex_flow_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *PublishToChannelResponse) GetRunId() string {
@@ -538,7 +628,7 @@ type GetAttributesRequest struct {
 
 func (x *GetAttributesRequest) Reset() {
 	*x = GetAttributesRequest{}
-	mi := &file_dex_flow_proto_msgTypes[6]
+	mi := &file_dex_flow_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -550,7 +640,7 @@ func (x *GetAttributesRequest) String() string {
 func (*GetAttributesRequest) ProtoMessage() {}
 
 func (x *GetAttributesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_proto_msgTypes[6]
+	mi := &file_dex_flow_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -563,7 +653,7 @@ func (x *GetAttributesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAttributesRequest.ProtoReflect.Descriptor instead.
 func (*GetAttributesRequest) Descriptor() ([]byte, []int) {
-	return file_dex_flow_proto_rawDescGZIP(), []int{6}
+	return file_dex_flow_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GetAttributesRequest) GetFlowId() string {
@@ -600,7 +690,7 @@ type GetAttributesResponse struct {
 
 func (x *GetAttributesResponse) Reset() {
 	*x = GetAttributesResponse{}
-	mi := &file_dex_flow_proto_msgTypes[7]
+	mi := &file_dex_flow_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -612,7 +702,7 @@ func (x *GetAttributesResponse) String() string {
 func (*GetAttributesResponse) ProtoMessage() {}
 
 func (x *GetAttributesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_proto_msgTypes[7]
+	mi := &file_dex_flow_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -625,7 +715,7 @@ func (x *GetAttributesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAttributesResponse.ProtoReflect.Descriptor instead.
 func (*GetAttributesResponse) Descriptor() ([]byte, []int) {
-	return file_dex_flow_proto_rawDescGZIP(), []int{7}
+	return file_dex_flow_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetAttributesResponse) GetRunId() string {
@@ -657,7 +747,7 @@ type SetAttributesRequest struct {
 
 func (x *SetAttributesRequest) Reset() {
 	*x = SetAttributesRequest{}
-	mi := &file_dex_flow_proto_msgTypes[8]
+	mi := &file_dex_flow_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -669,7 +759,7 @@ func (x *SetAttributesRequest) String() string {
 func (*SetAttributesRequest) ProtoMessage() {}
 
 func (x *SetAttributesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_proto_msgTypes[8]
+	mi := &file_dex_flow_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -682,7 +772,7 @@ func (x *SetAttributesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAttributesRequest.ProtoReflect.Descriptor instead.
 func (*SetAttributesRequest) Descriptor() ([]byte, []int) {
-	return file_dex_flow_proto_rawDescGZIP(), []int{8}
+	return file_dex_flow_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SetAttributesRequest) GetFlowId() string {
@@ -717,7 +807,7 @@ type SetAttributesResponse struct {
 
 func (x *SetAttributesResponse) Reset() {
 	*x = SetAttributesResponse{}
-	mi := &file_dex_flow_proto_msgTypes[9]
+	mi := &file_dex_flow_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -729,7 +819,7 @@ func (x *SetAttributesResponse) String() string {
 func (*SetAttributesResponse) ProtoMessage() {}
 
 func (x *SetAttributesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_proto_msgTypes[9]
+	mi := &file_dex_flow_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -742,7 +832,7 @@ func (x *SetAttributesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAttributesResponse.ProtoReflect.Descriptor instead.
 func (*SetAttributesResponse) Descriptor() ([]byte, []int) {
-	return file_dex_flow_proto_rawDescGZIP(), []int{9}
+	return file_dex_flow_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SetAttributesResponse) GetRunId() string {
@@ -781,7 +871,7 @@ type InvokeRPCRequest struct {
 
 func (x *InvokeRPCRequest) Reset() {
 	*x = InvokeRPCRequest{}
-	mi := &file_dex_flow_proto_msgTypes[10]
+	mi := &file_dex_flow_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -793,7 +883,7 @@ func (x *InvokeRPCRequest) String() string {
 func (*InvokeRPCRequest) ProtoMessage() {}
 
 func (x *InvokeRPCRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_proto_msgTypes[10]
+	mi := &file_dex_flow_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -806,7 +896,7 @@ func (x *InvokeRPCRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeRPCRequest.ProtoReflect.Descriptor instead.
 func (*InvokeRPCRequest) Descriptor() ([]byte, []int) {
-	return file_dex_flow_proto_rawDescGZIP(), []int{10}
+	return file_dex_flow_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *InvokeRPCRequest) GetFlowId() string {
@@ -864,7 +954,7 @@ type InvokeRPCResponse struct {
 
 func (x *InvokeRPCResponse) Reset() {
 	*x = InvokeRPCResponse{}
-	mi := &file_dex_flow_proto_msgTypes[11]
+	mi := &file_dex_flow_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -876,7 +966,7 @@ func (x *InvokeRPCResponse) String() string {
 func (*InvokeRPCResponse) ProtoMessage() {}
 
 func (x *InvokeRPCResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_proto_msgTypes[11]
+	mi := &file_dex_flow_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -889,7 +979,7 @@ func (x *InvokeRPCResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeRPCResponse.ProtoReflect.Descriptor instead.
 func (*InvokeRPCResponse) Descriptor() ([]byte, []int) {
-	return file_dex_flow_proto_rawDescGZIP(), []int{11}
+	return file_dex_flow_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *InvokeRPCResponse) GetRunId() string {
@@ -929,7 +1019,7 @@ type SkipTimerRequest struct {
 
 func (x *SkipTimerRequest) Reset() {
 	*x = SkipTimerRequest{}
-	mi := &file_dex_flow_proto_msgTypes[12]
+	mi := &file_dex_flow_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -941,7 +1031,7 @@ func (x *SkipTimerRequest) String() string {
 func (*SkipTimerRequest) ProtoMessage() {}
 
 func (x *SkipTimerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_proto_msgTypes[12]
+	mi := &file_dex_flow_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -954,7 +1044,7 @@ func (x *SkipTimerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SkipTimerRequest.ProtoReflect.Descriptor instead.
 func (*SkipTimerRequest) Descriptor() ([]byte, []int) {
-	return file_dex_flow_proto_rawDescGZIP(), []int{12}
+	return file_dex_flow_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SkipTimerRequest) GetFlowId() string {
@@ -1031,7 +1121,7 @@ type SkipTimerResponse struct {
 
 func (x *SkipTimerResponse) Reset() {
 	*x = SkipTimerResponse{}
-	mi := &file_dex_flow_proto_msgTypes[13]
+	mi := &file_dex_flow_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1043,7 +1133,7 @@ func (x *SkipTimerResponse) String() string {
 func (*SkipTimerResponse) ProtoMessage() {}
 
 func (x *SkipTimerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_proto_msgTypes[13]
+	mi := &file_dex_flow_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1056,7 +1146,7 @@ func (x *SkipTimerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SkipTimerResponse.ProtoReflect.Descriptor instead.
 func (*SkipTimerResponse) Descriptor() ([]byte, []int) {
-	return file_dex_flow_proto_rawDescGZIP(), []int{13}
+	return file_dex_flow_proto_rawDescGZIP(), []int{14}
 }
 
 // WaitForFlowRequest waits for a flow execution to close.
@@ -1076,7 +1166,7 @@ type WaitForFlowRequest struct {
 
 func (x *WaitForFlowRequest) Reset() {
 	*x = WaitForFlowRequest{}
-	mi := &file_dex_flow_proto_msgTypes[14]
+	mi := &file_dex_flow_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1088,7 +1178,7 @@ func (x *WaitForFlowRequest) String() string {
 func (*WaitForFlowRequest) ProtoMessage() {}
 
 func (x *WaitForFlowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_proto_msgTypes[14]
+	mi := &file_dex_flow_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1101,7 +1191,7 @@ func (x *WaitForFlowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitForFlowRequest.ProtoReflect.Descriptor instead.
 func (*WaitForFlowRequest) Descriptor() ([]byte, []int) {
-	return file_dex_flow_proto_rawDescGZIP(), []int{14}
+	return file_dex_flow_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *WaitForFlowRequest) GetFlowId() string {
@@ -1136,7 +1226,7 @@ type WaitForFlowResponse struct {
 
 func (x *WaitForFlowResponse) Reset() {
 	*x = WaitForFlowResponse{}
-	mi := &file_dex_flow_proto_msgTypes[15]
+	mi := &file_dex_flow_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1148,7 +1238,7 @@ func (x *WaitForFlowResponse) String() string {
 func (*WaitForFlowResponse) ProtoMessage() {}
 
 func (x *WaitForFlowResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_proto_msgTypes[15]
+	mi := &file_dex_flow_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1161,7 +1251,7 @@ func (x *WaitForFlowResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitForFlowResponse.ProtoReflect.Descriptor instead.
 func (*WaitForFlowResponse) Descriptor() ([]byte, []int) {
-	return file_dex_flow_proto_rawDescGZIP(), []int{15}
+	return file_dex_flow_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *WaitForFlowResponse) GetResult() *FlowResult {
@@ -1191,7 +1281,7 @@ type WaitForStepCompletionRequest struct {
 
 func (x *WaitForStepCompletionRequest) Reset() {
 	*x = WaitForStepCompletionRequest{}
-	mi := &file_dex_flow_proto_msgTypes[16]
+	mi := &file_dex_flow_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1203,7 +1293,7 @@ func (x *WaitForStepCompletionRequest) String() string {
 func (*WaitForStepCompletionRequest) ProtoMessage() {}
 
 func (x *WaitForStepCompletionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_proto_msgTypes[16]
+	mi := &file_dex_flow_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1216,7 +1306,7 @@ func (x *WaitForStepCompletionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitForStepCompletionRequest.ProtoReflect.Descriptor instead.
 func (*WaitForStepCompletionRequest) Descriptor() ([]byte, []int) {
-	return file_dex_flow_proto_rawDescGZIP(), []int{16}
+	return file_dex_flow_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *WaitForStepCompletionRequest) GetFlowId() string {
@@ -1268,7 +1358,7 @@ type WaitForStepCompletionResponse struct {
 
 func (x *WaitForStepCompletionResponse) Reset() {
 	*x = WaitForStepCompletionResponse{}
-	mi := &file_dex_flow_proto_msgTypes[17]
+	mi := &file_dex_flow_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1280,7 +1370,7 @@ func (x *WaitForStepCompletionResponse) String() string {
 func (*WaitForStepCompletionResponse) ProtoMessage() {}
 
 func (x *WaitForStepCompletionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_proto_msgTypes[17]
+	mi := &file_dex_flow_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1293,7 +1383,7 @@ func (x *WaitForStepCompletionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitForStepCompletionResponse.ProtoReflect.Descriptor instead.
 func (*WaitForStepCompletionResponse) Descriptor() ([]byte, []int) {
-	return file_dex_flow_proto_rawDescGZIP(), []int{17}
+	return file_dex_flow_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *WaitForStepCompletionResponse) GetRunId() string {
@@ -1335,7 +1425,7 @@ type WaitForAttributeRequest struct {
 
 func (x *WaitForAttributeRequest) Reset() {
 	*x = WaitForAttributeRequest{}
-	mi := &file_dex_flow_proto_msgTypes[18]
+	mi := &file_dex_flow_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1347,7 +1437,7 @@ func (x *WaitForAttributeRequest) String() string {
 func (*WaitForAttributeRequest) ProtoMessage() {}
 
 func (x *WaitForAttributeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_proto_msgTypes[18]
+	mi := &file_dex_flow_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1360,7 +1450,7 @@ func (x *WaitForAttributeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitForAttributeRequest.ProtoReflect.Descriptor instead.
 func (*WaitForAttributeRequest) Descriptor() ([]byte, []int) {
-	return file_dex_flow_proto_rawDescGZIP(), []int{18}
+	return file_dex_flow_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *WaitForAttributeRequest) GetFlowId() string {
@@ -1448,7 +1538,7 @@ type WaitForAttributeResponse struct {
 
 func (x *WaitForAttributeResponse) Reset() {
 	*x = WaitForAttributeResponse{}
-	mi := &file_dex_flow_proto_msgTypes[19]
+	mi := &file_dex_flow_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1460,7 +1550,7 @@ func (x *WaitForAttributeResponse) String() string {
 func (*WaitForAttributeResponse) ProtoMessage() {}
 
 func (x *WaitForAttributeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_proto_msgTypes[19]
+	mi := &file_dex_flow_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1473,7 +1563,7 @@ func (x *WaitForAttributeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitForAttributeResponse.ProtoReflect.Descriptor instead.
 func (*WaitForAttributeResponse) Descriptor() ([]byte, []int) {
-	return file_dex_flow_proto_rawDescGZIP(), []int{19}
+	return file_dex_flow_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *WaitForAttributeResponse) GetRunId() string {
@@ -1503,7 +1593,7 @@ type GetFlowSummaryRequest struct {
 
 func (x *GetFlowSummaryRequest) Reset() {
 	*x = GetFlowSummaryRequest{}
-	mi := &file_dex_flow_proto_msgTypes[20]
+	mi := &file_dex_flow_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1515,7 +1605,7 @@ func (x *GetFlowSummaryRequest) String() string {
 func (*GetFlowSummaryRequest) ProtoMessage() {}
 
 func (x *GetFlowSummaryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_proto_msgTypes[20]
+	mi := &file_dex_flow_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1528,7 +1618,7 @@ func (x *GetFlowSummaryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFlowSummaryRequest.ProtoReflect.Descriptor instead.
 func (*GetFlowSummaryRequest) Descriptor() ([]byte, []int) {
-	return file_dex_flow_proto_rawDescGZIP(), []int{20}
+	return file_dex_flow_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GetFlowSummaryRequest) GetFlowId() string {
@@ -1556,7 +1646,7 @@ type GetFlowSummaryResponse struct {
 
 func (x *GetFlowSummaryResponse) Reset() {
 	*x = GetFlowSummaryResponse{}
-	mi := &file_dex_flow_proto_msgTypes[21]
+	mi := &file_dex_flow_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1568,7 +1658,7 @@ func (x *GetFlowSummaryResponse) String() string {
 func (*GetFlowSummaryResponse) ProtoMessage() {}
 
 func (x *GetFlowSummaryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_proto_msgTypes[21]
+	mi := &file_dex_flow_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1581,7 +1671,7 @@ func (x *GetFlowSummaryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFlowSummaryResponse.ProtoReflect.Descriptor instead.
 func (*GetFlowSummaryResponse) Descriptor() ([]byte, []int) {
-	return file_dex_flow_proto_rawDescGZIP(), []int{21}
+	return file_dex_flow_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GetFlowSummaryResponse) GetSummary() *FlowSummary {
@@ -1607,7 +1697,7 @@ type GetFlowStateRequest struct {
 
 func (x *GetFlowStateRequest) Reset() {
 	*x = GetFlowStateRequest{}
-	mi := &file_dex_flow_proto_msgTypes[22]
+	mi := &file_dex_flow_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1619,7 +1709,7 @@ func (x *GetFlowStateRequest) String() string {
 func (*GetFlowStateRequest) ProtoMessage() {}
 
 func (x *GetFlowStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_proto_msgTypes[22]
+	mi := &file_dex_flow_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1632,7 +1722,7 @@ func (x *GetFlowStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFlowStateRequest.ProtoReflect.Descriptor instead.
 func (*GetFlowStateRequest) Descriptor() ([]byte, []int) {
-	return file_dex_flow_proto_rawDescGZIP(), []int{22}
+	return file_dex_flow_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GetFlowStateRequest) GetFlowId() string {
@@ -1667,7 +1757,7 @@ type GetFlowStateResponse struct {
 
 func (x *GetFlowStateResponse) Reset() {
 	*x = GetFlowStateResponse{}
-	mi := &file_dex_flow_proto_msgTypes[23]
+	mi := &file_dex_flow_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1679,7 +1769,7 @@ func (x *GetFlowStateResponse) String() string {
 func (*GetFlowStateResponse) ProtoMessage() {}
 
 func (x *GetFlowStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_proto_msgTypes[23]
+	mi := &file_dex_flow_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1692,7 +1782,7 @@ func (x *GetFlowStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFlowStateResponse.ProtoReflect.Descriptor instead.
 func (*GetFlowStateResponse) Descriptor() ([]byte, []int) {
-	return file_dex_flow_proto_rawDescGZIP(), []int{23}
+	return file_dex_flow_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetFlowStateResponse) GetState() *FlowState {
@@ -1724,7 +1814,7 @@ type GetHistoryEventsRequest struct {
 
 func (x *GetHistoryEventsRequest) Reset() {
 	*x = GetHistoryEventsRequest{}
-	mi := &file_dex_flow_proto_msgTypes[24]
+	mi := &file_dex_flow_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1736,7 +1826,7 @@ func (x *GetHistoryEventsRequest) String() string {
 func (*GetHistoryEventsRequest) ProtoMessage() {}
 
 func (x *GetHistoryEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_proto_msgTypes[24]
+	mi := &file_dex_flow_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1749,7 +1839,7 @@ func (x *GetHistoryEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetHistoryEventsRequest.ProtoReflect.Descriptor instead.
 func (*GetHistoryEventsRequest) Descriptor() ([]byte, []int) {
-	return file_dex_flow_proto_rawDescGZIP(), []int{24}
+	return file_dex_flow_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GetHistoryEventsRequest) GetFlowId() string {
@@ -1803,7 +1893,7 @@ type GetHistoryEventsResponse struct {
 
 func (x *GetHistoryEventsResponse) Reset() {
 	*x = GetHistoryEventsResponse{}
-	mi := &file_dex_flow_proto_msgTypes[25]
+	mi := &file_dex_flow_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1815,7 +1905,7 @@ func (x *GetHistoryEventsResponse) String() string {
 func (*GetHistoryEventsResponse) ProtoMessage() {}
 
 func (x *GetHistoryEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_proto_msgTypes[25]
+	mi := &file_dex_flow_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1828,7 +1918,7 @@ func (x *GetHistoryEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetHistoryEventsResponse.ProtoReflect.Descriptor instead.
 func (*GetHistoryEventsResponse) Descriptor() ([]byte, []int) {
-	return file_dex_flow_proto_rawDescGZIP(), []int{25}
+	return file_dex_flow_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GetHistoryEventsResponse) GetRunId() string {
@@ -1876,7 +1966,7 @@ type ListFlowsRequest struct {
 
 func (x *ListFlowsRequest) Reset() {
 	*x = ListFlowsRequest{}
-	mi := &file_dex_flow_proto_msgTypes[26]
+	mi := &file_dex_flow_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1888,7 +1978,7 @@ func (x *ListFlowsRequest) String() string {
 func (*ListFlowsRequest) ProtoMessage() {}
 
 func (x *ListFlowsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_proto_msgTypes[26]
+	mi := &file_dex_flow_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1901,7 +1991,7 @@ func (x *ListFlowsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFlowsRequest.ProtoReflect.Descriptor instead.
 func (*ListFlowsRequest) Descriptor() ([]byte, []int) {
-	return file_dex_flow_proto_rawDescGZIP(), []int{26}
+	return file_dex_flow_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ListFlowsRequest) GetFlowType() string {
@@ -1959,7 +2049,7 @@ type ListFlowsResponse struct {
 
 func (x *ListFlowsResponse) Reset() {
 	*x = ListFlowsResponse{}
-	mi := &file_dex_flow_proto_msgTypes[27]
+	mi := &file_dex_flow_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1971,7 +2061,7 @@ func (x *ListFlowsResponse) String() string {
 func (*ListFlowsResponse) ProtoMessage() {}
 
 func (x *ListFlowsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_proto_msgTypes[27]
+	mi := &file_dex_flow_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1984,7 +2074,7 @@ func (x *ListFlowsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFlowsResponse.ProtoReflect.Descriptor instead.
 func (*ListFlowsResponse) Descriptor() ([]byte, []int) {
-	return file_dex_flow_proto_rawDescGZIP(), []int{27}
+	return file_dex_flow_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ListFlowsResponse) GetFlows() []*FlowSummary {
@@ -2005,7 +2095,7 @@ var File_dex_flow_proto protoreflect.FileDescriptor
 
 const file_dex_flow_proto_rawDesc = "" +
 	"\n" +
-	"\x0edex/flow.proto\x12\x03dex\x1a\x10dex/common.proto\x1a\x12dex/decision.proto\x1a\x13dex/flow_view.proto\x1a\x11dex/history.proto\x1a\x10dex/result.proto\x1a\x10dex/search.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x96\x03\n" +
+	"\x0edex/flow.proto\x12\x03dex\x1a\x10dex/common.proto\x1a\x12dex/decision.proto\x1a\x13dex/flow_view.proto\x1a\x11dex/history.proto\x1a\x11dex/options.proto\x1a\x10dex/result.proto\x1a\x10dex/search.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc5\x04\n" +
 	"\x10StartFlowRequest\x12\x1b\n" +
 	"\tflow_type\x18\x01 \x01(\tR\bflowType\x12\x17\n" +
 	"\aflow_id\x18\x02 \x01(\tR\x06flowId\x12,\n" +
@@ -2016,7 +2106,15 @@ const file_dex_flow_proto_rawDesc = "" +
 	"\x12initial_attributes\x18\x06 \x03(\v2\x0e.dex.AttributeR\x11initialAttributes\x12:\n" +
 	"\x0fid_reuse_policy\x18\a \x01(\x0e2\x12.dex.IdReusePolicyR\ridReusePolicy\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\b \x01(\tR\trequestId\"S\n" +
+	"request_id\x18\b \x01(\tR\trequestId\x12:\n" +
+	"\vstart_delay\x18\t \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"startDelay\x123\n" +
+	"\fretry_policy\x18\n" +
+	" \x01(\v2\x10.dex.RetryPolicyR\vretryPolicy\x12<\n" +
+	"\x0ftimeout_handler\x18\v \x01(\v2\x13.dex.TimeoutHandlerR\x0etimeoutHandler\"d\n" +
+	"\x0eTimeoutHandler\x12\x1b\n" +
+	"\tstep_type\x18\x01 \x01(\tR\bstepType\x125\n" +
+	"\bdeadline\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\bdeadline\"S\n" +
 	"\x11StartFlowResponse\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12'\n" +
 	"\x0falready_started\x18\x02 \x01(\bR\x0ealreadyStarted\"|\n" +
@@ -2167,115 +2265,121 @@ func file_dex_flow_proto_rawDescGZIP() []byte {
 }
 
 var file_dex_flow_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_dex_flow_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_dex_flow_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_dex_flow_proto_goTypes = []any{
 	(StopType)(0),                         // 0: dex.StopType
 	(*StartFlowRequest)(nil),              // 1: dex.StartFlowRequest
-	(*StartFlowResponse)(nil),             // 2: dex.StartFlowResponse
-	(*StopFlowRequest)(nil),               // 3: dex.StopFlowRequest
-	(*StopFlowResponse)(nil),              // 4: dex.StopFlowResponse
-	(*PublishToChannelRequest)(nil),       // 5: dex.PublishToChannelRequest
-	(*PublishToChannelResponse)(nil),      // 6: dex.PublishToChannelResponse
-	(*GetAttributesRequest)(nil),          // 7: dex.GetAttributesRequest
-	(*GetAttributesResponse)(nil),         // 8: dex.GetAttributesResponse
-	(*SetAttributesRequest)(nil),          // 9: dex.SetAttributesRequest
-	(*SetAttributesResponse)(nil),         // 10: dex.SetAttributesResponse
-	(*InvokeRPCRequest)(nil),              // 11: dex.InvokeRPCRequest
-	(*InvokeRPCResponse)(nil),             // 12: dex.InvokeRPCResponse
-	(*SkipTimerRequest)(nil),              // 13: dex.SkipTimerRequest
-	(*SkipTimerResponse)(nil),             // 14: dex.SkipTimerResponse
-	(*WaitForFlowRequest)(nil),            // 15: dex.WaitForFlowRequest
-	(*WaitForFlowResponse)(nil),           // 16: dex.WaitForFlowResponse
-	(*WaitForStepCompletionRequest)(nil),  // 17: dex.WaitForStepCompletionRequest
-	(*WaitForStepCompletionResponse)(nil), // 18: dex.WaitForStepCompletionResponse
-	(*WaitForAttributeRequest)(nil),       // 19: dex.WaitForAttributeRequest
-	(*WaitForAttributeResponse)(nil),      // 20: dex.WaitForAttributeResponse
-	(*GetFlowSummaryRequest)(nil),         // 21: dex.GetFlowSummaryRequest
-	(*GetFlowSummaryResponse)(nil),        // 22: dex.GetFlowSummaryResponse
-	(*GetFlowStateRequest)(nil),           // 23: dex.GetFlowStateRequest
-	(*GetFlowStateResponse)(nil),          // 24: dex.GetFlowStateResponse
-	(*GetHistoryEventsRequest)(nil),       // 25: dex.GetHistoryEventsRequest
-	(*GetHistoryEventsResponse)(nil),      // 26: dex.GetHistoryEventsResponse
-	(*ListFlowsRequest)(nil),              // 27: dex.ListFlowsRequest
-	(*ListFlowsResponse)(nil),             // 28: dex.ListFlowsResponse
-	(*Movement)(nil),                      // 29: dex.Movement
-	(*durationpb.Duration)(nil),           // 30: google.protobuf.Duration
-	(FlowTimeoutPolicy)(0),                // 31: dex.FlowTimeoutPolicy
-	(*Attribute)(nil),                     // 32: dex.Attribute
-	(IdReusePolicy)(0),                    // 33: dex.IdReusePolicy
-	(FlowStatus)(0),                       // 34: dex.FlowStatus
-	(*ChannelPublish)(nil),                // 35: dex.ChannelPublish
-	(*EncodedValue)(nil),                  // 36: dex.EncodedValue
-	(*FlowResult)(nil),                    // 37: dex.FlowResult
-	(*FlowSummary)(nil),                   // 38: dex.FlowSummary
-	(*FlowState)(nil),                     // 39: dex.FlowState
-	(*HistoryEvent)(nil),                  // 40: dex.HistoryEvent
-	(*timestamppb.Timestamp)(nil),         // 41: google.protobuf.Timestamp
-	(*SearchFlowsRequest)(nil),            // 42: dex.SearchFlowsRequest
-	(*SearchFlowsResponse)(nil),           // 43: dex.SearchFlowsResponse
+	(*TimeoutHandler)(nil),                // 2: dex.TimeoutHandler
+	(*StartFlowResponse)(nil),             // 3: dex.StartFlowResponse
+	(*StopFlowRequest)(nil),               // 4: dex.StopFlowRequest
+	(*StopFlowResponse)(nil),              // 5: dex.StopFlowResponse
+	(*PublishToChannelRequest)(nil),       // 6: dex.PublishToChannelRequest
+	(*PublishToChannelResponse)(nil),      // 7: dex.PublishToChannelResponse
+	(*GetAttributesRequest)(nil),          // 8: dex.GetAttributesRequest
+	(*GetAttributesResponse)(nil),         // 9: dex.GetAttributesResponse
+	(*SetAttributesRequest)(nil),          // 10: dex.SetAttributesRequest
+	(*SetAttributesResponse)(nil),         // 11: dex.SetAttributesResponse
+	(*InvokeRPCRequest)(nil),              // 12: dex.InvokeRPCRequest
+	(*InvokeRPCResponse)(nil),             // 13: dex.InvokeRPCResponse
+	(*SkipTimerRequest)(nil),              // 14: dex.SkipTimerRequest
+	(*SkipTimerResponse)(nil),             // 15: dex.SkipTimerResponse
+	(*WaitForFlowRequest)(nil),            // 16: dex.WaitForFlowRequest
+	(*WaitForFlowResponse)(nil),           // 17: dex.WaitForFlowResponse
+	(*WaitForStepCompletionRequest)(nil),  // 18: dex.WaitForStepCompletionRequest
+	(*WaitForStepCompletionResponse)(nil), // 19: dex.WaitForStepCompletionResponse
+	(*WaitForAttributeRequest)(nil),       // 20: dex.WaitForAttributeRequest
+	(*WaitForAttributeResponse)(nil),      // 21: dex.WaitForAttributeResponse
+	(*GetFlowSummaryRequest)(nil),         // 22: dex.GetFlowSummaryRequest
+	(*GetFlowSummaryResponse)(nil),        // 23: dex.GetFlowSummaryResponse
+	(*GetFlowStateRequest)(nil),           // 24: dex.GetFlowStateRequest
+	(*GetFlowStateResponse)(nil),          // 25: dex.GetFlowStateResponse
+	(*GetHistoryEventsRequest)(nil),       // 26: dex.GetHistoryEventsRequest
+	(*GetHistoryEventsResponse)(nil),      // 27: dex.GetHistoryEventsResponse
+	(*ListFlowsRequest)(nil),              // 28: dex.ListFlowsRequest
+	(*ListFlowsResponse)(nil),             // 29: dex.ListFlowsResponse
+	(*Movement)(nil),                      // 30: dex.Movement
+	(*durationpb.Duration)(nil),           // 31: google.protobuf.Duration
+	(FlowTimeoutPolicy)(0),                // 32: dex.FlowTimeoutPolicy
+	(*Attribute)(nil),                     // 33: dex.Attribute
+	(IdReusePolicy)(0),                    // 34: dex.IdReusePolicy
+	(*RetryPolicy)(nil),                   // 35: dex.RetryPolicy
+	(FlowStatus)(0),                       // 36: dex.FlowStatus
+	(*ChannelPublish)(nil),                // 37: dex.ChannelPublish
+	(*EncodedValue)(nil),                  // 38: dex.EncodedValue
+	(*FlowResult)(nil),                    // 39: dex.FlowResult
+	(*FlowSummary)(nil),                   // 40: dex.FlowSummary
+	(*FlowState)(nil),                     // 41: dex.FlowState
+	(*HistoryEvent)(nil),                  // 42: dex.HistoryEvent
+	(*timestamppb.Timestamp)(nil),         // 43: google.protobuf.Timestamp
+	(*SearchFlowsRequest)(nil),            // 44: dex.SearchFlowsRequest
+	(*SearchFlowsResponse)(nil),           // 45: dex.SearchFlowsResponse
 }
 var file_dex_flow_proto_depIdxs = []int32{
-	29, // 0: dex.StartFlowRequest.start_step:type_name -> dex.Movement
-	30, // 1: dex.StartFlowRequest.flow_timeout:type_name -> google.protobuf.Duration
-	31, // 2: dex.StartFlowRequest.flow_timeout_policy:type_name -> dex.FlowTimeoutPolicy
-	32, // 3: dex.StartFlowRequest.initial_attributes:type_name -> dex.Attribute
-	33, // 4: dex.StartFlowRequest.id_reuse_policy:type_name -> dex.IdReusePolicy
-	0,  // 5: dex.StopFlowRequest.type:type_name -> dex.StopType
-	34, // 6: dex.StopFlowResponse.status:type_name -> dex.FlowStatus
-	35, // 7: dex.PublishToChannelRequest.publishes:type_name -> dex.ChannelPublish
-	32, // 8: dex.GetAttributesResponse.attributes:type_name -> dex.Attribute
-	32, // 9: dex.SetAttributesRequest.attributes:type_name -> dex.Attribute
-	36, // 10: dex.InvokeRPCRequest.input:type_name -> dex.EncodedValue
-	30, // 11: dex.InvokeRPCRequest.timeout:type_name -> google.protobuf.Duration
-	36, // 12: dex.InvokeRPCResponse.output:type_name -> dex.EncodedValue
-	30, // 13: dex.WaitForFlowRequest.timeout:type_name -> google.protobuf.Duration
-	37, // 14: dex.WaitForFlowResponse.result:type_name -> dex.FlowResult
-	30, // 15: dex.WaitForStepCompletionRequest.timeout:type_name -> google.protobuf.Duration
-	36, // 16: dex.WaitForAttributeRequest.equals:type_name -> dex.EncodedValue
-	30, // 17: dex.WaitForAttributeRequest.timeout:type_name -> google.protobuf.Duration
-	36, // 18: dex.WaitForAttributeResponse.value:type_name -> dex.EncodedValue
-	38, // 19: dex.GetFlowSummaryResponse.summary:type_name -> dex.FlowSummary
-	39, // 20: dex.GetFlowStateResponse.state:type_name -> dex.FlowState
-	40, // 21: dex.GetHistoryEventsResponse.events:type_name -> dex.HistoryEvent
-	34, // 22: dex.ListFlowsRequest.statuses:type_name -> dex.FlowStatus
-	41, // 23: dex.ListFlowsRequest.start_time_from:type_name -> google.protobuf.Timestamp
-	41, // 24: dex.ListFlowsRequest.start_time_to:type_name -> google.protobuf.Timestamp
-	38, // 25: dex.ListFlowsResponse.flows:type_name -> dex.FlowSummary
-	1,  // 26: dex.FlowService.StartFlow:input_type -> dex.StartFlowRequest
-	3,  // 27: dex.FlowService.StopFlow:input_type -> dex.StopFlowRequest
-	5,  // 28: dex.FlowService.PublishToChannel:input_type -> dex.PublishToChannelRequest
-	7,  // 29: dex.FlowService.GetAttributes:input_type -> dex.GetAttributesRequest
-	9,  // 30: dex.FlowService.SetAttributes:input_type -> dex.SetAttributesRequest
-	11, // 31: dex.FlowService.InvokeRPC:input_type -> dex.InvokeRPCRequest
-	13, // 32: dex.FlowService.SkipTimer:input_type -> dex.SkipTimerRequest
-	15, // 33: dex.FlowService.WaitForFlow:input_type -> dex.WaitForFlowRequest
-	17, // 34: dex.FlowService.WaitForStepCompletion:input_type -> dex.WaitForStepCompletionRequest
-	19, // 35: dex.FlowService.WaitForAttribute:input_type -> dex.WaitForAttributeRequest
-	21, // 36: dex.FlowService.GetFlowSummary:input_type -> dex.GetFlowSummaryRequest
-	23, // 37: dex.FlowService.GetFlowState:input_type -> dex.GetFlowStateRequest
-	25, // 38: dex.FlowService.GetHistoryEvents:input_type -> dex.GetHistoryEventsRequest
-	27, // 39: dex.FlowService.ListFlows:input_type -> dex.ListFlowsRequest
-	42, // 40: dex.FlowService.SearchFlows:input_type -> dex.SearchFlowsRequest
-	2,  // 41: dex.FlowService.StartFlow:output_type -> dex.StartFlowResponse
-	4,  // 42: dex.FlowService.StopFlow:output_type -> dex.StopFlowResponse
-	6,  // 43: dex.FlowService.PublishToChannel:output_type -> dex.PublishToChannelResponse
-	8,  // 44: dex.FlowService.GetAttributes:output_type -> dex.GetAttributesResponse
-	10, // 45: dex.FlowService.SetAttributes:output_type -> dex.SetAttributesResponse
-	12, // 46: dex.FlowService.InvokeRPC:output_type -> dex.InvokeRPCResponse
-	14, // 47: dex.FlowService.SkipTimer:output_type -> dex.SkipTimerResponse
-	16, // 48: dex.FlowService.WaitForFlow:output_type -> dex.WaitForFlowResponse
-	18, // 49: dex.FlowService.WaitForStepCompletion:output_type -> dex.WaitForStepCompletionResponse
-	20, // 50: dex.FlowService.WaitForAttribute:output_type -> dex.WaitForAttributeResponse
-	22, // 51: dex.FlowService.GetFlowSummary:output_type -> dex.GetFlowSummaryResponse
-	24, // 52: dex.FlowService.GetFlowState:output_type -> dex.GetFlowStateResponse
-	26, // 53: dex.FlowService.GetHistoryEvents:output_type -> dex.GetHistoryEventsResponse
-	28, // 54: dex.FlowService.ListFlows:output_type -> dex.ListFlowsResponse
-	43, // 55: dex.FlowService.SearchFlows:output_type -> dex.SearchFlowsResponse
-	41, // [41:56] is the sub-list for method output_type
-	26, // [26:41] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	30, // 0: dex.StartFlowRequest.start_step:type_name -> dex.Movement
+	31, // 1: dex.StartFlowRequest.flow_timeout:type_name -> google.protobuf.Duration
+	32, // 2: dex.StartFlowRequest.flow_timeout_policy:type_name -> dex.FlowTimeoutPolicy
+	33, // 3: dex.StartFlowRequest.initial_attributes:type_name -> dex.Attribute
+	34, // 4: dex.StartFlowRequest.id_reuse_policy:type_name -> dex.IdReusePolicy
+	31, // 5: dex.StartFlowRequest.start_delay:type_name -> google.protobuf.Duration
+	35, // 6: dex.StartFlowRequest.retry_policy:type_name -> dex.RetryPolicy
+	2,  // 7: dex.StartFlowRequest.timeout_handler:type_name -> dex.TimeoutHandler
+	31, // 8: dex.TimeoutHandler.deadline:type_name -> google.protobuf.Duration
+	0,  // 9: dex.StopFlowRequest.type:type_name -> dex.StopType
+	36, // 10: dex.StopFlowResponse.status:type_name -> dex.FlowStatus
+	37, // 11: dex.PublishToChannelRequest.publishes:type_name -> dex.ChannelPublish
+	33, // 12: dex.GetAttributesResponse.attributes:type_name -> dex.Attribute
+	33, // 13: dex.SetAttributesRequest.attributes:type_name -> dex.Attribute
+	38, // 14: dex.InvokeRPCRequest.input:type_name -> dex.EncodedValue
+	31, // 15: dex.InvokeRPCRequest.timeout:type_name -> google.protobuf.Duration
+	38, // 16: dex.InvokeRPCResponse.output:type_name -> dex.EncodedValue
+	31, // 17: dex.WaitForFlowRequest.timeout:type_name -> google.protobuf.Duration
+	39, // 18: dex.WaitForFlowResponse.result:type_name -> dex.FlowResult
+	31, // 19: dex.WaitForStepCompletionRequest.timeout:type_name -> google.protobuf.Duration
+	38, // 20: dex.WaitForAttributeRequest.equals:type_name -> dex.EncodedValue
+	31, // 21: dex.WaitForAttributeRequest.timeout:type_name -> google.protobuf.Duration
+	38, // 22: dex.WaitForAttributeResponse.value:type_name -> dex.EncodedValue
+	40, // 23: dex.GetFlowSummaryResponse.summary:type_name -> dex.FlowSummary
+	41, // 24: dex.GetFlowStateResponse.state:type_name -> dex.FlowState
+	42, // 25: dex.GetHistoryEventsResponse.events:type_name -> dex.HistoryEvent
+	36, // 26: dex.ListFlowsRequest.statuses:type_name -> dex.FlowStatus
+	43, // 27: dex.ListFlowsRequest.start_time_from:type_name -> google.protobuf.Timestamp
+	43, // 28: dex.ListFlowsRequest.start_time_to:type_name -> google.protobuf.Timestamp
+	40, // 29: dex.ListFlowsResponse.flows:type_name -> dex.FlowSummary
+	1,  // 30: dex.FlowService.StartFlow:input_type -> dex.StartFlowRequest
+	4,  // 31: dex.FlowService.StopFlow:input_type -> dex.StopFlowRequest
+	6,  // 32: dex.FlowService.PublishToChannel:input_type -> dex.PublishToChannelRequest
+	8,  // 33: dex.FlowService.GetAttributes:input_type -> dex.GetAttributesRequest
+	10, // 34: dex.FlowService.SetAttributes:input_type -> dex.SetAttributesRequest
+	12, // 35: dex.FlowService.InvokeRPC:input_type -> dex.InvokeRPCRequest
+	14, // 36: dex.FlowService.SkipTimer:input_type -> dex.SkipTimerRequest
+	16, // 37: dex.FlowService.WaitForFlow:input_type -> dex.WaitForFlowRequest
+	18, // 38: dex.FlowService.WaitForStepCompletion:input_type -> dex.WaitForStepCompletionRequest
+	20, // 39: dex.FlowService.WaitForAttribute:input_type -> dex.WaitForAttributeRequest
+	22, // 40: dex.FlowService.GetFlowSummary:input_type -> dex.GetFlowSummaryRequest
+	24, // 41: dex.FlowService.GetFlowState:input_type -> dex.GetFlowStateRequest
+	26, // 42: dex.FlowService.GetHistoryEvents:input_type -> dex.GetHistoryEventsRequest
+	28, // 43: dex.FlowService.ListFlows:input_type -> dex.ListFlowsRequest
+	44, // 44: dex.FlowService.SearchFlows:input_type -> dex.SearchFlowsRequest
+	3,  // 45: dex.FlowService.StartFlow:output_type -> dex.StartFlowResponse
+	5,  // 46: dex.FlowService.StopFlow:output_type -> dex.StopFlowResponse
+	7,  // 47: dex.FlowService.PublishToChannel:output_type -> dex.PublishToChannelResponse
+	9,  // 48: dex.FlowService.GetAttributes:output_type -> dex.GetAttributesResponse
+	11, // 49: dex.FlowService.SetAttributes:output_type -> dex.SetAttributesResponse
+	13, // 50: dex.FlowService.InvokeRPC:output_type -> dex.InvokeRPCResponse
+	15, // 51: dex.FlowService.SkipTimer:output_type -> dex.SkipTimerResponse
+	17, // 52: dex.FlowService.WaitForFlow:output_type -> dex.WaitForFlowResponse
+	19, // 53: dex.FlowService.WaitForStepCompletion:output_type -> dex.WaitForStepCompletionResponse
+	21, // 54: dex.FlowService.WaitForAttribute:output_type -> dex.WaitForAttributeResponse
+	23, // 55: dex.FlowService.GetFlowSummary:output_type -> dex.GetFlowSummaryResponse
+	25, // 56: dex.FlowService.GetFlowState:output_type -> dex.GetFlowStateResponse
+	27, // 57: dex.FlowService.GetHistoryEvents:output_type -> dex.GetHistoryEventsResponse
+	29, // 58: dex.FlowService.ListFlows:output_type -> dex.ListFlowsResponse
+	45, // 59: dex.FlowService.SearchFlows:output_type -> dex.SearchFlowsResponse
+	45, // [45:60] is the sub-list for method output_type
+	30, // [30:45] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_dex_flow_proto_init() }
@@ -2287,13 +2391,14 @@ func file_dex_flow_proto_init() {
 	file_dex_decision_proto_init()
 	file_dex_flow_view_proto_init()
 	file_dex_history_proto_init()
+	file_dex_options_proto_init()
 	file_dex_result_proto_init()
 	file_dex_search_proto_init()
-	file_dex_flow_proto_msgTypes[12].OneofWrappers = []any{
+	file_dex_flow_proto_msgTypes[13].OneofWrappers = []any{
 		(*SkipTimerRequest_ConditionId)(nil),
 		(*SkipTimerRequest_TimerIndex)(nil),
 	}
-	file_dex_flow_proto_msgTypes[18].OneofWrappers = []any{
+	file_dex_flow_proto_msgTypes[19].OneofWrappers = []any{
 		(*WaitForAttributeRequest_Exists)(nil),
 		(*WaitForAttributeRequest_Equals)(nil),
 	}
@@ -2303,7 +2408,7 @@ func file_dex_flow_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dex_flow_proto_rawDesc), len(file_dex_flow_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   28,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -310,8 +310,16 @@ type FlowStartedEvent struct {
 	// TerminatedRunId is the run this start terminated under
 	// ID_REUSE_POLICY_TERMINATE_IF_RUNNING, if any.
 	TerminatedRunId string `protobuf:"bytes,9,opt,name=terminated_run_id,json=terminatedRunId,proto3" json:"terminated_run_id,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// StartDelay is the start step's delay (E34): the start's, or a retry
+	// run's backoff.
+	StartDelay *durationpb.Duration `protobuf:"bytes,10,opt,name=start_delay,json=startDelay,proto3" json:"start_delay,omitempty"`
+	// RetryAttempt is the run's attempt under the flow retry policy, 1 for
+	// the client's start; 0 without a policy (E34).
+	RetryAttempt uint32 `protobuf:"varint,11,opt,name=retry_attempt,json=retryAttempt,proto3" json:"retry_attempt,omitempty"`
+	// RetriedRunId is the failed run this run retries (E34).
+	RetriedRunId  string `protobuf:"bytes,12,opt,name=retried_run_id,json=retriedRunId,proto3" json:"retried_run_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *FlowStartedEvent) Reset() {
@@ -403,6 +411,27 @@ func (x *FlowStartedEvent) GetRequestId() string {
 func (x *FlowStartedEvent) GetTerminatedRunId() string {
 	if x != nil {
 		return x.TerminatedRunId
+	}
+	return ""
+}
+
+func (x *FlowStartedEvent) GetStartDelay() *durationpb.Duration {
+	if x != nil {
+		return x.StartDelay
+	}
+	return nil
+}
+
+func (x *FlowStartedEvent) GetRetryAttempt() uint32 {
+	if x != nil {
+		return x.RetryAttempt
+	}
+	return 0
+}
+
+func (x *FlowStartedEvent) GetRetriedRunId() string {
+	if x != nil {
+		return x.RetriedRunId
 	}
 	return ""
 }
@@ -1116,7 +1145,7 @@ const file_dex_history_proto_rawDesc = "" +
 	"\vflow_closed\x18\f \x01(\v2\x14.dex.FlowClosedEventH\x00R\n" +
 	"flowClosed\x12J\n" +
 	"\x12sub_flow_completed\x18\r \x01(\v2\x1a.dex.SubFlowCompletedEventH\x00R\x10subFlowCompletedB\a\n" +
-	"\x05event\"\xe0\x03\n" +
+	"\x05event\"\xe7\x04\n" +
 	"\x10FlowStartedEvent\x12\x1b\n" +
 	"\tflow_type\x18\x01 \x01(\tR\bflowType\x12,\n" +
 	"\n" +
@@ -1128,7 +1157,12 @@ const file_dex_history_proto_rawDesc = "" +
 	"\x0fid_reuse_policy\x18\a \x01(\x0e2\x12.dex.IdReusePolicyR\ridReusePolicy\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\b \x01(\tR\trequestId\x12*\n" +
-	"\x11terminated_run_id\x18\t \x01(\tR\x0fterminatedRunId\"\xfb\x01\n" +
+	"\x11terminated_run_id\x18\t \x01(\tR\x0fterminatedRunId\x12:\n" +
+	"\vstart_delay\x18\n" +
+	" \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"startDelay\x12#\n" +
+	"\rretry_attempt\x18\v \x01(\rR\fretryAttempt\x12$\n" +
+	"\x0eretried_run_id\x18\f \x01(\tR\fretriedRunId\"\xfb\x01\n" +
 	"\x15WaitForCompletedEvent\x12\x1b\n" +
 	"\tstep_type\x18\x01 \x01(\tR\bstepType\x12*\n" +
 	"\x11step_execution_id\x18\x02 \x01(\tR\x0fstepExecutionId\x12\x18\n" +
@@ -1242,31 +1276,32 @@ var file_dex_history_proto_depIdxs = []int32{
 	14, // 14: dex.FlowStartedEvent.flow_timeout:type_name -> google.protobuf.Duration
 	15, // 15: dex.FlowStartedEvent.flow_timeout_policy:type_name -> dex.FlowTimeoutPolicy
 	16, // 16: dex.FlowStartedEvent.id_reuse_policy:type_name -> dex.IdReusePolicy
-	14, // 17: dex.WaitForCompletedEvent.duration:type_name -> google.protobuf.Duration
-	17, // 18: dex.WaitForCompletedEvent.wait:type_name -> dex.Wait
-	18, // 19: dex.WaitForCompletedEvent.writes:type_name -> dex.StagedWrites
-	14, // 20: dex.ExecuteCompletedEvent.duration:type_name -> google.protobuf.Duration
-	19, // 21: dex.ExecuteCompletedEvent.decision:type_name -> dex.StepDecision
-	18, // 22: dex.ExecuteCompletedEvent.writes:type_name -> dex.StagedWrites
-	20, // 23: dex.StepAttemptFailedEvent.failure:type_name -> dex.AttemptFailure
-	14, // 24: dex.StepAttemptFailedEvent.duration:type_name -> google.protobuf.Duration
-	11, // 25: dex.StepAttemptFailedEvent.next_attempt_time:type_name -> google.protobuf.Timestamp
-	21, // 26: dex.RpcCompletedEvent.input:type_name -> dex.EncodedValue
-	21, // 27: dex.RpcCompletedEvent.output:type_name -> dex.EncodedValue
-	14, // 28: dex.RpcCompletedEvent.duration:type_name -> google.protobuf.Duration
-	12, // 29: dex.RpcCompletedEvent.movements:type_name -> dex.Movement
-	18, // 30: dex.RpcCompletedEvent.writes:type_name -> dex.StagedWrites
-	22, // 31: dex.ChannelPublishedEvent.publishes:type_name -> dex.ChannelPublish
-	13, // 32: dex.AttributesSetEvent.attributes:type_name -> dex.Attribute
-	23, // 33: dex.FlowClosedEvent.status:type_name -> dex.FlowStatus
-	24, // 34: dex.FlowClosedEvent.error:type_name -> dex.FlowError
-	25, // 35: dex.FlowClosedEvent.outputs:type_name -> dex.StepOutput
-	26, // 36: dex.SubFlowCompletedEvent.result:type_name -> dex.FlowResult
-	37, // [37:37] is the sub-list for method output_type
-	37, // [37:37] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	14, // 17: dex.FlowStartedEvent.start_delay:type_name -> google.protobuf.Duration
+	14, // 18: dex.WaitForCompletedEvent.duration:type_name -> google.protobuf.Duration
+	17, // 19: dex.WaitForCompletedEvent.wait:type_name -> dex.Wait
+	18, // 20: dex.WaitForCompletedEvent.writes:type_name -> dex.StagedWrites
+	14, // 21: dex.ExecuteCompletedEvent.duration:type_name -> google.protobuf.Duration
+	19, // 22: dex.ExecuteCompletedEvent.decision:type_name -> dex.StepDecision
+	18, // 23: dex.ExecuteCompletedEvent.writes:type_name -> dex.StagedWrites
+	20, // 24: dex.StepAttemptFailedEvent.failure:type_name -> dex.AttemptFailure
+	14, // 25: dex.StepAttemptFailedEvent.duration:type_name -> google.protobuf.Duration
+	11, // 26: dex.StepAttemptFailedEvent.next_attempt_time:type_name -> google.protobuf.Timestamp
+	21, // 27: dex.RpcCompletedEvent.input:type_name -> dex.EncodedValue
+	21, // 28: dex.RpcCompletedEvent.output:type_name -> dex.EncodedValue
+	14, // 29: dex.RpcCompletedEvent.duration:type_name -> google.protobuf.Duration
+	12, // 30: dex.RpcCompletedEvent.movements:type_name -> dex.Movement
+	18, // 31: dex.RpcCompletedEvent.writes:type_name -> dex.StagedWrites
+	22, // 32: dex.ChannelPublishedEvent.publishes:type_name -> dex.ChannelPublish
+	13, // 33: dex.AttributesSetEvent.attributes:type_name -> dex.Attribute
+	23, // 34: dex.FlowClosedEvent.status:type_name -> dex.FlowStatus
+	24, // 35: dex.FlowClosedEvent.error:type_name -> dex.FlowError
+	25, // 36: dex.FlowClosedEvent.outputs:type_name -> dex.StepOutput
+	26, // 37: dex.SubFlowCompletedEvent.result:type_name -> dex.FlowResult
+	38, // [38:38] is the sub-list for method output_type
+	38, // [38:38] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_dex_history_proto_init() }

@@ -190,6 +190,10 @@ func Apply(st *FlowState, rec Record) (*FlowState, []Effect) {
 		released := st.Step(b.StepExecID).heldLocks()
 		st.removeStep(b.StepExecID)
 		eff = append(eff, st.lockWaiters(released)...)
+	case FlowRetried:
+		applyFlowRetried(st, b)
+	case TimeoutHandlerStarted:
+		eff = applyTimeoutHandler(st, b)
 	case SubFlowUpdated:
 		st.applySubFlowUpdated(rec, b)
 	case FlowClosed:
@@ -199,6 +203,9 @@ func Apply(st *FlowState, rec Record) (*FlowState, []Effect) {
 		ci := b.CloseInfo
 		st.Status, st.Close, st.ClosedAt = b.Status, &ci, rec.At
 		st.Steps, st.TimeoutAt, st.RPCLocks = nil, time.Time{}, nil
+		if st.Opts != nil {
+			st.Opts.HandlerDeadlineAt = time.Time{}
+		}
 		st.event(rec, HistoryEvent{Type: EventFlowClosed, Close: &ci})
 		eff = append(eff, NotifyClosed{FlowID: st.FlowID, RunID: st.RunID, Status: b.Status})
 	}
@@ -213,14 +220,23 @@ func applyStarted(prev *FlowState, rec Record, b FlowStarted) (*FlowState, []Eff
 		PublishRequestIDs: slices.Clone(b.PublishRequestIDs), TraceContext: b.TraceContext,
 		Parent: b.Parent,
 	}
+	if b.Retry != nil || b.TimeoutHandler != nil {
+		st.Opts = &RunOptions{TimeoutHandler: b.TimeoutHandler}
+		if b.Retry != nil {
+			st.Opts.Retry = &RunRetry{FlowRetry: *b.Retry, StartStep: b.StartStep, Attributes: b.Attributes}
+		}
+	}
 	st.setAttributes(b.Attributes)
 	start := &StartInfo{StartStep: b.StartStep, Attributes: b.Attributes, IDReusePolicy: b.IDReusePolicy,
-		TerminatedRunID: b.TerminatedRunID}
+		TerminatedRunID: b.TerminatedRunID, StartDelay: b.StartDelay}
+	if b.Retry != nil {
+		start.RetryAttempt, start.RetriedRunID = b.Retry.Attempt, b.Retry.RetriedRunID
+	}
 	if b.StartStep != nil {
 		start.StartStepExecID = stepExecID(b.StartStep.StepType, 1) // a new run's first step
 	}
 	if !b.TimeoutAt.IsZero() {
-		start.Timeout = b.TimeoutAt.Sub(rec.At) // Decide sets TimeoutAt to now + timeout
+		start.Timeout = b.TimeoutAt.Sub(rec.At) - b.StartDelay // Decide sets TimeoutAt to now + delay + timeout
 	}
 	st.event(rec, HistoryEvent{Type: EventFlowStarted, Start: start})
 	var eff []Effect

@@ -65,6 +65,13 @@ func sampleRecords() []Record {
 			Outputs: []Output{{StepType: "A", StepExecID: "A-1", Value: v}}, ErrorType: ErrWorkerAPIFail, Message: "m"}},
 		RPCLocked{CallID: "c1", Name: "r", Locks: []string{"a", "b"}, Epoch: 7},
 		RPCUnlocked{CallID: "c1", Reason: "r"},
+		// E34 (format 2 only)
+		FlowRetried{RetryRunID: "r1.retry-2", Attempt: 2, NotBefore: t0.Add(d)},
+		FlowStarted{FlowType: "order", PreviousRunID: "r1", StartStep: &moves[0], StartDelay: d,
+			Retry: &FlowRetry{Policy: RetryPolicy{InitialInterval: d, Coefficient: 2, MaxAttempts: 3}, Attempt: 2,
+				FirstRunID: "r1", FirstStartedAt: t0, RetriedRunID: "r1", Timeout: time.Hour},
+			TimeoutAt: t0.Add(time.Hour), TimeoutPolicy: TimeoutRunHandler, TimeoutHandler: &TimeoutHandler{StepType: "A", Deadline: d}},
+		TimeoutHandlerStarted{StepExecID: "A-2", DeadlineAt: t0.Add(d), Canceled: []string{"A-1"}},
 	}
 	recs := make([]Record, len(bodies))
 	for i, b := range bodies {

@@ -25,9 +25,16 @@ type StartFlow struct {
 	// step's own (E13).
 	Config        *StepOptions
 	Timeout       time.Duration // 0: none (E24)
-	TimeoutPolicy TimeoutPolicy // "" = FAIL
-	Attributes    []AttributeWrite
-	IDReusePolicy IDReusePolicy
+	TimeoutPolicy TimeoutPolicy // "" = FAIL (HANDLER with TimeoutHandler)
+	// Flow-level options (E34, flowopts.go). StartDelay: the first step
+	// runs after it (the flow exists at once). Retry: a failed run starts
+	// again under this policy (nil: never). TimeoutHandler: the step a
+	// HANDLER timeout runs.
+	StartDelay     time.Duration
+	Retry          *RetryOptions
+	TimeoutHandler *TimeoutHandler
+	Attributes     []AttributeWrite
+	IDReusePolicy  IDReusePolicy
 	// Definition is the flow type's registered definition, nil when no
 	// worker has registered the type yet (see FlowDefinition).
 	Definition *FlowDefinition

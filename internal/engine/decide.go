@@ -65,6 +65,9 @@ func (e *Engine) Decide(st *FlowState, cmd Command, now time.Time) ([]Record, er
 	if err != nil {
 		return nil, err
 	}
+	if d.st != nil && d.st.Opts != nil {
+		d.retryFailed() // E34
+	}
 	return d.recs, nil
 }
 
@@ -127,6 +130,12 @@ func (d *decider) branchEnded() {
 // createStep creates a step execution and schedules its first attempt
 // (E1, E4, E13).
 func (d *decider) createStep(typ string, input Value, override *StepOptions, skipWaitFor bool, parent string) {
+	d.createStepAt(typ, input, override, skipWaitFor, parent, d.now)
+}
+
+// createStepAt is createStep with the first attempt not before notBefore
+// (a start delay, E34).
+func (d *decider) createStepAt(typ string, input Value, override *StepOptions, skipWaitFor bool, parent string, notBefore time.Time) {
 	n := d.st.StepCounters[typ] + 1
 	var own *StepOptions
 	hasWaitFor := true
@@ -146,7 +155,7 @@ func (d *decider) createStep(typ string, input Value, override *StepOptions, ski
 	if hasWaitFor && !skipWaitFor {
 		m = MethodWaitFor
 	}
-	d.emit(AttemptScheduled{StepExecID: id, Method: m, Attempt: 1, FirstAt: d.now, NotBefore: d.now})
+	d.emit(AttemptScheduled{StepExecID: id, Method: m, Attempt: 1, FirstAt: notBefore, NotBefore: notBefore})
 }
 
 // stepExecID names the n-th step execution of a step type (E1).

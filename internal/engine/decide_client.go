@@ -45,17 +45,22 @@ func (d *decider) start(c StartFlow) error {
 			terminated = prev.RunID
 		}
 	}
+	firstAt := d.now.Add(c.StartDelay) // E34
 	var timeoutAt time.Time
 	if c.Timeout > 0 {
-		timeoutAt = d.now.Add(c.Timeout)
+		timeoutAt = firstAt.Add(c.Timeout)
 	}
 	policy := c.TimeoutPolicy
+	if policy == "" && c.TimeoutHandler != nil {
+		policy = TimeoutRunHandler
+	}
 	if policy == "" && c.Timeout > 0 {
 		policy = TimeoutFail
 	}
 	started := FlowStarted{FlowType: c.FlowType, RequestID: c.RequestID, Definition: c.Definition,
 		Config: c.Config, TimeoutAt: timeoutAt, TimeoutPolicy: policy, Attributes: c.Attributes,
-		IDReusePolicy: c.IDReusePolicy, TerminatedRunID: terminated, TraceContext: c.TraceContext, Parent: c.Parent}
+		IDReusePolicy: c.IDReusePolicy, TerminatedRunID: terminated, TraceContext: c.TraceContext, Parent: c.Parent,
+		StartDelay: c.StartDelay, Retry: d.flowRetryOf(c, c.RunID), TimeoutHandler: timeoutHandlerOf(c)}
 	if prev != nil {
 		started.PreviousRunID = prev.RunID
 		// Publish request IDs are deduplicated per flow ID, not per run:
@@ -68,7 +73,7 @@ func (d *decider) start(c StartFlow) error {
 	}
 	d.emitFor(c.FlowID, c.RunID, started)
 	if c.StartStep != "" {
-		d.createStep(c.StartStep, c.Input, c.StartOptions, false, "")
+		d.createStepAt(c.StartStep, c.Input, c.StartOptions, false, "", firstAt)
 	}
 	return nil
 }
@@ -110,7 +115,7 @@ func (d *decider) validateStart(c StartFlow) error {
 		return err
 	}
 	switch c.TimeoutPolicy {
-	case "", TimeoutFail, TimeoutCancel:
+	case "", TimeoutFail, TimeoutCancel, TimeoutRunHandler:
 	default:
 		return invalidArg("timeoutPolicy", "unknown policy %q", c.TimeoutPolicy)
 	}
@@ -134,6 +139,9 @@ func (d *decider) validateStart(c StartFlow) error {
 		if err := CheckStartInput(c.Definition, c.StartStep, c.Input); err != nil {
 			return err
 		}
+	}
+	if err := d.validateFlowOptions(c, v.stepDeclared); err != nil {
+		return err
 	}
 	if err := validateOptions("startOptions", c.StartOptions, v.stepDeclared); err != nil {
 		return err
@@ -220,7 +228,13 @@ func (d *decider) setDefinition(c SetDefinition) error {
 	for _, r := range set.Steps {
 		s := d.st.Step(r.StepExecID)
 		if !r.HasWaitFor && s.Phase == PhaseWaitFor && s.Attempt.Method == MethodWaitFor && s.Attempt.State == AttemptPending {
-			d.emit(AttemptScheduled{StepExecID: s.ID, Method: MethodExecute, Attempt: 1, FirstAt: d.now, NotBefore: d.now})
+			// A start delay (E34) still holds: the first attempt is not due
+			// before it.
+			at := d.now
+			if s.Attempt.Number == 1 && s.Attempt.NotBefore.After(at) {
+				at = s.Attempt.NotBefore
+			}
+			d.emit(AttemptScheduled{StepExecID: s.ID, Method: MethodExecute, Attempt: 1, FirstAt: at, NotBefore: at})
 		}
 	}
 	return nil
@@ -387,11 +401,16 @@ func (d *decider) timerFired(c TimerFired) error {
 			return err
 		}
 		msg := fmt.Sprintf("flow timed out at %s", d.st.TimeoutAt.Format(time.RFC3339Nano))
-		if d.st.TimeoutPolicy == TimeoutCancel {
+		switch {
+		case d.st.TimeoutPolicy == TimeoutRunHandler && d.st.timeoutHandler() != nil:
+			d.runTimeoutHandler() // E34
+		case d.st.TimeoutPolicy == TimeoutCancel:
 			d.closeFlow(StatusCanceled, ErrFlowTimeout, msg)
-		} else {
+		default:
 			d.closeFlow(StatusFailed, ErrFlowTimeout, msg)
 		}
+	case TimerTimeoutHandler:
+		return d.handlerDeadline(due)
 	case TimerWait:
 		s := d.st.Step(t.StepExecID)
 		if s == nil || s.Phase != PhaseWaiting {

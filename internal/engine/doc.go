@@ -66,6 +66,8 @@
 //	rpc_completed       RPC input, output, movements + staged writes
 //	step_ended          a step execution ends without a decision (E12)
 //	flow_closed         status, error type, message; steps are cancelled
+//	flow_retried        a failed run's retry run under the flow retry policy (E34)
+//	timeout_handler_started a HANDLER flow timeout: steps end, the handler runs (E34)
 //	sub_flow_updated    a subflow condition follows a child run, or takes its result (E31)
 //	rpc_locked          an RPC call of epoch E holds a lock set (E30)
 //	rpc_unlocked        an RPC call's locks are released without a commit
@@ -375,6 +377,71 @@
 // differently never rewrite running flows, and each run logs at most one
 // such record (its size is bounded by the declaration's, which the
 // server's message limit bounds).
+//
+// # Flow-level options (E34, flowopts.go)
+//
+// Start delay. StartFlow.StartDelay creates the run now (RUNNING, its
+// attributes readable and writable, RPCs and publishes accepted, its
+// timers armed) and schedules the start step's first attempt not before
+// now + delay (AttemptScheduled.NotBefore and FirstAt), so the delay is
+// as durable as a retry backoff: a restart or a takeover re-dispatches the
+// pending attempt at its NotBefore (T4), and a definition that arrives
+// during the delay moves the step to Execute without shortening it. The
+// flow timeout counts from the end of the delay (TimeoutAt = now + delay +
+// timeout): a delayed flow gets its whole timeout to run. A delay needs a
+// start step (INVALID_ARGUMENT "startDelay" otherwise) and is at most 365
+// days. An RPC's movements during the delay run at once: the delay holds
+// the start step only.
+//
+// Flow retry policy. StartFlow.Retry (partial, over the server's step
+// retry defaults) makes a failed run start a new one. "Failed" is: closed
+// FAILED by the flow itself: a step's exhausted retries (WORKER_API_FAIL),
+// a FORCE_FAIL decision, a FAIL flow timeout (FLOW_TIMEOUT), a timeout
+// handler that failed or missed its deadline. Never retried: a client's
+// StopFlow (CANCEL, TERMINATE, and FAIL, whose CLIENT_API_FAILING_FLOW
+// says an operator decided), a CANCEL flow timeout, a run terminated by a
+// new start. In the Decide call that fails the run (retryFailed, after the
+// command), when the policy allows another attempt (MaxAttempts counts
+// the runs, the client's being 1; MaxTotal bounds the time from the first
+// run's start to the retry's first step; the backoff after run n is the
+// step retry backoff with jitter, hashed from the flow ID and first run
+// ID), the batch holds flow_closed, flow_retried (on the failed run: the
+// retry's run ID, attempt and NotBefore; FlowState.RetryRunID) and the
+// new run's flow_started, whose StartDelay is the backoff, and its start
+// step. The new run has the same start step and input, initial
+// attributes, request ID (so a client retrying the first start answers
+// the latest run), definition, config, timeout and timeout policy, trace
+// context and publish request IDs; its FLOW_STARTED event carries
+// RetryAttempt and RetriedRunID (the link back). Run IDs: the node chooses
+// the first run's ID (unique); retry run n is "<first run ID>.retry-<n>",
+// decided from the state alone, so the engine stays pure and the record
+// carries it (Record.RunID), so replay never recomputes it. A node-chosen
+// ID never contains ".retry-", so a retry ID cannot collide with one.
+// During its backoff the retry run is RUNNING with a pending start step:
+// a new StartFlow of the flow ID is judged against it by the ID reuse
+// policy, and a StopFlow stops it, which ends the retrying (a stopped run
+// is not retried). The failed run stays readable by its run ID. Before
+// E34, WaitForFlow without a run ID waited for the latest run as of the
+// call and answered its close; it still does, except that it follows
+// retries (serving.Core.WaitForFlow): a failed run whose
+// RetryRunID is set is not the flow's end, so the call waits for the
+// retry, and so on; with a run ID it answers that run's close.
+//
+// HANDLER flow timeout. TimeoutPolicy HANDLER (implied by a
+// TimeoutHandler) with a flow timeout: when the timeout fires,
+// timeout_handler_started ends every active step execution (like a close
+// does: pending and running attempts are dropped, late results are
+// refused as stale, their wait timers are no longer pending) and records
+// the handler's deadline (timeout + TimeoutHandler.Deadline, default 1
+// minute); the handler step follows, straight to Execute (no WaitFor) with
+// no input. The other steps are ended rather than left running because
+// the flow's time is up: work that keeps moving past the timeout could
+// race the handler's decision, and a handler that wants the work to go on
+// moves to the steps it needs. The handler decides like any step:
+// complete, fail (FORCE_FAIL), or move on; RPCs still commit. If the flow
+// is still running at the deadline (TIMEOUT_HANDLER timer) it fails with
+// FLOW_TIMEOUT. Validation: a handler needs a flow timeout, a declared step
+// type and policy HANDLER (or none); HANDLER needs a handler.
 //
 // # Indexed attributes (E36)
 //

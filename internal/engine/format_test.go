@@ -69,7 +69,8 @@ func render(v any) string {
 	return strings.TrimSuffix(b.String(), "\n")
 }
 
-var durationKeys = map[string]bool{"duration": true, "timeout": true, "initialInterval": true, "maxInterval": true, "maxTotal": true}
+var durationKeys = map[string]bool{"duration": true, "timeout": true, "initialInterval": true, "maxInterval": true, "maxTotal": true,
+	"startDelay": true, "deadline": true} // E34
 
 func simplify(x any, key string) any {
 	switch v := x.(type) {

@@ -83,6 +83,12 @@ type StartInfo struct {
 	// TerminatedRunID is the running run this start terminated under
 	// TERMINATE_IF_RUNNING.
 	TerminatedRunID string `json:"terminatedRunId,omitempty"`
+	// Flow-level options (E34): the start delay; under a flow retry
+	// policy the run's attempt (1 for the client's start) and the failed
+	// run it retries.
+	StartDelay   time.Duration `json:"startDelay,omitempty"`
+	RetryAttempt int           `json:"retryAttempt,omitempty"`
+	RetriedRunID string        `json:"retriedRunId,omitempty"`
 }
 
 // SkippedTimer names a timer condition of a Wait (E19).

@@ -194,11 +194,14 @@ func validateMethod(field string, o *MethodOptions) error {
 	if err := validateLocks(field+".locks", o.Locks); err != nil {
 		return err
 	}
-	r := o.Retry
+	return validateRetry(field+".retry", o.Retry)
+}
+
+// validateRetry checks a retry policy given by a client or a worker.
+func validateRetry(field string, r *RetryOptions) error {
 	if r == nil {
 		return nil
 	}
-	field += ".retry"
 	switch {
 	case r.InitialInterval != nil && *r.InitialInterval <= 0:
 		return invalidArg(field+".initialInterval", "must be positive")

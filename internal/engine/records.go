@@ -45,6 +45,12 @@ type FlowStarted struct {
 	// carries it, so a worker's spans join the start's trace, also after
 	// a restart or a takeover. Absent (zero bytes) for an untraced start.
 	TraceContext map[string]string `json:"traceContext,omitempty"`
+	// Flow-level options (E34): the start step's first attempt is not
+	// before At + StartDelay; Retry is the run's place under its flow
+	// retry policy; TimeoutHandler is the HANDLER timeout's step.
+	StartDelay     time.Duration   `json:"startDelay,omitempty"`
+	Retry          *FlowRetry      `json:"retry,omitempty"`
+	TimeoutHandler *TimeoutHandler `json:"timeoutHandler,omitempty"`
 	// Parent names the run and condition whose Wait started this run as
 	// a subflow (E31); nil for a flow a client started.
 	Parent *ParentRef `json:"parent,omitempty"`
@@ -246,24 +252,26 @@ func decodeBody[T RecordBody](b []byte, unmarshal func([]byte, any) error) (Reco
 // recordTypes maps each type name to its decoder; it is the one list of
 // record types the codec knows.
 var recordTypes = map[string]func([]byte, func([]byte, any) error) (RecordBody, error){
-	FlowStarted{}.recordType():        decodeBody[FlowStarted],
-	DefinitionSet{}.recordType():      decodeBody[DefinitionSet],
-	StepCreated{}.recordType():        decodeBody[StepCreated],
-	AttemptScheduled{}.recordType():   decodeBody[AttemptScheduled],
-	AttemptStarted{}.recordType():     decodeBody[AttemptStarted],
-	AttemptFailed{}.recordType():      decodeBody[AttemptFailed],
-	WaitForCompleted{}.recordType():   decodeBody[WaitForCompleted],
-	ConditionSatisfied{}.recordType(): decodeBody[ConditionSatisfied],
-	WaitTimerFired{}.recordType():     decodeBody[WaitTimerFired],
-	ExecuteCompleted{}.recordType():   decodeBody[ExecuteCompleted],
-	ChannelPublished{}.recordType():   decodeBody[ChannelPublished],
-	AttributesSet{}.recordType():      decodeBody[AttributesSet],
-	RPCCompleted{}.recordType():       decodeBody[RPCCompleted],
-	StepEnded{}.recordType():          decodeBody[StepEnded],
-	FlowClosed{}.recordType():         decodeBody[FlowClosed],
-	SubFlowUpdated{}.recordType():     decodeBody[SubFlowUpdated],
-	RPCLocked{}.recordType():          decodeBody[RPCLocked],
-	RPCUnlocked{}.recordType():        decodeBody[RPCUnlocked],
+	FlowStarted{}.recordType():           decodeBody[FlowStarted],
+	DefinitionSet{}.recordType():         decodeBody[DefinitionSet],
+	StepCreated{}.recordType():           decodeBody[StepCreated],
+	AttemptScheduled{}.recordType():      decodeBody[AttemptScheduled],
+	AttemptStarted{}.recordType():        decodeBody[AttemptStarted],
+	AttemptFailed{}.recordType():         decodeBody[AttemptFailed],
+	WaitForCompleted{}.recordType():      decodeBody[WaitForCompleted],
+	ConditionSatisfied{}.recordType():    decodeBody[ConditionSatisfied],
+	WaitTimerFired{}.recordType():        decodeBody[WaitTimerFired],
+	ExecuteCompleted{}.recordType():      decodeBody[ExecuteCompleted],
+	ChannelPublished{}.recordType():      decodeBody[ChannelPublished],
+	AttributesSet{}.recordType():         decodeBody[AttributesSet],
+	RPCCompleted{}.recordType():          decodeBody[RPCCompleted],
+	StepEnded{}.recordType():             decodeBody[StepEnded],
+	FlowClosed{}.recordType():            decodeBody[FlowClosed],
+	FlowRetried{}.recordType():           decodeBody[FlowRetried],
+	TimeoutHandlerStarted{}.recordType(): decodeBody[TimeoutHandlerStarted],
+	SubFlowUpdated{}.recordType():        decodeBody[SubFlowUpdated],
+	RPCLocked{}.recordType():             decodeBody[RPCLocked],
+	RPCUnlocked{}.recordType():           decodeBody[RPCUnlocked],
 }
 
 // Type returns the record's type name, as encoded.

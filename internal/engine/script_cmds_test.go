@@ -254,7 +254,21 @@ func (h *harness) start(kv map[string]string, pos []arg) Command {
 	if v, ok := kv["timeout"]; ok {
 		c.Timeout = dur(v)
 	}
+	if v, ok := kv["delay"]; ok {
+		c.StartDelay = dur(v)
+	}
+	if v, ok := kv["handler"]; ok {
+		c.TimeoutHandler = &TimeoutHandler{StepType: v}
+		if d, ok := kv["handlerDeadline"]; ok {
+			c.TimeoutHandler.Deadline = dur(d)
+		}
+	}
 	for _, p := range pos {
+		if k, ok := strings.CutPrefix(p.key, "fretry:"); ok {
+			o := &StepOptions{Execute: &MethodOptions{Retry: c.Retry}}
+			setOption(o, "ex."+k, p.val)
+			c.Retry = o.Execute.Retry
+		}
 		if k, ok := strings.CutPrefix(p.key, "attr:"); ok {
 			c.Attributes = append(c.Attributes, AttributeWrite{Name: k, Value: val(p.val)})
 		}
@@ -314,6 +328,8 @@ func (h *harness) timer(first string, pos []arg, kv map[string]string) Command {
 	switch first {
 	case "flow":
 		c.Timer = Timer{Kind: TimerFlowTimeout}
+	case "handler":
+		c.Timer = Timer{Kind: TimerTimeoutHandler}
 	case "attempt":
 		step := pos[1].val
 		c.Timer = Timer{Kind: TimerAttemptTimeout, StepExecID: step}

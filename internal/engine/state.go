@@ -125,6 +125,10 @@ type FlowState struct {
 	// was not traced (FlowStarted.TraceContext). Never changed after the
 	// start, so clones share it.
 	TraceContext map[string]string `json:"traceContext,omitempty"`
+	// Opts holds the run's flow-level options (E34), nil for a run that
+	// uses none: one pointer, so runs without them copy 8 bytes more per
+	// clone, not the options.
+	Opts *RunOptions `json:"flowOptions,omitempty"`
 	// Parent names the parent of a subflow run (E31), nil otherwise.
 	// Never changed after the start, so clones share it.
 	Parent *ParentRef `json:"parent,omitempty"`
@@ -227,6 +231,10 @@ func (st *FlowState) Clone() *FlowState {
 		ci := *st.Close
 		c.Close = &ci
 	}
+	if st.Opts != nil {
+		o := *st.Opts
+		c.Opts = &o
+	}
 	return &c
 }
 
@@ -291,6 +299,9 @@ func (st *FlowState) Timers() []ArmTimer {
 	}
 	if !st.TimeoutAt.IsZero() {
 		arm(Timer{Kind: TimerFlowTimeout}, st.TimeoutAt)
+	}
+	if at := st.handlerDeadline(); !at.IsZero() {
+		arm(Timer{Kind: TimerTimeoutHandler}, at)
 	}
 	for _, s := range st.Steps {
 		if s.Phase == PhaseWaiting {

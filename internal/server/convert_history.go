@@ -85,6 +85,8 @@ func flowStartedOut(st *engine.FlowState, s *engine.StartInfo) *dexpb.FlowStarte
 	out.InitialAttributes = attributeWritesOut(s.Attributes)
 	out.FlowTimeout = durOut(s.Timeout)
 	out.IdReusePolicy = reusePolicyOut(s.IDReusePolicy)
+	out.StartDelay = durOut(s.StartDelay)
+	out.RetryAttempt, out.RetriedRunId = uint32(s.RetryAttempt), s.RetriedRunID // E34
 	out.TerminatedRunId = s.TerminatedRunID
 	return out
 }

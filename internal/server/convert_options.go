@@ -66,28 +66,37 @@ func methodOptionsIn(field string, o *dexpb.StepMethodOptions) (*engine.MethodOp
 	default:
 		return nil, argError(field+".durability", "unknown value %d", o.GetDurability())
 	}
-	if r := o.GetRetryPolicy(); r != nil {
-		ro := &engine.RetryOptions{}
-		if ro.InitialInterval, err = optDuration(field+".retryPolicy.initialInterval", r.GetInitialInterval()); err != nil {
-			return nil, err
-		}
-		if ro.MaxInterval, err = optDuration(field+".retryPolicy.maximumInterval", r.GetMaximumInterval()); err != nil {
-			return nil, err
-		}
-		if ro.MaxTotal, err = optDuration(field+".retryPolicy.maximumTotalDuration", r.GetMaximumTotalDuration()); err != nil {
-			return nil, err
-		}
-		if r.BackoffCoefficient != nil {
-			c := r.GetBackoffCoefficient()
-			ro.Coefficient = &c
-		}
-		if r.MaximumAttempts != nil {
-			n := int(r.GetMaximumAttempts())
-			ro.MaxAttempts = &n
-		}
-		out.Retry = ro
+	if out.Retry, err = retryIn(field+".retryPolicy", o.GetRetryPolicy()); err != nil {
+		return nil, err
 	}
 	return out, nil
+}
+
+// retryIn converts a retry policy (nil: none); field names it in errors.
+func retryIn(field string, r *dexpb.RetryPolicy) (*engine.RetryOptions, error) {
+	if r == nil {
+		return nil, nil
+	}
+	ro := &engine.RetryOptions{}
+	var err error
+	if ro.InitialInterval, err = optDuration(field+".initialInterval", r.GetInitialInterval()); err != nil {
+		return nil, err
+	}
+	if ro.MaxInterval, err = optDuration(field+".maximumInterval", r.GetMaximumInterval()); err != nil {
+		return nil, err
+	}
+	if ro.MaxTotal, err = optDuration(field+".maximumTotalDuration", r.GetMaximumTotalDuration()); err != nil {
+		return nil, err
+	}
+	if r.BackoffCoefficient != nil {
+		c := r.GetBackoffCoefficient()
+		ro.Coefficient = &c
+	}
+	if r.MaximumAttempts != nil {
+		n := int(r.GetMaximumAttempts())
+		ro.MaxAttempts = &n
+	}
+	return ro, nil
 }
 
 // resolvedOut renders a step execution's resolved options, every field

@@ -50,6 +50,8 @@ func timeoutPolicyOut(p engine.TimeoutPolicy) dexpb.FlowTimeoutPolicy {
 		return dexpb.FlowTimeoutPolicy_FLOW_TIMEOUT_POLICY_FAIL
 	case engine.TimeoutCancel:
 		return dexpb.FlowTimeoutPolicy_FLOW_TIMEOUT_POLICY_CANCEL
+	case engine.TimeoutRunHandler:
+		return dexpb.FlowTimeoutPolicy_FLOW_TIMEOUT_POLICY_HANDLER
 	}
 	return dexpb.FlowTimeoutPolicy_FLOW_TIMEOUT_POLICY_UNSPECIFIED
 }
@@ -148,7 +150,8 @@ func phaseOut(p engine.Phase) dexpb.StepPhase {
 
 // flowStateOut renders the live state of a run (E14, E26, W5).
 func flowStateOut(st *engine.FlowState, info TaskInfo, maxMessages int, now time.Time) *dexpb.FlowState {
-	out := &dexpb.FlowState{Summary: fullSummaryOut(st), Attributes: attributesOut(st.Attributes, nil), Outputs: outputsOut(st)}
+	out := &dexpb.FlowState{Summary: fullSummaryOut(st), Attributes: attributesOut(st.Attributes, nil), Outputs: outputsOut(st),
+		RetryRunId: st.RetryRunID()}
 	for _, s := range st.Steps {
 		out.StepExecutions = append(out.StepExecutions, stepOut(st, s, info, now))
 	}

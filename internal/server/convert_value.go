@@ -205,6 +205,8 @@ func flowTimeoutIn(prefix string, d *durationpb.Duration, p dexpb.FlowTimeoutPol
 		return t, engine.TimeoutFail, nil
 	case dexpb.FlowTimeoutPolicy_FLOW_TIMEOUT_POLICY_CANCEL:
 		return t, engine.TimeoutCancel, nil
+	case dexpb.FlowTimeoutPolicy_FLOW_TIMEOUT_POLICY_HANDLER:
+		return t, engine.TimeoutRunHandler, nil // E34: the engine checks the handler
 	}
 	return 0, "", argError(prefix+"flowTimeoutPolicy", "unknown value %d", p)
 }

@@ -79,6 +79,9 @@ func startIn(req *dexpb.StartFlowRequest) (engine.StartFlow, error) {
 	if c.Attributes, err = attributesIn("initialAttributes", req.GetInitialAttributes()); err != nil {
 		return c, err
 	}
+	if err := flowOptionsIn(req, &c); err != nil {
+		return c, err
+	}
 	switch req.GetIdReusePolicy() {
 	case dexpb.IdReusePolicy_ID_REUSE_POLICY_UNSPECIFIED:
 	case dexpb.IdReusePolicy_ID_REUSE_POLICY_DISALLOW:

@@ -26,8 +26,13 @@ const maxFlowWaiters = 10_000
 // waiters leave as flows close and as long polls expire.
 const retryWaiters = time.Second
 
-// WaitForFlow implements server.Backend (E25).
+// WaitForFlow implements server.Backend (E25). A call that names no run
+// waits for the latest run as of the call and follows its flow retries
+// (E34): a failed run that the flow retry policy retried is not the end of
+// the flow, so the call waits for the retry run, and so on. A call that
+// names a run answers that run's close.
 func (c *Core) WaitForFlow(ctx context.Context, flowID, runID string) (*engine.FlowState, error) {
+	follow := runID == ""
 	counted := false
 	defer func() {
 		if counted {
@@ -52,6 +57,11 @@ func (c *Core) WaitForFlow(ctx context.Context, flowID, runID string) (*engine.F
 			return nil, err
 		}
 		runID = st.RunID // wait for the latest run as of the call
+		if !st.Running() && follow && st.RetryRunID() != "" {
+			c.waiters.release(flowID, ch)
+			runID = st.RetryRunID() // E34: the retry is in the same batch
+			continue
+		}
 		if !st.Running() {
 			c.waiters.release(flowID, ch)
 			return c.withValues(ctx, st)

@@ -63,6 +63,7 @@ type startOptions struct {
 	timeoutPolicy          string
 	idReuse                string
 	requestID              string
+	flowOptions            // E34, flowopts.go
 }
 
 var idReusePolicies = map[string]dexpb.IdReusePolicy{
@@ -86,6 +87,7 @@ it returns the same run ID ("already started") and starts nothing.`,
 			`dexcli flow start order order-42 --step Reserve --input '{"id":"42","cents":1200}'`,
 			`dexcli flow start order order-42 --step Reserve --input-file order.json --attr 'status="new"' --timeout-after 24h --timeout-policy cancel`,
 			`dexcli flow start order order-42 --id-reuse terminate-if-running --request-id 7f3c`,
+			`dexcli flow start order order-42 --start-delay 1h --retry-max-attempts 3 --timeout-after 24h --timeout-handler Escalate`,
 		}),
 		Args: session.Args(2, 2),
 	}
@@ -99,6 +101,7 @@ it returns the same run ID ("already started") and starts nothing.`,
 	fs.StringVar(&o.timeoutPolicy, "timeout-policy", "", "how --timeout-after ends the flow: `fail|cancel` (default fail)")
 	fs.StringVar(&o.idReuse, "id-reuse", "default", "whether an existing flow ID may be reused: `POLICY`, one of default, disallow, allow-if-not-running, allow-if-previous-failed, terminate-if-running")
 	fs.StringVar(&o.requestID, "request-id", "", "the start's request `ID`, to retry a start safely (default: a random one)")
+	addFlowOptionFlags(fs, &o.flowOptions)
 	completeValues(cmd, "id-reuse", "default", "disallow", "allow-if-not-running", "allow-if-previous-failed", "terminate-if-running")
 	completeValues(cmd, "timeout-policy", "fail", "cancel")
 	cmd.RunE = env.Run(session.DefaultCallTimeout, func(ctx context.Context, s *session.Session, args []string) error {
@@ -151,6 +154,12 @@ func flowStart(ctx context.Context, s *session.Session, flowType, flowID string,
 		req.FlowTimeout = durationpb.New(o.timeoutAfter)
 	case o.timeoutPolicy != "":
 		return session.Usagef("--timeout-policy needs --timeout-after")
+	}
+	if o.handler != "" && o.timeoutPolicy != "" {
+		return session.Usagef("--timeout-handler sets the timeout policy (handler): drop --timeout-policy")
+	}
+	if err := o.apply(req); err != nil {
+		return err
 	}
 	policy, ok := idReusePolicies[o.idReuse]
 	if !ok {
