@@ -82,6 +82,9 @@ func Apply(st *FlowState, rec Record) (*FlowState, []Effect) {
 				StepExecID: s.ID, Method: b.Method, Attempt: b.Attempt}})
 		}
 		eff = append(eff, ArmTimer{FlowID: st.FlowID, RunID: st.RunID, Timer: attemptTimer(s), At: b.TimeoutAt})
+		if s.policy(b.Method).HeartbeatTimeout > 0 {
+			eff = append(eff, ArmTimer{FlowID: st.FlowID, RunID: st.RunID, Timer: heartbeatTimer(s), At: s.heartbeatDue()})
+		}
 	case AttemptFailed:
 		s := st.Step(b.StepExecID)
 		if s == nil {
@@ -146,7 +149,7 @@ func Apply(st *FlowState, rec Record) (*FlowState, []Effect) {
 		}
 		st.event(rec, HistoryEvent{Type: EventExecuteCompleted, StepExecID: s.ID, StepType: s.Type,
 			Attempt: b.Attempt, Duration: b.Duration, Scheduled: b.Scheduled, Staged: b.Staged,
-			Decision: &Decision{Kind: b.Kind, Movements: b.Movements, Output: b.Output, Reason: b.Reason}})
+			Decision: &Decision{Kind: b.Kind, Movements: b.Movements, Output: b.Output, Reason: b.Reason, Cancel: b.Cancel}})
 		st.commit(b.Staged)
 		switch b.Kind {
 		case DecideGracefulComplete:
@@ -167,7 +170,7 @@ func Apply(st *FlowState, rec Record) (*FlowState, []Effect) {
 		st.event(rec, HistoryEvent{Type: EventAttributesSet, Attributes: b.Attributes})
 	case RPCCompleted:
 		st.event(rec, HistoryEvent{Type: EventRPCCompleted, RPC: b.Name, Duration: b.Duration, Input: b.Input,
-			Output: b.Output, Movements: b.Movements, Scheduled: b.Scheduled, Staged: b.Staged})
+			Output: b.Output, Movements: b.Movements, Scheduled: b.Scheduled, Staged: b.Staged, CancelSteps: b.CancelSteps})
 		st.commit(b.Staged)
 		if b.CallID != "" {
 			st.rememberRPC(b.CallID)
@@ -175,11 +178,16 @@ func Apply(st *FlowState, rec Record) (*FlowState, []Effect) {
 		eff = append(eff, ReplyRPC{CallID: b.CallID, Output: b.Output})
 	case StepEnded:
 		st.removeStep(b.StepExecID)
+	case StepsCanceled:
+		eff = st.applyCanceled(rec, b)
+	case AttemptHeartbeat:
+		eff = st.applyHeartbeat(rec, b)
 	case FlowClosed:
 		if !st.Running() {
 			break
 		}
 		ci := b.CloseInfo
+		eff = st.closedTasks(b.Status)
 		st.Status, st.Close, st.ClosedAt = b.Status, &ci, rec.At
 		st.Steps, st.TimeoutAt = nil, time.Time{}
 		st.event(rec, HistoryEvent{Type: EventFlowClosed, Close: &ci})

@@ -53,6 +53,8 @@ func (e *Engine) Decide(st *FlowState, cmd Command, now time.Time) ([]Record, er
 		err = d.taskFailed(c)
 	case RecoverAttempts:
 		err = d.recoverAttempts(c)
+	case Heartbeat:
+		err = d.heartbeat(c)
 	default:
 		err = invalidArg("command", "unknown command %T", cmd)
 	}

@@ -31,6 +31,8 @@ func formatEffect(e Effect) string {
 		return fmt.Sprintf("closed %s %s", e.RunID, e.Status)
 	case NotifySuperseded:
 		return fmt.Sprintf("superseded %s", e.Previous.RunID)
+	case CancelTask:
+		return fmt.Sprintf("cancel task %s %s#%d (%s)", e.StepExecID, e.Method, e.Attempt, e.Reason)
 	}
 	return fmt.Sprintf("%T", e)
 }
@@ -69,7 +71,7 @@ func render(v any) string {
 	return strings.TrimSuffix(b.String(), "\n")
 }
 
-var durationKeys = map[string]bool{"duration": true, "timeout": true, "initialInterval": true, "maxInterval": true, "maxTotal": true}
+var durationKeys = map[string]bool{"duration": true, "timeout": true, "initialInterval": true, "maxInterval": true, "maxTotal": true, "heartbeatTimeout": true}
 
 func simplify(x any, key string) any {
 	switch v := x.(type) {

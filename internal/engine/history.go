@@ -18,6 +18,7 @@ const (
 	EventAttributesSet    EventType = "ATTRIBUTES_SET"
 	EventTimerSkipped     EventType = "TIMER_SKIPPED"
 	EventFlowClosed       EventType = "FLOW_CLOSED"
+	EventStepCanceled     EventType = "STEP_CANCELED" // E29
 )
 
 // HistoryEvent is one semantic event of a run (E26). IDs count from 1
@@ -65,6 +66,11 @@ type HistoryEvent struct {
 	Start *StartInfo `json:"start,omitempty"`
 	// FLOW_CLOSED: how the run closed (its outputs are FlowState.Outputs).
 	Close *CloseInfo `json:"close,omitempty"`
+	// STEP_CANCELED: the selector that took the step execution and the
+	// decision (step execution or RPC) that caused it (E29).
+	Canceled *CancelInfo `json:"canceled,omitempty"`
+	// RPC_COMPLETED: the step types the RPC cancelled (E29).
+	CancelSteps []string `json:"cancelSteps,omitempty"`
 }
 
 // StartInfo is what a FLOW_STARTED event keeps of the start that the run's

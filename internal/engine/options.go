@@ -110,6 +110,7 @@ func overlayMethod(p *MethodPolicy, o *MethodOptions) {
 	if o.Durability != "" {
 		p.Durability = o.Durability
 	}
+	setIf(&p.HeartbeatTimeout, o.HeartbeatTimeout)
 	if r := o.Retry; r != nil {
 		setIf(&p.Retry.InitialInterval, r.InitialInterval)
 		setIf(&p.Retry.Coefficient, r.Coefficient)
@@ -156,6 +157,9 @@ func validateMethod(field string, o *MethodOptions) error {
 	}
 	if o.Timeout != nil && *o.Timeout <= 0 {
 		return invalidArg(field+".timeout", "must be positive, got %v", *o.Timeout)
+	}
+	if o.HeartbeatTimeout != nil && *o.HeartbeatTimeout < 0 {
+		return invalidArg(field+".heartbeatTimeout", "must not be negative, got %v", *o.HeartbeatTimeout)
 	}
 	switch o.Durability {
 	case "", SYNC, ASYNC:

@@ -156,6 +156,9 @@ type ExecuteCompleted struct {
 	Output     Value         `json:"output,omitzero"`
 	Reason     string        `json:"reason,omitempty"`
 	Staged     Staged        `json:"staged,omitzero"`
+	// Cancel is the decision's cancellation selector, kept for history
+	// (E29); the steps_canceled record that follows applies it.
+	Cancel *CancelSelector `json:"cancel,omitempty"`
 }
 
 // ChannelPublished appends client messages to channel queues (E16). A
@@ -182,6 +185,9 @@ type RPCCompleted struct {
 	Movements []Movement    `json:"movements,omitempty"`
 	Scheduled []string      `json:"scheduled,omitempty"`
 	Staged    Staged        `json:"staged,omitzero"`
+	// CancelSteps are the step types the RPC cancels, kept for history
+	// (E29); the steps_canceled record that follows applies them.
+	CancelSteps []string `json:"cancelSteps,omitempty"`
 }
 
 // StepEnded removes a step execution without a decision: its Execute ran
@@ -212,6 +218,8 @@ func (AttributesSet) recordType() string      { return "attributes_set" }
 func (RPCCompleted) recordType() string       { return "rpc_completed" }
 func (StepEnded) recordType() string          { return "step_ended" }
 func (FlowClosed) recordType() string         { return "flow_closed" }
+func (StepsCanceled) recordType() string      { return "steps_canceled" }
+func (AttemptHeartbeat) recordType() string   { return "attempt_heartbeat" }
 
 // decodeBody decodes the body of a record of type T with unmarshal (the
 // codec of the record's format, codec.go).
@@ -239,6 +247,8 @@ var recordTypes = map[string]func([]byte, func([]byte, any) error) (RecordBody, 
 	RPCCompleted{}.recordType():       decodeBody[RPCCompleted],
 	StepEnded{}.recordType():          decodeBody[StepEnded],
 	FlowClosed{}.recordType():         decodeBody[FlowClosed],
+	StepsCanceled{}.recordType():      decodeBody[StepsCanceled],
+	AttemptHeartbeat{}.recordType():   decodeBody[AttemptHeartbeat],
 }
 
 // Type returns the record's type name, as encoded.

@@ -40,6 +40,9 @@ type Attempt struct {
 	Async     bool         `json:"async,omitempty"`
 	StartedAt time.Time    `json:"startedAt,omitzero"`
 	TimeoutAt time.Time    `json:"timeoutAt,omitzero"`
+	// HeartbeatAt is when the attempt's last heartbeat with details was
+	// logged (E38); zero: none.
+	HeartbeatAt time.Time `json:"heartbeatAt,omitzero"`
 }
 
 // LastFailure is the last failure of a step execution's current method (E14).
@@ -71,6 +74,10 @@ type StepExec struct {
 	// attempt and time decodes with them zero.)
 	WaitForFailed *LastFailure `json:"waitForFailed,omitempty"`
 	LastFailure   *LastFailure `json:"lastFailure,omitempty"`
+	// HeartbeatDetails are the last heartbeat details an attempt reported
+	// (E38); the next attempt of the same method receives them. Replaced,
+	// never changed in place, so clones share it.
+	HeartbeatDetails *HeartbeatDetails `json:"heartbeatDetails,omitempty"`
 }
 
 // policy returns the resolved policy of method m.
@@ -295,6 +302,9 @@ func (st *FlowState) Timers() []ArmTimer {
 		}
 		if s.Attempt.State == AttemptRunning {
 			arm(attemptTimer(s), s.Attempt.TimeoutAt)
+			if s.policy(s.Attempt.Method).HeartbeatTimeout > 0 {
+				arm(heartbeatTimer(s), s.heartbeatDue())
+			}
 		}
 	}
 	return out

@@ -69,6 +69,9 @@ const (
 	// FailureNotCompleted: the attempt had been handed to a worker by an
 	// earlier epoch and is failed on takeover (T2).
 	FailureNotCompleted = "NOT_COMPLETED"
+	// FailureHeartbeat: the attempt's worker sent no heartbeat within the
+	// method's heartbeat timeout (E38).
+	FailureHeartbeat = "HEARTBEAT"
 )
 
 // Method is a step method, or an RPC.
@@ -198,6 +201,9 @@ type MethodOptions struct {
 	Timeout    *time.Duration `json:"timeout,omitempty"` // per attempt
 	Retry      *RetryOptions  `json:"retry,omitempty"`
 	Durability Durability     `json:"durability,omitempty"`
+	// HeartbeatTimeout fails a running attempt whose worker sent no
+	// heartbeat for that long (E38); 0 or unset: none.
+	HeartbeatTimeout *time.Duration `json:"heartbeatTimeout,omitempty"`
 }
 
 // RetryOptions is a partially set retry policy (E9).
@@ -223,6 +229,8 @@ type MethodPolicy struct {
 	Timeout    time.Duration `json:"timeout"`
 	Retry      RetryPolicy   `json:"retry"`
 	Durability Durability    `json:"durability"`
+	// HeartbeatTimeout: see MethodOptions.HeartbeatTimeout (0: none).
+	HeartbeatTimeout time.Duration `json:"heartbeatTimeout,omitempty"`
 }
 
 // ResolvedOptions are a step execution's options after precedence (E13);
