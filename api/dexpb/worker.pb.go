@@ -390,6 +390,7 @@ type PollWorkerTaskResponse struct {
 	//	*PollWorkerTaskResponse_TaskAck
 	//	*PollWorkerTaskResponse_Ping
 	//	*PollWorkerTaskResponse_Drain
+	//	*PollWorkerTaskResponse_TaskCancel
 	Message       isPollWorkerTaskResponse_Message `protobuf_oneof:"message"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -477,6 +478,15 @@ func (x *PollWorkerTaskResponse) GetDrain() *Drain {
 	return nil
 }
 
+func (x *PollWorkerTaskResponse) GetTaskCancel() *TaskCancel {
+	if x != nil {
+		if x, ok := x.Message.(*PollWorkerTaskResponse_TaskCancel); ok {
+			return x.TaskCancel
+		}
+	}
+	return nil
+}
+
 type isPollWorkerTaskResponse_Message interface {
 	isPollWorkerTaskResponse_Message()
 }
@@ -507,6 +517,13 @@ type PollWorkerTaskResponse_Drain struct {
 	Drain *Drain `protobuf:"bytes,5,opt,name=drain,proto3,oneof"`
 }
 
+type PollWorkerTaskResponse_TaskCancel struct {
+	// TaskCancel says that a task the worker runs was cancelled (E29, a
+	// stopped or closed flow): its result will be refused, so the worker
+	// ends the handler's context.
+	TaskCancel *TaskCancel `protobuf:"bytes,6,opt,name=task_cancel,json=taskCancel,proto3,oneof"`
+}
+
 func (*PollWorkerTaskResponse_Welcome) isPollWorkerTaskResponse_Message() {}
 
 func (*PollWorkerTaskResponse_Task) isPollWorkerTaskResponse_Message() {}
@@ -516,6 +533,8 @@ func (*PollWorkerTaskResponse_TaskAck) isPollWorkerTaskResponse_Message() {}
 func (*PollWorkerTaskResponse_Ping) isPollWorkerTaskResponse_Message() {}
 
 func (*PollWorkerTaskResponse_Drain) isPollWorkerTaskResponse_Message() {}
+
+func (*PollWorkerTaskResponse_TaskCancel) isPollWorkerTaskResponse_Message() {}
 
 // Hello says who the worker is and what it serves.
 type Hello struct {
@@ -1166,9 +1185,18 @@ type Task struct {
 	// span as a child of it, so the flow's steps join the start's trace;
 	// it is kept with the run, so tasks built after a restart or a takeover
 	// carry it too. Empty for an untraced flow.
-	TraceContext  map[string]string `protobuf:"bytes,21,rep,name=trace_context,json=traceContext,proto3" json:"trace_context,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	TraceContext map[string]string `protobuf:"bytes,21,rep,name=trace_context,json=traceContext,proto3" json:"trace_context,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// HeartbeatTimeout is the handler's heartbeat timeout (WAIT_FOR,
+	// EXECUTE); unset: none. While the attempt runs, the worker lists its
+	// token in a Heartbeat at least three times per timeout; when none
+	// arrives for that long the attempt fails with failure type "HEARTBEAT"
+	// and is retried under the retry policy (E38).
+	HeartbeatTimeout *durationpb.Duration `protobuf:"bytes,22,opt,name=heartbeat_timeout,json=heartbeatTimeout,proto3" json:"heartbeat_timeout,omitempty"`
+	// HeartbeatDetails are the details an earlier attempt of this handler
+	// last reported (Heartbeat.details); unset when there are none.
+	HeartbeatDetails *EncodedValue `protobuf:"bytes,23,opt,name=heartbeat_details,json=heartbeatDetails,proto3" json:"heartbeat_details,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Task) Reset() {
@@ -1344,6 +1372,20 @@ func (x *Task) GetRetryDelay() *durationpb.Duration {
 func (x *Task) GetTraceContext() map[string]string {
 	if x != nil {
 		return x.TraceContext
+	}
+	return nil
+}
+
+func (x *Task) GetHeartbeatTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.HeartbeatTimeout
+	}
+	return nil
+}
+
+func (x *Task) GetHeartbeatDetails() *EncodedValue {
+	if x != nil {
+		return x.HeartbeatDetails
 	}
 	return nil
 }
@@ -1572,9 +1614,13 @@ type RpcResult struct {
 	Output *EncodedValue `protobuf:"bytes,1,opt,name=output,proto3" json:"output,omitempty"`
 	// Movements schedule new step executions, like an Execute's movements.
 	// May be empty.
-	Movements     []*Movement `protobuf:"bytes,2,rep,name=movements,proto3" json:"movements,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Movements []*Movement `protobuf:"bytes,2,rep,name=movements,proto3" json:"movements,omitempty"`
+	// CancelStepTypes cancels every queued, waiting or running execution of
+	// these step types in the flow, before the movements are created (E29).
+	// An RPC cannot cancel siblings.
+	CancelStepTypes []string `protobuf:"bytes,3,rep,name=cancel_step_types,json=cancelStepTypes,proto3" json:"cancel_step_types,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *RpcResult) Reset() {
@@ -1617,6 +1663,13 @@ func (x *RpcResult) GetOutput() *EncodedValue {
 func (x *RpcResult) GetMovements() []*Movement {
 	if x != nil {
 		return x.Movements
+	}
+	return nil
+}
+
+func (x *RpcResult) GetCancelStepTypes() []string {
+	if x != nil {
+		return x.CancelStepTypes
 	}
 	return nil
 }
@@ -1724,8 +1777,13 @@ type Heartbeat struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// RunningTaskTokens are the tokens of the tasks the worker still runs.
 	RunningTaskTokens [][]byte `protobuf:"bytes,1,rep,name=running_task_tokens,json=runningTaskTokens,proto3" json:"running_task_tokens,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Details are progress details some running tasks report; each task's
+	// latest details are recorded, and the next attempt of its handler
+	// receives them (Task.heartbeat_details). A task listed here counts as
+	// listed in running_task_tokens.
+	Details       []*TaskHeartbeatDetails `protobuf:"bytes,2,rep,name=details,proto3" json:"details,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Heartbeat) Reset() {
@@ -1765,6 +1823,123 @@ func (x *Heartbeat) GetRunningTaskTokens() [][]byte {
 	return nil
 }
 
+func (x *Heartbeat) GetDetails() []*TaskHeartbeatDetails {
+	if x != nil {
+		return x.Details
+	}
+	return nil
+}
+
+// TaskHeartbeatDetails are one running task's progress details.
+type TaskHeartbeatDetails struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// TaskToken is the task's token.
+	TaskToken []byte `protobuf:"bytes,1,opt,name=task_token,json=taskToken,proto3" json:"task_token,omitempty"`
+	// Details are the handler's details, at most the payload limit.
+	Details       *EncodedValue `protobuf:"bytes,2,opt,name=details,proto3" json:"details,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TaskHeartbeatDetails) Reset() {
+	*x = TaskHeartbeatDetails{}
+	mi := &file_dex_worker_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskHeartbeatDetails) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskHeartbeatDetails) ProtoMessage() {}
+
+func (x *TaskHeartbeatDetails) ProtoReflect() protoreflect.Message {
+	mi := &file_dex_worker_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskHeartbeatDetails.ProtoReflect.Descriptor instead.
+func (*TaskHeartbeatDetails) Descriptor() ([]byte, []int) {
+	return file_dex_worker_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *TaskHeartbeatDetails) GetTaskToken() []byte {
+	if x != nil {
+		return x.TaskToken
+	}
+	return nil
+}
+
+func (x *TaskHeartbeatDetails) GetDetails() *EncodedValue {
+	if x != nil {
+		return x.Details
+	}
+	return nil
+}
+
+// TaskCancel says that a running task was cancelled.
+type TaskCancel struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// TaskToken is the cancelled task's token.
+	TaskToken []byte `protobuf:"bytes,1,opt,name=task_token,json=taskToken,proto3" json:"task_token,omitempty"`
+	// Reason says why, for logs.
+	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TaskCancel) Reset() {
+	*x = TaskCancel{}
+	mi := &file_dex_worker_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskCancel) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskCancel) ProtoMessage() {}
+
+func (x *TaskCancel) ProtoReflect() protoreflect.Message {
+	mi := &file_dex_worker_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskCancel.ProtoReflect.Descriptor instead.
+func (*TaskCancel) Descriptor() ([]byte, []int) {
+	return file_dex_worker_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *TaskCancel) GetTaskToken() []byte {
+	if x != nil {
+		return x.TaskToken
+	}
+	return nil
+}
+
+func (x *TaskCancel) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 // Ping asks the worker for a Pong.
 type Ping struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1776,7 +1951,7 @@ type Ping struct {
 
 func (x *Ping) Reset() {
 	*x = Ping{}
-	mi := &file_dex_worker_proto_msgTypes[15]
+	mi := &file_dex_worker_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1788,7 +1963,7 @@ func (x *Ping) String() string {
 func (*Ping) ProtoMessage() {}
 
 func (x *Ping) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_worker_proto_msgTypes[15]
+	mi := &file_dex_worker_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1801,7 +1976,7 @@ func (x *Ping) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ping.ProtoReflect.Descriptor instead.
 func (*Ping) Descriptor() ([]byte, []int) {
-	return file_dex_worker_proto_rawDescGZIP(), []int{15}
+	return file_dex_worker_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Ping) GetNonce() uint64 {
@@ -1822,7 +1997,7 @@ type Pong struct {
 
 func (x *Pong) Reset() {
 	*x = Pong{}
-	mi := &file_dex_worker_proto_msgTypes[16]
+	mi := &file_dex_worker_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1834,7 +2009,7 @@ func (x *Pong) String() string {
 func (*Pong) ProtoMessage() {}
 
 func (x *Pong) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_worker_proto_msgTypes[16]
+	mi := &file_dex_worker_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1847,7 +2022,7 @@ func (x *Pong) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pong.ProtoReflect.Descriptor instead.
 func (*Pong) Descriptor() ([]byte, []int) {
-	return file_dex_worker_proto_rawDescGZIP(), []int{16}
+	return file_dex_worker_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Pong) GetNonce() uint64 {
@@ -1872,7 +2047,7 @@ type TaskAck struct {
 
 func (x *TaskAck) Reset() {
 	*x = TaskAck{}
-	mi := &file_dex_worker_proto_msgTypes[17]
+	mi := &file_dex_worker_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1884,7 +2059,7 @@ func (x *TaskAck) String() string {
 func (*TaskAck) ProtoMessage() {}
 
 func (x *TaskAck) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_worker_proto_msgTypes[17]
+	mi := &file_dex_worker_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1897,7 +2072,7 @@ func (x *TaskAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskAck.ProtoReflect.Descriptor instead.
 func (*TaskAck) Descriptor() ([]byte, []int) {
-	return file_dex_worker_proto_rawDescGZIP(), []int{17}
+	return file_dex_worker_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *TaskAck) GetTaskToken() []byte {
@@ -1938,7 +2113,7 @@ type Drain struct {
 
 func (x *Drain) Reset() {
 	*x = Drain{}
-	mi := &file_dex_worker_proto_msgTypes[18]
+	mi := &file_dex_worker_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1950,7 +2125,7 @@ func (x *Drain) String() string {
 func (*Drain) ProtoMessage() {}
 
 func (x *Drain) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_worker_proto_msgTypes[18]
+	mi := &file_dex_worker_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1963,7 +2138,7 @@ func (x *Drain) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Drain.ProtoReflect.Descriptor instead.
 func (*Drain) Descriptor() ([]byte, []int) {
-	return file_dex_worker_proto_rawDescGZIP(), []int{18}
+	return file_dex_worker_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Drain) GetReason() DrainReason {
@@ -2000,14 +2175,16 @@ const file_dex_worker_proto_rawDesc = "" +
 	"\ftask_failure\x18\x03 \x01(\v2\x10.dex.TaskFailureH\x00R\vtaskFailure\x12.\n" +
 	"\theartbeat\x18\x04 \x01(\v2\x0e.dex.HeartbeatH\x00R\theartbeat\x12\x1f\n" +
 	"\x04pong\x18\x05 \x01(\v2\t.dex.PongH\x00R\x04pongB\t\n" +
-	"\amessage\"\xde\x01\n" +
+	"\amessage\"\x92\x02\n" +
 	"\x16PollWorkerTaskResponse\x12(\n" +
 	"\awelcome\x18\x01 \x01(\v2\f.dex.WelcomeH\x00R\awelcome\x12\x1f\n" +
 	"\x04task\x18\x02 \x01(\v2\t.dex.TaskH\x00R\x04task\x12)\n" +
 	"\btask_ack\x18\x03 \x01(\v2\f.dex.TaskAckH\x00R\ataskAck\x12\x1f\n" +
 	"\x04ping\x18\x04 \x01(\v2\t.dex.PingH\x00R\x04ping\x12\"\n" +
 	"\x05drain\x18\x05 \x01(\v2\n" +
-	".dex.DrainH\x00R\x05drainB\t\n" +
+	".dex.DrainH\x00R\x05drain\x122\n" +
+	"\vtask_cancel\x18\x06 \x01(\v2\x0f.dex.TaskCancelH\x00R\n" +
+	"taskCancelB\t\n" +
 	"\amessage\"\xd6\x01\n" +
 	"\x05Hello\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x127\n" +
@@ -2063,7 +2240,7 @@ const file_dex_worker_proto_rawDesc = "" +
 	"\x12heartbeat_interval\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\x12>\n" +
 	"\rping_interval\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\fpingInterval\x12*\n" +
 	"\x11max_message_bytes\x18\x06 \x01(\rR\x0fmaxMessageBytes\x12$\n" +
-	"\x0emax_task_bytes\x18\a \x01(\rR\fmaxTaskBytes\"\xe2\b\n" +
+	"\x0emax_task_bytes\x18\a \x01(\rR\fmaxTaskBytes\"\xea\t\n" +
 	"\x04Task\x12!\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\r.dex.TaskKindR\x04kind\x12\x1d\n" +
 	"\n" +
@@ -2090,7 +2267,9 @@ const file_dex_worker_proto_rawDesc = "" +
 	"\x0eretry_deadline\x18\x13 \x01(\v2\x1a.google.protobuf.TimestampR\rretryDeadline\x12:\n" +
 	"\vretry_delay\x18\x14 \x01(\v2\x19.google.protobuf.DurationR\n" +
 	"retryDelay\x12@\n" +
-	"\rtrace_context\x18\x15 \x03(\v2\x1b.dex.Task.TraceContextEntryR\ftraceContext\x1aD\n" +
+	"\rtrace_context\x18\x15 \x03(\v2\x1b.dex.Task.TraceContextEntryR\ftraceContext\x12F\n" +
+	"\x11heartbeat_timeout\x18\x16 \x01(\v2\x19.google.protobuf.DurationR\x10heartbeatTimeout\x12>\n" +
+	"\x11heartbeat_details\x18\x17 \x01(\v2\x11.dex.EncodedValueR\x10heartbeatDetails\x1aD\n" +
 	"\x16ChannelQueueSizesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\rR\x05value:\x028\x01\x1a?\n" +
@@ -2109,10 +2288,11 @@ const file_dex_worker_proto_rawDesc = "" +
 	"\rWaitForResult\x12\x1d\n" +
 	"\x04wait\x18\x01 \x01(\v2\t.dex.WaitR\x04wait\">\n" +
 	"\rExecuteResult\x12-\n" +
-	"\bdecision\x18\x01 \x01(\v2\x11.dex.StepDecisionR\bdecision\"c\n" +
+	"\bdecision\x18\x01 \x01(\v2\x11.dex.StepDecisionR\bdecision\"\x8f\x01\n" +
 	"\tRpcResult\x12)\n" +
 	"\x06output\x18\x01 \x01(\v2\x11.dex.EncodedValueR\x06output\x12+\n" +
-	"\tmovements\x18\x02 \x03(\v2\r.dex.MovementR\tmovements\"\xdc\x01\n" +
+	"\tmovements\x18\x02 \x03(\v2\r.dex.MovementR\tmovements\x12*\n" +
+	"\x11cancel_step_types\x18\x03 \x03(\tR\x0fcancelStepTypes\"\xdc\x01\n" +
 	"\vTaskFailure\x12\x1d\n" +
 	"\n" +
 	"task_token\x18\x01 \x01(\fR\ttaskToken\x12\x1d\n" +
@@ -2122,9 +2302,19 @@ const file_dex_worker_proto_rawDesc = "" +
 	"\x05stack\x18\x04 \x01(\tR\x05stack\x12:\n" +
 	"\vretry_after\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\n" +
 	"retryAfter\x12#\n" +
-	"\rnon_retryable\x18\x06 \x01(\bR\fnonRetryable\";\n" +
+	"\rnon_retryable\x18\x06 \x01(\bR\fnonRetryable\"p\n" +
 	"\tHeartbeat\x12.\n" +
-	"\x13running_task_tokens\x18\x01 \x03(\fR\x11runningTaskTokens\"\x1c\n" +
+	"\x13running_task_tokens\x18\x01 \x03(\fR\x11runningTaskTokens\x123\n" +
+	"\adetails\x18\x02 \x03(\v2\x19.dex.TaskHeartbeatDetailsR\adetails\"b\n" +
+	"\x14TaskHeartbeatDetails\x12\x1d\n" +
+	"\n" +
+	"task_token\x18\x01 \x01(\fR\ttaskToken\x12+\n" +
+	"\adetails\x18\x02 \x01(\v2\x11.dex.EncodedValueR\adetails\"C\n" +
+	"\n" +
+	"TaskCancel\x12\x1d\n" +
+	"\n" +
+	"task_token\x18\x01 \x01(\fR\ttaskToken\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"\x1c\n" +
 	"\x04Ping\x12\x14\n" +
 	"\x05nonce\x18\x01 \x01(\x04R\x05nonce\"\x1c\n" +
 	"\x04Pong\x12\x14\n" +
@@ -2175,7 +2365,7 @@ func file_dex_worker_proto_rawDescGZIP() []byte {
 }
 
 var file_dex_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_dex_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_dex_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_dex_worker_proto_goTypes = []any{
 	(JsonKind)(0),                  // 0: dex.JsonKind
 	(TaskAckStatus)(0),             // 1: dex.TaskAckStatus
@@ -2195,85 +2385,92 @@ var file_dex_worker_proto_goTypes = []any{
 	(*RpcResult)(nil),              // 15: dex.RpcResult
 	(*TaskFailure)(nil),            // 16: dex.TaskFailure
 	(*Heartbeat)(nil),              // 17: dex.Heartbeat
-	(*Ping)(nil),                   // 18: dex.Ping
-	(*Pong)(nil),                   // 19: dex.Pong
-	(*TaskAck)(nil),                // 20: dex.TaskAck
-	(*Drain)(nil),                  // 21: dex.Drain
-	nil,                            // 22: dex.FlowTypeDeclaration.AttributeTypesEntry
-	nil,                            // 23: dex.FlowTypeDeclaration.ChannelTypesEntry
-	nil,                            // 24: dex.JsonShape.FieldsEntry
-	nil,                            // 25: dex.Task.ChannelQueueSizesEntry
-	nil,                            // 26: dex.Task.TraceContextEntry
-	(*StepOptions)(nil),            // 27: dex.StepOptions
-	(*durationpb.Duration)(nil),    // 28: google.protobuf.Duration
-	(TaskKind)(0),                  // 29: dex.TaskKind
-	(*timestamppb.Timestamp)(nil),  // 30: google.protobuf.Timestamp
-	(*EncodedValue)(nil),           // 31: dex.EncodedValue
-	(*Attribute)(nil),              // 32: dex.Attribute
-	(*ConditionResults)(nil),       // 33: dex.ConditionResults
-	(*AttemptFailure)(nil),         // 34: dex.AttemptFailure
-	(*StagedWrites)(nil),           // 35: dex.StagedWrites
-	(*Wait)(nil),                   // 36: dex.Wait
-	(*StepDecision)(nil),           // 37: dex.StepDecision
-	(*Movement)(nil),               // 38: dex.Movement
+	(*TaskHeartbeatDetails)(nil),   // 18: dex.TaskHeartbeatDetails
+	(*TaskCancel)(nil),             // 19: dex.TaskCancel
+	(*Ping)(nil),                   // 20: dex.Ping
+	(*Pong)(nil),                   // 21: dex.Pong
+	(*TaskAck)(nil),                // 22: dex.TaskAck
+	(*Drain)(nil),                  // 23: dex.Drain
+	nil,                            // 24: dex.FlowTypeDeclaration.AttributeTypesEntry
+	nil,                            // 25: dex.FlowTypeDeclaration.ChannelTypesEntry
+	nil,                            // 26: dex.JsonShape.FieldsEntry
+	nil,                            // 27: dex.Task.ChannelQueueSizesEntry
+	nil,                            // 28: dex.Task.TraceContextEntry
+	(*StepOptions)(nil),            // 29: dex.StepOptions
+	(*durationpb.Duration)(nil),    // 30: google.protobuf.Duration
+	(TaskKind)(0),                  // 31: dex.TaskKind
+	(*timestamppb.Timestamp)(nil),  // 32: google.protobuf.Timestamp
+	(*EncodedValue)(nil),           // 33: dex.EncodedValue
+	(*Attribute)(nil),              // 34: dex.Attribute
+	(*ConditionResults)(nil),       // 35: dex.ConditionResults
+	(*AttemptFailure)(nil),         // 36: dex.AttemptFailure
+	(*StagedWrites)(nil),           // 37: dex.StagedWrites
+	(*Wait)(nil),                   // 38: dex.Wait
+	(*StepDecision)(nil),           // 39: dex.StepDecision
+	(*Movement)(nil),               // 40: dex.Movement
 }
 var file_dex_worker_proto_depIdxs = []int32{
 	5,  // 0: dex.PollWorkerTaskRequest.hello:type_name -> dex.Hello
 	12, // 1: dex.PollWorkerTaskRequest.task_result:type_name -> dex.TaskResult
 	16, // 2: dex.PollWorkerTaskRequest.task_failure:type_name -> dex.TaskFailure
 	17, // 3: dex.PollWorkerTaskRequest.heartbeat:type_name -> dex.Heartbeat
-	19, // 4: dex.PollWorkerTaskRequest.pong:type_name -> dex.Pong
+	21, // 4: dex.PollWorkerTaskRequest.pong:type_name -> dex.Pong
 	10, // 5: dex.PollWorkerTaskResponse.welcome:type_name -> dex.Welcome
 	11, // 6: dex.PollWorkerTaskResponse.task:type_name -> dex.Task
-	20, // 7: dex.PollWorkerTaskResponse.task_ack:type_name -> dex.TaskAck
-	18, // 8: dex.PollWorkerTaskResponse.ping:type_name -> dex.Ping
-	21, // 9: dex.PollWorkerTaskResponse.drain:type_name -> dex.Drain
-	6,  // 10: dex.Hello.flow_types:type_name -> dex.FlowTypeDeclaration
-	9,  // 11: dex.FlowTypeDeclaration.steps:type_name -> dex.StepDeclaration
-	27, // 12: dex.FlowTypeDeclaration.default_step_options:type_name -> dex.StepOptions
-	22, // 13: dex.FlowTypeDeclaration.attribute_types:type_name -> dex.FlowTypeDeclaration.AttributeTypesEntry
-	23, // 14: dex.FlowTypeDeclaration.channel_types:type_name -> dex.FlowTypeDeclaration.ChannelTypesEntry
-	8,  // 15: dex.ValueType.json_shape:type_name -> dex.JsonShape
-	0,  // 16: dex.JsonShape.kind:type_name -> dex.JsonKind
-	8,  // 17: dex.JsonShape.elements:type_name -> dex.JsonShape
-	24, // 18: dex.JsonShape.fields:type_name -> dex.JsonShape.FieldsEntry
-	27, // 19: dex.StepDeclaration.options:type_name -> dex.StepOptions
-	7,  // 20: dex.StepDeclaration.input_type:type_name -> dex.ValueType
-	28, // 21: dex.Welcome.heartbeat_interval:type_name -> google.protobuf.Duration
-	28, // 22: dex.Welcome.ping_interval:type_name -> google.protobuf.Duration
-	29, // 23: dex.Task.kind:type_name -> dex.TaskKind
-	30, // 24: dex.Task.first_attempt_time:type_name -> google.protobuf.Timestamp
-	28, // 25: dex.Task.attempt_timeout:type_name -> google.protobuf.Duration
-	31, // 26: dex.Task.input:type_name -> dex.EncodedValue
-	32, // 27: dex.Task.attributes:type_name -> dex.Attribute
-	33, // 28: dex.Task.condition_results:type_name -> dex.ConditionResults
-	34, // 29: dex.Task.wait_for_failure:type_name -> dex.AttemptFailure
-	25, // 30: dex.Task.channel_queue_sizes:type_name -> dex.Task.ChannelQueueSizesEntry
-	30, // 31: dex.Task.retry_deadline:type_name -> google.protobuf.Timestamp
-	28, // 32: dex.Task.retry_delay:type_name -> google.protobuf.Duration
-	26, // 33: dex.Task.trace_context:type_name -> dex.Task.TraceContextEntry
-	13, // 34: dex.TaskResult.wait_for:type_name -> dex.WaitForResult
-	14, // 35: dex.TaskResult.execute:type_name -> dex.ExecuteResult
-	15, // 36: dex.TaskResult.rpc:type_name -> dex.RpcResult
-	35, // 37: dex.TaskResult.writes:type_name -> dex.StagedWrites
-	36, // 38: dex.WaitForResult.wait:type_name -> dex.Wait
-	37, // 39: dex.ExecuteResult.decision:type_name -> dex.StepDecision
-	31, // 40: dex.RpcResult.output:type_name -> dex.EncodedValue
-	38, // 41: dex.RpcResult.movements:type_name -> dex.Movement
-	28, // 42: dex.TaskFailure.retry_after:type_name -> google.protobuf.Duration
-	1,  // 43: dex.TaskAck.status:type_name -> dex.TaskAckStatus
-	2,  // 44: dex.Drain.reason:type_name -> dex.DrainReason
-	28, // 45: dex.Drain.timeout:type_name -> google.protobuf.Duration
-	7,  // 46: dex.FlowTypeDeclaration.AttributeTypesEntry.value:type_name -> dex.ValueType
-	7,  // 47: dex.FlowTypeDeclaration.ChannelTypesEntry.value:type_name -> dex.ValueType
-	8,  // 48: dex.JsonShape.FieldsEntry.value:type_name -> dex.JsonShape
-	3,  // 49: dex.WorkerTaskService.PollWorkerTask:input_type -> dex.PollWorkerTaskRequest
-	4,  // 50: dex.WorkerTaskService.PollWorkerTask:output_type -> dex.PollWorkerTaskResponse
-	50, // [50:51] is the sub-list for method output_type
-	49, // [49:50] is the sub-list for method input_type
-	49, // [49:49] is the sub-list for extension type_name
-	49, // [49:49] is the sub-list for extension extendee
-	0,  // [0:49] is the sub-list for field type_name
+	22, // 7: dex.PollWorkerTaskResponse.task_ack:type_name -> dex.TaskAck
+	20, // 8: dex.PollWorkerTaskResponse.ping:type_name -> dex.Ping
+	23, // 9: dex.PollWorkerTaskResponse.drain:type_name -> dex.Drain
+	19, // 10: dex.PollWorkerTaskResponse.task_cancel:type_name -> dex.TaskCancel
+	6,  // 11: dex.Hello.flow_types:type_name -> dex.FlowTypeDeclaration
+	9,  // 12: dex.FlowTypeDeclaration.steps:type_name -> dex.StepDeclaration
+	29, // 13: dex.FlowTypeDeclaration.default_step_options:type_name -> dex.StepOptions
+	24, // 14: dex.FlowTypeDeclaration.attribute_types:type_name -> dex.FlowTypeDeclaration.AttributeTypesEntry
+	25, // 15: dex.FlowTypeDeclaration.channel_types:type_name -> dex.FlowTypeDeclaration.ChannelTypesEntry
+	8,  // 16: dex.ValueType.json_shape:type_name -> dex.JsonShape
+	0,  // 17: dex.JsonShape.kind:type_name -> dex.JsonKind
+	8,  // 18: dex.JsonShape.elements:type_name -> dex.JsonShape
+	26, // 19: dex.JsonShape.fields:type_name -> dex.JsonShape.FieldsEntry
+	29, // 20: dex.StepDeclaration.options:type_name -> dex.StepOptions
+	7,  // 21: dex.StepDeclaration.input_type:type_name -> dex.ValueType
+	30, // 22: dex.Welcome.heartbeat_interval:type_name -> google.protobuf.Duration
+	30, // 23: dex.Welcome.ping_interval:type_name -> google.protobuf.Duration
+	31, // 24: dex.Task.kind:type_name -> dex.TaskKind
+	32, // 25: dex.Task.first_attempt_time:type_name -> google.protobuf.Timestamp
+	30, // 26: dex.Task.attempt_timeout:type_name -> google.protobuf.Duration
+	33, // 27: dex.Task.input:type_name -> dex.EncodedValue
+	34, // 28: dex.Task.attributes:type_name -> dex.Attribute
+	35, // 29: dex.Task.condition_results:type_name -> dex.ConditionResults
+	36, // 30: dex.Task.wait_for_failure:type_name -> dex.AttemptFailure
+	27, // 31: dex.Task.channel_queue_sizes:type_name -> dex.Task.ChannelQueueSizesEntry
+	32, // 32: dex.Task.retry_deadline:type_name -> google.protobuf.Timestamp
+	30, // 33: dex.Task.retry_delay:type_name -> google.protobuf.Duration
+	28, // 34: dex.Task.trace_context:type_name -> dex.Task.TraceContextEntry
+	30, // 35: dex.Task.heartbeat_timeout:type_name -> google.protobuf.Duration
+	33, // 36: dex.Task.heartbeat_details:type_name -> dex.EncodedValue
+	13, // 37: dex.TaskResult.wait_for:type_name -> dex.WaitForResult
+	14, // 38: dex.TaskResult.execute:type_name -> dex.ExecuteResult
+	15, // 39: dex.TaskResult.rpc:type_name -> dex.RpcResult
+	37, // 40: dex.TaskResult.writes:type_name -> dex.StagedWrites
+	38, // 41: dex.WaitForResult.wait:type_name -> dex.Wait
+	39, // 42: dex.ExecuteResult.decision:type_name -> dex.StepDecision
+	33, // 43: dex.RpcResult.output:type_name -> dex.EncodedValue
+	40, // 44: dex.RpcResult.movements:type_name -> dex.Movement
+	30, // 45: dex.TaskFailure.retry_after:type_name -> google.protobuf.Duration
+	18, // 46: dex.Heartbeat.details:type_name -> dex.TaskHeartbeatDetails
+	33, // 47: dex.TaskHeartbeatDetails.details:type_name -> dex.EncodedValue
+	1,  // 48: dex.TaskAck.status:type_name -> dex.TaskAckStatus
+	2,  // 49: dex.Drain.reason:type_name -> dex.DrainReason
+	30, // 50: dex.Drain.timeout:type_name -> google.protobuf.Duration
+	7,  // 51: dex.FlowTypeDeclaration.AttributeTypesEntry.value:type_name -> dex.ValueType
+	7,  // 52: dex.FlowTypeDeclaration.ChannelTypesEntry.value:type_name -> dex.ValueType
+	8,  // 53: dex.JsonShape.FieldsEntry.value:type_name -> dex.JsonShape
+	3,  // 54: dex.WorkerTaskService.PollWorkerTask:input_type -> dex.PollWorkerTaskRequest
+	4,  // 55: dex.WorkerTaskService.PollWorkerTask:output_type -> dex.PollWorkerTaskResponse
+	55, // [55:56] is the sub-list for method output_type
+	54, // [54:55] is the sub-list for method input_type
+	54, // [54:54] is the sub-list for extension type_name
+	54, // [54:54] is the sub-list for extension extendee
+	0,  // [0:54] is the sub-list for field type_name
 }
 
 func init() { file_dex_worker_proto_init() }
@@ -2298,6 +2495,7 @@ func file_dex_worker_proto_init() {
 		(*PollWorkerTaskResponse_TaskAck)(nil),
 		(*PollWorkerTaskResponse_Ping)(nil),
 		(*PollWorkerTaskResponse_Drain)(nil),
+		(*PollWorkerTaskResponse_TaskCancel)(nil),
 	}
 	file_dex_worker_proto_msgTypes[9].OneofWrappers = []any{
 		(*TaskResult_WaitFor)(nil),
@@ -2310,7 +2508,7 @@ func file_dex_worker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dex_worker_proto_rawDesc), len(file_dex_worker_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   24,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

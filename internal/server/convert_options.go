@@ -54,6 +54,9 @@ func methodOptionsIn(field string, o *dexpb.StepMethodOptions) (*engine.MethodOp
 	if out.Timeout, err = optDuration(field+".attemptTimeout", o.GetAttemptTimeout()); err != nil {
 		return nil, err
 	}
+	if out.HeartbeatTimeout, err = optDuration(field+".heartbeatTimeout", o.GetHeartbeatTimeout()); err != nil {
+		return nil, err
+	}
 	switch o.GetDurability() {
 	case dexpb.AttemptDurability_ATTEMPT_DURABILITY_UNSPECIFIED:
 	case dexpb.AttemptDurability_ATTEMPT_DURABILITY_SYNC:
@@ -115,7 +118,8 @@ func methodPolicyOut(p engine.MethodPolicy) *dexpb.StepMethodOptions {
 			MaximumInterval: durationpb.New(p.Retry.MaxInterval), MaximumAttempts: &attempts,
 			MaximumTotalDuration: durationpb.New(p.Retry.MaxTotal),
 		},
-		Durability: dexpb.AttemptDurability_ATTEMPT_DURABILITY_SYNC,
+		Durability:       dexpb.AttemptDurability_ATTEMPT_DURABILITY_SYNC,
+		HeartbeatTimeout: durOut(p.HeartbeatTimeout),
 	}
 	if p.Durability == engine.ASYNC {
 		out.Durability = dexpb.AttemptDurability_ATTEMPT_DURABILITY_ASYNC
@@ -159,6 +163,14 @@ func movementsIn(field string, ms []*dexpb.Movement) ([]engine.Movement, error) 
 
 // decisionIn converts an Execute's decision (E5).
 func decisionIn(d *dexpb.StepDecision) (engine.Decision, error) {
+	dec, err := decisionKindIn(d)
+	if err == nil && (len(d.GetCancelStepTypes()) > 0 || len(d.GetCancelSiblingStepTypes()) > 0) {
+		dec.Cancel = &engine.CancelSelector{Steps: d.GetCancelStepTypes(), Siblings: d.GetCancelSiblingStepTypes()}
+	}
+	return dec, err
+}
+
+func decisionKindIn(d *dexpb.StepDecision) (engine.Decision, error) {
 	switch d := d.GetDecision().(type) {
 	case *dexpb.StepDecision_Movements:
 		ms, err := movementsIn("decision.movements", d.Movements.GetMovements())

@@ -29,6 +29,7 @@ type session struct {
 
 	mu     sync.Mutex
 	out    []server.Outgoing
+	beats  map[taskKey]time.Duration // heartbeat timeouts of tasks sent (heartbeat.go)
 	notify chan struct{}
 	done   chan struct{}
 	once   sync.Once
@@ -67,6 +68,7 @@ func (s *session) Welcome() server.Welcome {
 
 func (s *session) push(m server.Outgoing) {
 	s.mu.Lock()
+	s.heartbeatNoted(m.Task)
 	s.out = append(s.out, m)
 	s.mu.Unlock()
 	select {
@@ -130,18 +132,20 @@ func (s *session) Close() {
 }
 
 // Heartbeat implements server.Session: it extends the slots of the tasks
-// the worker still runs.
-func (s *session) Heartbeat(running []engine.Token) {
+// the worker still runs, moves their heartbeat timers and records their
+// details (heartbeat.go).
+func (s *session) Heartbeat(running []engine.Token, details []server.TaskDetails) {
 	d := s.c.disp
-	d.mu.Lock()
-	defer d.mu.Unlock()
 	now := time.Now()
+	d.mu.Lock()
 	for _, t := range running {
 		k := tokKey(t)
 		if dl, ok := s.inflight[k]; ok && dl.Before(now.Add(reserveGrace)) {
 			s.inflight[k] = now.Add(reserveGrace)
 		}
 	}
+	d.mu.Unlock()
+	s.beat(running, details, now)
 }
 
 // Result implements server.Session (W2).
