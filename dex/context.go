@@ -101,7 +101,7 @@ type handlerState struct {
 	// details are the details the previous attempt reported (E38).
 	beat    *taskBeat
 	details *dexpb.EncodedValue
-	errs   []error // staging and decoding errors; any fails the attempt
+	errs    []error // staging and decoding errors; any fails the attempt
 }
 
 func newHandlerState(f *flowDef, t *dexpb.Task) *handlerState {

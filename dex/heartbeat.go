@@ -25,7 +25,7 @@ func (e *taskCanceledError) Error() string {
 	}
 	return ErrTaskCanceled.Error() + ": " + e.reason
 }
-func (e *taskCanceledError) Unwrap() error    { return ErrTaskCanceled }
+func (e *taskCanceledError) Unwrap() error   { return ErrTaskCanceled }
 func (*taskCanceledError) ErrorType() string { return "dex.TaskCanceled" }
 
 // taskBeat is a running task's heartbeat state in the worker: its

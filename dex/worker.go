@@ -128,7 +128,7 @@ type Worker struct {
 	mu       sync.Mutex
 	running  map[string]*taskBeat // running tasks by token
 	beats    chan struct{}        // a task with a heartbeat timeout started
-	outbox   []*outItem      // results not yet acknowledged, in order
+	outbox   []*outItem           // results not yet acknowledged, in order
 	stopping bool
 	gen      uint64 // stream generation
 }

@@ -153,7 +153,9 @@ func (Holding) Execute(ctx dex.Context, _ string) (dex.Decision, error) {
 // Done completes the flow.
 type Done struct{ dex.Step[string] }
 
-func (Done) Execute(_ dex.Context, in string) (dex.Decision, error) { return dex.GracefulComplete(in), nil }
+func (Done) Execute(_ dex.Context, in string) (dex.Decision, error) {
+	return dex.GracefulComplete(in), nil
+}
 
 var (
 	holdRPC = dex.DefineRPC("hold", func(ctx dex.Context, in string) (string, error) {
