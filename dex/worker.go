@@ -421,7 +421,13 @@ func (w *Worker) startTask(t *dexpb.Task) {
 		}
 		msg := w.reg.run(withBeat(ctx, b), t)
 		<-w.sem
-		w.logFailure(t, msg.GetTaskFailure())
+		if cause := context.Cause(ctx); errors.Is(cause, ErrTaskCanceled) {
+			// The server refuses its result; nothing will retry it.
+			w.log.Info("canceled task ended", "flow_id", t.GetFlowId(), "step_execution_id", t.GetStepExecutionId(),
+				"attempt", t.GetAttempt(), "reason", cause.Error())
+		} else {
+			w.logFailure(t, msg.GetTaskFailure())
+		}
 		w.finishTask(key, msg)
 	}()
 }

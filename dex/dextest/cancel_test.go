@@ -242,8 +242,10 @@ func TestStopFlow_EndsRunningHandler(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("Holding did not start")
 	}
+	stop := time.Now()
 	if _, err := c.StopFlow(ctx, "hold-2", dex.StopCancel, "operator"); err != nil {
 		t.Fatal(err)
 	}
 	waitCause(t, ended, 10*time.Second)
+	t.Logf("the handler's context ended %v after StopFlow was called", time.Since(stop))
 }

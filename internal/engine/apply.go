@@ -82,8 +82,8 @@ func Apply(st *FlowState, rec Record) (*FlowState, []Effect) {
 				StepExecID: s.ID, Method: b.Method, Attempt: b.Attempt}})
 		}
 		eff = append(eff, ArmTimer{FlowID: st.FlowID, RunID: st.RunID, Timer: attemptTimer(s), At: b.TimeoutAt})
-		if s.policy(b.Method).HeartbeatTimeout > 0 {
-			eff = append(eff, ArmTimer{FlowID: st.FlowID, RunID: st.RunID, Timer: heartbeatTimer(s), At: s.heartbeatDue()})
+		if s.heartbeatTimeout(b.Method) > 0 {
+			eff = append(eff, ArmTimer{FlowID: st.FlowID, RunID: st.RunID, Timer: heartbeatTimer(s), At: st.heartbeatDue(s)})
 		}
 	case AttemptFailed:
 		s := st.Step(b.StepExecID)
@@ -170,7 +170,7 @@ func Apply(st *FlowState, rec Record) (*FlowState, []Effect) {
 		st.event(rec, HistoryEvent{Type: EventAttributesSet, Attributes: b.Attributes})
 	case RPCCompleted:
 		st.event(rec, HistoryEvent{Type: EventRPCCompleted, RPC: b.Name, Duration: b.Duration, Input: b.Input,
-			Output: b.Output, Movements: b.Movements, Scheduled: b.Scheduled, Staged: b.Staged, CancelSteps: b.CancelSteps})
+			Output: b.Output, Movements: b.Movements, Scheduled: b.Scheduled, Staged: b.Staged, Canceled: rpcCanceled(b.CancelSteps)})
 		st.commit(b.Staged)
 		if b.CallID != "" {
 			st.rememberRPC(b.CallID)
@@ -189,7 +189,7 @@ func Apply(st *FlowState, rec Record) (*FlowState, []Effect) {
 		ci := b.CloseInfo
 		eff = st.closedTasks(b.Status)
 		st.Status, st.Close, st.ClosedAt = b.Status, &ci, rec.At
-		st.Steps, st.TimeoutAt = nil, time.Time{}
+		st.Steps, st.TimeoutAt, st.HeartbeatDetails = nil, time.Time{}, nil
 		st.event(rec, HistoryEvent{Type: EventFlowClosed, Close: &ci})
 		eff = append(eff, NotifyClosed{FlowID: st.FlowID, RunID: st.RunID, Status: b.Status})
 	}
@@ -265,4 +265,5 @@ func (st *FlowState) publish(msgs []Publish) {
 
 func (st *FlowState) removeStep(id string) {
 	st.Steps = slices.DeleteFunc(st.Steps, func(s *StepExec) bool { return s.ID == id })
+	delete(st.HeartbeatDetails, id)
 }

@@ -47,11 +47,32 @@ type CanceledStep struct {
 	Scope      CancelScope `json:"scope"`
 }
 
-// CancelInfo is what a STEP_CANCELED history event keeps (E29).
+// CancelInfo is what history keeps of a cancellation (E29): for
+// STEP_CANCELED the scope that took the execution and its cause (with
+// the RPC call's ID), for RPC_COMPLETED the step types the RPC
+// cancelled (Steps).
 type CancelInfo struct {
-	Scope  CancelScope `json:"scope"`
-	Cause  string      `json:"cause"`
+	Scope  CancelScope `json:"scope,omitempty"`
+	Cause  string      `json:"cause,omitempty"`
 	CallID string      `json:"callId,omitempty"`
+	Steps  []string    `json:"steps,omitempty"`
+}
+
+// GetSteps returns c's Steps; nil for a nil c.
+func (c *CancelInfo) GetSteps() []string {
+	if c == nil {
+		return nil
+	}
+	return c.Steps
+}
+
+// rpcCanceled is an RPC_COMPLETED event's CancelInfo, nil when the RPC
+// cancelled nothing.
+func rpcCanceled(steps []string) *CancelInfo {
+	if len(steps) == 0 {
+		return nil
+	}
+	return &CancelInfo{Steps: steps}
 }
 
 // CancelTask: a step execution whose attempt may be with a worker was

@@ -340,13 +340,14 @@
 // cost no log write. When it fires, Decide fails the attempt with failure
 // type HEARTBEAT, and the retry policy applies as for any failure. Decide
 // trusts the node's timer, as it does for attempt timeouts, but refuses
-// a fire before the last logged heartbeat + timeout (not due).
+// a fire before the attempt's last logged heartbeat (HeartbeatDetails.At)
+// + timeout (not due).
 //
 // Heartbeat details (ctx.Heartbeat(details) in the SDK) are the one part
 // that is logged: the node submits a Heartbeat command for a heartbeat
 // that carries details, and Decide logs attempt_heartbeat when they differ
 // from the recorded ones. The step execution keeps the last details of
-// its current method (StepExec.HeartbeatDetails); the next attempt of the
+// its current method (FlowState.HeartbeatDetails); the next attempt of the
 // same method receives them in its task (also after a takeover, since
 // they are in the log); an Execute does not receive its WaitFor's. The
 // SDK sends details at most once per heartbeat interval, so a handler

@@ -71,7 +71,7 @@ func render(v any) string {
 	return strings.TrimSuffix(b.String(), "\n")
 }
 
-var durationKeys = map[string]bool{"duration": true, "timeout": true, "initialInterval": true, "maxInterval": true, "maxTotal": true, "heartbeatTimeout": true}
+var durationKeys = map[string]bool{"duration": true, "timeout": true, "initialInterval": true, "maxInterval": true, "maxTotal": true, "heartbeatTimeout": true, "waitFor": true, "execute": true}
 
 func simplify(x any, key string) any {
 	switch v := x.(type) {

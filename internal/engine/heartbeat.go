@@ -26,11 +26,14 @@ type AttemptHeartbeat struct {
 }
 
 // HeartbeatDetails are the last details a step execution's attempts of
-// Method reported, and the attempt that reported them.
+// Method reported, the attempt that reported them and when they were
+// logged. (Kept here rather than in Attempt, so that a step without
+// heartbeat details costs nothing in its state.)
 type HeartbeatDetails struct {
-	Method  Method `json:"method"`
-	Attempt int    `json:"attempt"`
-	Details Value  `json:"details"`
+	Method  Method    `json:"method"`
+	Attempt int       `json:"attempt"`
+	At      time.Time `json:"at"`
+	Details Value     `json:"details"`
 }
 
 // heartbeat decides a Heartbeat with details.
@@ -48,7 +51,7 @@ func (d *decider) heartbeat(c Heartbeat) error {
 	if err := d.checkValue("details", c.Details); err != nil {
 		return err
 	}
-	if hd := s.HeartbeatDetails; hd != nil && hd.Method == c.Token.Method && hd.Attempt == c.Token.Attempt &&
+	if hd := d.st.HeartbeatDetails[s.ID]; hd != nil && hd.Method == c.Token.Method && hd.Attempt == c.Token.Attempt &&
 		hd.Details.Type == c.Details.Type && string(hd.Details.Data) == string(c.Details.Data) && hd.Details.Ref == c.Details.Ref {
 		return nil
 	}
@@ -67,11 +70,11 @@ func (d *decider) heartbeatTimedOut(t Timer) error {
 		s.Attempt.Method != t.Method || s.Attempt.Number != t.Attempt {
 		return timerNotPending("%s: attempt is not running", t)
 	}
-	h := s.policy(t.Method).HeartbeatTimeout
+	h := s.heartbeatTimeout(t.Method)
 	if h <= 0 {
 		return timerNotPending("%s: the method has no heartbeat timeout", t)
 	}
-	if at := s.heartbeatDue(); d.now.Before(at) {
+	if at := d.st.heartbeatDue(s); d.now.Before(at) {
 		return &Error{Code: CodeFailedPrecondition, Reason: ErrTimerNotDue,
 			Message: fmt.Sprintf("%s is due at %s", t, at.Format(time.RFC3339Nano))}
 	}
@@ -80,14 +83,14 @@ func (d *decider) heartbeatTimedOut(t Timer) error {
 	return nil
 }
 
-// heartbeatDue is when the running attempt's heartbeat timer fires at the
+// heartbeatDue is when s's running attempt's heartbeat timer fires at the
 // earliest: its last logged heartbeat (else its start) plus the timeout.
-func (s *StepExec) heartbeatDue() time.Time {
+func (st *FlowState) heartbeatDue(s *StepExec) time.Time {
 	last := s.Attempt.StartedAt
-	if s.Attempt.HeartbeatAt.After(last) {
-		last = s.Attempt.HeartbeatAt
+	if hd := st.HeartbeatDetails[s.ID]; hd != nil && hd.Method == s.Attempt.Method && hd.Attempt == s.Attempt.Number && hd.At.After(last) {
+		last = hd.At
 	}
-	return last.Add(s.policy(s.Attempt.Method).HeartbeatTimeout)
+	return last.Add(s.heartbeatTimeout(s.Attempt.Method))
 }
 
 func heartbeatTimer(s *StepExec) Timer {
@@ -100,7 +103,9 @@ func (st *FlowState) applyHeartbeat(rec Record, b AttemptHeartbeat) []Effect {
 	if s == nil || s.Attempt.Method != b.Method || s.Attempt.Number != b.Attempt || s.Attempt.State != AttemptRunning {
 		return nil
 	}
-	s.Attempt.HeartbeatAt = rec.At
-	s.HeartbeatDetails = &HeartbeatDetails{Method: b.Method, Attempt: b.Attempt, Details: b.Details}
-	return []Effect{ArmTimer{FlowID: st.FlowID, RunID: st.RunID, Timer: heartbeatTimer(s), At: s.heartbeatDue()}}
+	if st.HeartbeatDetails == nil {
+		st.HeartbeatDetails = map[string]*HeartbeatDetails{}
+	}
+	st.HeartbeatDetails[s.ID] = &HeartbeatDetails{Method: b.Method, Attempt: b.Attempt, At: rec.At, Details: b.Details}
+	return []Effect{ArmTimer{FlowID: st.FlowID, RunID: st.RunID, Timer: heartbeatTimer(s), At: st.heartbeatDue(s)}}
 }

@@ -67,10 +67,10 @@ type HistoryEvent struct {
 	// FLOW_CLOSED: how the run closed (its outputs are FlowState.Outputs).
 	Close *CloseInfo `json:"close,omitempty"`
 	// STEP_CANCELED: the selector that took the step execution and the
-	// decision (step execution or RPC) that caused it (E29).
+	// decision (step execution or RPC) that caused it; RPC_COMPLETED: the
+	// step types the RPC cancelled (E29). One pointer for both, so that
+	// the event (allocated for every event of every flow) does not grow.
 	Canceled *CancelInfo `json:"canceled,omitempty"`
-	// RPC_COMPLETED: the step types the RPC cancelled (E29).
-	CancelSteps []string `json:"cancelSteps,omitempty"`
 }
 
 // StartInfo is what a FLOW_STARTED event keeps of the start that the run's

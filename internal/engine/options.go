@@ -74,11 +74,21 @@ func (c Config) defaults() ResolvedOptions {
 // recovery path is taken; a SYNC start is counted before it runs.
 func resolveOptions(defaults ResolvedOptions, layers ...*StepOptions) ResolvedOptions {
 	r := defaults
+	var hb HeartbeatPolicy
+	if defaults.Heartbeat != nil {
+		hb = *defaults.Heartbeat
+	}
 	var waitForSet, executeSet bool
 	for i := len(layers) - 1; i >= 0; i-- {
 		o := layers[i]
 		if o == nil {
 			continue
+		}
+		if o.WaitFor != nil {
+			setIf(&hb.WaitFor, o.WaitFor.HeartbeatTimeout)
+		}
+		if o.Execute != nil {
+			setIf(&hb.Execute, o.Execute.HeartbeatTimeout)
 		}
 		waitForSet = waitForSet || (o.WaitFor != nil && o.WaitFor.Durability != "")
 		executeSet = executeSet || (o.Execute != nil && o.Execute.Durability != "")
@@ -97,6 +107,11 @@ func resolveOptions(defaults ResolvedOptions, layers ...*StepOptions) ResolvedOp
 	if !executeSet && r.RecoveryStep != "" {
 		r.Execute.Durability = SYNC
 	}
+	r.Heartbeat = nil
+	if hb != (HeartbeatPolicy{}) {
+		h := hb // only this copy escapes: no allocation for steps without one
+		r.Heartbeat = &h
+	}
 	return r
 }
 
@@ -110,7 +125,6 @@ func overlayMethod(p *MethodPolicy, o *MethodOptions) {
 	if o.Durability != "" {
 		p.Durability = o.Durability
 	}
-	setIf(&p.HeartbeatTimeout, o.HeartbeatTimeout)
 	if r := o.Retry; r != nil {
 		setIf(&p.Retry.InitialInterval, r.InitialInterval)
 		setIf(&p.Retry.Coefficient, r.Coefficient)

@@ -40,9 +40,6 @@ type Attempt struct {
 	Async     bool         `json:"async,omitempty"`
 	StartedAt time.Time    `json:"startedAt,omitzero"`
 	TimeoutAt time.Time    `json:"timeoutAt,omitzero"`
-	// HeartbeatAt is when the attempt's last heartbeat with details was
-	// logged (E38); zero: none.
-	HeartbeatAt time.Time `json:"heartbeatAt,omitzero"`
 }
 
 // LastFailure is the last failure of a step execution's current method (E14).
@@ -74,10 +71,19 @@ type StepExec struct {
 	// attempt and time decodes with them zero.)
 	WaitForFailed *LastFailure `json:"waitForFailed,omitempty"`
 	LastFailure   *LastFailure `json:"lastFailure,omitempty"`
-	// HeartbeatDetails are the last heartbeat details an attempt reported
-	// (E38); the next attempt of the same method receives them. Replaced,
-	// never changed in place, so clones share it.
-	HeartbeatDetails *HeartbeatDetails `json:"heartbeatDetails,omitempty"`
+}
+
+// heartbeatTimeout is method m's heartbeat timeout, 0 when none (E38).
+func (s *StepExec) heartbeatTimeout(m Method) time.Duration {
+	h := s.Options.Heartbeat
+	switch {
+	case h == nil:
+		return 0
+	case m == MethodWaitFor:
+		return h.WaitFor
+	default:
+		return h.Execute
+	}
 }
 
 // policy returns the resolved policy of method m.
@@ -131,6 +137,12 @@ type FlowState struct {
 	// History is the run's semantic history (E26). Events are never
 	// changed once appended, so clones share them.
 	History []*HistoryEvent `json:"history,omitempty"`
+	// HeartbeatDetails are the last heartbeat details of active step
+	// executions, by ID (E38); the next attempt of the same method
+	// receives them. Here rather than in StepExec so that steps without
+	// them cost nothing; values are replaced, never changed in place, so
+	// clones share them.
+	HeartbeatDetails map[string]*HeartbeatDetails `json:"heartbeatDetails,omitempty"`
 }
 
 // PublishRequestIDWindow is how many accepted publish request IDs a run
@@ -222,6 +234,7 @@ func (st *FlowState) Clone() *FlowState {
 	c.PublishRequestIDs = clip(st.PublishRequestIDs)
 	c.RPCCallIDs = clip(st.RPCCallIDs)
 	c.History = clip(st.History)
+	c.HeartbeatDetails = maps.Clone(st.HeartbeatDetails)
 	if st.Close != nil {
 		ci := *st.Close
 		c.Close = &ci
@@ -302,8 +315,8 @@ func (st *FlowState) Timers() []ArmTimer {
 		}
 		if s.Attempt.State == AttemptRunning {
 			arm(attemptTimer(s), s.Attempt.TimeoutAt)
-			if s.policy(s.Attempt.Method).HeartbeatTimeout > 0 {
-				arm(heartbeatTimer(s), s.heartbeatDue())
+			if s.heartbeatTimeout(s.Attempt.Method) > 0 {
+				arm(heartbeatTimer(s), st.heartbeatDue(s))
 			}
 		}
 	}

@@ -135,8 +135,8 @@ func (st *FlowState) Task(tok Token) (Task, error) {
 	if p.MaxTotal > 0 {
 		t.RetryDeadline = s.Attempt.FirstAt.Add(p.MaxTotal)
 	}
-	t.HeartbeatTimeout = s.policy(tok.Method).HeartbeatTimeout
-	if hd := s.HeartbeatDetails; hd != nil && hd.Method == tok.Method {
+	t.HeartbeatTimeout = s.heartbeatTimeout(tok.Method)
+	if hd := st.HeartbeatDetails[s.ID]; hd != nil && hd.Method == tok.Method {
 		v := hd.Details
 		t.HeartbeatDetails = &v
 	}

@@ -229,8 +229,6 @@ type MethodPolicy struct {
 	Timeout    time.Duration `json:"timeout"`
 	Retry      RetryPolicy   `json:"retry"`
 	Durability Durability    `json:"durability"`
-	// HeartbeatTimeout: see MethodOptions.HeartbeatTimeout (0: none).
-	HeartbeatTimeout time.Duration `json:"heartbeatTimeout,omitempty"`
 }
 
 // ResolvedOptions are a step execution's options after precedence (E13);
@@ -241,6 +239,17 @@ type ResolvedOptions struct {
 	Execute        MethodPolicy  `json:"execute"`
 	WaitForFailure FailurePolicy `json:"waitForFailure"`
 	RecoveryStep   string        `json:"recoveryStep,omitempty"`
+	// Heartbeat holds the methods' heartbeat timeouts (E38), nil when
+	// neither has one: behind a pointer so that a step without one costs
+	// nothing in its state.
+	Heartbeat *HeartbeatPolicy `json:"heartbeat,omitempty"`
+}
+
+// HeartbeatPolicy are the resolved heartbeat timeouts of a step's methods
+// (0: none).
+type HeartbeatPolicy struct {
+	WaitFor time.Duration `json:"waitFor,omitempty"`
+	Execute time.Duration `json:"execute,omitempty"`
 }
 
 // Staged are a handler's attribute writes and channel publishes; they commit

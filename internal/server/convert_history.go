@@ -46,7 +46,7 @@ func historyOut(st *engine.FlowState, ev engine.HistoryEvent) *dexpb.HistoryEven
 		out.Event = &dexpb.HistoryEvent_RpcCompleted{RpcCompleted: &dexpb.RpcCompletedEvent{
 			RpcName: ev.RPC, Input: valueOut(ev.Input), Output: valueOut(ev.Output), Duration: durOut(ev.Duration),
 			Movements: movementsOut(ev.Movements), ScheduledStepExecutionIds: ev.Scheduled, Writes: stagedOut(ev.Staged),
-			CancelStepTypes: ev.CancelSteps}}
+			CancelStepTypes: ev.Canceled.GetSteps()}}
 	case engine.EventChannelPublished:
 		out.Event = &dexpb.HistoryEvent_ChannelPublished{ChannelPublished: &dexpb.ChannelPublishedEvent{
 			Publishes: publishesOut(ev.Publishes), RequestId: ev.RequestID}}

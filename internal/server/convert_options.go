@@ -105,6 +105,9 @@ func resolvedOut(r engine.ResolvedOptions) *dexpb.StepOptions {
 		out.ExecuteFailurePolicy = dexpb.ExecuteFailurePolicy_EXECUTE_FAILURE_POLICY_PROCEED_TO_RECOVERY_STEP
 		out.ExecuteRecoveryStepType = r.RecoveryStep
 	}
+	if h := r.Heartbeat; h != nil {
+		out.WaitFor.HeartbeatTimeout, out.Execute.HeartbeatTimeout = durOut(h.WaitFor), durOut(h.Execute)
+	}
 	return out
 }
 
@@ -118,8 +121,7 @@ func methodPolicyOut(p engine.MethodPolicy) *dexpb.StepMethodOptions {
 			MaximumInterval: durationpb.New(p.Retry.MaxInterval), MaximumAttempts: &attempts,
 			MaximumTotalDuration: durationpb.New(p.Retry.MaxTotal),
 		},
-		Durability:       dexpb.AttemptDurability_ATTEMPT_DURABILITY_SYNC,
-		HeartbeatTimeout: durOut(p.HeartbeatTimeout),
+		Durability: dexpb.AttemptDurability_ATTEMPT_DURABILITY_SYNC,
 	}
 	if p.Durability == engine.ASYNC {
 		out.Durability = dexpb.AttemptDurability_ATTEMPT_DURABILITY_ASYNC
