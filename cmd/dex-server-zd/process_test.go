@@ -229,7 +229,7 @@ func TestProcess_FencedProcessExits1(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	blobs, err := node.OpenDataLog(dir, fs.Strict, true)
+	blobs, err := node.OpenDataLog(dir, fs.Strict, true, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -253,6 +253,10 @@ type Limits struct {
 	// a reference to it (serving: Value objects). 0 keeps every value in
 	// the log.
 	ValueObjectBytes int `yaml:"valueObjectBytes"`
+	// ValueCacheBytes bounds the memory of the bytes of the value objects
+	// the process wrote or read last, which it reuses instead of reading
+	// or writing them again (wal.ValueCache). 0 keeps none.
+	ValueCacheBytes int `yaml:"valueCacheBytes"`
 }
 
 // Snapshots configures the snapshots the active process writes of its
@@ -358,6 +362,7 @@ func Defaults() Config {
 	c.Limits.MaxConcurrentStreams = DefaultMaxConcurrentStreams
 	c.Limits.MaxFlowWaiters = DefaultMaxFlowWaiters
 	c.Limits.ValueObjectBytes = DefaultValueObjectBytes
+	c.Limits.ValueCacheBytes = DefaultValueCacheBytes
 	return c
 }
 
@@ -373,6 +378,10 @@ const (
 	// log. Below it a value costs the single-threaded path less than the
 	// store request an object adds to its call.
 	DefaultValueObjectBytes = 256 << 10
+	// DefaultValueCacheBytes keeps the last eight values of the largest
+	// size (4 MiB): a large flow's input, read for each of its tasks and
+	// echoed by their results, is read and written once.
+	DefaultValueCacheBytes = 32 << 20
 )
 
 // DefaultsYAML renders Defaults as YAML, for `dex-server-zd config defaults`.

@@ -153,6 +153,9 @@ func (c *Config) Validate(mode Mode) error {
 	if c.Limits.ValueObjectBytes < 0 {
 		bad("limits.valueObjectBytes: must not be negative (0 keeps every value in the log), got %d", c.Limits.ValueObjectBytes)
 	}
+	if c.Limits.ValueCacheBytes < 0 {
+		bad("limits.valueCacheBytes: must not be negative (0 keeps no value in memory), got %d", c.Limits.ValueCacheBytes)
+	}
 	if c.Limits.MaxFlowWaiters < 1 {
 		bad("limits.maxFlowWaiters: must be at least 1, got %d", c.Limits.MaxFlowWaiters)
 	}

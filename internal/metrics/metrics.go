@@ -76,6 +76,9 @@ var standbyStates = []StandbyState{StandbyNotStandby, StandbyCold, StandbyFollow
 //	dexzd_flows_started_total            flow runs started (FlowStarted records written)
 //	dexzd_flows_completed_total{status}  flow runs closed: completed, failed, canceled, terminated
 //	dexzd_step_attempts_total{outcome}   step attempts ended: succeeded, failed, timed_out, not_completed
+//	dexzd_value_cache_hits_total         value object reads and writes answered from memory (wal.ValueCache)
+//	dexzd_value_cache_misses_total       value object reads and writes that went to the store
+//	dexzd_value_cache_bytes              bytes of values the value cache holds
 //
 // Beside them the registry holds client_golang's Go runtime (go_*) and
 // process (process_*) collectors. Every label has a fixed, small set of
@@ -99,6 +102,8 @@ type Metrics struct {
 	// hot, while set, is the hot standby whose state and lag are reported
 	// instead of state.
 	hot atomic.Pointer[HotStandby]
+	// values is the process's value object cache, nil while none.
+	values atomic.Pointer[wal.ValueCache]
 
 	batchSeconds, batchBytes, batchRecords prometheus.Histogram
 	// refused counts overload refusals by serving.RefusalLimits' index.
@@ -315,7 +320,18 @@ var (
 	logRetriesDesc    = desc("dexzd_log_write_retries_total", "Log store requests repeated after a transient error.")
 	logAdoptedDesc    = desc("dexzd_log_adopted_batches_total",
 		"Log batches whose lost write reply was resolved by reading the batch back.")
+	valueHitsDesc = desc("dexzd_value_cache_hits_total",
+		"Value object reads and writes answered from the process's value cache, without a store request.")
+	valueMissesDesc = desc("dexzd_value_cache_misses_total", "Value object reads and writes the value cache could not answer.")
+	valueBytesDesc  = desc("dexzd_value_cache_bytes", "Bytes of values the process's value cache holds.")
 )
+
+// SetValueCache reports c's counts from now on.
+func (m *Metrics) SetValueCache(c *wal.ValueCache) {
+	if m != nil {
+		m.values.Store(c)
+	}
+}
 
 // stateCollector exports the values kept outside client_golang's metric
 // types: the serving gate, lease epoch, standby state and lag, the lease
@@ -325,7 +341,8 @@ type stateCollector struct{ m *Metrics }
 
 func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{leaderDesc, epochDesc, standbyDesc, lagDesc,
-		renewalsDesc, renewalFailuresDesc, snapshotsDesc, snapshotFailuresDesc, snapshotBytesDesc, logBatchesDesc, logRecordsDesc, logBytesDesc, logRetriesDesc, logAdoptedDesc} {
+		renewalsDesc, renewalFailuresDesc, snapshotsDesc, snapshotFailuresDesc, snapshotBytesDesc, logBatchesDesc, logRecordsDesc, logBytesDesc, logRetriesDesc, logAdoptedDesc,
+		valueHitsDesc, valueMissesDesc, valueBytesDesc} {
 		ch <- d
 	}
 	storeDescribe(ch)
@@ -356,6 +373,10 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(logBytesDesc, s.log.Bytes)
 	counter(logRetriesDesc, s.log.Retries)
 	counter(logAdoptedDesc, s.log.Adopted)
+	vs := c.m.values.Load().Stats()
+	counter(valueHitsDesc, vs.Hits)
+	counter(valueMissesDesc, vs.Misses)
+	gauge(valueBytesDesc, float64(vs.Bytes))
 	c.m.store.collect(ch, s.fsyncs)
 	c.m.flows.collect(ch)
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/dexzd/dexzd/api/dexpb"
 	"github.com/dexzd/dexzd/internal/config"
+	"github.com/dexzd/dexzd/internal/metrics"
 	"github.com/dexzd/dexzd/internal/node"
 )
 
@@ -26,6 +27,7 @@ type testNode struct {
 	done    chan error
 	conn    *grpc.ClientConn
 	flows   dexpb.FlowServiceClient
+	metrics *metrics.Metrics
 }
 
 // startNode runs a dev node on dir until the test ends (or stop/crash).
@@ -44,11 +46,11 @@ func startNode(t *testing.T, dir string, edit func(*config.Config)) *testNode {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	n := &testNode{cancel: cancel, abandon: make(chan struct{}), done: make(chan error, 1)}
+	n := &testNode{cancel: cancel, abandon: make(chan struct{}), done: make(chan error, 1), metrics: metrics.New()}
 	ready := make(chan net.Addr, 1)
 	go func() {
 		n.done <- node.RunLocal(ctx, node.LocalOptions{Mode: config.ModeDev, Config: cfg, DataDir: dir, Listener: lis,
-			Ready: func(a net.Addr) { ready <- a }, Abandon: n.abandon})
+			Ready: func(a net.Addr) { ready <- a }, Abandon: n.abandon, Metrics: n.metrics})
 	}()
 	select {
 	case a := <-ready:

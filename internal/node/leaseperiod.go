@@ -54,6 +54,8 @@ type leasePeriod struct {
 	endStandby func()
 	abandon    <-chan struct{}
 	metrics    *metrics.Metrics
+	// values is the process's value object cache (lifecycle.values).
+	values *wal.ValueCache
 	// stopping is closed when the process's API stops.
 	stopping <-chan struct{}
 	// boot restores the local store from the newest snapshot when it is
@@ -190,7 +192,7 @@ func (p *leasePeriod) run(ctx context.Context) (sd *steppedDown, err error) {
 		Admission: serving.AdmissionLimits{MaxPendingRequests: p.cfg.Limits.MaxPendingRequests,
 			MaxPendingBytes: p.cfg.Limits.MaxPendingBytes, MaxQueuedTasks: p.cfg.Limits.MaxQueuedTasks,
 			MaxFlowWaiters: p.cfg.Limits.MaxFlowWaiters},
-		Values:           &wal.Values{Store: p.blobs, Layout: p.layout},
+		Values:           &wal.Values{Store: p.blobs, Layout: p.layout, Cache: p.values},
 		ValueObjectBytes: p.cfg.Limits.ValueObjectBytes,
 		Fatal: func(err error) {
 			select {

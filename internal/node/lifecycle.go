@@ -41,6 +41,9 @@ type lifecycle struct {
 	stuckBound time.Duration
 	// boot restores the local store from the newest snapshot.
 	boot *bootstrapper
+	// values keeps the value objects read and written last, across the
+	// process's lease periods (an object never changes).
+	values *wal.ValueCache
 }
 
 func (l *lifecycle) hot() bool { return l.cfg.Standby.Mode == config.StandbyHot }
@@ -53,6 +56,10 @@ func (l *lifecycle) hot() bool { return l.cfg.Standby.Mode == config.StandbyHot 
 func (l *lifecycle) run(ctx context.Context, holder *lease.Holder, store flowstore.Store) error {
 	var pending *stepDownRequest // a step down answered once the take-back serves
 	var outcome server.StepDownOutcome
+	if l.values == nil {
+		l.values = wal.NewValueCache(l.cfg.Limits.ValueCacheBytes)
+		l.metrics.SetValueCache(l.values)
+	}
 	for {
 		open := l.open
 		if store != nil {
@@ -61,7 +68,8 @@ func (l *lifecycle) run(ctx context.Context, holder *lease.Holder, store flowsto
 		}
 		p := &leasePeriod{cfg: l.cfg, log: l.log, blobs: l.blobs, layout: l.layout, inst: l.api.serving(),
 			addr: l.api.lis.Addr(), holder: holder, stateDir: l.stateDir, open: open, openNew: l.open, ready: l.ready,
-			abandon: l.abandon, metrics: l.metrics, stopping: l.api.stopping, boot: l.boot, endStandby: l.api.endStandbyPhases}
+			abandon: l.abandon, metrics: l.metrics, stopping: l.api.stopping, boot: l.boot, endStandby: l.api.endStandbyPhases,
+			values: l.values}
 		if pending != nil {
 			req, out := pending, outcome
 			out.Holder = server.TakenBackByThisProcess

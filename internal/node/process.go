@@ -139,16 +139,18 @@ func RunLocal(ctx context.Context, o LocalOptions) (err error) {
 	// log batches are appended to segment files (one fsync each in strict
 	// mode instead of a new file and two fsyncs). Without it every batch
 	// stays a file of its own.
-	logStore, err := OpenDataLog(dir, fsMode, lock.locked, seglog.WithLogger(log))
+	layout, err := wal.NewLayout("", cfg.NodeID)
+	if err != nil {
+		return fmt.Errorf("nodeId: %w", err)
+	}
+	// Value objects are fsynced in every mode: a record that survives a
+	// host crash must find the object it names (written before it).
+	logStore, err := OpenDataLog(dir, fsMode, lock.locked, []fs.Option{fs.SyncUnder(layout.ValuePrefix())}, seglog.WithLogger(log))
 	if err != nil {
 		return err
 	}
 	cleanup = append(cleanup, func() { _ = logStore.Close() })
 	blobs := o.Metrics.MeterStore(logStore)
-	layout, err := wal.NewLayout("", cfg.NodeID)
-	if err != nil {
-		return fmt.Errorf("nodeId: %w", err)
-	}
 	if err := wal.ProbeConditionalWrites(ctx, blobs, layout); err != nil {
 		return err
 	}
@@ -195,14 +197,15 @@ func RunLocal(ctx context.Context, o LocalOptions) (err error) {
 }
 
 // OpenDataLog opens the durable store of a dev or local data directory:
-// the fs store in DIR/log (strict fsyncs, or none with fs.ProcessCrashSafe),
+// the fs store in DIR/log (strict fsyncs, or none with fs.ProcessCrashSafe;
+// fsOpts configure it),
 // with the log batches appended to segment files in DIR/log-segments when
 // segments is set (it needs a filesystem whose flock works; package
 // seglog; opts such as seglog.WithLogger, which reports a torn tail cut
 // off at open, D6). Tools and tests that read a data directory's log open
 // it the same way.
-func OpenDataLog(dir string, mode fs.Mode, segments bool, opts ...seglog.Option) (blob.Store, error) {
-	files, err := fs.Open(filepath.Join(dir, LogDir), mode)
+func OpenDataLog(dir string, mode fs.Mode, segments bool, fsOpts []fs.Option, opts ...seglog.Option) (blob.Store, error) {
+	files, err := fs.Open(filepath.Join(dir, LogDir), mode, fsOpts...)
 	if err != nil {
 		return nil, err
 	}

@@ -38,7 +38,7 @@ func TestDev_SnapshotsTruncateTheLogAndRestore(t *testing.T) {
 		expectAck(t, w.result(w.next(), decide(complete(jsonValue(i)), nil)), dexpb.TaskAckStatus_TASK_ACK_STATUS_ACCEPTED)
 	}
 
-	blobs, err := node.OpenDataLog(dir, fs.Strict, true)
+	blobs, err := node.OpenDataLog(dir, fs.Strict, true, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -271,6 +271,9 @@ func (c *Core) StartFlow(ctx context.Context, s engine.StartFlow) (server.StartR
 		}
 		checked = decl.Definition
 	}
+	if err := c.refusedBeforeObjects(s.FlowID, c.declared(s, checked)); err != nil {
+		return server.StartResult{}, err
+	}
 	s, objects, err := offload(ctx, c, s)
 	if err != nil {
 		return server.StartResult{}, err
@@ -281,14 +284,7 @@ func (c *Core) StartFlow(ctx context.Context, s engine.StartFlow) (server.StartR
 		// finds this run in the head without a definition and sets it
 		// (register). Read before the call, a run could start without
 		// one after register's scan had passed (found in review).
-		if decl, ok := c.defs.get(s.FlowType); ok {
-			s.Definition = decl.Definition
-			if s.Config == nil {
-				s.Config = decl.Defaults
-			}
-		}
-		s.InputChecked = checked != nil && s.Definition == checked
-		d, _ := c.seq.decideObjects(s.FlowID, s, objects)
+		d, _ := c.seq.decideObjects(s.FlowID, c.declared(s, checked), objects)
 		return d
 	})
 	if err == nil {
@@ -300,8 +296,25 @@ func (c *Core) StartFlow(ctx context.Context, s engine.StartFlow) (server.StartR
 	return server.StartResult{RunID: d.runID, AlreadyStarted: len(d.recs) == 0}, nil
 }
 
+// declared returns s with its flow type's declaration as known now (its
+// definition, and its defaults unless s has a config), and InputChecked
+// set if checked, the definition s's input was checked against, is it.
+func (c *Core) declared(s engine.StartFlow, checked *engine.FlowDefinition) engine.StartFlow {
+	if decl, ok := c.defs.get(s.FlowType); ok {
+		s.Definition = decl.Definition
+		if s.Config == nil {
+			s.Config = decl.Defaults
+		}
+	}
+	s.InputChecked = checked != nil && s.Definition == checked
+	return s
+}
+
 // Command implements server.Backend.
 func (c *Core) Command(ctx context.Context, flowID string, cmd engine.Command) (server.CommandResult, error) {
+	if err := c.refusedBeforeObjects(flowID, cmd); err != nil {
+		return server.CommandResult{}, err
+	}
 	cmd, objects, err := offload(ctx, c, cmd)
 	if err != nil {
 		return server.CommandResult{}, err

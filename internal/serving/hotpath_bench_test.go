@@ -27,12 +27,15 @@ import (
 //	go test -run '^$' -bench HotPath -cpuprofile cpu.out ./internal/node/
 //
 // objects=true runs with value objects (from 256 KiB, the default of
-// limits.valueObjectBytes) on the memory store, as the node does;
-// objects=false keeps every value in the log.
+// limits.valueObjectBytes) on the memory store and the node's default
+// value cache, as the node does; objects=false keeps every value in the
+// log; objects=uncached (ChainLarge) has value objects without the cache.
+// The worker hands a large value on as a copy of its bytes, as a value
+// that crossed the wire is.
 func BenchmarkHotPath_Chain(b *testing.B) {
-	for _, objects := range []bool{false, true} {
+	for _, objects := range []objectsMode{objectsOff, objectsOn} {
 		for _, callers := range []int{1, 32} {
-			b.Run(fmt.Sprintf("objects=%t/callers=%d", objects, callers), func(b *testing.B) { benchChain(b, callers, smallInput, objects) })
+			b.Run(fmt.Sprintf("objects=%s/callers=%d", objects, callers), func(b *testing.B) { benchChain(b, callers, smallInput, objects) })
 		}
 	}
 }
@@ -43,10 +46,24 @@ func BenchmarkHotPath_Chain(b *testing.B) {
 func BenchmarkHotPath_ChainLarge(b *testing.B) {
 	pad := bytes.Repeat([]byte("L"), 4<<20-1<<10)
 	input := engine.Value{Type: "json:bench.ChainInput", Data: append(append([]byte(`{"pad":"`), pad...), `"}`...)}
-	for _, objects := range []bool{false, true} {
-		b.Run(fmt.Sprintf("objects=%t", objects), func(b *testing.B) { benchChain(b, 1, input, objects) })
+	for _, objects := range []objectsMode{objectsOff, objectsUncached, objectsOn} {
+		b.Run(fmt.Sprintf("objects=%s", objects), func(b *testing.B) { benchChain(b, 1, input, objects) })
 	}
 }
+
+// objectsMode is how a benchmark's core keeps large values.
+type objectsMode int
+
+const (
+	objectsOff      objectsMode = iota // in the log
+	objectsOn                          // value objects and the default value cache
+	objectsUncached                    // value objects without a cache
+)
+
+func (m objectsMode) String() string { return [...]string{"false", "true", "uncached"}[m] }
+
+// benchValueCacheBytes is config.DefaultValueCacheBytes.
+const benchValueCacheBytes = 32 << 20
 
 // benchMaxRecord is the record limit the node sets for the default limits
 // (node/leaseperiod.go): twice the 9 MiB gRPC message, plus 1 MiB.
@@ -59,7 +76,7 @@ var chainDef = &engine.FlowDefinition{Type: "chain", Steps: map[string]engine.St
 // chainCore starts a serving core on a fresh local store and the memory
 // log with a worker of slots slots that runs the chain flow (S1 -> S2 ->
 // S3 -> complete, each passing its input on); stop ends them.
-func chainCore(tb testing.TB, ctx context.Context, slots int, objects bool) (c *Core, blobs *mem.Store, stop func()) {
+func chainCore(tb testing.TB, ctx context.Context, slots int, objects objectsMode) (c *Core, blobs *mem.Store, stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	store, err := flowstore.OpenLocal(tb.TempDir(), nil)
 	if err != nil {
@@ -71,8 +88,12 @@ func chainCore(tb testing.TB, ctx context.Context, slots int, objects bool) (c *
 		tb.Fatal(err)
 	}
 	cfg := CoreConfig{NodeID: "n1", ProcessID: "p", Epoch: 1, Store: store, MaxRecordBytes: benchMaxRecord - 8}
-	if objects {
-		cfg.Values, cfg.ValueObjectBytes = &wal.Values{Store: blobs, Layout: testLayout}, benchValueObjectBytes
+	if objects != objectsOff {
+		values := &wal.Values{Store: blobs, Layout: testLayout}
+		if objects == objectsOn {
+			values.Cache = wal.NewValueCache(benchValueCacheBytes)
+		}
+		cfg.Values, cfg.ValueObjectBytes = values, benchValueObjectBytes
 	}
 	c = NewCore(cfg)
 	w, err := wal.NewWriter(wal.WriterConfig{Store: blobs, Layout: testLayout, Epoch: 1, NextSeq: next, OnDurable: c.OnDurable,
@@ -108,9 +129,13 @@ func chainCore(tb testing.TB, ctx context.Context, slots int, objects bool) (c *
 				workers.Add(1)
 				go func(t *engine.Task) {
 					defer workers.Done()
-					d := engine.Decision{Kind: engine.DecideGracefulComplete, Output: t.Input}
+					in := t.Input
+					if len(in.Data) >= benchValueObjectBytes {
+						in.Data = bytes.Clone(in.Data) // as it comes back over the wire
+					}
+					d := engine.Decision{Kind: engine.DecideGracefulComplete, Output: in}
 					if nextStep := map[string]string{"S1": "S2", "S2": "S3"}[t.StepType]; nextStep != "" {
-						d = engine.Decision{Kind: engine.DecideMovements, Movements: []engine.Movement{{StepType: nextStep, Input: t.Input}}}
+						d = engine.Decision{Kind: engine.DecideMovements, Movements: []engine.Movement{{StepType: nextStep, Input: in}}}
 					}
 					if _, err := s.Result(ctx, t.Token, engine.ExecuteResult{Token: t.Token, Decision: d}); err != nil && ctx.Err() == nil {
 						tb.Errorf("result: %v", err)
@@ -132,7 +157,7 @@ func chainCore(tb testing.TB, ctx context.Context, slots int, objects bool) (c *
 // benchValueObjectBytes is config.DefaultValueObjectBytes.
 const benchValueObjectBytes = 256 << 10
 
-func benchChain(b *testing.B, callers int, input engine.Value, objects bool) {
+func benchChain(b *testing.B, callers int, input engine.Value, objects objectsMode) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	c, blobs, stop := chainCore(b, ctx, 2*callers, objects)
@@ -178,7 +203,7 @@ func benchChain(b *testing.B, callers int, input engine.Value, objects bool) {
 // TestMeasure_OpenLoopLargeInputs measures, in the serving core alone (no
 // gRPC, the log in memory, the local store on disk), what 1 % of flows
 // with 4 MiB inputs do to the others' latency in an open loop: 100 chain
-// flows/s for 20 s, every 100th one large, with value objects off and on,
+// flows/s for 20 s, every 100th one large, with value objects off, on without the value cache and on with it,
 // alternating. It prints the ordinary flows' p50 and p99 and fails only on
 // a flow that did not complete. Off by default (it takes real time):
 //
@@ -191,7 +216,7 @@ func TestMeasure_OpenLoopLargeInputs(t *testing.T) {
 	large := engine.Value{Type: "json:bench.ChainInput", Data: append(append([]byte(`{"pad":"`), pad...), `"}`...)}
 	const rate, seconds = 100, 20
 	for round := range 2 {
-		for _, objects := range []bool{false, true} {
+		for _, objects := range []objectsMode{objectsOff, objectsUncached, objectsOn} {
 			c, _, stop := chainCore(t, t.Context(), 256, objects)
 			var mu sync.Mutex
 			var lat []time.Duration
@@ -226,7 +251,7 @@ func TestMeasure_OpenLoopLargeInputs(t *testing.T) {
 			stop()
 			slices.Sort(lat)
 			pct := func(p float64) time.Duration { return lat[int(p*float64(len(lat)-1))] }
-			t.Logf("round %d, objects=%t: %d ordinary flows, p50 %v, p99 %v, max %v", round+1, objects, len(lat),
+			t.Logf("round %d, objects=%s: %d ordinary flows, p50 %v, p99 %v, max %v", round+1, objects, len(lat),
 				pct(0.50).Round(10*time.Microsecond), pct(0.99).Round(10*time.Microsecond), lat[len(lat)-1].Round(10*time.Microsecond))
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/dexzd/dexzd/internal/blob"
 	"github.com/dexzd/dexzd/internal/engine"
@@ -90,6 +91,35 @@ func offload[T any](ctx context.Context, c *Core, x T) (T, bool, error) {
 		return x, false, fmt.Errorf("%w: %w", server.ErrNotServing, err)
 	}
 	return out, found, nil
+}
+
+// refusedBeforeObjects returns the engine's refusal of a client's cmd on
+// flowID's committed state when cmd carries values that would become
+// objects, so that a request refused anyway (an unknown or closed flow, an
+// undeclared name, a value of the wrong shape, a limit) writes no object:
+// bad input changes nothing, the store included. It returns nil when the
+// committed state accepts cmd (the sequencer then decides on the head, as
+// for any command) or cannot be read (the sequencer reports that). A
+// refusal on the committed state is a valid answer: every change a client
+// was told of is committed before the answer, so the command is decided as
+// if it had arrived before the changes still in flight. Decide runs here,
+// on the caller's goroutine, only for commands with large values.
+func (c *Core) refusedBeforeObjects(flowID string, cmd engine.Command) error {
+	if !c.offloads() {
+		return nil
+	}
+	if n, ok := valueBytes(cmd); !ok || n < c.cfg.ValueObjectBytes {
+		return nil
+	}
+	st, err := c.cfg.Store.Flow(flowID)
+	if err != nil {
+		return nil
+	}
+	_, err = c.cfg.Engine.Decide(st, cmd, time.Now())
+	if ee := (*engine.Error)(nil); errors.As(err, &ee) {
+		return err
+	}
+	return nil
 }
 
 // untilStopped returns ctx, also canceled when the core stops: a call

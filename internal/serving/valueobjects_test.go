@@ -462,3 +462,59 @@ func hasValueObjects(x any) bool {
 	})
 	return found
 }
+
+// A request the engine refuses writes no value object: a large attribute
+// for an unknown flow and a large message for a closed one are refused
+// with the engine's error and leave the store as it was, while the same
+// attribute for a running flow becomes an object.
+//
+// Covers: E28
+func TestValueObjects_ARefusedRequestWritesNoObject(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		blobs := mem.New()
+		h := newObjectHarness(t, blobs, 1)
+		ctx := context.Background()
+		big := bigValue('v', 2*objectBytes)
+		code := func(err error) engine.Code {
+			var ee *engine.Error
+			if !errors.As(err, &ee) {
+				t.Fatalf("error %v is not the engine's", err)
+			}
+			return ee.Code
+		}
+		noObjects := func(what string) {
+			t.Helper()
+			if keys := valueObjectKeys(blobs); len(keys) != 0 {
+				t.Fatalf("%s wrote objects %v", what, keys)
+			}
+		}
+
+		_, err := h.core.Command(ctx, "nope", engine.SetAttributes{FlowID: "nope", Attributes: []engine.AttributeWrite{{Name: "x", Value: big}}})
+		if code(err) != engine.CodeNotFound {
+			t.Fatalf("attribute for an unknown flow: %v", err)
+		}
+		noObjects("an attribute for an unknown flow")
+
+		for _, id := range []string{"closed", "open"} {
+			if _, err := h.core.StartFlow(ctx, engine.StartFlow{FlowID: id, FlowType: "a", StartStep: "S", Input: smallInput}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := h.core.Command(ctx, "closed", engine.StopFlow{FlowID: "closed", Kind: engine.StopTerminate}); err != nil {
+			t.Fatal(err)
+		}
+		_, err = h.core.Command(ctx, "closed", engine.PublishToChannel{FlowID: "closed", Messages: []engine.Publish{{Channel: "c", Value: big}}})
+		if code(err) != engine.CodeFailedPrecondition {
+			t.Fatalf("message for a closed flow: %v", err)
+		}
+		noObjects("a message for a closed flow")
+
+		if _, err := h.core.Command(ctx, "open", engine.SetAttributes{FlowID: "open", Attributes: []engine.AttributeWrite{{Name: "x", Value: big}}}); err != nil {
+			t.Fatal(err)
+		}
+		if keys := valueObjectKeys(blobs); len(keys) != 1 {
+			t.Fatalf("an accepted large attribute made objects %v, want one", keys)
+		}
+		h.stop()
+	})
+}

@@ -50,6 +50,9 @@ type Values struct {
 	// AttemptTimeout cuts off one request (stretched for objects above
 	// DefaultMaxBatchBytes); zero means DefaultAttemptTimeout.
 	AttemptTimeout time.Duration
+	// Cache, when set, keeps the bytes of the objects written and read
+	// last (ValueCache), which Put and Get then answer from.
+	Cache *ValueCache
 }
 
 // ValueRef returns the reference (the object's name) of data.
@@ -61,6 +64,9 @@ func ValueRef(data []byte) string {
 // Put writes data as a value object unless it exists and returns its
 // reference. It returns once the object is durable in the store.
 func (v *Values) Put(ctx context.Context, data []byte) (string, error) {
+	if ref, ok := v.Cache.lookup(data); ok {
+		return ref, nil // written or read before: durable
+	}
 	ref := ValueRef(data)
 	key := v.Layout.ValueKey(ref)
 	r := newRetrier(ValueWriteLimit, v.attemptTimeout(len(data)), nil)
@@ -77,6 +83,7 @@ func (v *Values) Put(ctx context.Context, data []byte) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("write value object %q (%d bytes): %w", key, len(data), err)
 	}
+	v.Cache.add(ref, data)
 	return ref, nil
 }
 
@@ -85,6 +92,9 @@ func (v *Values) Get(ctx context.Context, ref string) ([]byte, error) {
 	key := v.Layout.ValueKey(ref)
 	if len(ref) != 2*sha256.Size {
 		return nil, corrupt(key, "a value reference of %d characters, not %d", len(ref), 2*sha256.Size)
+	}
+	if data, ok := v.Cache.get(ref); ok {
+		return data, nil
 	}
 	var data []byte
 	r := newRetrier(ValueWriteLimit, v.attemptTimeout(0), nil)
@@ -101,6 +111,7 @@ func (v *Values) Get(ctx context.Context, ref string) ([]byte, error) {
 	case ValueRef(data) != ref:
 		return nil, corrupt(key, "its %d bytes do not hash to its name", len(data))
 	}
+	v.Cache.add(ref, data)
 	return data, nil
 }
 

@@ -199,3 +199,45 @@ func fileExists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
 }
+
+// In processCrashSafe mode (dev's default) a log record that survives a
+// host crash must find the value object it names, which was written
+// before it: keys under SyncUnder's prefix are written as in strict mode
+// (the data file and every directory down to it, the root's entry
+// included; an existing entry is made durable before a refused write
+// says it is there), and other keys still cost no fsync.
+//
+// Covers: D5
+func TestSyncUnder_ValueObjectsAreDurableInProcessCrashSafeMode(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "log")
+	var log syncLog
+	s, err := Open(root, ProcessCrashSafe, SyncUnder("nodes/n/values/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got := log.take(); len(got) != 0 {
+		t.Fatalf("fsyncs before the hook: %q", got)
+	}
+	if !s.isDurable(root) {
+		t.Fatal("the root's entry is not durable after Open")
+	}
+	s.beforeSync = log.record
+	if _, err := s.PutIfAbsent(t.Context(), "nodes/n/log/00000001", []byte("batch")); err != nil {
+		t.Fatal(err)
+	}
+	if got := log.take(); len(got) != 0 {
+		t.Fatalf("a log key was fsynced in processCrashSafe mode: %q", got)
+	}
+	const key = "nodes/n/values/ab"
+	if _, err := s.PutIfAbsent(t.Context(), key, []byte("large")); err != nil {
+		t.Fatal(err)
+	}
+	checkDurablePath(t, root, key, log.take())
+	if _, err := s.PutIfAbsent(t.Context(), key, []byte("large")); !errors.Is(err, blob.ErrPrecondition) {
+		t.Fatalf("second write: %v, want ErrPrecondition", err)
+	}
+	if got := log.take(); !slices.Contains(got, filepath.Join(root, "nodes", "n", "values", "ab")) {
+		t.Fatalf("a refused value write did not fsync the existing object: %q", got)
+	}
+}

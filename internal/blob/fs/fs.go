@@ -85,6 +85,9 @@ type Stats struct {
 type Store struct {
 	root string
 	mode Mode
+	// syncPrefix, when set, is a prefix of keys written as in Strict mode
+	// whatever the mode (SyncUnder).
+	syncPrefix string
 
 	mu   sync.Mutex // serialises PutIfMatch and Delete in this process
 	lock *os.File   // flock'ed across processes under mu
@@ -108,8 +111,23 @@ type Store struct {
 
 var _ blob.Store = (*Store)(nil)
 
+// Option configures a store at Open.
+type Option func(*Store)
+
+// SyncUnder makes the writes of keys under prefix durable (fsynced as in
+// Strict mode, the root's entry included) in any mode. In ProcessCrashSafe
+// mode the keys a durable record refers to must not be lost by a host crash
+// that the record survives: the value objects (wal.Values) are written so,
+// before the records that name them, and cost one fsync each.
+func SyncUnder(prefix string) Option { return func(s *Store) { s.syncPrefix = prefix } }
+
+// strict reports whether a write of key fsyncs.
+func (s *Store) strict(key string) bool {
+	return s.mode == Strict || (s.syncPrefix != "" && strings.HasPrefix(key, s.syncPrefix))
+}
+
 // Open opens (creating if needed) the store rooted at dir.
-func Open(dir string, mode Mode) (*Store, error) {
+func Open(dir string, mode Mode, opts ...Option) (*Store, error) {
 	if dir == "" {
 		return nil, errors.New("open fs store: directory is empty")
 	}
@@ -118,6 +136,9 @@ func Open(dir string, mode Mode) (*Store, error) {
 		return nil, fmt.Errorf("open fs store %s: %w", dir, err)
 	}
 	s := &Store{root: root, mode: mode, durable: map[string]bool{}}
+	for _, o := range opts {
+		o(s)
+	}
 	if err := s.openRoot(); err != nil {
 		return nil, fmt.Errorf("open fs store %s: %w", dir, err)
 	}
@@ -152,19 +173,19 @@ func (s *Store) openRoot() error {
 	if err := os.MkdirAll(s.root, 0o755); err != nil {
 		return err
 	}
-	if s.mode != Strict {
+	if s.mode != Strict && s.syncPrefix == "" {
 		return nil
 	}
 	for _, d := range created {
 		if d == s.root {
 			break // synced below
 		}
-		if err := s.syncDir(filepath.Dir(d)); err != nil {
+		if err := s.syncDir(filepath.Dir(d), true); err != nil {
 			return err
 		}
 	}
 	if up := filepath.Dir(s.root); up != s.root {
-		if err := s.syncDir(up); err != nil {
+		if err := s.syncDir(up, true); err != nil {
 			return err
 		}
 	}
@@ -247,9 +268,9 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, blob.Version, erro
 	return data, v, nil
 }
 
-// writeTemp writes header and data to a new temporary file, fsyncing it in
-// Strict mode, and returns its path and version.
-func (s *Store) writeTemp(data []byte) (string, blob.Version, error) {
+// writeTemp writes header and data to a new temporary file, fsyncing it if
+// strict, and returns its path and version.
+func (s *Store) writeTemp(data []byte, strict bool) (string, blob.Version, error) {
 	var id [16]byte
 	_, _ = rand.Read(id[:])
 	f, err := os.CreateTemp(filepath.Join(s.root, tmpDir), "put-*")
@@ -259,7 +280,7 @@ func (s *Store) writeTemp(data []byte) (string, blob.Version, error) {
 	name := f.Name()
 	buf := make([]byte, 0, headerSize+len(data))
 	buf = append(append(append(buf, magic...), id[:]...), data...)
-	if _, err = f.Write(buf); err == nil && s.mode == Strict {
+	if _, err = f.Write(buf); err == nil && strict {
 		s.fsyncs.Add(1)
 		if s.beforeSync != nil {
 			s.beforeSync(name)
@@ -276,9 +297,9 @@ func (s *Store) writeTemp(data []byte) (string, blob.Version, error) {
 	return name, blob.Version(hex.EncodeToString(id[:])), nil
 }
 
-// syncDir fsyncs a directory in Strict mode.
-func (s *Store) syncDir(dir string) error {
-	if s.mode != Strict {
+// syncDir fsyncs a directory if strict.
+func (s *Store) syncDir(dir string, strict bool) error {
+	if !strict {
 		return nil
 	}
 	s.fsyncs.Add(1)
@@ -304,8 +325,8 @@ func (s *Store) syncDir(dir string) error {
 // that already existed is synced all the same, since its creator may not
 // have synced its parent yet; only the durable set, of directories this
 // store itself synced, lets a later write skip those fsyncs.
-func (s *Store) ensureDirs(dir string) error {
-	if s.mode != Strict {
+func (s *Store) ensureDirs(dir string, strict bool) error {
+	if !strict {
 		return os.MkdirAll(dir, 0o755)
 	}
 	rel, err := filepath.Rel(s.root, dir)
@@ -322,7 +343,7 @@ func (s *Store) ensureDirs(dir string) error {
 			if err := os.Mkdir(d, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 				return err
 			}
-			if err := s.syncDir(parent); err != nil {
+			if err := s.syncDir(parent, true); err != nil {
 				return err
 			}
 			s.dirMu.Lock()
@@ -347,11 +368,11 @@ func (s *Store) PutIfAbsent(ctx context.Context, key string, data []byte) (blob.
 		return "", err
 	}
 	s.puts.Add(1)
-	p := s.path(key)
-	if err := s.ensureDirs(filepath.Dir(p)); err != nil {
+	p, strict := s.path(key), s.strict(key)
+	if err := s.ensureDirs(filepath.Dir(p), strict); err != nil {
 		return "", classify(op, key, err)
 	}
-	tmp, v, err := s.writeTemp(data)
+	tmp, v, err := s.writeTemp(data, strict)
 	if err != nil {
 		return "", classify(op, key, err)
 	}
@@ -361,23 +382,23 @@ func (s *Store) PutIfAbsent(ctx context.Context, key string, data []byte) (blob.
 			// for "these bytes are durable": its writer may not have
 			// fsynced it yet (it is between the rename and its fsyncs,
 			// or died there), so make the entry durable before saying so.
-			if err := s.syncExisting(p); err != nil {
+			if err := s.syncExisting(p, strict); err != nil {
 				return "", classify(op, key, err)
 			}
 			return "", blob.Precondition(op, key)
 		}
 		return "", classify(op, key, err)
 	}
-	if err := s.syncDir(filepath.Dir(p)); err != nil {
+	if err := s.syncDir(filepath.Dir(p), strict); err != nil {
 		return "", classify(op, key, err)
 	}
 	return v, nil
 }
 
-// syncExisting fsyncs, in Strict mode, the file at p that another writer
+// syncExisting fsyncs, if strict, the file at p that another writer
 // placed and its directory.
-func (s *Store) syncExisting(p string) error {
-	if s.mode != Strict {
+func (s *Store) syncExisting(p string, strict bool) error {
+	if !strict {
 		return nil
 	}
 	s.fsyncs.Add(1)
@@ -398,7 +419,7 @@ func (s *Store) syncExisting(p string) error {
 	if err != nil {
 		return err
 	}
-	return s.syncDir(filepath.Dir(p))
+	return s.syncDir(filepath.Dir(p), true)
 }
 
 // placeNew moves the temporary file tmp to p, failing with an error that
@@ -439,7 +460,7 @@ func (s *Store) PutIfMatch(ctx context.Context, key string, data []byte, v blob.
 		return "", err
 	}
 	s.puts.Add(1)
-	p := s.path(key)
+	p, strict := s.path(key), s.strict(key)
 	var nv blob.Version
 	err := s.locked(func() error {
 		_, cur, err := readVersion(p)
@@ -453,7 +474,7 @@ func (s *Store) PutIfMatch(ctx context.Context, key string, data []byte, v blob.
 		case cur != v:
 			return blob.Precondition(op, key)
 		}
-		tmp, tv, err := s.writeTemp(data)
+		tmp, tv, err := s.writeTemp(data, strict)
 		if err != nil {
 			return classify(op, key, err)
 		}
@@ -462,10 +483,10 @@ func (s *Store) PutIfMatch(ctx context.Context, key string, data []byte, v blob.
 			return classify(op, key, err)
 		}
 		// The key's directories may be another writer's, not yet synced.
-		if err := s.ensureDirs(filepath.Dir(p)); err != nil {
+		if err := s.ensureDirs(filepath.Dir(p), strict); err != nil {
 			return classify(op, key, err)
 		}
-		if err := s.syncDir(filepath.Dir(p)); err != nil {
+		if err := s.syncDir(filepath.Dir(p), strict); err != nil {
 			return classify(op, key, err)
 		}
 		nv = tv
@@ -490,7 +511,7 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 		case err != nil:
 			return classify(op, key, err)
 		}
-		if err := s.syncDir(filepath.Dir(p)); err != nil {
+		if err := s.syncDir(filepath.Dir(p), s.strict(key)); err != nil {
 			return classify(op, key, err)
 		}
 		return nil
