@@ -139,17 +139,6 @@ func TestCancelSiblingSteps_EndsTheLoser(t *testing.T) {
 	}
 }
 
-// Holding blocks until the server cancels it; an RPC-driven flow.
-type Holding struct{ dex.Step[string] }
-
-func (Holding) Options() dex.StepOptions {
-	return dex.StepOptions{Execute: dex.MethodOptions{AttemptTimeout: 5 * time.Minute}}
-}
-
-func (Holding) Execute(ctx dex.Context, _ string) (dex.Decision, error) {
-	return nil, blockers.block(ctx)
-}
-
 // Done completes the flow.
 type Done struct{ dex.Step[string] }
 
@@ -159,21 +148,21 @@ func (Done) Execute(_ dex.Context, in string) (dex.Decision, error) {
 
 var (
 	holdRPC = dex.DefineRPC("hold", func(ctx dex.Context, in string) (string, error) {
-		dex.Schedule(ctx, dex.To[Holding](in))
+		dex.Schedule(ctx, dex.To[Lagging](in))
 		return "holding", nil
 	})
-	// releaseRPC cancels Holding flow-wide and moves on to Done.
+	// releaseRPC cancels Lagging flow-wide and moves on to Done.
 	releaseRPC = dex.DefineRPC("release", func(ctx dex.Context, in string) (string, error) {
-		dex.ScheduleCancel(ctx, dex.CancelSteps(dex.Ref[Holding]()))
+		dex.ScheduleCancel(ctx, dex.CancelSteps(dex.Ref[Lagging]()))
 		dex.Schedule(ctx, dex.To[Done](in))
 		return "released", nil
 	})
 	// siblingRPC tries to cancel siblings, which an RPC has none of.
 	siblingRPC = dex.DefineRPC("sibling", func(ctx dex.Context, _ string) (string, error) {
-		dex.ScheduleCancel(ctx, dex.CancelSiblingSteps(dex.Ref[Holding]()))
+		dex.ScheduleCancel(ctx, dex.CancelSiblingSteps(dex.Ref[Lagging]()))
 		return "", nil
 	})
-	holdFlow = dex.NewFlow("hold").Steps(Holding{}, Done{}).RPCs(holdRPC, releaseRPC, siblingRPC)
+	holdFlow = dex.NewFlow("hold").Steps(Lagging{}, Done{}).RPCs(holdRPC, releaseRPC, siblingRPC)
 )
 
 // An RPC cancels a running step flow-wide and moves on in the same commit;
@@ -195,7 +184,7 @@ func TestRPC_CancelSteps(t *testing.T) {
 	select {
 	case <-started:
 	case <-ctx.Done():
-		t.Fatal("Holding did not start")
+		t.Fatal("Lagging did not start")
 	}
 	if _, err := dex.InvokeRPC(ctx, c, "hold-1", siblingRPC, ""); err == nil {
 		t.Fatal("an RPC cancelled siblings")
@@ -213,12 +202,12 @@ func TestRPC_CancelSteps(t *testing.T) {
 	}
 	found := false
 	for _, e := range history(ctx, t, c, "hold-1") {
-		if e.Kind == dex.EventStepCanceled && e.StepExecutionID == "Holding-1" && e.CanceledBy == "rpc:release" && !e.SiblingsOnly {
+		if e.Kind == dex.EventStepCanceled && e.StepExecutionID == "Lagging-1" && e.CanceledBy == "rpc:release" && !e.SiblingsOnly {
 			found = true
 		}
 	}
 	if !found {
-		t.Fatal("no StepCanceled event for Holding-1 by rpc:release")
+		t.Fatal("no StepCanceled event for Lagging-1 by rpc:release")
 	}
 }
 
@@ -240,7 +229,7 @@ func TestStopFlow_EndsRunningHandler(t *testing.T) {
 	select {
 	case <-started:
 	case <-ctx.Done():
-		t.Fatal("Holding did not start")
+		t.Fatal("Lagging did not start")
 	}
 	stop := time.Now()
 	if _, err := c.StopFlow(ctx, "hold-2", dex.StopCancel, "operator"); err != nil {
