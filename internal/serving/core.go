@@ -232,7 +232,11 @@ func (c *Core) perform(a applied) {
 			}
 			c.disp.sendStarted(e.Token, task)
 		case engine.ArmTimer:
-			c.timers.arm(e)
+			if e.Timer.Kind == engine.TimerHeartbeat {
+				c.armHeartbeat(e)
+			} else {
+				c.timers.arm(e)
+			}
 		case engine.CancelTask:
 			c.disp.cancelTask(e)
 		case engine.NotifyClosed:

@@ -21,6 +21,12 @@ import (
 // logs them when they changed. The SDK sends details at most once per
 // heartbeat tick.
 //
+// The timer is armed when the attempt's start is durable (an ASYNC start
+// is logged after the task went out), at start + timeout: heartbeats that
+// came before find no timer to move, so the session keeps each task's
+// last heartbeat time and armHeartbeat arms no earlier than it +
+// timeout.
+//
 // A CancelTask effect (a step execution cancelled, its run closed) is
 // pushed as a TaskCancel to the session the attempt was handed to, if
 // any; the worker ends the handler's context.
@@ -48,8 +54,13 @@ func (s *session) beat(running []engine.Token, details []server.TaskDetails, now
 	var moves []move
 	s.mu.Lock()
 	for _, t := range running {
-		if h, ok := s.beats[tokKey(t)]; ok {
+		k := tokKey(t)
+		if h, ok := s.beats[k]; ok {
 			moves = append(moves, move{t, h})
+			if s.lastBeat == nil {
+				s.lastBeat = map[taskKey]time.Time{}
+			}
+			s.lastBeat[k] = now
 		}
 	}
 	s.mu.Unlock()
@@ -72,7 +83,30 @@ func (s *session) beat(running []engine.Token, details []server.TaskDetails, now
 }
 
 // forget drops what s noted about task k (s.mu held).
-func (s *session) forget(k taskKey) { delete(s.beats, k) }
+func (s *session) forget(k taskKey) {
+	delete(s.beats, k)
+	delete(s.lastBeat, k)
+}
+
+// armHeartbeat arms a HEARTBEAT timer, no earlier than the last heartbeat
+// the attempt's session received plus its timeout.
+func (c *Core) armHeartbeat(e engine.ArmTimer) {
+	k := taskKey{epoch: c.cfg.Epoch, flowID: e.FlowID, runID: e.RunID, stepExecID: e.Timer.StepExecID,
+		method: e.Timer.Method, attempt: e.Timer.Attempt}
+	c.disp.mu.Lock()
+	s := c.disp.running[k]
+	c.disp.mu.Unlock()
+	if s != nil {
+		s.mu.Lock()
+		if at, ok := s.lastBeat[k]; ok {
+			if due := at.Add(s.beats[k]); due.After(e.At) {
+				e.At = due
+			}
+		}
+		s.mu.Unlock()
+	}
+	c.timers.arm(e)
+}
 
 // cancelTask tells the session running a cancelled attempt (E38).
 func (d *dispatcher) cancelTask(e engine.CancelTask) {

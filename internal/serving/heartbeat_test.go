@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/dexzd/dexzd/internal/engine"
+	"github.com/dexzd/dexzd/internal/server"
 )
 
 // A heartbeat moves an attempt's armed HEARTBEAT timer, and never arms
@@ -32,5 +33,34 @@ func TestTimerQueue_MoveOnlyMovesArmedTimers(t *testing.T) {
 	q.mu.Unlock()
 	if first.Timer != other {
 		t.Fatalf("first due is %v, want the attempt timeout (the heartbeat timer moved to +3s)", first.Timer)
+	}
+}
+
+// An ASYNC attempt's start is durable after its task went out, and only
+// then is its HEARTBEAT timer armed, at start + timeout; heartbeats that
+// came in between had no timer to move. The timer is armed at the last
+// heartbeat + timeout instead, so a small timeout and a slow commit do not
+// fail a healthy attempt (found in review: the timer was armed in the
+// past and fired at once).
+//
+// Covers: E38
+func TestArmHeartbeat_CountsHeartbeatsBeforeTheStartWasDurable(t *testing.T) {
+	c := &Core{}
+	c.disp = newDispatcher(c)
+	c.timers = newTimerQueue(func(engine.ArmTimer) {})
+	s := &session{c: c, inflight: map[taskKey]time.Time{}}
+	tok := engine.Token{FlowID: "f", RunID: "r", StepExecID: "A-1", Method: engine.MethodExecute, Attempt: 1}
+	c.disp.running[tokKey(tok)] = s
+	s.push(server.Outgoing{Task: &engine.Task{Token: tok, HeartbeatTimeout: time.Second}})
+	start := time.Now()
+	beat := start.Add(700 * time.Millisecond)
+	s.beat([]engine.Token{tok}, nil, beat) // before the timer is armed
+	hb := engine.Timer{Kind: engine.TimerHeartbeat, StepExecID: "A-1", Method: engine.MethodExecute, Attempt: 1}
+	c.armHeartbeat(engine.ArmTimer{FlowID: "f", RunID: "r", Timer: hb, At: start.Add(time.Second)})
+	c.timers.mu.Lock()
+	at := c.timers.h[0].arm.At
+	c.timers.mu.Unlock()
+	if !at.Equal(beat.Add(time.Second)) {
+		t.Fatalf("armed at start+%v, want the heartbeat + 1s (start+1.7s)", at.Sub(start))
 	}
 }

@@ -27,12 +27,13 @@ type session struct {
 	inflight map[taskKey]time.Time
 	closed   bool // guarded by the dispatcher's mutex
 
-	mu     sync.Mutex
-	out    []server.Outgoing
-	beats  map[taskKey]time.Duration // heartbeat timeouts of tasks sent (heartbeat.go)
-	notify chan struct{}
-	done   chan struct{}
-	once   sync.Once
+	mu       sync.Mutex
+	out      []server.Outgoing
+	beats    map[taskKey]time.Duration // heartbeat timeouts of tasks sent (heartbeat.go)
+	lastBeat map[taskKey]time.Time     // when each of them last heartbeat
+	notify   chan struct{}
+	done     chan struct{}
+	once     sync.Once
 }
 
 var _ server.Session = (*session)(nil)
