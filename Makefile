@@ -5,7 +5,7 @@ TOOLS := $(CURDIR)/.tools/bin
 GOLANGCI_LINT_VERSION := v2.15.0
 PKGS := ./...
 # Integration tests must not skip when run through `make test`.
-export DEX_TEST_REQUIRE ?= s3,postgres,otelcol
+export DEX_TEST_REQUIRE ?= s3,postgres,otelcol,chromium
 
 .DEFAULT_GOAL := help
 
@@ -14,7 +14,7 @@ help: ## List the targets.
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "} {printf "  %-18s %s\n", $$1, $$2}'
 
 .PHONY: dev
-dev: ## Start dex-server-zd dev (data in ./.dex-data, API on 127.0.0.1:8801) with the example worker; Ctrl-C stops both.
+dev: ## Start dex-server-zd dev (data in ./.dex-data, API on 127.0.0.1:8801, web UI on http://127.0.0.1:8802/) with the example worker; Ctrl-C stops both.
 	scripts/dev.sh
 
 .PHONY: build
@@ -22,10 +22,10 @@ build: ## Build every package and command.
 	$(GO) build $(PKGS)
 
 .PHONY: test
-test: ## Run the whole suite: vet, unit and integration tests against real MinIO and PostgreSQL (started and stopped here).
+test: ## Run the whole suite: vet, unit and integration tests against real MinIO and PostgreSQL (started and stopped here), the web UI in chromium.
 	$(GO) vet $(PKGS)
 	scripts/testenv.sh run -- $(GO) test -race -count=1 -timeout 15m $(PKGS)
-	$(GO) test -count=1 -run 'TestSim$$' ./internal/sim
+	$(GO) test -count=1 -timeout 20m -run 'TestSim$$' ./internal/sim
 	cd deploy/kubernetes && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 .PHONY: test-unit

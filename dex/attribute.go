@@ -12,12 +12,17 @@ import (
 // flow's Attributes.
 type Attribute[T any] struct {
 	name string
+	opts attrOptions
 }
 
 // DefineAttribute declares an attribute of type T. Its values travel as
-// JSON.
-func DefineAttribute[T any](name string) Attribute[T] {
-	return Attribute[T]{name: name}
+// JSON. Indexed makes it searchable (Client.Search).
+func DefineAttribute[T any](name string, opts ...AttributeOption) Attribute[T] {
+	a := Attribute[T]{name: name}
+	for _, o := range opts {
+		o.applyAttribute(&a.opts)
+	}
+	return a
 }
 
 // AttributeDef is any Attribute[T], as Flow.Attributes takes them.
@@ -26,12 +31,16 @@ type AttributeDef interface {
 	Name() string
 	// attributeDef is the type of the values, which the worker declares.
 	attributeDef() reflect.Type
+	// attributeOptions are its options (Indexed).
+	attributeOptions() attrOptions
 }
 
 // Name is the attribute's name.
 func (a Attribute[T]) Name() string { return a.name }
 
 func (Attribute[T]) attributeDef() reflect.Type { return reflect.TypeFor[T]() }
+
+func (a Attribute[T]) attributeOptions() attrOptions { return a.opts }
 
 // Get returns the attribute's value as the handler sees it: the value the
 // handler last Set, else the value handed out with the task, else T's zero
@@ -66,14 +75,15 @@ func (a Attribute[T]) Set(ctx Context, v T) {
 // WithAttributes at start.
 func (a Attribute[T]) Value(v T) AttributeValue {
 	ev, err := encodeValue(v)
-	return AttributeValue{name: a.name, ev: ev, err: err}
+	return AttributeValue{name: a.name, ev: ev, err: err, indexed: a.opts.indexed}
 }
 
 // AttributeValue is an attribute name with an encoded value.
 type AttributeValue struct {
-	name string
-	ev   *dexpb.EncodedValue
-	err  error
+	name    string
+	ev      *dexpb.EncodedValue
+	err     error
+	indexed bool // the value travels in plaintext, whatever the codec
 }
 
 // Name is the attribute's name.

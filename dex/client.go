@@ -109,6 +109,24 @@ type Client struct {
 	cur       int       // address calls go to
 	confirmed bool      // cur answered a call since the last failover
 	warned    time.Time // the last "cannot reach" warning
+
+	// indexed holds the names of the indexed attributes the client has
+	// written: their values travel in plaintext, whatever the codec (E36).
+	indexed sync.Map
+}
+
+// noteIndexed records the indexed attributes among vals.
+func (c *Client) noteIndexed(vals []AttributeValue) {
+	for _, v := range vals {
+		if v.indexed {
+			c.indexed.Store(v.name, true)
+		}
+	}
+}
+
+func (c *Client) isIndexed(name string) bool {
+	_, ok := c.indexed.Load(name)
+	return ok
 }
 
 // unreachableWarnEvery spaces the client's warnings that no address
@@ -227,7 +245,7 @@ func (c *Client) call(ctx context.Context, op, flowID string, kind idempotency, 
 			return giveUp(ctxError(ctx, op, lastErr))
 		}
 		err = c.conns.guard(ctx, e, func(ctx context.Context) error {
-			return fn(ctx, dexpb.NewFlowServiceClient(withCodec(e.cc, c.opts.Codec)))
+			return fn(ctx, dexpb.NewFlowServiceClient(withCodec(e.cc, c.opts.Codec, c.isIndexed)))
 		})
 		if err == nil {
 			c.confirm(i)

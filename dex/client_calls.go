@@ -132,6 +132,7 @@ func (c *Client) StartFlow(ctx context.Context, flow *Flow, flowID string, input
 	if so.timeout > 0 {
 		req.FlowTimeout = durationpb.New(so.timeout)
 	}
+	c.noteIndexed(so.attrs)
 	if req.InitialAttributes, err = attributesProto(so.attrs); err != nil {
 		return Run{}, fmt.Errorf("dex: StartFlow: %w", err)
 	}
@@ -293,6 +294,7 @@ func (c *Client) GetAttributes(ctx context.Context, flowID string, names []strin
 // It is retried on UNAVAILABLE: writing the same values again leaves the
 // same state.
 func (c *Client) SetAttributes(ctx context.Context, flowID string, vals ...AttributeValue) error {
+	c.noteIndexed(vals)
 	attrs, err := attributesProto(vals)
 	if err != nil {
 		return fmt.Errorf("dex: SetAttributes: %w", err)

@@ -27,8 +27,12 @@ import (
 //
 // What stays plaintext: everything that is not an EncodedValue (flow IDs,
 // flow, step, attribute, channel and RPC names, timers, error messages and
-// stack traces that handlers return, stop reasons) and, once they exist,
-// indexed search attributes, which the server must read to index.
+// stack traces that handlers return, stop reasons) and the values of
+// indexed attributes (Indexed), which the server must read to index: a
+// Worker leaves the attributes its flows index unencoded, a Client those
+// it writes from an indexed Attribute (Attribute.Value). CodecInterceptor
+// knows no attribute, so dexcli --codec-key-file encodes them, and the
+// server refuses such a write (INVALID_ARGUMENT naming the attribute).
 //
 // Shape checks: a worker with a Codec declares its attribute, channel and
 // step input types with no encoding (any), keeping the JSON shape, so the
@@ -141,7 +145,12 @@ func fieldError(name string, err error) error {
 
 // walkValues calls fn on every EncodedValue set in m, depth first; it
 // stops at the first error, a *CodecError whose Field names the value.
-func walkValues(m protoreflect.Message, fn func(*dexpb.EncodedValue) error) error {
+// It skips the value of an Attribute whose name plain reports (indexed
+// attributes travel in plaintext, E36); plain may be nil.
+func walkValues(m protoreflect.Message, plain func(name string) bool, fn func(*dexpb.EncodedValue) error) error {
+	if a, ok := m.Interface().(*dexpb.Attribute); ok && plain != nil && plain(a.GetName()) {
+		return nil
+	}
 	if m.Descriptor().FullName() == encodedValueName {
 		ev, ok := m.Interface().(*dexpb.EncodedValue)
 		if !ok {
@@ -160,7 +169,7 @@ func walkValues(m protoreflect.Message, fn func(*dexpb.EncodedValue) error) erro
 				return true
 			}
 			v.Map().Range(func(k protoreflect.MapKey, mv protoreflect.Value) bool {
-				if e := walkValues(mv.Message(), fn); e != nil {
+				if e := walkValues(mv.Message(), plain, fn); e != nil {
 					err = fieldError(fd.JSONName()+"["+strconv.Quote(k.String())+"]", e)
 				}
 				return err == nil
@@ -171,13 +180,13 @@ func walkValues(m protoreflect.Message, fn func(*dexpb.EncodedValue) error) erro
 			}
 			l := v.List()
 			for i := range l.Len() {
-				if e := walkValues(l.Get(i).Message(), fn); e != nil {
+				if e := walkValues(l.Get(i).Message(), plain, fn); e != nil {
 					err = fieldError(fd.JSONName()+"["+strconv.Itoa(i)+"]", e)
 					break
 				}
 			}
 		case fd.Message() != nil:
-			if e := walkValues(v.Message(), fn); e != nil {
+			if e := walkValues(v.Message(), plain, fn); e != nil {
 				err = fieldError(fd.JSONName(), e)
 			}
 		}
@@ -188,19 +197,20 @@ func walkValues(m protoreflect.Message, fn func(*dexpb.EncodedValue) error) erro
 
 // codecOp applies one direction of a codec to every value of a message.
 type codecOp struct {
-	name string // "encode" or "decode"
-	fn   func(ctx context.Context, p Payload) (Payload, error)
+	name  string // "encode" or "decode"
+	fn    func(ctx context.Context, p Payload) (Payload, error)
+	plain func(attribute string) bool // attributes left as they are (nil: none)
 }
 
-func encodeOp(c Codec) codecOp { return codecOp{"encode", c.Encode} }
-func decodeOp(c Codec) codecOp { return codecOp{"decode", c.Decode} }
+func encodeOp(c Codec, plain func(string) bool) codecOp { return codecOp{"encode", c.Encode, plain} }
+func decodeOp(c Codec) codecOp                          { return codecOp{"decode", c.Decode, nil} }
 
 // apply transforms the values of m in place.
 func (op codecOp) apply(ctx context.Context, m proto.Message) error {
 	if m == nil {
 		return nil
 	}
-	return walkValues(m.ProtoReflect(), func(ev *dexpb.EncodedValue) error {
+	return walkValues(m.ProtoReflect(), op.plain, func(ev *dexpb.EncodedValue) error {
 		out, err := op.fn(ctx, Payload{Encoding: ev.GetEncoding(), Type: ev.GetType(), Data: ev.GetData()})
 		if err != nil {
 			return &CodecError{Op: op.name, Err: err}
@@ -212,14 +222,15 @@ func (op codecOp) apply(ctx context.Context, m proto.Message) error {
 
 // encodeCopy returns a copy of m with its values encoded, leaving m as it
 // is (the SDK sends some messages again: retries, results resent after a
-// reconnect). A message without values is returned as it is.
-func encodeCopy(ctx context.Context, c Codec, m any) (any, error) {
+// reconnect), except those of the attributes plain names (nil: none). A
+// message without values is returned as it is.
+func encodeCopy(ctx context.Context, c Codec, m any, plain func(string) bool) (any, error) {
 	pm, ok := m.(proto.Message)
 	if !ok || !mayHoldValues(pm.ProtoReflect().Descriptor()) {
 		return m, nil
 	}
 	cp := proto.Clone(pm)
-	if err := encodeOp(c).apply(ctx, cp); err != nil {
+	if err := encodeOp(c, plain).apply(ctx, cp); err != nil {
 		return nil, err
 	}
 	return cp, nil
@@ -238,19 +249,20 @@ func decodeInPlace(ctx context.Context, c Codec, m any) error {
 type codecConn struct {
 	cc    grpc.ClientConnInterface
 	codec Codec
+	plain func(attribute string) bool // indexed attributes, left as they are
 }
 
-// withCodec wraps cc so that its calls encode and decode values with c;
-// nil c returns cc.
-func withCodec(cc grpc.ClientConnInterface, c Codec) grpc.ClientConnInterface {
+// withCodec wraps cc so that its calls encode and decode values with c,
+// but those of the attributes plain names; nil c returns cc.
+func withCodec(cc grpc.ClientConnInterface, c Codec, plain func(string) bool) grpc.ClientConnInterface {
 	if c == nil {
 		return cc
 	}
-	return &codecConn{cc: cc, codec: c}
+	return &codecConn{cc: cc, codec: c, plain: plain}
 }
 
 func (c *codecConn) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
-	req, err := encodeCopy(ctx, c.codec, args)
+	req, err := encodeCopy(ctx, c.codec, args, c.plain)
 	if err != nil {
 		return err
 	}
@@ -265,16 +277,17 @@ func (c *codecConn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method
 	if err != nil {
 		return nil, err
 	}
-	return &codecStream{ClientStream: s, codec: c.codec}, nil
+	return &codecStream{ClientStream: s, codec: c.codec, plain: c.plain}, nil
 }
 
 type codecStream struct {
 	grpc.ClientStream
 	codec Codec
+	plain func(string) bool
 }
 
 func (s *codecStream) SendMsg(m any) error {
-	out, err := encodeCopy(s.Context(), s.codec, m)
+	out, err := encodeCopy(s.Context(), s.codec, m, s.plain)
 	if err != nil {
 		return err
 	}
@@ -295,7 +308,7 @@ func (s *codecStream) RecvMsg(m any) error {
 // --codec-key-file.
 func CodecInterceptor(c Codec) grpc.UnaryClientInterceptor {
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		enc, err := encodeCopy(ctx, c, req)
+		enc, err := encodeCopy(ctx, c, req, nil)
 		if err != nil {
 			return err
 		}
@@ -318,7 +331,7 @@ func (r *registry) codecRun(ctx context.Context, t *dexpb.Task) *dexpb.PollWorke
 	if res == nil {
 		return msg
 	}
-	enc, err := encodeCopy(ctx, r.codec, res)
+	enc, err := encodeCopy(ctx, r.codec, res, r.plain)
 	if err != nil {
 		return failure(t.GetTaskToken(), fieldError("result", err), "")
 	}

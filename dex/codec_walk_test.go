@@ -114,7 +114,7 @@ func TestCodecWalk_ReachesEveryValueOfTheAPI(t *testing.T) {
 			set := fill(m, 8, rand.New(rand.NewPCG(seed, 1)))
 			orig := m.Interface()
 			before := proto.Clone(orig)
-			enc, err := encodeCopy(ctx, markCodec{}, orig)
+			enc, err := encodeCopy(ctx, markCodec{}, orig, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -143,7 +143,7 @@ func TestCodecWalk_ReachesEveryValueOfTheAPI(t *testing.T) {
 func TestCodecWalk_SkipsMessagesWithoutValues(t *testing.T) {
 	t.Parallel()
 	m := &dexpb.Hello{WorkerId: "w"}
-	out, err := encodeCopy(context.Background(), markCodec{}, m)
+	out, err := encodeCopy(context.Background(), markCodec{}, m, nil)
 	if err != nil || out != any(m) {
 		t.Fatalf("encodeCopy(Hello) = %v, %v; want the same message", out, err)
 	}
@@ -155,7 +155,7 @@ func BenchmarkCodecWalk_GetFlowStateResponse(b *testing.B) {
 	fill(m, 8, rand.New(rand.NewPCG(1, 1)))
 	msg := m.Interface()
 	for b.Loop() {
-		enc, err := encodeCopy(ctx, markCodec{}, msg)
+		enc, err := encodeCopy(ctx, markCodec{}, msg, nil)
 		if err != nil {
 			b.Fatal(err)
 		}

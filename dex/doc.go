@@ -39,6 +39,40 @@
 // result, and the server commits them atomically with it. Nothing in a
 // handler blocks on the server.
 //
+// Subflows. A WaitFor may also wait for child flows: declare a flow as a
+// subflow with its start step, input and output types, and start children
+// from a WaitFor, alone or with timers and channels under Until, AllOf and
+// AnyOf. Each child is a full flow with its own history, under a flow ID
+// the server derives (SubFlow:<parentFlowId>-<stepExecutionId>-<index>),
+// and its summary names its parent (FlowSummary.ParentFlowID):
+//
+//	var Payment = dex.SubFlow[Charge, Order, Receipt](PaymentFlow)
+//
+//	func (PayAll) WaitFor(ctx dex.Context, os []Order) (dex.Wait, error) {
+//		conds := make([]dex.Condition, len(os))
+//		for i, o := range os {
+//			conds[i] = Payment.Start(o)
+//		}
+//		return dex.AllOf(conds...), nil
+//	}
+//
+//	func (PayAll) Execute(ctx dex.Context, os []Order, r dex.Results) (dex.Decision, error) {
+//		for _, res := range Payment.Results(r) { // in declaration order
+//			receipt, err := res.Output() // a Receipt, checked by the compiler
+//			...
+//		}
+//	}
+//
+// Execute gets each child's FlowResult: final once the child closed (a
+// failed child is a result too: res.Status, res.Err()), else, for a child
+// that did not win an AnyOf, a snapshot with Status StatusRunning. Losers
+// keep running, and so do children when their parent completes: stop one
+// with Client.StopFlow and its ID (res.FlowID). WithReusePolicy says what
+// a condition does when its derived ID already has a run (the parent's flow
+// ID was reused): SubFlowRestartIfPreviousExitsAbnormally (the default),
+// SubFlowAttach or SubFlowAlwaysRestart. A child's result reaches its
+// parent durably, across restarts and failovers.
+//
 // The worker validates every flow when it is created (NewWorker): a step
 // without a matching Execute, duplicate names, a recovery step or a MovesTo
 // target the flow does not declare, invalid options. Each error names the
@@ -247,6 +281,36 @@
 // again through the client within about half a second (a retry waits for
 // the reconnection rather than a full retry backoff).
 //
+// # Search by indexed attributes
+//
+// An attribute declared with Indexed is searchable (E36): the server keeps
+// an index of its values, maintained with the writes, and Client.Search
+// finds flow runs (latest and older) with a small SQL-like filter on the
+// indexed keys and the built-in fields FlowId, RunId, FlowType, Status,
+// StartTime, CloseTime, ActiveStepTypes and ParentFlowId:
+//
+//	var Status = dex.DefineAttribute[string]("status", dex.Indexed(dex.IndexKey("OrderStatus")))
+//	var Cents = dex.DefineAttribute[int]("cents", dex.Indexed())
+//
+//	for f, err := range client.Search(ctx, "FlowType = 'order' AND OrderStatus = 'charged' AND cents >= 1000 ORDER BY StartTime DESC", 0) {
+//		if err != nil {
+//			return err
+//		}
+//		cents, _, _ := dex.SearchValue(f, Cents)
+//		fmt.Println(f.FlowID, f.Status, cents)
+//	}
+//
+// The index type comes from the Go type (string KEYWORD, []string
+// KEYWORD_ARRAY, integers INT, floats DOUBLE, bool BOOL, time.Time
+// DATETIME); IndexAs(IndexText) makes a string TEXT (matched by words).
+// Keys are global across flow types and keep one type: a worker that
+// declares a key with another type than another flow type's is refused
+// at startup (Run returns the INVALID_ARGUMENT naming the key). Indexed
+// values travel as plain JSON even with a Codec, at most 4 KiB each.
+// Client.SearchFlows returns one page at a time; a malformed query is
+// INVALID_ARGUMENT saying at which position. The language is in
+// docs/search.md.
+//
 // # Testing
 //
 // To run whole flows in a unit test, use package dex/dextest:
@@ -261,7 +325,7 @@
 //
 // Client methods are named after the FlowService calls they make
 // (StartFlow, Publish, GetFlowSummary, GetFlowState, GetFlowHistory,
-// ListFlows, ...); the generic GetAttribute and InvokeRPC are functions
+// ListFlows, SearchFlows, ...); the generic GetAttribute and InvokeRPC are functions
 // because methods cannot have type parameters. Constructors are New...
 // (NewClient, NewWorker, NewFlow), declarations Define... (DefineAttribute,
 // DefineChannel, DefineRPC), options With....

@@ -59,7 +59,7 @@ func ExampleNewWorker() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	w, err := dex.NewWorker(dex.WorkerOptions{
-		Addresses:          []string{"127.0.0.1:8801", "127.0.0.1:8802"},
+		Addresses:          []string{"127.0.0.1:8801", "127.0.0.1:8811"},
 		MaxConcurrentTasks: 16,
 	}, GreetFlow)
 	if err != nil {

@@ -133,6 +133,14 @@ type flowDef struct {
 	defaults   StepOptions
 	// The Go types of the attributes' and channels' values, by name.
 	attrTypes, chanTypes map[string]reflect.Type
+	// indexed are the indexed attributes (E36), by name.
+	indexed map[string]indexDecl
+}
+
+// indexDecl is an indexed attribute's search key and type.
+type indexDecl struct {
+	key string
+	typ IndexType
 }
 
 // compile validates the definition. A client needs no handlers, so
@@ -167,6 +175,21 @@ func (f *Flow) compile(withHandlers bool) (*flowDef, error) {
 			d.attributes[a.Name()] = true
 			d.attrNames = append(d.attrNames, a.Name())
 			d.attrTypes[a.Name()] = a.attributeDef()
+			if o := a.attributeOptions(); o.indexed {
+				typ, err := indexTypeFor(a.attributeDef(), o.typ)
+				if err != nil {
+					add(fmt.Errorf("attribute %q: %w", a.Name(), err))
+					break
+				}
+				key := o.key
+				if key == "" {
+					key = a.Name()
+				}
+				if d.indexed == nil {
+					d.indexed = map[string]indexDecl{}
+				}
+				d.indexed[a.Name()] = indexDecl{key: key, typ: typ}
+			}
 		}
 	}
 	for _, c := range f.chans {
@@ -281,6 +304,12 @@ func (d *flowDef) declaration() *dexpb.FlowTypeDeclaration {
 			p.AttributeTypes = map[string]*dexpb.ValueType{}
 		}
 		p.AttributeTypes[name] = valueTypeOf(t)
+	}
+	for name, ix := range d.indexed {
+		if p.IndexedAttributes == nil {
+			p.IndexedAttributes = map[string]*dexpb.IndexedAttribute{}
+		}
+		p.IndexedAttributes[name] = &dexpb.IndexedAttribute{Key: ix.key, Type: ix.typ.proto()}
 	}
 	for name, t := range d.chanTypes {
 		if p.ChannelTypes == nil {

@@ -141,7 +141,7 @@ func (w *Worker) heartbeatMsg(ctx context.Context) *dexpb.PollWorkerTaskRequest 
 	}
 	w.mu.Unlock()
 	if w.opts.Codec != nil && len(hb.Details) > 0 {
-		enc, err := encodeCopy(ctx, w.opts.Codec, hb)
+		enc, err := encodeCopy(ctx, w.opts.Codec, hb, nil)
 		if err != nil {
 			w.log.Warn("heartbeat details not sent: the codec failed", "err", err)
 			hb.Details = nil

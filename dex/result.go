@@ -111,18 +111,21 @@ type FlowSummary struct {
 	StartTime, CloseTime    time.Time // CloseTime is zero while it runs
 	FlowTimeout             time.Duration
 	Error                   *FlowError
+	// ParentFlowID is the parent's flow ID for a subflow, else empty.
+	ParentFlowID string
 }
 
 func summaryOf(p *dexpb.FlowSummary) *FlowSummary {
 	return &FlowSummary{
-		FlowType:    p.GetFlowType(),
-		FlowID:      p.GetFlowId(),
-		RunID:       p.GetRunId(),
-		Status:      FlowStatus(p.GetStatus()),
-		StartTime:   timeOf(p.GetStartTime()),
-		CloseTime:   timeOf(p.GetCloseTime()),
-		FlowTimeout: p.GetFlowTimeout().AsDuration(),
-		Error:       flowErrorOf(p.GetError()),
+		FlowType:     p.GetFlowType(),
+		FlowID:       p.GetFlowId(),
+		RunID:        p.GetRunId(),
+		Status:       FlowStatus(p.GetStatus()),
+		StartTime:    timeOf(p.GetStartTime()),
+		CloseTime:    timeOf(p.GetCloseTime()),
+		FlowTimeout:  p.GetFlowTimeout().AsDuration(),
+		Error:        flowErrorOf(p.GetError()),
+		ParentFlowID: p.GetParentFlowId(),
 	}
 }
 

@@ -52,6 +52,8 @@ type StepState struct {
 	// WaitForFailure is the WaitFor's last failure when the WaitFor
 	// exhausted its retries and the step proceeds to Execute.
 	WaitForFailure *AttemptFailure
+	// SubFlows are the subflow conditions of the step's Wait, by index.
+	SubFlows []SubFlowState
 }
 
 // AttemptStatus is the state of a step execution's current attempt.
@@ -126,6 +128,7 @@ func flowStateOf(p *dexpb.FlowState) *FlowState {
 		if e.GetWaitForFailed() {
 			st.WaitForFailure = attemptFailureOf(e.GetWaitForFailure())
 		}
+		st.SubFlows = subFlowStatesOf(e.GetWait().GetSubFlows())
 		s.Steps = append(s.Steps, st)
 	}
 	for _, q := range p.GetChannels() {
@@ -156,6 +159,7 @@ const (
 	EventAttributesSet
 	EventTimerSkipped
 	EventFlowClosed
+	EventSubFlowCompleted
 	// EventStepCanceled: a decision or an RPC cancelled a step execution
 	// (CancelSteps, CancelSiblingSteps); CanceledBy names it.
 	EventStepCanceled
@@ -163,7 +167,7 @@ const (
 
 var eventKindNames = [...]string{"", "FlowStarted", "WaitForCompleted", "WaitForFailed",
 	"ExecuteCompleted", "ExecuteFailed", "RPCCompleted", "ChannelPublished",
-	"AttributesSet", "TimerSkipped", "FlowClosed", "StepCanceled"}
+	"AttributesSet", "TimerSkipped", "FlowClosed", "SubFlowCompleted", "StepCanceled"}
 
 func (k HistoryEventKind) String() string {
 	if k > 0 && int(k) < len(eventKindNames) {
@@ -281,6 +285,11 @@ func historyEventOf(p *dexpb.HistoryEvent) HistoryEvent {
 		e.Kind = EventFlowClosed
 		e.Status = FlowStatus(ev.FlowClosed.GetStatus())
 		e.Error = flowErrorOf(ev.FlowClosed.GetError())
+	case *dexpb.HistoryEvent_SubFlowCompleted:
+		e.Kind = EventSubFlowCompleted
+		c := ev.SubFlowCompleted
+		e.StepType, e.StepExecutionID = c.GetStepType(), c.GetStepExecutionId()
+		e.Status, e.Error = FlowStatus(c.GetResult().GetStatus()), flowErrorOf(c.GetResult().GetError())
 	}
 	return e
 }

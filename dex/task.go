@@ -20,6 +20,17 @@ type registry struct {
 	codec  Codec   // nil: values as they are (codecRun)
 }
 
+// plain reports whether a flow of the worker indexes attribute name: its
+// values then travel in plaintext, whatever the codec (E36).
+func (r *registry) plain(name string) bool {
+	for _, d := range r.order {
+		if _, ok := d.indexed[name]; ok {
+			return true
+		}
+	}
+	return false
+}
+
 func newRegistry(flows []*Flow, log *slog.Logger) (*registry, error) {
 	r := &registry{flows: map[string]*flowDef{}, log: log}
 	var errs []error

@@ -2,13 +2,14 @@
 # Starts `dex-server-zd dev` and the example worker together; Ctrl-C stops
 # both (the server drains, releases its lease and exits 0).
 #
-#   scripts/dev.sh            # data in ./.dex-data, API on 127.0.0.1:8801
-#   DEX_DATA_DIR=/tmp/d DEX_LISTEN=127.0.0.1:9901 DEX_METRICS_LISTEN=127.0.0.1:9902 scripts/dev.sh
+#   scripts/dev.sh            # data in ./.dex-data, API on 127.0.0.1:8801, UI on 127.0.0.1:8802
+#   DEX_DATA_DIR=/tmp/d DEX_LISTEN=127.0.0.1:9901 DEX_METRICS_LISTEN=127.0.0.1:9902 DEX_WEB_LISTEN=127.0.0.1:9903 scripts/dev.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 data=${DEX_DATA_DIR:-.dex-data}
 listen=${DEX_LISTEN:-127.0.0.1:8801}
 metrics=${DEX_METRICS_LISTEN:-127.0.0.1:9464}
+web=${DEX_WEB_LISTEN:-127.0.0.1:8802}
 durability=${DEX_DURABILITY:-strict}
 
 echo "dev: building bin/dex-server-zd, bin/dexcli and bin/example-worker" >&2
@@ -32,7 +33,7 @@ stop() {
 }
 trap stop EXIT INT TERM
 
-bin/dex-server-zd dev --data-dir "$data" --listen "$listen" --durability "$durability" --metrics-listen "$metrics" &
+bin/dex-server-zd dev --data-dir "$data" --listen "$listen" --durability "$durability" --metrics-listen "$metrics" --web-listen "$web" &
 pids+=($!)
 
 # Wait until the server answers before the worker connects.
@@ -53,7 +54,8 @@ pids+=($!)
 cat >&2 <<TXT
 
 dev: the server listens on $listen with data in $data; the example worker serves
-     the order, approval and counter flows. Metrics and probes:
+     the order, approval and counter flows. The web UI: http://$web/
+     Metrics and probes:
      http://$metrics/metrics  http://$metrics/readyz  http://$metrics/livez
      In another terminal:
 

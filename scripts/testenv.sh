@@ -21,6 +21,12 @@
 # DEX_TEST_MINIO_BIN also serves tests that start a MinIO of their own over
 # HTTPS, with a certificate they make.
 #
+# The web UI's browser tests (test/webui) drive Debian's chromium, named by
+# DEX_TEST_CHROMIUM: as root the script installs it with apt-get when it is
+# missing, at CHROMIUM_VERSION when the archive still has that version (a
+# security update replaces it there), else at the archive's candidate,
+# which it logs.
+#
 # MinIO and toxiproxy are built with `go install` into .tools/bin at the
 # versions pinned below. The Collector is the OpenTelemetry Collector
 # Builder's build of the core OTLP receiver and debug exporter only (the
@@ -39,6 +45,7 @@ readonly OTELCOL_BUILDER_MODULE=go.opentelemetry.io/collector/cmd/builder
 readonly TOXIPROXY_MODULE=github.com/Shopify/toxiproxy/v2
 readonly TOXIPROXY_VERSION=v2.12.0
 readonly WAIT_SECONDS=60
+readonly CHROMIUM_VERSION=156.0.8078.114-1~deb12u1
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 readonly REPO
@@ -188,6 +195,32 @@ ensure_postgres() {
 	apt_install postgresql "PostgreSQL server binaries not found under /usr/lib/postgresql/*/bin"
 	PG_BIN=$(find_pg_bin)
 	[[ -n $PG_BIN ]] || die "PostgreSQL installed, but no initdb and pg_ctl under /usr/lib/postgresql/*/bin"
+}
+
+chromium_pinned_available() {
+	apt-cache madison chromium 2>/dev/null | awk -v v="$CHROMIUM_VERSION" '$3 == v { found = 1 } END { exit !found }'
+}
+
+# ensure_chromium sets CHROMIUM to Debian's chromium, installing it (pinned
+# where the archive allows) when missing.
+ensure_chromium() {
+	CHROMIUM=$(command -v chromium || true)
+	if [[ -n $CHROMIUM ]]; then
+		return
+	fi
+	if ! is_root; then
+		die "chromium not found (the web UI's browser tests need it); install it with: sudo apt-get install -y chromium"
+	fi
+	local pkg=chromium
+	apt-get update -qq >&2 || die "apt-get update failed"
+	if chromium_pinned_available; then
+		pkg="chromium=$CHROMIUM_VERSION"
+	else
+		log "chromium $CHROMIUM_VERSION is no longer in the archive; installing its candidate"
+	fi
+	apt_install "$pkg" "chromium not found (the web UI's browser tests need it)"
+	CHROMIUM=$(command -v chromium || true)
+	[[ -n $CHROMIUM ]] || die "chromium installed, but not on PATH"
 }
 
 ensure_openssl() {
@@ -430,6 +463,7 @@ run() {
 	install_toxiproxy
 	ensure_postgres
 	ensure_openssl
+	ensure_chromium
 
 	trap cleanup EXIT
 	trap 'exit 130' INT
@@ -457,6 +491,7 @@ run() {
 	export DEX_TEST_MINIO_BIN=$MINIO
 	export DEX_TEST_TOXIPROXY_BIN=$TOXIPROXY
 	export DEX_TEST_PG_BIN=$PG_BIN
+	export DEX_TEST_CHROMIUM=$CHROMIUM
 
 	# CMD runs in the background so that a signal reaches the trap at once;
 	# it keeps this script's standard input.

@@ -22,6 +22,7 @@ var protoFiles = []string{
 	"dex/flow_view.proto",
 	"dex/history.proto",
 	"dex/options.proto",
+	"dex/result.proto",
 	"dex/wait.proto",
 	"dex/worker.proto",
 }

@@ -1670,7 +1670,7 @@ var File_dex_flow_proto protoreflect.FileDescriptor
 
 const file_dex_flow_proto_rawDesc = "" +
 	"\n" +
-	"\x0edex/flow.proto\x12\x03dex\x1a\x10dex/common.proto\x1a\x12dex/decision.proto\x1a\x13dex/flow_view.proto\x1a\x11dex/history.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x96\x03\n" +
+	"\x0edex/flow.proto\x12\x03dex\x1a\x10dex/common.proto\x1a\x12dex/decision.proto\x1a\x13dex/flow_view.proto\x1a\x11dex/history.proto\x1a\x10dex/result.proto\x1a\x10dex/search.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x96\x03\n" +
 	"\x10StartFlowRequest\x12\x1b\n" +
 	"\tflow_type\x18\x01 \x01(\tR\bflowType\x12\x17\n" +
 	"\aflow_id\x18\x02 \x01(\tR\x06flowId\x12,\n" +
@@ -1780,7 +1780,7 @@ const file_dex_flow_proto_rawDesc = "" +
 	"\x15STOP_TYPE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10STOP_TYPE_CANCEL\x10\x01\x12\x17\n" +
 	"\x13STOP_TYPE_TERMINATE\x10\x02\x12\x12\n" +
-	"\x0eSTOP_TYPE_FAIL\x10\x032\xba\x06\n" +
+	"\x0eSTOP_TYPE_FAIL\x10\x032\xfc\x06\n" +
 	"\vFlowService\x12:\n" +
 	"\tStartFlow\x12\x15.dex.StartFlowRequest\x1a\x16.dex.StartFlowResponse\x127\n" +
 	"\bStopFlow\x12\x14.dex.StopFlowRequest\x1a\x15.dex.StopFlowResponse\x12O\n" +
@@ -1793,7 +1793,8 @@ const file_dex_flow_proto_rawDesc = "" +
 	"\x0eGetFlowSummary\x12\x1a.dex.GetFlowSummaryRequest\x1a\x1b.dex.GetFlowSummaryResponse\x12C\n" +
 	"\fGetFlowState\x12\x18.dex.GetFlowStateRequest\x1a\x19.dex.GetFlowStateResponse\x12O\n" +
 	"\x10GetHistoryEvents\x12\x1c.dex.GetHistoryEventsRequest\x1a\x1d.dex.GetHistoryEventsResponse\x12:\n" +
-	"\tListFlows\x12\x15.dex.ListFlowsRequest\x1a\x16.dex.ListFlowsResponseB(Z&github.com/dexzd/dexzd/api/dexpb;dexpbb\x06proto3"
+	"\tListFlows\x12\x15.dex.ListFlowsRequest\x1a\x16.dex.ListFlowsResponse\x12@\n" +
+	"\vSearchFlows\x12\x17.dex.SearchFlowsRequest\x1a\x18.dex.SearchFlowsResponseB(Z&github.com/dexzd/dexzd/api/dexpb;dexpbb\x06proto3"
 
 var (
 	file_dex_flow_proto_rawDescOnce sync.Once
@@ -1848,6 +1849,8 @@ var file_dex_flow_proto_goTypes = []any{
 	(*FlowState)(nil),                // 35: dex.FlowState
 	(*HistoryEvent)(nil),             // 36: dex.HistoryEvent
 	(*timestamppb.Timestamp)(nil),    // 37: google.protobuf.Timestamp
+	(*SearchFlowsRequest)(nil),       // 38: dex.SearchFlowsRequest
+	(*SearchFlowsResponse)(nil),      // 39: dex.SearchFlowsResponse
 }
 var file_dex_flow_proto_depIdxs = []int32{
 	25, // 0: dex.StartFlowRequest.start_step:type_name -> dex.Movement
@@ -1884,20 +1887,22 @@ var file_dex_flow_proto_depIdxs = []int32{
 	19, // 31: dex.FlowService.GetFlowState:input_type -> dex.GetFlowStateRequest
 	21, // 32: dex.FlowService.GetHistoryEvents:input_type -> dex.GetHistoryEventsRequest
 	23, // 33: dex.FlowService.ListFlows:input_type -> dex.ListFlowsRequest
-	2,  // 34: dex.FlowService.StartFlow:output_type -> dex.StartFlowResponse
-	4,  // 35: dex.FlowService.StopFlow:output_type -> dex.StopFlowResponse
-	6,  // 36: dex.FlowService.PublishToChannel:output_type -> dex.PublishToChannelResponse
-	8,  // 37: dex.FlowService.GetAttributes:output_type -> dex.GetAttributesResponse
-	10, // 38: dex.FlowService.SetAttributes:output_type -> dex.SetAttributesResponse
-	12, // 39: dex.FlowService.InvokeRPC:output_type -> dex.InvokeRPCResponse
-	14, // 40: dex.FlowService.SkipTimer:output_type -> dex.SkipTimerResponse
-	16, // 41: dex.FlowService.WaitForFlow:output_type -> dex.WaitForFlowResponse
-	18, // 42: dex.FlowService.GetFlowSummary:output_type -> dex.GetFlowSummaryResponse
-	20, // 43: dex.FlowService.GetFlowState:output_type -> dex.GetFlowStateResponse
-	22, // 44: dex.FlowService.GetHistoryEvents:output_type -> dex.GetHistoryEventsResponse
-	24, // 45: dex.FlowService.ListFlows:output_type -> dex.ListFlowsResponse
-	34, // [34:46] is the sub-list for method output_type
-	22, // [22:34] is the sub-list for method input_type
+	38, // 34: dex.FlowService.SearchFlows:input_type -> dex.SearchFlowsRequest
+	2,  // 35: dex.FlowService.StartFlow:output_type -> dex.StartFlowResponse
+	4,  // 36: dex.FlowService.StopFlow:output_type -> dex.StopFlowResponse
+	6,  // 37: dex.FlowService.PublishToChannel:output_type -> dex.PublishToChannelResponse
+	8,  // 38: dex.FlowService.GetAttributes:output_type -> dex.GetAttributesResponse
+	10, // 39: dex.FlowService.SetAttributes:output_type -> dex.SetAttributesResponse
+	12, // 40: dex.FlowService.InvokeRPC:output_type -> dex.InvokeRPCResponse
+	14, // 41: dex.FlowService.SkipTimer:output_type -> dex.SkipTimerResponse
+	16, // 42: dex.FlowService.WaitForFlow:output_type -> dex.WaitForFlowResponse
+	18, // 43: dex.FlowService.GetFlowSummary:output_type -> dex.GetFlowSummaryResponse
+	20, // 44: dex.FlowService.GetFlowState:output_type -> dex.GetFlowStateResponse
+	22, // 45: dex.FlowService.GetHistoryEvents:output_type -> dex.GetHistoryEventsResponse
+	24, // 46: dex.FlowService.ListFlows:output_type -> dex.ListFlowsResponse
+	39, // 47: dex.FlowService.SearchFlows:output_type -> dex.SearchFlowsResponse
+	35, // [35:48] is the sub-list for method output_type
+	22, // [22:35] is the sub-list for method input_type
 	22, // [22:22] is the sub-list for extension type_name
 	22, // [22:22] is the sub-list for extension extendee
 	0,  // [0:22] is the sub-list for field type_name
@@ -1912,6 +1917,8 @@ func file_dex_flow_proto_init() {
 	file_dex_decision_proto_init()
 	file_dex_flow_view_proto_init()
 	file_dex_history_proto_init()
+	file_dex_result_proto_init()
+	file_dex_search_proto_init()
 	file_dex_flow_proto_msgTypes[12].OneofWrappers = []any{
 		(*SkipTimerRequest_ConditionId)(nil),
 		(*SkipTimerRequest_TimerIndex)(nil),

@@ -34,6 +34,7 @@ const (
 	FlowService_GetFlowState_FullMethodName     = "/dex.FlowService/GetFlowState"
 	FlowService_GetHistoryEvents_FullMethodName = "/dex.FlowService/GetHistoryEvents"
 	FlowService_ListFlows_FullMethodName        = "/dex.FlowService/ListFlows"
+	FlowService_SearchFlows_FullMethodName      = "/dex.FlowService/SearchFlows"
 )
 
 // FlowServiceClient is the client API for FlowService service.
@@ -108,6 +109,12 @@ type FlowServiceClient interface {
 	// writes the serving process acknowledged. Errors: INVALID_ARGUMENT for a
 	// page token that does not match the filters.
 	ListFlows(ctx context.Context, in *ListFlowsRequest, opts ...grpc.CallOption) (*ListFlowsResponse, error)
+	// SearchFlows finds flow executions (every run) by a query on their
+	// built-in fields and indexed attributes (E36, search.proto), consistent
+	// with the writes the serving process acknowledged. Errors:
+	// INVALID_ARGUMENT for a malformed query (naming the position) or a page
+	// token of another query.
+	SearchFlows(ctx context.Context, in *SearchFlowsRequest, opts ...grpc.CallOption) (*SearchFlowsResponse, error)
 }
 
 type flowServiceClient struct {
@@ -238,6 +245,16 @@ func (c *flowServiceClient) ListFlows(ctx context.Context, in *ListFlowsRequest,
 	return out, nil
 }
 
+func (c *flowServiceClient) SearchFlows(ctx context.Context, in *SearchFlowsRequest, opts ...grpc.CallOption) (*SearchFlowsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SearchFlowsResponse)
+	err := c.cc.Invoke(ctx, FlowService_SearchFlows_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // FlowServiceServer is the server API for FlowService service.
 // All implementations must embed UnimplementedFlowServiceServer
 // for forward compatibility.
@@ -310,6 +327,12 @@ type FlowServiceServer interface {
 	// writes the serving process acknowledged. Errors: INVALID_ARGUMENT for a
 	// page token that does not match the filters.
 	ListFlows(context.Context, *ListFlowsRequest) (*ListFlowsResponse, error)
+	// SearchFlows finds flow executions (every run) by a query on their
+	// built-in fields and indexed attributes (E36, search.proto), consistent
+	// with the writes the serving process acknowledged. Errors:
+	// INVALID_ARGUMENT for a malformed query (naming the position) or a page
+	// token of another query.
+	SearchFlows(context.Context, *SearchFlowsRequest) (*SearchFlowsResponse, error)
 	mustEmbedUnimplementedFlowServiceServer()
 }
 
@@ -355,6 +378,9 @@ func (UnimplementedFlowServiceServer) GetHistoryEvents(context.Context, *GetHist
 }
 func (UnimplementedFlowServiceServer) ListFlows(context.Context, *ListFlowsRequest) (*ListFlowsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListFlows not implemented")
+}
+func (UnimplementedFlowServiceServer) SearchFlows(context.Context, *SearchFlowsRequest) (*SearchFlowsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SearchFlows not implemented")
 }
 func (UnimplementedFlowServiceServer) mustEmbedUnimplementedFlowServiceServer() {}
 func (UnimplementedFlowServiceServer) testEmbeddedByValue()                     {}
@@ -593,6 +619,24 @@ func _FlowService_ListFlows_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _FlowService_SearchFlows_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SearchFlowsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FlowServiceServer).SearchFlows(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: FlowService_SearchFlows_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FlowServiceServer).SearchFlows(ctx, req.(*SearchFlowsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // FlowService_ServiceDesc is the grpc.ServiceDesc for FlowService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -647,6 +691,10 @@ var FlowService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListFlows",
 			Handler:    _FlowService_ListFlows_Handler,
+		},
+		{
+			MethodName: "SearchFlows",
+			Handler:    _FlowService_SearchFlows_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

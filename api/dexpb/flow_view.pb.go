@@ -227,7 +227,11 @@ type FlowSummary struct {
 	FlowTimeoutPolicy FlowTimeoutPolicy `protobuf:"varint,8,opt,name=flow_timeout_policy,json=flowTimeoutPolicy,proto3,enum=dex.FlowTimeoutPolicy" json:"flow_timeout_policy,omitempty"`
 	// Error says why the flow execution ended, for FAILED, CANCELED and
 	// TERMINATED.
-	Error         *FlowError `protobuf:"bytes,9,opt,name=error,proto3" json:"error,omitempty"`
+	Error *FlowError `protobuf:"bytes,9,opt,name=error,proto3" json:"error,omitempty"`
+	// ParentFlowId is the parent's flow ID when this flow execution is a
+	// subflow (a SubFlow condition of the parent started it); empty
+	// otherwise.
+	ParentFlowId  string `protobuf:"bytes,10,opt,name=parent_flow_id,json=parentFlowId,proto3" json:"parent_flow_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -325,190 +329,11 @@ func (x *FlowSummary) GetError() *FlowError {
 	return nil
 }
 
-// StepOutput is the output of one GracefulComplete or ForceComplete.
-type StepOutput struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// StepType is the step whose Execute completed.
-	StepType string `protobuf:"bytes,1,opt,name=step_type,json=stepType,proto3" json:"step_type,omitempty"`
-	// StepExecutionId is its step execution.
-	StepExecutionId string `protobuf:"bytes,2,opt,name=step_execution_id,json=stepExecutionId,proto3" json:"step_execution_id,omitempty"`
-	// Output is the value it completed with; unset when it gave none.
-	Output *EncodedValue `protobuf:"bytes,3,opt,name=output,proto3" json:"output,omitempty"`
-	// ForceComplete is true for a ForceComplete, false for a
-	// GracefulComplete.
-	ForceComplete bool `protobuf:"varint,4,opt,name=force_complete,json=forceComplete,proto3" json:"force_complete,omitempty"`
-	// Time is when the decision committed.
-	Time          *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=time,proto3" json:"time,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *StepOutput) Reset() {
-	*x = StepOutput{}
-	mi := &file_dex_flow_view_proto_msgTypes[1]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *StepOutput) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*StepOutput) ProtoMessage() {}
-
-func (x *StepOutput) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_view_proto_msgTypes[1]
+func (x *FlowSummary) GetParentFlowId() string {
 	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use StepOutput.ProtoReflect.Descriptor instead.
-func (*StepOutput) Descriptor() ([]byte, []int) {
-	return file_dex_flow_view_proto_rawDescGZIP(), []int{1}
-}
-
-func (x *StepOutput) GetStepType() string {
-	if x != nil {
-		return x.StepType
+		return x.ParentFlowId
 	}
 	return ""
-}
-
-func (x *StepOutput) GetStepExecutionId() string {
-	if x != nil {
-		return x.StepExecutionId
-	}
-	return ""
-}
-
-func (x *StepOutput) GetOutput() *EncodedValue {
-	if x != nil {
-		return x.Output
-	}
-	return nil
-}
-
-func (x *StepOutput) GetForceComplete() bool {
-	if x != nil {
-		return x.ForceComplete
-	}
-	return false
-}
-
-func (x *StepOutput) GetTime() *timestamppb.Timestamp {
-	if x != nil {
-		return x.Time
-	}
-	return nil
-}
-
-// FlowResult is the result of a closed flow execution.
-type FlowResult struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// FlowType is the flow's type.
-	FlowType string `protobuf:"bytes,1,opt,name=flow_type,json=flowType,proto3" json:"flow_type,omitempty"`
-	// FlowId is the client's ID for the flow execution.
-	FlowId string `protobuf:"bytes,2,opt,name=flow_id,json=flowId,proto3" json:"flow_id,omitempty"`
-	// RunId is the server's ID for this run.
-	RunId string `protobuf:"bytes,3,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
-	// Status is the final status, never RUNNING.
-	Status FlowStatus `protobuf:"varint,4,opt,name=status,proto3,enum=dex.FlowStatus" json:"status,omitempty"`
-	// Outputs lists every graceful and forced completion output, in commit
-	// order. A completed flow may have outputs from several branches; a
-	// failed or stopped flow keeps the outputs committed before it closed.
-	Outputs []*StepOutput `protobuf:"bytes,5,rep,name=outputs,proto3" json:"outputs,omitempty"`
-	// Error says why the flow execution ended, for FAILED, CANCELED and
-	// TERMINATED.
-	Error *FlowError `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
-	// CloseTime is when the flow execution closed.
-	CloseTime     *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=close_time,json=closeTime,proto3" json:"close_time,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *FlowResult) Reset() {
-	*x = FlowResult{}
-	mi := &file_dex_flow_view_proto_msgTypes[2]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *FlowResult) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*FlowResult) ProtoMessage() {}
-
-func (x *FlowResult) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_view_proto_msgTypes[2]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use FlowResult.ProtoReflect.Descriptor instead.
-func (*FlowResult) Descriptor() ([]byte, []int) {
-	return file_dex_flow_view_proto_rawDescGZIP(), []int{2}
-}
-
-func (x *FlowResult) GetFlowType() string {
-	if x != nil {
-		return x.FlowType
-	}
-	return ""
-}
-
-func (x *FlowResult) GetFlowId() string {
-	if x != nil {
-		return x.FlowId
-	}
-	return ""
-}
-
-func (x *FlowResult) GetRunId() string {
-	if x != nil {
-		return x.RunId
-	}
-	return ""
-}
-
-func (x *FlowResult) GetStatus() FlowStatus {
-	if x != nil {
-		return x.Status
-	}
-	return FlowStatus_FLOW_STATUS_UNSPECIFIED
-}
-
-func (x *FlowResult) GetOutputs() []*StepOutput {
-	if x != nil {
-		return x.Outputs
-	}
-	return nil
-}
-
-func (x *FlowResult) GetError() *FlowError {
-	if x != nil {
-		return x.Error
-	}
-	return nil
-}
-
-func (x *FlowResult) GetCloseTime() *timestamppb.Timestamp {
-	if x != nil {
-		return x.CloseTime
-	}
-	return nil
 }
 
 // FlowState is the live state of a flow execution. For a closed flow
@@ -537,7 +362,7 @@ type FlowState struct {
 
 func (x *FlowState) Reset() {
 	*x = FlowState{}
-	mi := &file_dex_flow_view_proto_msgTypes[3]
+	mi := &file_dex_flow_view_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -549,7 +374,7 @@ func (x *FlowState) String() string {
 func (*FlowState) ProtoMessage() {}
 
 func (x *FlowState) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_view_proto_msgTypes[3]
+	mi := &file_dex_flow_view_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -562,7 +387,7 @@ func (x *FlowState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlowState.ProtoReflect.Descriptor instead.
 func (*FlowState) Descriptor() ([]byte, []int) {
-	return file_dex_flow_view_proto_rawDescGZIP(), []int{3}
+	return file_dex_flow_view_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *FlowState) GetSummary() *FlowSummary {
@@ -644,7 +469,7 @@ type StepExecutionState struct {
 
 func (x *StepExecutionState) Reset() {
 	*x = StepExecutionState{}
-	mi := &file_dex_flow_view_proto_msgTypes[4]
+	mi := &file_dex_flow_view_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -656,7 +481,7 @@ func (x *StepExecutionState) String() string {
 func (*StepExecutionState) ProtoMessage() {}
 
 func (x *StepExecutionState) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_view_proto_msgTypes[4]
+	mi := &file_dex_flow_view_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -669,7 +494,7 @@ func (x *StepExecutionState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StepExecutionState.ProtoReflect.Descriptor instead.
 func (*StepExecutionState) Descriptor() ([]byte, []int) {
-	return file_dex_flow_view_proto_rawDescGZIP(), []int{4}
+	return file_dex_flow_view_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *StepExecutionState) GetStepType() string {
@@ -774,7 +599,7 @@ type AttemptState struct {
 
 func (x *AttemptState) Reset() {
 	*x = AttemptState{}
-	mi := &file_dex_flow_view_proto_msgTypes[5]
+	mi := &file_dex_flow_view_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -786,7 +611,7 @@ func (x *AttemptState) String() string {
 func (*AttemptState) ProtoMessage() {}
 
 func (x *AttemptState) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_view_proto_msgTypes[5]
+	mi := &file_dex_flow_view_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -799,7 +624,7 @@ func (x *AttemptState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptState.ProtoReflect.Descriptor instead.
 func (*AttemptState) Descriptor() ([]byte, []int) {
-	return file_dex_flow_view_proto_rawDescGZIP(), []int{5}
+	return file_dex_flow_view_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *AttemptState) GetMethod() TaskKind {
@@ -872,14 +697,17 @@ type WaitState struct {
 	Timers []*TimerState `protobuf:"bytes,4,rep,name=timers,proto3" json:"timers,omitempty"`
 	// Channels has one entry per channel condition, by channel condition
 	// index.
-	Channels      []*ChannelConditionState `protobuf:"bytes,5,rep,name=channels,proto3" json:"channels,omitempty"`
+	Channels []*ChannelConditionState `protobuf:"bytes,5,rep,name=channels,proto3" json:"channels,omitempty"`
+	// SubFlows has one entry per SubFlow condition, by SubFlow condition
+	// index.
+	SubFlows      []*SubFlowConditionState `protobuf:"bytes,6,rep,name=sub_flows,json=subFlows,proto3" json:"sub_flows,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WaitState) Reset() {
 	*x = WaitState{}
-	mi := &file_dex_flow_view_proto_msgTypes[6]
+	mi := &file_dex_flow_view_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -891,7 +719,7 @@ func (x *WaitState) String() string {
 func (*WaitState) ProtoMessage() {}
 
 func (x *WaitState) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_view_proto_msgTypes[6]
+	mi := &file_dex_flow_view_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -904,7 +732,7 @@ func (x *WaitState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitState.ProtoReflect.Descriptor instead.
 func (*WaitState) Descriptor() ([]byte, []int) {
-	return file_dex_flow_view_proto_rawDescGZIP(), []int{6}
+	return file_dex_flow_view_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *WaitState) GetWait() *Wait {
@@ -942,6 +770,126 @@ func (x *WaitState) GetChannels() []*ChannelConditionState {
 	return nil
 }
 
+func (x *WaitState) GetSubFlows() []*SubFlowConditionState {
+	if x != nil {
+		return x.SubFlows
+	}
+	return nil
+}
+
+// SubFlowConditionState is one SubFlow condition of a stored Wait.
+type SubFlowConditionState struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// SubFlowConditionIndex is the condition's index among the Wait's
+	// SubFlow conditions.
+	SubFlowConditionIndex uint32 `protobuf:"varint,1,opt,name=sub_flow_condition_index,json=subFlowConditionIndex,proto3" json:"sub_flow_condition_index,omitempty"`
+	// ConditionId is the condition's ID, if it has one.
+	ConditionId string `protobuf:"bytes,2,opt,name=condition_id,json=conditionId,proto3" json:"condition_id,omitempty"`
+	// FlowType is the child's flow type.
+	FlowType string `protobuf:"bytes,3,opt,name=flow_type,json=flowType,proto3" json:"flow_type,omitempty"`
+	// FlowId is the child's derived flow ID.
+	FlowId string `protobuf:"bytes,4,opt,name=flow_id,json=flowId,proto3" json:"flow_id,omitempty"`
+	// RunId is the child run the condition follows; empty until the server
+	// started or attached to it.
+	RunId string `protobuf:"bytes,5,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// Satisfied is true once the child closed and the condition took its
+	// result.
+	Satisfied bool `protobuf:"varint,6,opt,name=satisfied,proto3" json:"satisfied,omitempty"`
+	// Status is the child's status as the condition knows it: its final
+	// status once satisfied, else RUNNING (UNSPECIFIED before it started).
+	Status FlowStatus `protobuf:"varint,7,opt,name=status,proto3,enum=dex.FlowStatus" json:"status,omitempty"`
+	// ReusePolicy is the condition's reuse policy.
+	ReusePolicy   SubFlowReusePolicy `protobuf:"varint,8,opt,name=reuse_policy,json=reusePolicy,proto3,enum=dex.SubFlowReusePolicy" json:"reuse_policy,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubFlowConditionState) Reset() {
+	*x = SubFlowConditionState{}
+	mi := &file_dex_flow_view_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubFlowConditionState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubFlowConditionState) ProtoMessage() {}
+
+func (x *SubFlowConditionState) ProtoReflect() protoreflect.Message {
+	mi := &file_dex_flow_view_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubFlowConditionState.ProtoReflect.Descriptor instead.
+func (*SubFlowConditionState) Descriptor() ([]byte, []int) {
+	return file_dex_flow_view_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *SubFlowConditionState) GetSubFlowConditionIndex() uint32 {
+	if x != nil {
+		return x.SubFlowConditionIndex
+	}
+	return 0
+}
+
+func (x *SubFlowConditionState) GetConditionId() string {
+	if x != nil {
+		return x.ConditionId
+	}
+	return ""
+}
+
+func (x *SubFlowConditionState) GetFlowType() string {
+	if x != nil {
+		return x.FlowType
+	}
+	return ""
+}
+
+func (x *SubFlowConditionState) GetFlowId() string {
+	if x != nil {
+		return x.FlowId
+	}
+	return ""
+}
+
+func (x *SubFlowConditionState) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *SubFlowConditionState) GetSatisfied() bool {
+	if x != nil {
+		return x.Satisfied
+	}
+	return false
+}
+
+func (x *SubFlowConditionState) GetStatus() FlowStatus {
+	if x != nil {
+		return x.Status
+	}
+	return FlowStatus_FLOW_STATUS_UNSPECIFIED
+}
+
+func (x *SubFlowConditionState) GetReusePolicy() SubFlowReusePolicy {
+	if x != nil {
+		return x.ReusePolicy
+	}
+	return SubFlowReusePolicy_SUB_FLOW_REUSE_POLICY_UNSPECIFIED
+}
+
 // TimerState is one timer condition of a stored Wait.
 type TimerState struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -959,7 +907,7 @@ type TimerState struct {
 
 func (x *TimerState) Reset() {
 	*x = TimerState{}
-	mi := &file_dex_flow_view_proto_msgTypes[7]
+	mi := &file_dex_flow_view_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -971,7 +919,7 @@ func (x *TimerState) String() string {
 func (*TimerState) ProtoMessage() {}
 
 func (x *TimerState) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_view_proto_msgTypes[7]
+	mi := &file_dex_flow_view_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -984,7 +932,7 @@ func (x *TimerState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimerState.ProtoReflect.Descriptor instead.
 func (*TimerState) Descriptor() ([]byte, []int) {
-	return file_dex_flow_view_proto_rawDescGZIP(), []int{7}
+	return file_dex_flow_view_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *TimerState) GetTimerIndex() uint32 {
@@ -1035,7 +983,7 @@ type ChannelConditionState struct {
 
 func (x *ChannelConditionState) Reset() {
 	*x = ChannelConditionState{}
-	mi := &file_dex_flow_view_proto_msgTypes[8]
+	mi := &file_dex_flow_view_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1047,7 +995,7 @@ func (x *ChannelConditionState) String() string {
 func (*ChannelConditionState) ProtoMessage() {}
 
 func (x *ChannelConditionState) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_view_proto_msgTypes[8]
+	mi := &file_dex_flow_view_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1060,7 +1008,7 @@ func (x *ChannelConditionState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelConditionState.ProtoReflect.Descriptor instead.
 func (*ChannelConditionState) Descriptor() ([]byte, []int) {
-	return file_dex_flow_view_proto_rawDescGZIP(), []int{8}
+	return file_dex_flow_view_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ChannelConditionState) GetChannelConditionIndex() uint32 {
@@ -1114,7 +1062,7 @@ type ChannelQueue struct {
 
 func (x *ChannelQueue) Reset() {
 	*x = ChannelQueue{}
-	mi := &file_dex_flow_view_proto_msgTypes[9]
+	mi := &file_dex_flow_view_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1126,7 +1074,7 @@ func (x *ChannelQueue) String() string {
 func (*ChannelQueue) ProtoMessage() {}
 
 func (x *ChannelQueue) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_view_proto_msgTypes[9]
+	mi := &file_dex_flow_view_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1139,7 +1087,7 @@ func (x *ChannelQueue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelQueue.ProtoReflect.Descriptor instead.
 func (*ChannelQueue) Descriptor() ([]byte, []int) {
-	return file_dex_flow_view_proto_rawDescGZIP(), []int{9}
+	return file_dex_flow_view_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ChannelQueue) GetChannel() string {
@@ -1176,7 +1124,7 @@ type QueuedMessage struct {
 
 func (x *QueuedMessage) Reset() {
 	*x = QueuedMessage{}
-	mi := &file_dex_flow_view_proto_msgTypes[10]
+	mi := &file_dex_flow_view_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1188,7 +1136,7 @@ func (x *QueuedMessage) String() string {
 func (*QueuedMessage) ProtoMessage() {}
 
 func (x *QueuedMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_view_proto_msgTypes[10]
+	mi := &file_dex_flow_view_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1201,7 +1149,7 @@ func (x *QueuedMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueuedMessage.ProtoReflect.Descriptor instead.
 func (*QueuedMessage) Descriptor() ([]byte, []int) {
-	return file_dex_flow_view_proto_rawDescGZIP(), []int{10}
+	return file_dex_flow_view_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *QueuedMessage) GetValue() *EncodedValue {
@@ -1243,7 +1191,7 @@ type PendingTask struct {
 
 func (x *PendingTask) Reset() {
 	*x = PendingTask{}
-	mi := &file_dex_flow_view_proto_msgTypes[11]
+	mi := &file_dex_flow_view_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1255,7 +1203,7 @@ func (x *PendingTask) String() string {
 func (*PendingTask) ProtoMessage() {}
 
 func (x *PendingTask) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_view_proto_msgTypes[11]
+	mi := &file_dex_flow_view_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1268,7 +1216,7 @@ func (x *PendingTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingTask.ProtoReflect.Descriptor instead.
 func (*PendingTask) Descriptor() ([]byte, []int) {
-	return file_dex_flow_view_proto_rawDescGZIP(), []int{11}
+	return file_dex_flow_view_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *PendingTask) GetKind() TaskKind {
@@ -1324,7 +1272,7 @@ var File_dex_flow_view_proto protoreflect.FileDescriptor
 
 const file_dex_flow_view_proto_rawDesc = "" +
 	"\n" +
-	"\x13dex/flow_view.proto\x12\x03dex\x1a\x10dex/common.proto\x1a\x11dex/options.proto\x1a\x0edex/wait.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa5\x03\n" +
+	"\x13dex/flow_view.proto\x12\x03dex\x1a\x10dex/common.proto\x1a\x11dex/options.proto\x1a\x10dex/result.proto\x1a\x0edex/wait.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xcb\x03\n" +
 	"\vFlowSummary\x12\x1b\n" +
 	"\tflow_type\x18\x01 \x01(\tR\bflowType\x12\x17\n" +
 	"\aflow_id\x18\x02 \x01(\tR\x06flowId\x12\x15\n" +
@@ -1336,24 +1284,9 @@ const file_dex_flow_view_proto_rawDesc = "" +
 	"close_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tcloseTime\x12<\n" +
 	"\fflow_timeout\x18\a \x01(\v2\x19.google.protobuf.DurationR\vflowTimeout\x12F\n" +
 	"\x13flow_timeout_policy\x18\b \x01(\x0e2\x16.dex.FlowTimeoutPolicyR\x11flowTimeoutPolicy\x12$\n" +
-	"\x05error\x18\t \x01(\v2\x0e.dex.FlowErrorR\x05error\"\xd7\x01\n" +
-	"\n" +
-	"StepOutput\x12\x1b\n" +
-	"\tstep_type\x18\x01 \x01(\tR\bstepType\x12*\n" +
-	"\x11step_execution_id\x18\x02 \x01(\tR\x0fstepExecutionId\x12)\n" +
-	"\x06output\x18\x03 \x01(\v2\x11.dex.EncodedValueR\x06output\x12%\n" +
-	"\x0eforce_complete\x18\x04 \x01(\bR\rforceComplete\x12.\n" +
-	"\x04time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"\x8e\x02\n" +
-	"\n" +
-	"FlowResult\x12\x1b\n" +
-	"\tflow_type\x18\x01 \x01(\tR\bflowType\x12\x17\n" +
-	"\aflow_id\x18\x02 \x01(\tR\x06flowId\x12\x15\n" +
-	"\x06run_id\x18\x03 \x01(\tR\x05runId\x12'\n" +
-	"\x06status\x18\x04 \x01(\x0e2\x0f.dex.FlowStatusR\x06status\x12)\n" +
-	"\aoutputs\x18\x05 \x03(\v2\x0f.dex.StepOutputR\aoutputs\x12$\n" +
-	"\x05error\x18\x06 \x01(\v2\x0e.dex.FlowErrorR\x05error\x129\n" +
-	"\n" +
-	"close_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tcloseTime\"\xba\x02\n" +
+	"\x05error\x18\t \x01(\v2\x0e.dex.FlowErrorR\x05error\x12$\n" +
+	"\x0eparent_flow_id\x18\n" +
+	" \x01(\tR\fparentFlowId\"\xba\x02\n" +
 	"\tFlowState\x12*\n" +
 	"\asummary\x18\x01 \x01(\v2\x10.dex.FlowSummaryR\asummary\x12@\n" +
 	"\x0fstep_executions\x18\x02 \x03(\v2\x17.dex.StepExecutionStateR\x0estepExecutions\x12-\n" +
@@ -1385,14 +1318,24 @@ const file_dex_flow_view_proto_rawDesc = "" +
 	"start_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x126\n" +
 	"\bdeadline\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12F\n" +
 	"\x11next_attempt_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x0fnextAttemptTime\x12\x1b\n" +
-	"\tworker_id\x18\b \x01(\tR\bworkerId\"\xe4\x01\n" +
+	"\tworker_id\x18\b \x01(\tR\bworkerId\"\x9d\x02\n" +
 	"\tWaitState\x12\x1d\n" +
 	"\x04wait\x18\x01 \x01(\v2\t.dex.WaitR\x04wait\x129\n" +
 	"\n" +
 	"store_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\tstoreTime\x12\x1c\n" +
 	"\tsatisfied\x18\x03 \x01(\bR\tsatisfied\x12'\n" +
 	"\x06timers\x18\x04 \x03(\v2\x0f.dex.TimerStateR\x06timers\x126\n" +
-	"\bchannels\x18\x05 \x03(\v2\x1a.dex.ChannelConditionStateR\bchannels\"\xb3\x01\n" +
+	"\bchannels\x18\x05 \x03(\v2\x1a.dex.ChannelConditionStateR\bchannels\x127\n" +
+	"\tsub_flows\x18\x06 \x03(\v2\x1a.dex.SubFlowConditionStateR\bsubFlows\"\xc3\x02\n" +
+	"\x15SubFlowConditionState\x127\n" +
+	"\x18sub_flow_condition_index\x18\x01 \x01(\rR\x15subFlowConditionIndex\x12!\n" +
+	"\fcondition_id\x18\x02 \x01(\tR\vconditionId\x12\x1b\n" +
+	"\tflow_type\x18\x03 \x01(\tR\bflowType\x12\x17\n" +
+	"\aflow_id\x18\x04 \x01(\tR\x06flowId\x12\x15\n" +
+	"\x06run_id\x18\x05 \x01(\tR\x05runId\x12\x1c\n" +
+	"\tsatisfied\x18\x06 \x01(\bR\tsatisfied\x12'\n" +
+	"\x06status\x18\a \x01(\x0e2\x0f.dex.FlowStatusR\x06status\x12:\n" +
+	"\freuse_policy\x18\b \x01(\x0e2\x17.dex.SubFlowReusePolicyR\vreusePolicy\"\xb3\x01\n" +
 	"\n" +
 	"TimerState\x12\x1f\n" +
 	"\vtimer_index\x18\x01 \x01(\rR\n" +
@@ -1452,84 +1395,82 @@ func file_dex_flow_view_proto_rawDescGZIP() []byte {
 }
 
 var file_dex_flow_view_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_dex_flow_view_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_dex_flow_view_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_dex_flow_view_proto_goTypes = []any{
 	(StepPhase)(0),                // 0: dex.StepPhase
 	(AttemptStatus)(0),            // 1: dex.AttemptStatus
 	(TimerStatus)(0),              // 2: dex.TimerStatus
 	(*FlowSummary)(nil),           // 3: dex.FlowSummary
-	(*StepOutput)(nil),            // 4: dex.StepOutput
-	(*FlowResult)(nil),            // 5: dex.FlowResult
-	(*FlowState)(nil),             // 6: dex.FlowState
-	(*StepExecutionState)(nil),    // 7: dex.StepExecutionState
-	(*AttemptState)(nil),          // 8: dex.AttemptState
-	(*WaitState)(nil),             // 9: dex.WaitState
-	(*TimerState)(nil),            // 10: dex.TimerState
-	(*ChannelConditionState)(nil), // 11: dex.ChannelConditionState
-	(*ChannelQueue)(nil),          // 12: dex.ChannelQueue
-	(*QueuedMessage)(nil),         // 13: dex.QueuedMessage
-	(*PendingTask)(nil),           // 14: dex.PendingTask
-	(FlowStatus)(0),               // 15: dex.FlowStatus
-	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 17: google.protobuf.Duration
-	(FlowTimeoutPolicy)(0),        // 18: dex.FlowTimeoutPolicy
-	(*FlowError)(nil),             // 19: dex.FlowError
-	(*EncodedValue)(nil),          // 20: dex.EncodedValue
-	(*Attribute)(nil),             // 21: dex.Attribute
+	(*FlowState)(nil),             // 4: dex.FlowState
+	(*StepExecutionState)(nil),    // 5: dex.StepExecutionState
+	(*AttemptState)(nil),          // 6: dex.AttemptState
+	(*WaitState)(nil),             // 7: dex.WaitState
+	(*SubFlowConditionState)(nil), // 8: dex.SubFlowConditionState
+	(*TimerState)(nil),            // 9: dex.TimerState
+	(*ChannelConditionState)(nil), // 10: dex.ChannelConditionState
+	(*ChannelQueue)(nil),          // 11: dex.ChannelQueue
+	(*QueuedMessage)(nil),         // 12: dex.QueuedMessage
+	(*PendingTask)(nil),           // 13: dex.PendingTask
+	(FlowStatus)(0),               // 14: dex.FlowStatus
+	(*timestamppb.Timestamp)(nil), // 15: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 16: google.protobuf.Duration
+	(FlowTimeoutPolicy)(0),        // 17: dex.FlowTimeoutPolicy
+	(*FlowError)(nil),             // 18: dex.FlowError
+	(*Attribute)(nil),             // 19: dex.Attribute
+	(*StepOutput)(nil),            // 20: dex.StepOutput
+	(*EncodedValue)(nil),          // 21: dex.EncodedValue
 	(*StepOptions)(nil),           // 22: dex.StepOptions
 	(*AttemptFailure)(nil),        // 23: dex.AttemptFailure
 	(TaskKind)(0),                 // 24: dex.TaskKind
 	(*Wait)(nil),                  // 25: dex.Wait
+	(SubFlowReusePolicy)(0),       // 26: dex.SubFlowReusePolicy
 }
 var file_dex_flow_view_proto_depIdxs = []int32{
-	15, // 0: dex.FlowSummary.status:type_name -> dex.FlowStatus
-	16, // 1: dex.FlowSummary.start_time:type_name -> google.protobuf.Timestamp
-	16, // 2: dex.FlowSummary.close_time:type_name -> google.protobuf.Timestamp
-	17, // 3: dex.FlowSummary.flow_timeout:type_name -> google.protobuf.Duration
-	18, // 4: dex.FlowSummary.flow_timeout_policy:type_name -> dex.FlowTimeoutPolicy
-	19, // 5: dex.FlowSummary.error:type_name -> dex.FlowError
-	20, // 6: dex.StepOutput.output:type_name -> dex.EncodedValue
-	16, // 7: dex.StepOutput.time:type_name -> google.protobuf.Timestamp
-	15, // 8: dex.FlowResult.status:type_name -> dex.FlowStatus
-	4,  // 9: dex.FlowResult.outputs:type_name -> dex.StepOutput
-	19, // 10: dex.FlowResult.error:type_name -> dex.FlowError
-	16, // 11: dex.FlowResult.close_time:type_name -> google.protobuf.Timestamp
-	3,  // 12: dex.FlowState.summary:type_name -> dex.FlowSummary
-	7,  // 13: dex.FlowState.step_executions:type_name -> dex.StepExecutionState
-	12, // 14: dex.FlowState.channels:type_name -> dex.ChannelQueue
-	21, // 15: dex.FlowState.attributes:type_name -> dex.Attribute
-	4,  // 16: dex.FlowState.outputs:type_name -> dex.StepOutput
-	14, // 17: dex.FlowState.pending_tasks:type_name -> dex.PendingTask
-	0,  // 18: dex.StepExecutionState.phase:type_name -> dex.StepPhase
-	20, // 19: dex.StepExecutionState.input:type_name -> dex.EncodedValue
-	16, // 20: dex.StepExecutionState.schedule_time:type_name -> google.protobuf.Timestamp
-	22, // 21: dex.StepExecutionState.options:type_name -> dex.StepOptions
-	8,  // 22: dex.StepExecutionState.attempt:type_name -> dex.AttemptState
-	23, // 23: dex.StepExecutionState.last_failure:type_name -> dex.AttemptFailure
-	9,  // 24: dex.StepExecutionState.wait:type_name -> dex.WaitState
-	23, // 25: dex.StepExecutionState.wait_for_failure:type_name -> dex.AttemptFailure
-	24, // 26: dex.AttemptState.method:type_name -> dex.TaskKind
-	1,  // 27: dex.AttemptState.status:type_name -> dex.AttemptStatus
-	16, // 28: dex.AttemptState.first_attempt_time:type_name -> google.protobuf.Timestamp
-	16, // 29: dex.AttemptState.start_time:type_name -> google.protobuf.Timestamp
-	16, // 30: dex.AttemptState.deadline:type_name -> google.protobuf.Timestamp
-	16, // 31: dex.AttemptState.next_attempt_time:type_name -> google.protobuf.Timestamp
-	25, // 32: dex.WaitState.wait:type_name -> dex.Wait
-	16, // 33: dex.WaitState.store_time:type_name -> google.protobuf.Timestamp
-	10, // 34: dex.WaitState.timers:type_name -> dex.TimerState
-	11, // 35: dex.WaitState.channels:type_name -> dex.ChannelConditionState
-	16, // 36: dex.TimerState.fire_time:type_name -> google.protobuf.Timestamp
-	2,  // 37: dex.TimerState.status:type_name -> dex.TimerStatus
-	13, // 38: dex.ChannelQueue.messages:type_name -> dex.QueuedMessage
-	20, // 39: dex.QueuedMessage.value:type_name -> dex.EncodedValue
-	16, // 40: dex.QueuedMessage.publish_time:type_name -> google.protobuf.Timestamp
-	24, // 41: dex.PendingTask.kind:type_name -> dex.TaskKind
-	16, // 42: dex.PendingTask.ready_time:type_name -> google.protobuf.Timestamp
-	43, // [43:43] is the sub-list for method output_type
-	43, // [43:43] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	14, // 0: dex.FlowSummary.status:type_name -> dex.FlowStatus
+	15, // 1: dex.FlowSummary.start_time:type_name -> google.protobuf.Timestamp
+	15, // 2: dex.FlowSummary.close_time:type_name -> google.protobuf.Timestamp
+	16, // 3: dex.FlowSummary.flow_timeout:type_name -> google.protobuf.Duration
+	17, // 4: dex.FlowSummary.flow_timeout_policy:type_name -> dex.FlowTimeoutPolicy
+	18, // 5: dex.FlowSummary.error:type_name -> dex.FlowError
+	3,  // 6: dex.FlowState.summary:type_name -> dex.FlowSummary
+	5,  // 7: dex.FlowState.step_executions:type_name -> dex.StepExecutionState
+	11, // 8: dex.FlowState.channels:type_name -> dex.ChannelQueue
+	19, // 9: dex.FlowState.attributes:type_name -> dex.Attribute
+	20, // 10: dex.FlowState.outputs:type_name -> dex.StepOutput
+	13, // 11: dex.FlowState.pending_tasks:type_name -> dex.PendingTask
+	0,  // 12: dex.StepExecutionState.phase:type_name -> dex.StepPhase
+	21, // 13: dex.StepExecutionState.input:type_name -> dex.EncodedValue
+	15, // 14: dex.StepExecutionState.schedule_time:type_name -> google.protobuf.Timestamp
+	22, // 15: dex.StepExecutionState.options:type_name -> dex.StepOptions
+	6,  // 16: dex.StepExecutionState.attempt:type_name -> dex.AttemptState
+	23, // 17: dex.StepExecutionState.last_failure:type_name -> dex.AttemptFailure
+	7,  // 18: dex.StepExecutionState.wait:type_name -> dex.WaitState
+	23, // 19: dex.StepExecutionState.wait_for_failure:type_name -> dex.AttemptFailure
+	24, // 20: dex.AttemptState.method:type_name -> dex.TaskKind
+	1,  // 21: dex.AttemptState.status:type_name -> dex.AttemptStatus
+	15, // 22: dex.AttemptState.first_attempt_time:type_name -> google.protobuf.Timestamp
+	15, // 23: dex.AttemptState.start_time:type_name -> google.protobuf.Timestamp
+	15, // 24: dex.AttemptState.deadline:type_name -> google.protobuf.Timestamp
+	15, // 25: dex.AttemptState.next_attempt_time:type_name -> google.protobuf.Timestamp
+	25, // 26: dex.WaitState.wait:type_name -> dex.Wait
+	15, // 27: dex.WaitState.store_time:type_name -> google.protobuf.Timestamp
+	9,  // 28: dex.WaitState.timers:type_name -> dex.TimerState
+	10, // 29: dex.WaitState.channels:type_name -> dex.ChannelConditionState
+	8,  // 30: dex.WaitState.sub_flows:type_name -> dex.SubFlowConditionState
+	14, // 31: dex.SubFlowConditionState.status:type_name -> dex.FlowStatus
+	26, // 32: dex.SubFlowConditionState.reuse_policy:type_name -> dex.SubFlowReusePolicy
+	15, // 33: dex.TimerState.fire_time:type_name -> google.protobuf.Timestamp
+	2,  // 34: dex.TimerState.status:type_name -> dex.TimerStatus
+	12, // 35: dex.ChannelQueue.messages:type_name -> dex.QueuedMessage
+	21, // 36: dex.QueuedMessage.value:type_name -> dex.EncodedValue
+	15, // 37: dex.QueuedMessage.publish_time:type_name -> google.protobuf.Timestamp
+	24, // 38: dex.PendingTask.kind:type_name -> dex.TaskKind
+	15, // 39: dex.PendingTask.ready_time:type_name -> google.protobuf.Timestamp
+	40, // [40:40] is the sub-list for method output_type
+	40, // [40:40] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_dex_flow_view_proto_init() }
@@ -1539,6 +1480,7 @@ func file_dex_flow_view_proto_init() {
 	}
 	file_dex_common_proto_init()
 	file_dex_options_proto_init()
+	file_dex_result_proto_init()
 	file_dex_wait_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1546,7 +1488,7 @@ func file_dex_flow_view_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dex_flow_view_proto_rawDesc), len(file_dex_flow_view_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   12,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

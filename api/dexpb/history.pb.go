@@ -49,6 +49,7 @@ type HistoryEvent struct {
 	//	*HistoryEvent_AttributesSet
 	//	*HistoryEvent_TimerSkipped
 	//	*HistoryEvent_FlowClosed
+	//	*HistoryEvent_SubFlowCompleted
 	//	*HistoryEvent_StepCanceled
 	Event         isHistoryEvent_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
@@ -196,6 +197,15 @@ func (x *HistoryEvent) GetFlowClosed() *FlowClosedEvent {
 	return nil
 }
 
+func (x *HistoryEvent) GetSubFlowCompleted() *SubFlowCompletedEvent {
+	if x != nil {
+		if x, ok := x.Event.(*HistoryEvent_SubFlowCompleted); ok {
+			return x.SubFlowCompleted
+		}
+	}
+	return nil
+}
+
 func (x *HistoryEvent) GetStepCanceled() *StepCanceledEvent {
 	if x != nil {
 		if x, ok := x.Event.(*HistoryEvent_StepCanceled); ok {
@@ -259,9 +269,15 @@ type HistoryEvent_FlowClosed struct {
 	FlowClosed *FlowClosedEvent `protobuf:"bytes,12,opt,name=flow_closed,json=flowClosed,proto3,oneof"`
 }
 
+type HistoryEvent_SubFlowCompleted struct {
+	// SubFlowCompleted: a child of a SubFlow condition closed and the
+	// condition took its result.
+	SubFlowCompleted *SubFlowCompletedEvent `protobuf:"bytes,13,opt,name=sub_flow_completed,json=subFlowCompleted,proto3,oneof"`
+}
+
 type HistoryEvent_StepCanceled struct {
 	// StepCanceled: a decision or an RPC cancelled a step execution (E29).
-	StepCanceled *StepCanceledEvent `protobuf:"bytes,13,opt,name=step_canceled,json=stepCanceled,proto3,oneof"`
+	StepCanceled *StepCanceledEvent `protobuf:"bytes,14,opt,name=step_canceled,json=stepCanceled,proto3,oneof"`
 }
 
 func (*HistoryEvent_FlowStarted) isHistoryEvent_Event() {}
@@ -283,6 +299,8 @@ func (*HistoryEvent_AttributesSet) isHistoryEvent_Event() {}
 func (*HistoryEvent_TimerSkipped) isHistoryEvent_Event() {}
 
 func (*HistoryEvent_FlowClosed) isHistoryEvent_Event() {}
+
+func (*HistoryEvent_SubFlowCompleted) isHistoryEvent_Event() {}
 
 func (*HistoryEvent_StepCanceled) isHistoryEvent_Event() {}
 
@@ -1096,11 +1114,94 @@ func (x *FlowClosedEvent) GetOutputs() []*StepOutput {
 	return nil
 }
 
+// SubFlowCompletedEvent is a SubFlow condition taking its child's result.
+type SubFlowCompletedEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// StepType is the waiting step's type.
+	StepType string `protobuf:"bytes,1,opt,name=step_type,json=stepType,proto3" json:"step_type,omitempty"`
+	// StepExecutionId is the waiting step execution.
+	StepExecutionId string `protobuf:"bytes,2,opt,name=step_execution_id,json=stepExecutionId,proto3" json:"step_execution_id,omitempty"`
+	// SubFlowConditionIndex is the condition's index among the Wait's
+	// SubFlow conditions.
+	SubFlowConditionIndex uint32 `protobuf:"varint,3,opt,name=sub_flow_condition_index,json=subFlowConditionIndex,proto3" json:"sub_flow_condition_index,omitempty"`
+	// ConditionId is the condition's ID, if it has one.
+	ConditionId string `protobuf:"bytes,4,opt,name=condition_id,json=conditionId,proto3" json:"condition_id,omitempty"`
+	// Result is the child's result.
+	Result        *FlowResult `protobuf:"bytes,5,opt,name=result,proto3" json:"result,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubFlowCompletedEvent) Reset() {
+	*x = SubFlowCompletedEvent{}
+	mi := &file_dex_history_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubFlowCompletedEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubFlowCompletedEvent) ProtoMessage() {}
+
+func (x *SubFlowCompletedEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_dex_history_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubFlowCompletedEvent.ProtoReflect.Descriptor instead.
+func (*SubFlowCompletedEvent) Descriptor() ([]byte, []int) {
+	return file_dex_history_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *SubFlowCompletedEvent) GetStepType() string {
+	if x != nil {
+		return x.StepType
+	}
+	return ""
+}
+
+func (x *SubFlowCompletedEvent) GetStepExecutionId() string {
+	if x != nil {
+		return x.StepExecutionId
+	}
+	return ""
+}
+
+func (x *SubFlowCompletedEvent) GetSubFlowConditionIndex() uint32 {
+	if x != nil {
+		return x.SubFlowConditionIndex
+	}
+	return 0
+}
+
+func (x *SubFlowCompletedEvent) GetConditionId() string {
+	if x != nil {
+		return x.ConditionId
+	}
+	return ""
+}
+
+func (x *SubFlowCompletedEvent) GetResult() *FlowResult {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
 var File_dex_history_proto protoreflect.FileDescriptor
 
 const file_dex_history_proto_rawDesc = "" +
 	"\n" +
-	"\x11dex/history.proto\x12\x03dex\x1a\x10dex/common.proto\x1a\x12dex/decision.proto\x1a\x13dex/flow_view.proto\x1a\x0edex/wait.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc5\x06\n" +
+	"\x11dex/history.proto\x12\x03dex\x1a\x10dex/common.proto\x1a\x12dex/decision.proto\x1a\x10dex/result.proto\x1a\x0edex/wait.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x91\a\n" +
 	"\fHistoryEvent\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\x04R\aeventId\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12:\n" +
@@ -1115,8 +1216,9 @@ const file_dex_history_proto_rawDesc = "" +
 	" \x01(\v2\x17.dex.AttributesSetEventH\x00R\rattributesSet\x12=\n" +
 	"\rtimer_skipped\x18\v \x01(\v2\x16.dex.TimerSkippedEventH\x00R\ftimerSkipped\x127\n" +
 	"\vflow_closed\x18\f \x01(\v2\x14.dex.FlowClosedEventH\x00R\n" +
-	"flowClosed\x12=\n" +
-	"\rstep_canceled\x18\r \x01(\v2\x16.dex.StepCanceledEventH\x00R\fstepCanceledB\a\n" +
+	"flowClosed\x12J\n" +
+	"\x12sub_flow_completed\x18\r \x01(\v2\x1a.dex.SubFlowCompletedEventH\x00R\x10subFlowCompleted\x12=\n" +
+	"\rstep_canceled\x18\x0e \x01(\v2\x16.dex.StepCanceledEventH\x00R\fstepCanceledB\a\n" +
 	"\x05event\"\xe0\x03\n" +
 	"\x10FlowStartedEvent\x12\x1b\n" +
 	"\tflow_type\x18\x01 \x01(\tR\bflowType\x12,\n" +
@@ -1181,7 +1283,13 @@ const file_dex_history_proto_rawDesc = "" +
 	"\x0fFlowClosedEvent\x12'\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x0f.dex.FlowStatusR\x06status\x12$\n" +
 	"\x05error\x18\x02 \x01(\v2\x0e.dex.FlowErrorR\x05error\x12)\n" +
-	"\aoutputs\x18\x03 \x03(\v2\x0f.dex.StepOutputR\aoutputsB(Z&github.com/dexzd/dexzd/api/dexpb;dexpbb\x06proto3"
+	"\aoutputs\x18\x03 \x03(\v2\x0f.dex.StepOutputR\aoutputs\"\xe5\x01\n" +
+	"\x15SubFlowCompletedEvent\x12\x1b\n" +
+	"\tstep_type\x18\x01 \x01(\tR\bstepType\x12*\n" +
+	"\x11step_execution_id\x18\x02 \x01(\tR\x0fstepExecutionId\x127\n" +
+	"\x18sub_flow_condition_index\x18\x03 \x01(\rR\x15subFlowConditionIndex\x12!\n" +
+	"\fcondition_id\x18\x04 \x01(\tR\vconditionId\x12'\n" +
+	"\x06result\x18\x05 \x01(\v2\x0f.dex.FlowResultR\x06resultB(Z&github.com/dexzd/dexzd/api/dexpb;dexpbb\x06proto3"
 
 var (
 	file_dex_history_proto_rawDescOnce sync.Once
@@ -1195,7 +1303,7 @@ func file_dex_history_proto_rawDescGZIP() []byte {
 	return file_dex_history_proto_rawDescData
 }
 
-var file_dex_history_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_dex_history_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_dex_history_proto_goTypes = []any{
 	(*HistoryEvent)(nil),           // 0: dex.HistoryEvent
 	(*FlowStartedEvent)(nil),       // 1: dex.FlowStartedEvent
@@ -1208,24 +1316,26 @@ var file_dex_history_proto_goTypes = []any{
 	(*TimerSkippedEvent)(nil),      // 8: dex.TimerSkippedEvent
 	(*StepCanceledEvent)(nil),      // 9: dex.StepCanceledEvent
 	(*FlowClosedEvent)(nil),        // 10: dex.FlowClosedEvent
-	(*timestamppb.Timestamp)(nil),  // 11: google.protobuf.Timestamp
-	(*Movement)(nil),               // 12: dex.Movement
-	(*Attribute)(nil),              // 13: dex.Attribute
-	(*durationpb.Duration)(nil),    // 14: google.protobuf.Duration
-	(FlowTimeoutPolicy)(0),         // 15: dex.FlowTimeoutPolicy
-	(IdReusePolicy)(0),             // 16: dex.IdReusePolicy
-	(*Wait)(nil),                   // 17: dex.Wait
-	(*StagedWrites)(nil),           // 18: dex.StagedWrites
-	(*StepDecision)(nil),           // 19: dex.StepDecision
-	(*AttemptFailure)(nil),         // 20: dex.AttemptFailure
-	(*EncodedValue)(nil),           // 21: dex.EncodedValue
-	(*ChannelPublish)(nil),         // 22: dex.ChannelPublish
-	(FlowStatus)(0),                // 23: dex.FlowStatus
-	(*FlowError)(nil),              // 24: dex.FlowError
-	(*StepOutput)(nil),             // 25: dex.StepOutput
+	(*SubFlowCompletedEvent)(nil),  // 11: dex.SubFlowCompletedEvent
+	(*timestamppb.Timestamp)(nil),  // 12: google.protobuf.Timestamp
+	(*Movement)(nil),               // 13: dex.Movement
+	(*Attribute)(nil),              // 14: dex.Attribute
+	(*durationpb.Duration)(nil),    // 15: google.protobuf.Duration
+	(FlowTimeoutPolicy)(0),         // 16: dex.FlowTimeoutPolicy
+	(IdReusePolicy)(0),             // 17: dex.IdReusePolicy
+	(*Wait)(nil),                   // 18: dex.Wait
+	(*StagedWrites)(nil),           // 19: dex.StagedWrites
+	(*StepDecision)(nil),           // 20: dex.StepDecision
+	(*AttemptFailure)(nil),         // 21: dex.AttemptFailure
+	(*EncodedValue)(nil),           // 22: dex.EncodedValue
+	(*ChannelPublish)(nil),         // 23: dex.ChannelPublish
+	(FlowStatus)(0),                // 24: dex.FlowStatus
+	(*FlowError)(nil),              // 25: dex.FlowError
+	(*StepOutput)(nil),             // 26: dex.StepOutput
+	(*FlowResult)(nil),             // 27: dex.FlowResult
 }
 var file_dex_history_proto_depIdxs = []int32{
-	11, // 0: dex.HistoryEvent.time:type_name -> google.protobuf.Timestamp
+	12, // 0: dex.HistoryEvent.time:type_name -> google.protobuf.Timestamp
 	1,  // 1: dex.HistoryEvent.flow_started:type_name -> dex.FlowStartedEvent
 	2,  // 2: dex.HistoryEvent.wait_for_completed:type_name -> dex.WaitForCompletedEvent
 	4,  // 3: dex.HistoryEvent.wait_for_failed:type_name -> dex.StepAttemptFailedEvent
@@ -1236,36 +1346,38 @@ var file_dex_history_proto_depIdxs = []int32{
 	7,  // 8: dex.HistoryEvent.attributes_set:type_name -> dex.AttributesSetEvent
 	8,  // 9: dex.HistoryEvent.timer_skipped:type_name -> dex.TimerSkippedEvent
 	10, // 10: dex.HistoryEvent.flow_closed:type_name -> dex.FlowClosedEvent
-	9,  // 11: dex.HistoryEvent.step_canceled:type_name -> dex.StepCanceledEvent
-	12, // 12: dex.FlowStartedEvent.start_step:type_name -> dex.Movement
-	13, // 13: dex.FlowStartedEvent.initial_attributes:type_name -> dex.Attribute
-	14, // 14: dex.FlowStartedEvent.flow_timeout:type_name -> google.protobuf.Duration
-	15, // 15: dex.FlowStartedEvent.flow_timeout_policy:type_name -> dex.FlowTimeoutPolicy
-	16, // 16: dex.FlowStartedEvent.id_reuse_policy:type_name -> dex.IdReusePolicy
-	14, // 17: dex.WaitForCompletedEvent.duration:type_name -> google.protobuf.Duration
-	17, // 18: dex.WaitForCompletedEvent.wait:type_name -> dex.Wait
-	18, // 19: dex.WaitForCompletedEvent.writes:type_name -> dex.StagedWrites
-	14, // 20: dex.ExecuteCompletedEvent.duration:type_name -> google.protobuf.Duration
-	19, // 21: dex.ExecuteCompletedEvent.decision:type_name -> dex.StepDecision
-	18, // 22: dex.ExecuteCompletedEvent.writes:type_name -> dex.StagedWrites
-	20, // 23: dex.StepAttemptFailedEvent.failure:type_name -> dex.AttemptFailure
-	14, // 24: dex.StepAttemptFailedEvent.duration:type_name -> google.protobuf.Duration
-	11, // 25: dex.StepAttemptFailedEvent.next_attempt_time:type_name -> google.protobuf.Timestamp
-	21, // 26: dex.RpcCompletedEvent.input:type_name -> dex.EncodedValue
-	21, // 27: dex.RpcCompletedEvent.output:type_name -> dex.EncodedValue
-	14, // 28: dex.RpcCompletedEvent.duration:type_name -> google.protobuf.Duration
-	12, // 29: dex.RpcCompletedEvent.movements:type_name -> dex.Movement
-	18, // 30: dex.RpcCompletedEvent.writes:type_name -> dex.StagedWrites
-	22, // 31: dex.ChannelPublishedEvent.publishes:type_name -> dex.ChannelPublish
-	13, // 32: dex.AttributesSetEvent.attributes:type_name -> dex.Attribute
-	23, // 33: dex.FlowClosedEvent.status:type_name -> dex.FlowStatus
-	24, // 34: dex.FlowClosedEvent.error:type_name -> dex.FlowError
-	25, // 35: dex.FlowClosedEvent.outputs:type_name -> dex.StepOutput
-	36, // [36:36] is the sub-list for method output_type
-	36, // [36:36] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	11, // 11: dex.HistoryEvent.sub_flow_completed:type_name -> dex.SubFlowCompletedEvent
+	9,  // 12: dex.HistoryEvent.step_canceled:type_name -> dex.StepCanceledEvent
+	13, // 13: dex.FlowStartedEvent.start_step:type_name -> dex.Movement
+	14, // 14: dex.FlowStartedEvent.initial_attributes:type_name -> dex.Attribute
+	15, // 15: dex.FlowStartedEvent.flow_timeout:type_name -> google.protobuf.Duration
+	16, // 16: dex.FlowStartedEvent.flow_timeout_policy:type_name -> dex.FlowTimeoutPolicy
+	17, // 17: dex.FlowStartedEvent.id_reuse_policy:type_name -> dex.IdReusePolicy
+	15, // 18: dex.WaitForCompletedEvent.duration:type_name -> google.protobuf.Duration
+	18, // 19: dex.WaitForCompletedEvent.wait:type_name -> dex.Wait
+	19, // 20: dex.WaitForCompletedEvent.writes:type_name -> dex.StagedWrites
+	15, // 21: dex.ExecuteCompletedEvent.duration:type_name -> google.protobuf.Duration
+	20, // 22: dex.ExecuteCompletedEvent.decision:type_name -> dex.StepDecision
+	19, // 23: dex.ExecuteCompletedEvent.writes:type_name -> dex.StagedWrites
+	21, // 24: dex.StepAttemptFailedEvent.failure:type_name -> dex.AttemptFailure
+	15, // 25: dex.StepAttemptFailedEvent.duration:type_name -> google.protobuf.Duration
+	12, // 26: dex.StepAttemptFailedEvent.next_attempt_time:type_name -> google.protobuf.Timestamp
+	22, // 27: dex.RpcCompletedEvent.input:type_name -> dex.EncodedValue
+	22, // 28: dex.RpcCompletedEvent.output:type_name -> dex.EncodedValue
+	15, // 29: dex.RpcCompletedEvent.duration:type_name -> google.protobuf.Duration
+	13, // 30: dex.RpcCompletedEvent.movements:type_name -> dex.Movement
+	19, // 31: dex.RpcCompletedEvent.writes:type_name -> dex.StagedWrites
+	23, // 32: dex.ChannelPublishedEvent.publishes:type_name -> dex.ChannelPublish
+	14, // 33: dex.AttributesSetEvent.attributes:type_name -> dex.Attribute
+	24, // 34: dex.FlowClosedEvent.status:type_name -> dex.FlowStatus
+	25, // 35: dex.FlowClosedEvent.error:type_name -> dex.FlowError
+	26, // 36: dex.FlowClosedEvent.outputs:type_name -> dex.StepOutput
+	27, // 37: dex.SubFlowCompletedEvent.result:type_name -> dex.FlowResult
+	38, // [38:38] is the sub-list for method output_type
+	38, // [38:38] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_dex_history_proto_init() }
@@ -1275,7 +1387,7 @@ func file_dex_history_proto_init() {
 	}
 	file_dex_common_proto_init()
 	file_dex_decision_proto_init()
-	file_dex_flow_view_proto_init()
+	file_dex_result_proto_init()
 	file_dex_wait_proto_init()
 	file_dex_history_proto_msgTypes[0].OneofWrappers = []any{
 		(*HistoryEvent_FlowStarted)(nil),
@@ -1288,6 +1400,7 @@ func file_dex_history_proto_init() {
 		(*HistoryEvent_AttributesSet)(nil),
 		(*HistoryEvent_TimerSkipped)(nil),
 		(*HistoryEvent_FlowClosed)(nil),
+		(*HistoryEvent_SubFlowCompleted)(nil),
 		(*HistoryEvent_StepCanceled)(nil),
 	}
 	type x struct{}
@@ -1296,7 +1409,7 @@ func file_dex_history_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dex_history_proto_rawDesc), len(file_dex_history_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   11,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -24,6 +24,69 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// SubFlowReusePolicy says what a SubFlow condition does when its derived
+// child flow ID already has a run (the parent's flow ID was reused).
+type SubFlowReusePolicy int32
+
+const (
+	// SUB_FLOW_REUSE_POLICY_UNSPECIFIED is
+	// RESTART_IF_PREVIOUS_EXITS_ABNORMALLY.
+	SubFlowReusePolicy_SUB_FLOW_REUSE_POLICY_UNSPECIFIED SubFlowReusePolicy = 0
+	// SUB_FLOW_REUSE_POLICY_RESTART_IF_PREVIOUS_EXITS_ABNORMALLY attaches to
+	// a running or completed child and starts a new run over a failed,
+	// canceled, timed-out or terminated one.
+	SubFlowReusePolicy_SUB_FLOW_REUSE_POLICY_RESTART_IF_PREVIOUS_EXITS_ABNORMALLY SubFlowReusePolicy = 1
+	// SUB_FLOW_REUSE_POLICY_ATTACH attaches to a running child and takes a
+	// closed child's result, whatever its status.
+	SubFlowReusePolicy_SUB_FLOW_REUSE_POLICY_ATTACH SubFlowReusePolicy = 2
+	// SUB_FLOW_REUSE_POLICY_ALWAYS_RESTART terminates a running child and
+	// starts a new run.
+	SubFlowReusePolicy_SUB_FLOW_REUSE_POLICY_ALWAYS_RESTART SubFlowReusePolicy = 3
+)
+
+// Enum value maps for SubFlowReusePolicy.
+var (
+	SubFlowReusePolicy_name = map[int32]string{
+		0: "SUB_FLOW_REUSE_POLICY_UNSPECIFIED",
+		1: "SUB_FLOW_REUSE_POLICY_RESTART_IF_PREVIOUS_EXITS_ABNORMALLY",
+		2: "SUB_FLOW_REUSE_POLICY_ATTACH",
+		3: "SUB_FLOW_REUSE_POLICY_ALWAYS_RESTART",
+	}
+	SubFlowReusePolicy_value = map[string]int32{
+		"SUB_FLOW_REUSE_POLICY_UNSPECIFIED":                          0,
+		"SUB_FLOW_REUSE_POLICY_RESTART_IF_PREVIOUS_EXITS_ABNORMALLY": 1,
+		"SUB_FLOW_REUSE_POLICY_ATTACH":                               2,
+		"SUB_FLOW_REUSE_POLICY_ALWAYS_RESTART":                       3,
+	}
+)
+
+func (x SubFlowReusePolicy) Enum() *SubFlowReusePolicy {
+	p := new(SubFlowReusePolicy)
+	*p = x
+	return p
+}
+
+func (x SubFlowReusePolicy) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SubFlowReusePolicy) Descriptor() protoreflect.EnumDescriptor {
+	return file_dex_wait_proto_enumTypes[0].Descriptor()
+}
+
+func (SubFlowReusePolicy) Type() protoreflect.EnumType {
+	return &file_dex_wait_proto_enumTypes[0]
+}
+
+func (x SubFlowReusePolicy) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SubFlowReusePolicy.Descriptor instead.
+func (SubFlowReusePolicy) EnumDescriptor() ([]byte, []int) {
+	return file_dex_wait_proto_rawDescGZIP(), []int{0}
+}
+
 // ChannelBound is how many messages a channel condition waits for and how
 // many it takes.
 type ChannelBound int32
@@ -78,11 +141,11 @@ func (x ChannelBound) String() string {
 }
 
 func (ChannelBound) Descriptor() protoreflect.EnumDescriptor {
-	return file_dex_wait_proto_enumTypes[0].Descriptor()
+	return file_dex_wait_proto_enumTypes[1].Descriptor()
 }
 
 func (ChannelBound) Type() protoreflect.EnumType {
-	return &file_dex_wait_proto_enumTypes[0]
+	return &file_dex_wait_proto_enumTypes[1]
 }
 
 func (x ChannelBound) Number() protoreflect.EnumNumber {
@@ -91,7 +154,7 @@ func (x ChannelBound) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ChannelBound.Descriptor instead.
 func (ChannelBound) EnumDescriptor() ([]byte, []int) {
-	return file_dex_wait_proto_rawDescGZIP(), []int{0}
+	return file_dex_wait_proto_rawDescGZIP(), []int{1}
 }
 
 // Wait is what a WaitFor returns: the conditions that must hold before the
@@ -270,6 +333,7 @@ type WaitCondition struct {
 	//
 	//	*WaitCondition_Timer
 	//	*WaitCondition_Channel
+	//	*WaitCondition_SubFlow
 	Condition     isWaitCondition_Condition `protobuf_oneof:"condition"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -337,6 +401,15 @@ func (x *WaitCondition) GetChannel() *ChannelCondition {
 	return nil
 }
 
+func (x *WaitCondition) GetSubFlow() *SubFlowCondition {
+	if x != nil {
+		if x, ok := x.Condition.(*WaitCondition_SubFlow); ok {
+			return x.SubFlow
+		}
+	}
+	return nil
+}
+
 type isWaitCondition_Condition interface {
 	isWaitCondition_Condition()
 }
@@ -351,9 +424,121 @@ type WaitCondition_Channel struct {
 	Channel *ChannelCondition `protobuf:"bytes,3,opt,name=channel,proto3,oneof"`
 }
 
+type WaitCondition_SubFlow struct {
+	// SubFlow starts a child flow and holds once the child has closed.
+	SubFlow *SubFlowCondition `protobuf:"bytes,4,opt,name=sub_flow,json=subFlow,proto3,oneof"`
+}
+
 func (*WaitCondition_Timer) isWaitCondition_Condition() {}
 
 func (*WaitCondition_Channel) isWaitCondition_Condition() {}
+
+func (*WaitCondition_SubFlow) isWaitCondition_Condition() {}
+
+// SubFlowCondition starts a child flow, a full flow with its own history,
+// and holds once it closed (whatever its status). The server derives the
+// child's flow ID: SubFlow:<parentFlowId>-<parentStepExecutionId>-<index>,
+// index counting the Wait's SubFlow conditions from 0. A start delay and a
+// flow retry policy are not supported yet.
+type SubFlowCondition struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// FlowType is the child's flow type.
+	FlowType string `protobuf:"bytes,1,opt,name=flow_type,json=flowType,proto3" json:"flow_type,omitempty"`
+	// StartStep is the child's start step and its input; unset starts at
+	// the start step the child's type declares, with Input.
+	StartStep string `protobuf:"bytes,2,opt,name=start_step,json=startStep,proto3" json:"start_step,omitempty"`
+	// Input is the child's start step input.
+	Input *EncodedValue `protobuf:"bytes,3,opt,name=input,proto3" json:"input,omitempty"`
+	// FlowTimeout is the child's flow timeout; unset: none.
+	FlowTimeout *durationpb.Duration `protobuf:"bytes,4,opt,name=flow_timeout,json=flowTimeout,proto3" json:"flow_timeout,omitempty"`
+	// FlowTimeoutPolicy is the child's flow timeout policy.
+	FlowTimeoutPolicy FlowTimeoutPolicy `protobuf:"varint,5,opt,name=flow_timeout_policy,json=flowTimeoutPolicy,proto3,enum=dex.FlowTimeoutPolicy" json:"flow_timeout_policy,omitempty"`
+	// InitialAttributes are the child's initial attributes.
+	InitialAttributes []*Attribute `protobuf:"bytes,6,rep,name=initial_attributes,json=initialAttributes,proto3" json:"initial_attributes,omitempty"`
+	// ReusePolicy applies when the derived child ID already has a run.
+	ReusePolicy   SubFlowReusePolicy `protobuf:"varint,7,opt,name=reuse_policy,json=reusePolicy,proto3,enum=dex.SubFlowReusePolicy" json:"reuse_policy,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubFlowCondition) Reset() {
+	*x = SubFlowCondition{}
+	mi := &file_dex_wait_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubFlowCondition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubFlowCondition) ProtoMessage() {}
+
+func (x *SubFlowCondition) ProtoReflect() protoreflect.Message {
+	mi := &file_dex_wait_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubFlowCondition.ProtoReflect.Descriptor instead.
+func (*SubFlowCondition) Descriptor() ([]byte, []int) {
+	return file_dex_wait_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *SubFlowCondition) GetFlowType() string {
+	if x != nil {
+		return x.FlowType
+	}
+	return ""
+}
+
+func (x *SubFlowCondition) GetStartStep() string {
+	if x != nil {
+		return x.StartStep
+	}
+	return ""
+}
+
+func (x *SubFlowCondition) GetInput() *EncodedValue {
+	if x != nil {
+		return x.Input
+	}
+	return nil
+}
+
+func (x *SubFlowCondition) GetFlowTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.FlowTimeout
+	}
+	return nil
+}
+
+func (x *SubFlowCondition) GetFlowTimeoutPolicy() FlowTimeoutPolicy {
+	if x != nil {
+		return x.FlowTimeoutPolicy
+	}
+	return FlowTimeoutPolicy_FLOW_TIMEOUT_POLICY_UNSPECIFIED
+}
+
+func (x *SubFlowCondition) GetInitialAttributes() []*Attribute {
+	if x != nil {
+		return x.InitialAttributes
+	}
+	return nil
+}
+
+func (x *SubFlowCondition) GetReusePolicy() SubFlowReusePolicy {
+	if x != nil {
+		return x.ReusePolicy
+	}
+	return SubFlowReusePolicy_SUB_FLOW_REUSE_POLICY_UNSPECIFIED
+}
 
 // TimerCondition is a durable timer. It holds once its fire time
 // has passed or a client skipped it.
@@ -369,7 +554,7 @@ type TimerCondition struct {
 
 func (x *TimerCondition) Reset() {
 	*x = TimerCondition{}
-	mi := &file_dex_wait_proto_msgTypes[3]
+	mi := &file_dex_wait_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -381,7 +566,7 @@ func (x *TimerCondition) String() string {
 func (*TimerCondition) ProtoMessage() {}
 
 func (x *TimerCondition) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_wait_proto_msgTypes[3]
+	mi := &file_dex_wait_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -394,7 +579,7 @@ func (x *TimerCondition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimerCondition.ProtoReflect.Descriptor instead.
 func (*TimerCondition) Descriptor() ([]byte, []int) {
-	return file_dex_wait_proto_rawDescGZIP(), []int{3}
+	return file_dex_wait_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *TimerCondition) GetDuration() *durationpb.Duration {
@@ -426,7 +611,7 @@ type ChannelCondition struct {
 
 func (x *ChannelCondition) Reset() {
 	*x = ChannelCondition{}
-	mi := &file_dex_wait_proto_msgTypes[4]
+	mi := &file_dex_wait_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -438,7 +623,7 @@ func (x *ChannelCondition) String() string {
 func (*ChannelCondition) ProtoMessage() {}
 
 func (x *ChannelCondition) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_wait_proto_msgTypes[4]
+	mi := &file_dex_wait_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -451,7 +636,7 @@ func (x *ChannelCondition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelCondition.ProtoReflect.Descriptor instead.
 func (*ChannelCondition) Descriptor() ([]byte, []int) {
-	return file_dex_wait_proto_rawDescGZIP(), []int{4}
+	return file_dex_wait_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ChannelCondition) GetChannel() string {
@@ -497,14 +682,17 @@ type ConditionResults struct {
 	Timers []*TimerResult `protobuf:"bytes,1,rep,name=timers,proto3" json:"timers,omitempty"`
 	// Channels has one entry per channel condition of the Wait, by channel
 	// condition index.
-	Channels      []*ChannelResult `protobuf:"bytes,2,rep,name=channels,proto3" json:"channels,omitempty"`
+	Channels []*ChannelResult `protobuf:"bytes,2,rep,name=channels,proto3" json:"channels,omitempty"`
+	// SubFlows has one entry per SubFlow condition of the Wait, by SubFlow
+	// condition index.
+	SubFlows      []*SubFlowResult `protobuf:"bytes,3,rep,name=sub_flows,json=subFlows,proto3" json:"sub_flows,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ConditionResults) Reset() {
 	*x = ConditionResults{}
-	mi := &file_dex_wait_proto_msgTypes[5]
+	mi := &file_dex_wait_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -516,7 +704,7 @@ func (x *ConditionResults) String() string {
 func (*ConditionResults) ProtoMessage() {}
 
 func (x *ConditionResults) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_wait_proto_msgTypes[5]
+	mi := &file_dex_wait_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -529,7 +717,7 @@ func (x *ConditionResults) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConditionResults.ProtoReflect.Descriptor instead.
 func (*ConditionResults) Descriptor() ([]byte, []int) {
-	return file_dex_wait_proto_rawDescGZIP(), []int{5}
+	return file_dex_wait_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ConditionResults) GetTimers() []*TimerResult {
@@ -542,6 +730,91 @@ func (x *ConditionResults) GetTimers() []*TimerResult {
 func (x *ConditionResults) GetChannels() []*ChannelResult {
 	if x != nil {
 		return x.Channels
+	}
+	return nil
+}
+
+func (x *ConditionResults) GetSubFlows() []*SubFlowResult {
+	if x != nil {
+		return x.SubFlows
+	}
+	return nil
+}
+
+// SubFlowResult is the outcome of one SubFlow condition.
+type SubFlowResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// SubFlowConditionIndex is the condition's index among the Wait's
+	// SubFlow conditions.
+	SubFlowConditionIndex uint32 `protobuf:"varint,1,opt,name=sub_flow_condition_index,json=subFlowConditionIndex,proto3" json:"sub_flow_condition_index,omitempty"`
+	// ConditionId is the condition's ID, if it had one.
+	ConditionId string `protobuf:"bytes,2,opt,name=condition_id,json=conditionId,proto3" json:"condition_id,omitempty"`
+	// Satisfied is true when the child closed before the Wait held: always
+	// for Until and AllOf; for an AnyOf, the winner (and any child that
+	// closed with it).
+	Satisfied bool `protobuf:"varint,3,opt,name=satisfied,proto3" json:"satisfied,omitempty"`
+	// Result is the child's result: final when satisfied, else a snapshot
+	// with status RUNNING (a loser of an AnyOf keeps running; stop it by
+	// its flow ID).
+	Result        *FlowResult `protobuf:"bytes,4,opt,name=result,proto3" json:"result,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubFlowResult) Reset() {
+	*x = SubFlowResult{}
+	mi := &file_dex_wait_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubFlowResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubFlowResult) ProtoMessage() {}
+
+func (x *SubFlowResult) ProtoReflect() protoreflect.Message {
+	mi := &file_dex_wait_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubFlowResult.ProtoReflect.Descriptor instead.
+func (*SubFlowResult) Descriptor() ([]byte, []int) {
+	return file_dex_wait_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *SubFlowResult) GetSubFlowConditionIndex() uint32 {
+	if x != nil {
+		return x.SubFlowConditionIndex
+	}
+	return 0
+}
+
+func (x *SubFlowResult) GetConditionId() string {
+	if x != nil {
+		return x.ConditionId
+	}
+	return ""
+}
+
+func (x *SubFlowResult) GetSatisfied() bool {
+	if x != nil {
+		return x.Satisfied
+	}
+	return false
+}
+
+func (x *SubFlowResult) GetResult() *FlowResult {
+	if x != nil {
+		return x.Result
 	}
 	return nil
 }
@@ -564,7 +837,7 @@ type TimerResult struct {
 
 func (x *TimerResult) Reset() {
 	*x = TimerResult{}
-	mi := &file_dex_wait_proto_msgTypes[6]
+	mi := &file_dex_wait_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -576,7 +849,7 @@ func (x *TimerResult) String() string {
 func (*TimerResult) ProtoMessage() {}
 
 func (x *TimerResult) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_wait_proto_msgTypes[6]
+	mi := &file_dex_wait_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -589,7 +862,7 @@ func (x *TimerResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimerResult.ProtoReflect.Descriptor instead.
 func (*TimerResult) Descriptor() ([]byte, []int) {
-	return file_dex_wait_proto_rawDescGZIP(), []int{6}
+	return file_dex_wait_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *TimerResult) GetTimerIndex() uint32 {
@@ -642,7 +915,7 @@ type ChannelResult struct {
 
 func (x *ChannelResult) Reset() {
 	*x = ChannelResult{}
-	mi := &file_dex_wait_proto_msgTypes[7]
+	mi := &file_dex_wait_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -654,7 +927,7 @@ func (x *ChannelResult) String() string {
 func (*ChannelResult) ProtoMessage() {}
 
 func (x *ChannelResult) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_wait_proto_msgTypes[7]
+	mi := &file_dex_wait_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -667,7 +940,7 @@ func (x *ChannelResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelResult.ProtoReflect.Descriptor instead.
 func (*ChannelResult) Descriptor() ([]byte, []int) {
-	return file_dex_wait_proto_rawDescGZIP(), []int{7}
+	return file_dex_wait_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ChannelResult) GetChannelConditionIndex() uint32 {
@@ -709,7 +982,7 @@ var File_dex_wait_proto protoreflect.FileDescriptor
 
 const file_dex_wait_proto_rawDesc = "" +
 	"\n" +
-	"\x0edex/wait.proto\x12\x03dex\x1a\x10dex/common.proto\x1a\x1egoogle/protobuf/duration.proto\"\x96\x01\n" +
+	"\x0edex/wait.proto\x12\x03dex\x1a\x10dex/common.proto\x1a\x10dex/result.proto\x1a\x1egoogle/protobuf/duration.proto\"\x96\x01\n" +
 	"\x04Wait\x12*\n" +
 	"\x05until\x18\x01 \x01(\v2\x12.dex.WaitConditionH\x00R\x05until\x12,\n" +
 	"\x06all_of\x18\x02 \x01(\v2\x13.dex.WaitConditionsH\x00R\x05allOf\x12,\n" +
@@ -718,12 +991,22 @@ const file_dex_wait_proto_rawDesc = "" +
 	"\x0eWaitConditions\x122\n" +
 	"\n" +
 	"conditions\x18\x01 \x03(\v2\x12.dex.WaitConditionR\n" +
-	"conditions\"\x8c\x01\n" +
+	"conditions\"\xc0\x01\n" +
 	"\rWaitCondition\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12+\n" +
 	"\x05timer\x18\x02 \x01(\v2\x13.dex.TimerConditionH\x00R\x05timer\x121\n" +
-	"\achannel\x18\x03 \x01(\v2\x15.dex.ChannelConditionH\x00R\achannelB\v\n" +
-	"\tcondition\"G\n" +
+	"\achannel\x18\x03 \x01(\v2\x15.dex.ChannelConditionH\x00R\achannel\x122\n" +
+	"\bsub_flow\x18\x04 \x01(\v2\x15.dex.SubFlowConditionH\x00R\asubFlowB\v\n" +
+	"\tcondition\"\xf8\x02\n" +
+	"\x10SubFlowCondition\x12\x1b\n" +
+	"\tflow_type\x18\x01 \x01(\tR\bflowType\x12\x1d\n" +
+	"\n" +
+	"start_step\x18\x02 \x01(\tR\tstartStep\x12'\n" +
+	"\x05input\x18\x03 \x01(\v2\x11.dex.EncodedValueR\x05input\x12<\n" +
+	"\fflow_timeout\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\vflowTimeout\x12F\n" +
+	"\x13flow_timeout_policy\x18\x05 \x01(\x0e2\x16.dex.FlowTimeoutPolicyR\x11flowTimeoutPolicy\x12=\n" +
+	"\x12initial_attributes\x18\x06 \x03(\v2\x0e.dex.AttributeR\x11initialAttributes\x12:\n" +
+	"\freuse_policy\x18\a \x01(\x0e2\x17.dex.SubFlowReusePolicyR\vreusePolicy\"G\n" +
 	"\x0eTimerCondition\x125\n" +
 	"\bduration\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\bduration\"\x87\x01\n" +
 	"\x10ChannelCondition\x12\x18\n" +
@@ -731,10 +1014,16 @@ const file_dex_wait_proto_rawDesc = "" +
 	"\x05bound\x18\x02 \x01(\x0e2\x11.dex.ChannelBoundR\x05bound\x12\f\n" +
 	"\x01n\x18\x03 \x01(\rR\x01n\x12\x10\n" +
 	"\x03min\x18\x04 \x01(\rR\x03min\x12\x10\n" +
-	"\x03max\x18\x05 \x01(\rR\x03max\"l\n" +
+	"\x03max\x18\x05 \x01(\rR\x03max\"\x9d\x01\n" +
 	"\x10ConditionResults\x12(\n" +
 	"\x06timers\x18\x01 \x03(\v2\x10.dex.TimerResultR\x06timers\x12.\n" +
-	"\bchannels\x18\x02 \x03(\v2\x12.dex.ChannelResultR\bchannels\"\x81\x01\n" +
+	"\bchannels\x18\x02 \x03(\v2\x12.dex.ChannelResultR\bchannels\x12/\n" +
+	"\tsub_flows\x18\x03 \x03(\v2\x12.dex.SubFlowResultR\bsubFlows\"\xb2\x01\n" +
+	"\rSubFlowResult\x127\n" +
+	"\x18sub_flow_condition_index\x18\x01 \x01(\rR\x15subFlowConditionIndex\x12!\n" +
+	"\fcondition_id\x18\x02 \x01(\tR\vconditionId\x12\x1c\n" +
+	"\tsatisfied\x18\x03 \x01(\bR\tsatisfied\x12'\n" +
+	"\x06result\x18\x04 \x01(\v2\x0f.dex.FlowResultR\x06result\"\x81\x01\n" +
 	"\vTimerResult\x12\x1f\n" +
 	"\vtimer_index\x18\x01 \x01(\rR\n" +
 	"timerIndex\x12!\n" +
@@ -746,7 +1035,12 @@ const file_dex_wait_proto_rawDesc = "" +
 	"\fcondition_id\x18\x02 \x01(\tR\vconditionId\x12\x18\n" +
 	"\achannel\x18\x03 \x01(\tR\achannel\x12\x1c\n" +
 	"\tsatisfied\x18\x04 \x01(\bR\tsatisfied\x12-\n" +
-	"\bmessages\x18\x05 \x03(\v2\x11.dex.EncodedValueR\bmessages*\xbc\x01\n" +
+	"\bmessages\x18\x05 \x03(\v2\x11.dex.EncodedValueR\bmessages*\xc7\x01\n" +
+	"\x12SubFlowReusePolicy\x12%\n" +
+	"!SUB_FLOW_REUSE_POLICY_UNSPECIFIED\x10\x00\x12>\n" +
+	":SUB_FLOW_REUSE_POLICY_RESTART_IF_PREVIOUS_EXITS_ABNORMALLY\x10\x01\x12 \n" +
+	"\x1cSUB_FLOW_REUSE_POLICY_ATTACH\x10\x02\x12(\n" +
+	"$SUB_FLOW_REUSE_POLICY_ALWAYS_RESTART\x10\x03*\xbc\x01\n" +
 	"\fChannelBound\x12\x1d\n" +
 	"\x19CHANNEL_BOUND_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15CHANNEL_BOUND_FOR_ONE\x10\x01\x12\x17\n" +
@@ -767,38 +1061,52 @@ func file_dex_wait_proto_rawDescGZIP() []byte {
 	return file_dex_wait_proto_rawDescData
 }
 
-var file_dex_wait_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_dex_wait_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_dex_wait_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_dex_wait_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_dex_wait_proto_goTypes = []any{
-	(ChannelBound)(0),           // 0: dex.ChannelBound
-	(*Wait)(nil),                // 1: dex.Wait
-	(*WaitConditions)(nil),      // 2: dex.WaitConditions
-	(*WaitCondition)(nil),       // 3: dex.WaitCondition
-	(*TimerCondition)(nil),      // 4: dex.TimerCondition
-	(*ChannelCondition)(nil),    // 5: dex.ChannelCondition
-	(*ConditionResults)(nil),    // 6: dex.ConditionResults
-	(*TimerResult)(nil),         // 7: dex.TimerResult
-	(*ChannelResult)(nil),       // 8: dex.ChannelResult
-	(*durationpb.Duration)(nil), // 9: google.protobuf.Duration
-	(*EncodedValue)(nil),        // 10: dex.EncodedValue
+	(SubFlowReusePolicy)(0),     // 0: dex.SubFlowReusePolicy
+	(ChannelBound)(0),           // 1: dex.ChannelBound
+	(*Wait)(nil),                // 2: dex.Wait
+	(*WaitConditions)(nil),      // 3: dex.WaitConditions
+	(*WaitCondition)(nil),       // 4: dex.WaitCondition
+	(*SubFlowCondition)(nil),    // 5: dex.SubFlowCondition
+	(*TimerCondition)(nil),      // 6: dex.TimerCondition
+	(*ChannelCondition)(nil),    // 7: dex.ChannelCondition
+	(*ConditionResults)(nil),    // 8: dex.ConditionResults
+	(*SubFlowResult)(nil),       // 9: dex.SubFlowResult
+	(*TimerResult)(nil),         // 10: dex.TimerResult
+	(*ChannelResult)(nil),       // 11: dex.ChannelResult
+	(*EncodedValue)(nil),        // 12: dex.EncodedValue
+	(*durationpb.Duration)(nil), // 13: google.protobuf.Duration
+	(FlowTimeoutPolicy)(0),      // 14: dex.FlowTimeoutPolicy
+	(*Attribute)(nil),           // 15: dex.Attribute
+	(*FlowResult)(nil),          // 16: dex.FlowResult
 }
 var file_dex_wait_proto_depIdxs = []int32{
-	3,  // 0: dex.Wait.until:type_name -> dex.WaitCondition
-	2,  // 1: dex.Wait.all_of:type_name -> dex.WaitConditions
-	2,  // 2: dex.Wait.any_of:type_name -> dex.WaitConditions
-	3,  // 3: dex.WaitConditions.conditions:type_name -> dex.WaitCondition
-	4,  // 4: dex.WaitCondition.timer:type_name -> dex.TimerCondition
-	5,  // 5: dex.WaitCondition.channel:type_name -> dex.ChannelCondition
-	9,  // 6: dex.TimerCondition.duration:type_name -> google.protobuf.Duration
-	0,  // 7: dex.ChannelCondition.bound:type_name -> dex.ChannelBound
-	7,  // 8: dex.ConditionResults.timers:type_name -> dex.TimerResult
-	8,  // 9: dex.ConditionResults.channels:type_name -> dex.ChannelResult
-	10, // 10: dex.ChannelResult.messages:type_name -> dex.EncodedValue
-	11, // [11:11] is the sub-list for method output_type
-	11, // [11:11] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	4,  // 0: dex.Wait.until:type_name -> dex.WaitCondition
+	3,  // 1: dex.Wait.all_of:type_name -> dex.WaitConditions
+	3,  // 2: dex.Wait.any_of:type_name -> dex.WaitConditions
+	4,  // 3: dex.WaitConditions.conditions:type_name -> dex.WaitCondition
+	6,  // 4: dex.WaitCondition.timer:type_name -> dex.TimerCondition
+	7,  // 5: dex.WaitCondition.channel:type_name -> dex.ChannelCondition
+	5,  // 6: dex.WaitCondition.sub_flow:type_name -> dex.SubFlowCondition
+	12, // 7: dex.SubFlowCondition.input:type_name -> dex.EncodedValue
+	13, // 8: dex.SubFlowCondition.flow_timeout:type_name -> google.protobuf.Duration
+	14, // 9: dex.SubFlowCondition.flow_timeout_policy:type_name -> dex.FlowTimeoutPolicy
+	15, // 10: dex.SubFlowCondition.initial_attributes:type_name -> dex.Attribute
+	0,  // 11: dex.SubFlowCondition.reuse_policy:type_name -> dex.SubFlowReusePolicy
+	13, // 12: dex.TimerCondition.duration:type_name -> google.protobuf.Duration
+	1,  // 13: dex.ChannelCondition.bound:type_name -> dex.ChannelBound
+	10, // 14: dex.ConditionResults.timers:type_name -> dex.TimerResult
+	11, // 15: dex.ConditionResults.channels:type_name -> dex.ChannelResult
+	9,  // 16: dex.ConditionResults.sub_flows:type_name -> dex.SubFlowResult
+	16, // 17: dex.SubFlowResult.result:type_name -> dex.FlowResult
+	12, // 18: dex.ChannelResult.messages:type_name -> dex.EncodedValue
+	19, // [19:19] is the sub-list for method output_type
+	19, // [19:19] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_dex_wait_proto_init() }
@@ -807,6 +1115,7 @@ func file_dex_wait_proto_init() {
 		return
 	}
 	file_dex_common_proto_init()
+	file_dex_result_proto_init()
 	file_dex_wait_proto_msgTypes[0].OneofWrappers = []any{
 		(*Wait_Until)(nil),
 		(*Wait_AllOf)(nil),
@@ -815,14 +1124,15 @@ func file_dex_wait_proto_init() {
 	file_dex_wait_proto_msgTypes[2].OneofWrappers = []any{
 		(*WaitCondition_Timer)(nil),
 		(*WaitCondition_Channel)(nil),
+		(*WaitCondition_SubFlow)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dex_wait_proto_rawDesc), len(file_dex_wait_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   8,
+			NumEnums:      2,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

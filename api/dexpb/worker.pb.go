@@ -661,9 +661,14 @@ type FlowTypeDeclaration struct {
 	// ChannelTypes declares the message type of some channels, by name (each
 	// one of channel_names). The server refuses a PublishToChannel whose
 	// message does not match it, with INVALID_ARGUMENT naming the channel.
-	ChannelTypes  map[string]*ValueType `protobuf:"bytes,9,rep,name=channel_types,json=channelTypes,proto3" json:"channel_types,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ChannelTypes map[string]*ValueType `protobuf:"bytes,9,rep,name=channel_types,json=channelTypes,proto3" json:"channel_types,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// IndexedAttributes declares some attributes indexed for SearchFlows, by
+	// attribute name (each one of attribute_names; E36). An indexed
+	// attribute's values are plain JSON of the index type's form: the
+	// server refuses others, and a codec must leave them unencoded.
+	IndexedAttributes map[string]*IndexedAttribute `protobuf:"bytes,10,rep,name=indexed_attributes,json=indexedAttributes,proto3" json:"indexed_attributes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *FlowTypeDeclaration) Reset() {
@@ -755,6 +760,13 @@ func (x *FlowTypeDeclaration) GetAttributeTypes() map[string]*ValueType {
 func (x *FlowTypeDeclaration) GetChannelTypes() map[string]*ValueType {
 	if x != nil {
 		return x.ChannelTypes
+	}
+	return nil
+}
+
+func (x *FlowTypeDeclaration) GetIndexedAttributes() map[string]*IndexedAttribute {
+	if x != nil {
+		return x.IndexedAttributes
 	}
 	return nil
 }
@@ -2166,7 +2178,7 @@ var File_dex_worker_proto protoreflect.FileDescriptor
 
 const file_dex_worker_proto_rawDesc = "" +
 	"\n" +
-	"\x10dex/worker.proto\x12\x03dex\x1a\x10dex/common.proto\x1a\x12dex/decision.proto\x1a\x11dex/options.proto\x1a\x0edex/wait.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x82\x02\n" +
+	"\x10dex/worker.proto\x12\x03dex\x1a\x10dex/common.proto\x1a\x12dex/decision.proto\x1a\x11dex/options.proto\x1a\x10dex/search.proto\x1a\x0edex/wait.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x82\x02\n" +
 	"\x15PollWorkerTaskRequest\x12\"\n" +
 	"\x05hello\x18\x01 \x01(\v2\n" +
 	".dex.HelloH\x00R\x05hello\x122\n" +
@@ -2193,7 +2205,7 @@ const file_dex_worker_proto_rawDesc = "" +
 	"\x14max_concurrent_tasks\x18\x03 \x01(\rR\x12maxConcurrentTasks\x12\x1f\n" +
 	"\vsdk_version\x18\x04 \x01(\tR\n" +
 	"sdkVersion\x12$\n" +
-	"\x0emax_task_bytes\x18\x05 \x01(\rR\fmaxTaskBytes\"\x81\x05\n" +
+	"\x0emax_task_bytes\x18\x05 \x01(\rR\fmaxTaskBytes\"\xbe\x06\n" +
 	"\x13FlowTypeDeclaration\x12\x1b\n" +
 	"\tflow_type\x18\x01 \x01(\tR\bflowType\x12*\n" +
 	"\x05steps\x18\x02 \x03(\v2\x14.dex.StepDeclarationR\x05steps\x12\x1b\n" +
@@ -2203,13 +2215,18 @@ const file_dex_worker_proto_rawDesc = "" +
 	"\x14default_step_options\x18\x06 \x01(\v2\x10.dex.StepOptionsR\x12defaultStepOptions\x12&\n" +
 	"\x0fstart_step_type\x18\a \x01(\tR\rstartStepType\x12U\n" +
 	"\x0fattribute_types\x18\b \x03(\v2,.dex.FlowTypeDeclaration.AttributeTypesEntryR\x0eattributeTypes\x12O\n" +
-	"\rchannel_types\x18\t \x03(\v2*.dex.FlowTypeDeclaration.ChannelTypesEntryR\fchannelTypes\x1aQ\n" +
+	"\rchannel_types\x18\t \x03(\v2*.dex.FlowTypeDeclaration.ChannelTypesEntryR\fchannelTypes\x12^\n" +
+	"\x12indexed_attributes\x18\n" +
+	" \x03(\v2/.dex.FlowTypeDeclaration.IndexedAttributesEntryR\x11indexedAttributes\x1aQ\n" +
 	"\x13AttributeTypesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12$\n" +
 	"\x05value\x18\x02 \x01(\v2\x0e.dex.ValueTypeR\x05value:\x028\x01\x1aO\n" +
 	"\x11ChannelTypesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12$\n" +
-	"\x05value\x18\x02 \x01(\v2\x0e.dex.ValueTypeR\x05value:\x028\x01\"j\n" +
+	"\x05value\x18\x02 \x01(\v2\x0e.dex.ValueTypeR\x05value:\x028\x01\x1a[\n" +
+	"\x16IndexedAttributesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12+\n" +
+	"\x05value\x18\x02 \x01(\v2\x15.dex.IndexedAttributeR\x05value:\x028\x01\"j\n" +
 	"\tValueType\x12\x1a\n" +
 	"\bencoding\x18\x01 \x01(\tR\bencoding\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12-\n" +
@@ -2365,7 +2382,7 @@ func file_dex_worker_proto_rawDescGZIP() []byte {
 }
 
 var file_dex_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_dex_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_dex_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_dex_worker_proto_goTypes = []any{
 	(JsonKind)(0),                  // 0: dex.JsonKind
 	(TaskAckStatus)(0),             // 1: dex.TaskAckStatus
@@ -2393,21 +2410,23 @@ var file_dex_worker_proto_goTypes = []any{
 	(*Drain)(nil),                  // 23: dex.Drain
 	nil,                            // 24: dex.FlowTypeDeclaration.AttributeTypesEntry
 	nil,                            // 25: dex.FlowTypeDeclaration.ChannelTypesEntry
-	nil,                            // 26: dex.JsonShape.FieldsEntry
-	nil,                            // 27: dex.Task.ChannelQueueSizesEntry
-	nil,                            // 28: dex.Task.TraceContextEntry
-	(*StepOptions)(nil),            // 29: dex.StepOptions
-	(*durationpb.Duration)(nil),    // 30: google.protobuf.Duration
-	(TaskKind)(0),                  // 31: dex.TaskKind
-	(*timestamppb.Timestamp)(nil),  // 32: google.protobuf.Timestamp
-	(*EncodedValue)(nil),           // 33: dex.EncodedValue
-	(*Attribute)(nil),              // 34: dex.Attribute
-	(*ConditionResults)(nil),       // 35: dex.ConditionResults
-	(*AttemptFailure)(nil),         // 36: dex.AttemptFailure
-	(*StagedWrites)(nil),           // 37: dex.StagedWrites
-	(*Wait)(nil),                   // 38: dex.Wait
-	(*StepDecision)(nil),           // 39: dex.StepDecision
-	(*Movement)(nil),               // 40: dex.Movement
+	nil,                            // 26: dex.FlowTypeDeclaration.IndexedAttributesEntry
+	nil,                            // 27: dex.JsonShape.FieldsEntry
+	nil,                            // 28: dex.Task.ChannelQueueSizesEntry
+	nil,                            // 29: dex.Task.TraceContextEntry
+	(*StepOptions)(nil),            // 30: dex.StepOptions
+	(*durationpb.Duration)(nil),    // 31: google.protobuf.Duration
+	(TaskKind)(0),                  // 32: dex.TaskKind
+	(*timestamppb.Timestamp)(nil),  // 33: google.protobuf.Timestamp
+	(*EncodedValue)(nil),           // 34: dex.EncodedValue
+	(*Attribute)(nil),              // 35: dex.Attribute
+	(*ConditionResults)(nil),       // 36: dex.ConditionResults
+	(*AttemptFailure)(nil),         // 37: dex.AttemptFailure
+	(*StagedWrites)(nil),           // 38: dex.StagedWrites
+	(*Wait)(nil),                   // 39: dex.Wait
+	(*StepDecision)(nil),           // 40: dex.StepDecision
+	(*Movement)(nil),               // 41: dex.Movement
+	(*IndexedAttribute)(nil),       // 42: dex.IndexedAttribute
 }
 var file_dex_worker_proto_depIdxs = []int32{
 	5,  // 0: dex.PollWorkerTaskRequest.hello:type_name -> dex.Hello
@@ -2423,54 +2442,56 @@ var file_dex_worker_proto_depIdxs = []int32{
 	19, // 10: dex.PollWorkerTaskResponse.task_cancel:type_name -> dex.TaskCancel
 	6,  // 11: dex.Hello.flow_types:type_name -> dex.FlowTypeDeclaration
 	9,  // 12: dex.FlowTypeDeclaration.steps:type_name -> dex.StepDeclaration
-	29, // 13: dex.FlowTypeDeclaration.default_step_options:type_name -> dex.StepOptions
+	30, // 13: dex.FlowTypeDeclaration.default_step_options:type_name -> dex.StepOptions
 	24, // 14: dex.FlowTypeDeclaration.attribute_types:type_name -> dex.FlowTypeDeclaration.AttributeTypesEntry
 	25, // 15: dex.FlowTypeDeclaration.channel_types:type_name -> dex.FlowTypeDeclaration.ChannelTypesEntry
-	8,  // 16: dex.ValueType.json_shape:type_name -> dex.JsonShape
-	0,  // 17: dex.JsonShape.kind:type_name -> dex.JsonKind
-	8,  // 18: dex.JsonShape.elements:type_name -> dex.JsonShape
-	26, // 19: dex.JsonShape.fields:type_name -> dex.JsonShape.FieldsEntry
-	29, // 20: dex.StepDeclaration.options:type_name -> dex.StepOptions
-	7,  // 21: dex.StepDeclaration.input_type:type_name -> dex.ValueType
-	30, // 22: dex.Welcome.heartbeat_interval:type_name -> google.protobuf.Duration
-	30, // 23: dex.Welcome.ping_interval:type_name -> google.protobuf.Duration
-	31, // 24: dex.Task.kind:type_name -> dex.TaskKind
-	32, // 25: dex.Task.first_attempt_time:type_name -> google.protobuf.Timestamp
-	30, // 26: dex.Task.attempt_timeout:type_name -> google.protobuf.Duration
-	33, // 27: dex.Task.input:type_name -> dex.EncodedValue
-	34, // 28: dex.Task.attributes:type_name -> dex.Attribute
-	35, // 29: dex.Task.condition_results:type_name -> dex.ConditionResults
-	36, // 30: dex.Task.wait_for_failure:type_name -> dex.AttemptFailure
-	27, // 31: dex.Task.channel_queue_sizes:type_name -> dex.Task.ChannelQueueSizesEntry
-	32, // 32: dex.Task.retry_deadline:type_name -> google.protobuf.Timestamp
-	30, // 33: dex.Task.retry_delay:type_name -> google.protobuf.Duration
-	28, // 34: dex.Task.trace_context:type_name -> dex.Task.TraceContextEntry
-	30, // 35: dex.Task.heartbeat_timeout:type_name -> google.protobuf.Duration
-	33, // 36: dex.Task.heartbeat_details:type_name -> dex.EncodedValue
-	13, // 37: dex.TaskResult.wait_for:type_name -> dex.WaitForResult
-	14, // 38: dex.TaskResult.execute:type_name -> dex.ExecuteResult
-	15, // 39: dex.TaskResult.rpc:type_name -> dex.RpcResult
-	37, // 40: dex.TaskResult.writes:type_name -> dex.StagedWrites
-	38, // 41: dex.WaitForResult.wait:type_name -> dex.Wait
-	39, // 42: dex.ExecuteResult.decision:type_name -> dex.StepDecision
-	33, // 43: dex.RpcResult.output:type_name -> dex.EncodedValue
-	40, // 44: dex.RpcResult.movements:type_name -> dex.Movement
-	30, // 45: dex.TaskFailure.retry_after:type_name -> google.protobuf.Duration
-	18, // 46: dex.Heartbeat.details:type_name -> dex.TaskHeartbeatDetails
-	33, // 47: dex.TaskHeartbeatDetails.details:type_name -> dex.EncodedValue
-	1,  // 48: dex.TaskAck.status:type_name -> dex.TaskAckStatus
-	2,  // 49: dex.Drain.reason:type_name -> dex.DrainReason
-	30, // 50: dex.Drain.timeout:type_name -> google.protobuf.Duration
-	7,  // 51: dex.FlowTypeDeclaration.AttributeTypesEntry.value:type_name -> dex.ValueType
-	7,  // 52: dex.FlowTypeDeclaration.ChannelTypesEntry.value:type_name -> dex.ValueType
-	8,  // 53: dex.JsonShape.FieldsEntry.value:type_name -> dex.JsonShape
-	3,  // 54: dex.WorkerTaskService.PollWorkerTask:input_type -> dex.PollWorkerTaskRequest
-	4,  // 55: dex.WorkerTaskService.PollWorkerTask:output_type -> dex.PollWorkerTaskResponse
-	55, // [55:56] is the sub-list for method output_type
-	54, // [54:55] is the sub-list for method input_type
-	54, // [54:54] is the sub-list for extension type_name
-	54, // [54:54] is the sub-list for extension extendee
-	0,  // [0:54] is the sub-list for field type_name
+	26, // 16: dex.FlowTypeDeclaration.indexed_attributes:type_name -> dex.FlowTypeDeclaration.IndexedAttributesEntry
+	8,  // 17: dex.ValueType.json_shape:type_name -> dex.JsonShape
+	0,  // 18: dex.JsonShape.kind:type_name -> dex.JsonKind
+	8,  // 19: dex.JsonShape.elements:type_name -> dex.JsonShape
+	27, // 20: dex.JsonShape.fields:type_name -> dex.JsonShape.FieldsEntry
+	30, // 21: dex.StepDeclaration.options:type_name -> dex.StepOptions
+	7,  // 22: dex.StepDeclaration.input_type:type_name -> dex.ValueType
+	31, // 23: dex.Welcome.heartbeat_interval:type_name -> google.protobuf.Duration
+	31, // 24: dex.Welcome.ping_interval:type_name -> google.protobuf.Duration
+	32, // 25: dex.Task.kind:type_name -> dex.TaskKind
+	33, // 26: dex.Task.first_attempt_time:type_name -> google.protobuf.Timestamp
+	31, // 27: dex.Task.attempt_timeout:type_name -> google.protobuf.Duration
+	34, // 28: dex.Task.input:type_name -> dex.EncodedValue
+	35, // 29: dex.Task.attributes:type_name -> dex.Attribute
+	36, // 30: dex.Task.condition_results:type_name -> dex.ConditionResults
+	37, // 31: dex.Task.wait_for_failure:type_name -> dex.AttemptFailure
+	28, // 32: dex.Task.channel_queue_sizes:type_name -> dex.Task.ChannelQueueSizesEntry
+	33, // 33: dex.Task.retry_deadline:type_name -> google.protobuf.Timestamp
+	31, // 34: dex.Task.retry_delay:type_name -> google.protobuf.Duration
+	29, // 35: dex.Task.trace_context:type_name -> dex.Task.TraceContextEntry
+	31, // 36: dex.Task.heartbeat_timeout:type_name -> google.protobuf.Duration
+	34, // 37: dex.Task.heartbeat_details:type_name -> dex.EncodedValue
+	13, // 38: dex.TaskResult.wait_for:type_name -> dex.WaitForResult
+	14, // 39: dex.TaskResult.execute:type_name -> dex.ExecuteResult
+	15, // 40: dex.TaskResult.rpc:type_name -> dex.RpcResult
+	38, // 41: dex.TaskResult.writes:type_name -> dex.StagedWrites
+	39, // 42: dex.WaitForResult.wait:type_name -> dex.Wait
+	40, // 43: dex.ExecuteResult.decision:type_name -> dex.StepDecision
+	34, // 44: dex.RpcResult.output:type_name -> dex.EncodedValue
+	41, // 45: dex.RpcResult.movements:type_name -> dex.Movement
+	31, // 46: dex.TaskFailure.retry_after:type_name -> google.protobuf.Duration
+	18, // 47: dex.Heartbeat.details:type_name -> dex.TaskHeartbeatDetails
+	34, // 48: dex.TaskHeartbeatDetails.details:type_name -> dex.EncodedValue
+	1,  // 49: dex.TaskAck.status:type_name -> dex.TaskAckStatus
+	2,  // 50: dex.Drain.reason:type_name -> dex.DrainReason
+	31, // 51: dex.Drain.timeout:type_name -> google.protobuf.Duration
+	7,  // 52: dex.FlowTypeDeclaration.AttributeTypesEntry.value:type_name -> dex.ValueType
+	7,  // 53: dex.FlowTypeDeclaration.ChannelTypesEntry.value:type_name -> dex.ValueType
+	42, // 54: dex.FlowTypeDeclaration.IndexedAttributesEntry.value:type_name -> dex.IndexedAttribute
+	8,  // 55: dex.JsonShape.FieldsEntry.value:type_name -> dex.JsonShape
+	3,  // 56: dex.WorkerTaskService.PollWorkerTask:input_type -> dex.PollWorkerTaskRequest
+	4,  // 57: dex.WorkerTaskService.PollWorkerTask:output_type -> dex.PollWorkerTaskResponse
+	57, // [57:58] is the sub-list for method output_type
+	56, // [56:57] is the sub-list for method input_type
+	56, // [56:56] is the sub-list for extension type_name
+	56, // [56:56] is the sub-list for extension extendee
+	0,  // [0:56] is the sub-list for field type_name
 }
 
 func init() { file_dex_worker_proto_init() }
@@ -2481,6 +2502,7 @@ func file_dex_worker_proto_init() {
 	file_dex_common_proto_init()
 	file_dex_decision_proto_init()
 	file_dex_options_proto_init()
+	file_dex_search_proto_init()
 	file_dex_wait_proto_init()
 	file_dex_worker_proto_msgTypes[0].OneofWrappers = []any{
 		(*PollWorkerTaskRequest_Hello)(nil),
@@ -2508,7 +2530,7 @@ func file_dex_worker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dex_worker_proto_rawDesc), len(file_dex_worker_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   26,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,8 +1,8 @@
 // Command dex-server-zd is the Dex-ZD server.
 //
-//	dex-server-zd dev   [--data-dir DIR] [--listen HOST:PORT] [--durability MODE] [--config FILE] [--log-format text|json]
-//	dex-server-zd local  --data-dir DIR  [--listen HOST:PORT] [--durability MODE] [--config FILE] [--log-format text|json]
-//	dex-server-zd serve  --config FILE   [--listen HOST:PORT] [--log-format text|json]
+//	dex-server-zd dev   [--data-dir DIR] [--listen HOST:PORT] [--durability MODE] [--web-listen HOST:PORT|off] [--config FILE] [--log-format text|json]
+//	dex-server-zd local  --data-dir DIR  [--listen HOST:PORT] [--durability MODE] [--web-listen HOST:PORT|off] [--config FILE] [--log-format text|json]
+//	dex-server-zd serve  --config FILE   [--listen HOST:PORT] [--web-listen HOST:PORT|off] [--log-format text|json]
 //	dex-server-zd config defaults
 //
 // DEXZD_PPROF=HOST:PORT serves net/http/pprof there (off by default).
@@ -42,9 +42,9 @@ import (
 )
 
 const usage = `usage:
-  dex-server-zd dev   [--data-dir DIR] [--listen HOST:PORT] [--durability MODE] [--config FILE] [--log-format text|json]
-  dex-server-zd local  --data-dir DIR  [--listen HOST:PORT] [--durability MODE] [--config FILE] [--log-format text|json]
-  dex-server-zd serve  --config FILE   [--listen HOST:PORT] [--log-format text|json]
+  dex-server-zd dev   [--data-dir DIR] [--listen HOST:PORT] [--durability MODE] [--web-listen HOST:PORT|off] [--config FILE] [--log-format text|json]
+  dex-server-zd local  --data-dir DIR  [--listen HOST:PORT] [--durability MODE] [--web-listen HOST:PORT|off] [--config FILE] [--log-format text|json]
+  dex-server-zd serve  --config FILE   [--listen HOST:PORT] [--web-listen HOST:PORT|off] [--log-format text|json]
   dex-server-zd config defaults
 `
 
@@ -109,6 +109,7 @@ func runNode(mode config.Mode, args []string, stderr io.Writer) int {
 	listen := fl.String("listen", "", "the API address, overriding api.listen (default 127.0.0.1:8801)")
 	durability := fl.String("durability", "", "strict, processCrashSafe or relaxed, overriding dev.durabilityMode")
 	metricsListen := fl.String("metrics-listen", "", "the address of /metrics, /readyz and /livez, overriding metrics.listen")
+	webListen := fl.String("web-listen", "", "the web UI's address, overriding web.listen (dev default "+config.DevWebListen+"); off turns it off")
 	cfgPath := fl.String("config", "", "the YAML configuration file")
 	logFormat := fl.String("log-format", "", "text or json, overriding log.format")
 	if err := fl.Parse(args); err != nil {
@@ -135,6 +136,7 @@ func runNode(mode config.Mode, args []string, stderr io.Writer) int {
 	if *logFormat != "" {
 		cfg.Log.Format = *logFormat
 	}
+	cfg.ApplyWebFlag(mode, *webListen)
 	if err := cfg.Validate(mode); err != nil {
 		fmt.Fprintln(stderr, err)
 		return 2
@@ -173,6 +175,7 @@ func runServe(args []string, stderr io.Writer) int {
 	fl := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fl.SetOutput(stderr)
 	listen := fl.String("listen", "", "the API address, overriding api.listen")
+	webListen := fl.String("web-listen", "", "the web UI's address, overriding web.listen (default: off); off turns it off")
 	cfgPath := fl.String("config", "", "the YAML configuration file (required)")
 	logFormat := fl.String("log-format", "", "text or json, overriding log.format")
 	if err := fl.Parse(args); err != nil {
@@ -197,6 +200,7 @@ func runServe(args []string, stderr io.Writer) int {
 	if *logFormat != "" {
 		cfg.Log.Format = *logFormat
 	}
+	cfg.ApplyWebFlag(config.ModeServe, *webListen)
 	if err := cfg.Validate(config.ModeServe); err != nil {
 		fmt.Fprintln(stderr, err)
 		return 2

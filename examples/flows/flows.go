@@ -1,6 +1,7 @@
 // Package flows holds the example flow definitions: an order flow with a
 // retried step and a recovery step, an approval flow that waits on a channel
-// or a timer, and an RPC-driven counter. The example worker serves them; the
+// or a timer, an RPC-driven counter, and subflows: a shipment that fans out
+// over parcels (AllOf) and a race of carrier quotes (AnyOf). The example worker serves them; the
 // example client, tests and load drivers import them.
 package flows
 
@@ -8,5 +9,6 @@ import "github.com/dexzd/dexzd/dex"
 
 // All returns every example flow.
 func All() []*dex.Flow {
-	return []*dex.Flow{OrderFlow, ApprovalFlow, CounterFlow}
+	return []*dex.Flow{OrderFlow, ApprovalFlow, CounterFlow,
+		ParcelFlow, ShipmentFlow, CarrierQuoteFlow, QuoteRaceFlow}
 }

@@ -73,7 +73,8 @@ func TestOrderFlow_ChargeRetriesThenShips(t *testing.T) {
 	if m := res.GetExecute().GetDecision().GetMovements().GetMovements(); len(m) != 1 || m[0].GetStepType() != "Charge" {
 		t.Fatalf("Reserve decided %v", res.GetExecute().GetDecision())
 	}
-	if w := res.GetWrites().GetAttributeWrites(); len(w) != 1 || decode[string](t, w[0].GetValue()) != "reserved" {
+	if w := res.GetWrites().GetAttributeWrites(); len(w) != 2 || decode[string](t, w[0].GetValue()) != "reserved" ||
+		w[1].GetName() != "cents" || decode[int](t, w[1].GetValue()) != 1200 {
 		t.Errorf("Reserve wrote %v", w)
 	}
 	for attempt := uint32(1); attempt <= 2; attempt++ {
@@ -183,5 +184,52 @@ func TestCounterFlow_RPCs(t *testing.T) {
 		StepType: "Finished", Input: m[0].GetInput()}).GetTaskResult()
 	if decode[int](t, res.GetExecute().GetDecision().GetGracefulComplete().GetOutput()) != 8 {
 		t.Errorf("Finished = %v", res)
+	}
+}
+
+// The shipment fans out over one parcel child per parcel (AllOf) and
+// lists the labels; the quote race (AnyOf) takes the winner's quote and
+// names the losers, which the server reports RUNNING.
+//
+// Covers: E31
+func TestSubFlows_ShipmentAndQuoteRace(t *testing.T) {
+	t.Parallel()
+	w := newWorker(t)
+	ctx := context.Background()
+	s := flows.Shipment{ID: "s1", Parcels: []flows.Parcel{{ID: "p1", Grams: 2000}, {ID: "p2", Grams: 500}}}
+	wt := dexraw.HandleTask(ctx, w, &dexpb.Task{Kind: dexpb.TaskKind(dex.KindWaitFor), TaskToken: []byte("t"), FlowType: "shipment",
+		StepType: "PackAll", Input: value(t, s)}).GetTaskResult().GetWaitFor().GetWait()
+	conds := wt.GetAllOf().GetConditions()
+	if len(conds) != 2 || conds[0].GetSubFlow().GetFlowType() != "parcel" || conds[1].GetId() != "p2" ||
+		decode[flows.Parcel](t, conds[1].GetSubFlow().GetInput()) != s.Parcels[1] {
+		t.Fatalf("wait = %v", wt)
+	}
+	done := func(i int, id string, out any) *dexpb.SubFlowResult {
+		return &dexpb.SubFlowResult{SubFlowConditionIndex: uint32(i), ConditionId: id, Satisfied: true, Result: &dexpb.FlowResult{
+			FlowType: "parcel", FlowId: "SubFlow:x-PackAll-1-" + id, Status: dexpb.FlowStatus_FLOW_STATUS_COMPLETED,
+			Outputs: []*dexpb.StepOutput{{Output: value(t, out)}}}}
+	}
+	task := execute("shipment", "PackAll", 1, value(t, s))
+	task.ConditionResults = &dexpb.ConditionResults{SubFlows: []*dexpb.SubFlowResult{
+		done(0, "p1", flows.Label{ParcelID: "p1", Tracking: "TRK-p1"}), done(1, "p2", flows.Label{ParcelID: "p2", Tracking: "TRK-p2"})}}
+	m := decode[flows.Manifest](t, dexraw.HandleTask(ctx, w, task).GetTaskResult().GetExecute().GetDecision().GetGracefulComplete().GetOutput())
+	if len(m.Labels) != 2 || m.Labels[1].Tracking != "TRK-p2" || len(m.Failed) != 0 {
+		t.Errorf("manifest = %+v", m)
+	}
+
+	race := flows.QuoteRace{Requests: []flows.QuoteRequest{{Carrier: "fast", Grams: 1000}, {Carrier: "slow", Grams: 1000}}}
+	task = execute("quote-race", "RaceQuotes", 1, value(t, race))
+	task.ConditionResults = &dexpb.ConditionResults{
+		Timers: []*dexpb.TimerResult{{TimerIndex: 0, ConditionId: "give-up"}},
+		SubFlows: []*dexpb.SubFlowResult{
+			{SubFlowConditionIndex: 0, ConditionId: "fast", Satisfied: true, Result: &dexpb.FlowResult{FlowType: "carrier-quote",
+				FlowId: "SubFlow:q-RaceQuotes-1-0", Status: dexpb.FlowStatus_FLOW_STATUS_COMPLETED,
+				Outputs: []*dexpb.StepOutput{{Output: value(t, flows.Quote{Carrier: "fast", Cents: 400})}}}},
+			{SubFlowConditionIndex: 1, ConditionId: "slow", Result: &dexpb.FlowResult{FlowType: "carrier-quote",
+				FlowId: "SubFlow:q-RaceQuotes-1-1", Status: dexpb.FlowStatus_FLOW_STATUS_RUNNING}},
+		}}
+	best := decode[flows.BestQuote](t, dexraw.HandleTask(ctx, w, task).GetTaskResult().GetExecute().GetDecision().GetGracefulComplete().GetOutput())
+	if best.Quote == nil || best.Quote.Carrier != "fast" || len(best.Losers) != 1 || best.Losers[0] != "SubFlow:q-RaceQuotes-1-1" {
+		t.Errorf("best quote = %+v", best)
 	}
 }

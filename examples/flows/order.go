@@ -22,9 +22,12 @@ type Receipt struct {
 	Tracking string `json:"tracking,omitempty"`
 }
 
-// OrderStatus is where the order is; the "status" RPC reads it.
+// OrderStatus is where the order is; the "status" RPC reads it. It is
+// indexed for search under the key OrderStatus (examples/search finds
+// orders by it), as OrderCents is under "cents".
 var (
-	OrderStatus    = dex.DefineAttribute[string]("status")
+	OrderStatus    = dex.DefineAttribute[string]("status", dex.Indexed(dex.IndexKey("OrderStatus")))
+	OrderCents     = dex.DefineAttribute[int]("cents", dex.Indexed())
 	OrderStatusRPC = dex.DefineRPC("status", func(ctx dex.Context, _ struct{}) (string, error) {
 		return OrderStatus.Get(ctx)
 	})
@@ -43,6 +46,7 @@ type Reserve struct{ dex.Step[Order] }
 
 func (Reserve) Execute(ctx dex.Context, o Order) (dex.Decision, error) {
 	OrderStatus.Set(ctx, "reserved")
+	OrderCents.Set(ctx, o.Cents)
 	return dex.Move(dex.To[Charge](o)), nil
 }
 
@@ -89,5 +93,5 @@ func (Cancel) Execute(ctx dex.Context, o Order) (dex.Decision, error) {
 var OrderFlow = dex.NewFlow("order").
 	Start(Reserve{}).
 	Steps(Charge{}, Ship{}, Cancel{}).
-	Attributes(OrderStatus).
+	Attributes(OrderStatus, OrderCents).
 	RPCs(OrderStatusRPC)

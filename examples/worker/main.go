@@ -1,6 +1,6 @@
 // Command worker serves the example flows (order, approval, counter).
 //
-//	worker --server 127.0.0.1:8801,127.0.0.1:8802 --concurrency 16
+//	worker --server 127.0.0.1:8801,127.0.0.1:8811 --concurrency 16
 //
 // It stops gracefully on SIGINT or SIGTERM: running tasks finish and their
 // results are delivered before it exits.

@@ -65,6 +65,22 @@ func fixtureState() *dexpb.FlowState {
 				Channels:  []*dexpb.ChannelConditionState{{ChannelConditionIndex: 0, Channel: "approve"}},
 			},
 		}, {
+			StepType: "Ship", StepExecutionId: "Ship-1", Phase: dexpb.StepPhase_STEP_PHASE_WAITING,
+			Input: jv(`{"id": "42"}`), ScheduleTime: ts(2 * time.Second),
+			Wait: &dexpb.WaitState{
+				Wait: &dexpb.Wait{Kind: &dexpb.Wait_AllOf{AllOf: &dexpb.WaitConditions{Conditions: []*dexpb.WaitCondition{
+					{Id: "parcel", Condition: &dexpb.WaitCondition_SubFlow{SubFlow: &dexpb.SubFlowCondition{FlowType: "parcel", Input: jv(`1`)}}},
+					{Condition: &dexpb.WaitCondition_SubFlow{SubFlow: &dexpb.SubFlowCondition{FlowType: "parcel", Input: jv(`2`)}}},
+				}}}},
+				StoreTime: ts(3 * time.Second),
+				SubFlows: []*dexpb.SubFlowConditionState{
+					{SubFlowConditionIndex: 0, ConditionId: "parcel", FlowType: "parcel", FlowId: "SubFlow:order-42-Ship-1-0", RunId: "run-8",
+						Satisfied: true, Status: dexpb.FlowStatus_FLOW_STATUS_COMPLETED},
+					{SubFlowConditionIndex: 1, FlowType: "parcel", FlowId: "SubFlow:order-42-Ship-1-1", RunId: "run-9",
+						Status: dexpb.FlowStatus_FLOW_STATUS_RUNNING},
+				},
+			},
+		}, {
 			StepType: "Charge", StepExecutionId: "Charge-1", Phase: dexpb.StepPhase_STEP_PHASE_EXECUTE,
 			Input: &dexpb.EncodedValue{Encoding: "proto", Type: "orders.v1.Charge", Data: []byte{0x0a, 0x02, 0x34, 0x32}}, ScheduleTime: ts(3 * time.Second),
 			Attempt: &dexpb.AttemptState{

@@ -82,6 +82,7 @@ type Config struct {
 	Snapshots Snapshots `yaml:"snapshots"`
 	Tracing   Tracing   `yaml:"tracing"`
 	Log       Log       `yaml:"log"`
+	Web       Web       `yaml:"web"`
 
 	// set holds the dotted paths of the keys the file set.
 	set map[string]bool
@@ -290,6 +291,40 @@ type Tracing struct {
 	// decision. Unset, OTEL_TRACES_SAMPLER applies, and without it every
 	// trace is recorded (1).
 	SampleRatio float64 `yaml:"sampleRatio"`
+}
+
+// Web configures the web UI (package web): pages and same-origin JSON
+// endpoints that call the process in-process, served over HTTP on Listen.
+// Empty Listen serves nothing (the default); `dex-server-zd dev` serves it
+// on DevWebListen unless the file or --web-listen says otherwise
+// (ApplyWebFlag).
+type Web struct {
+	Listen string `yaml:"listen"`
+	// ActiveURL, when set, is the UI's address that reaches the active
+	// process (a load balancer that routes by /readyz, say): a standby's
+	// node page links to it.
+	ActiveURL string `yaml:"activeURL"`
+	// DevDefault is set when Listen is dev's default rather than asked
+	// for: an address in use then leaves the UI off with a warning
+	// instead of failing the start (several dev servers side by side).
+	DevDefault bool `yaml:"-"`
+}
+
+// DevWebListen is web.listen of `dex-server-zd dev` unless set.
+const DevWebListen = "127.0.0.1:8802"
+
+// ApplyWebFlag applies the --web-listen flag of mode's command: "off"
+// turns the UI off, another non-empty value replaces web.listen, and
+// without it dev serves on DevWebListen unless the file set web.listen.
+func (c *Config) ApplyWebFlag(mode Mode, flag string) {
+	switch {
+	case flag == "off":
+		c.Web.Listen, c.Web.DevDefault = "", false
+	case flag != "":
+		c.Web.Listen, c.Web.DevDefault = flag, false
+	case mode == ModeDev && !c.IsSet("web.listen"):
+		c.Web.Listen, c.Web.DevDefault = DevWebListen, true
+	}
 }
 
 // Log configures the process's log lines on standard error.

@@ -89,6 +89,17 @@ func (c *Config) Validate(mode Mode) error {
 		}
 	}
 
+	if c.Web.Listen != "" {
+		if err := checkListen(c.Web.Listen); err != nil {
+			bad("web.listen: %v", err)
+		}
+	}
+	if c.Web.ActiveURL != "" {
+		if u, err := url.Parse(c.Web.ActiveURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			bad("web.activeURL: must be an http:// or https:// URL, got %q", c.Web.ActiveURL)
+		}
+	}
+
 	switch c.Storage.Backend {
 	case BackendFS:
 		if !mode.OnLocalDisk() && c.Storage.FS.Dir == "" {

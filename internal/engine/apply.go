@@ -178,6 +178,8 @@ func Apply(st *FlowState, rec Record) (*FlowState, []Effect) {
 		eff = append(eff, ReplyRPC{CallID: b.CallID, Output: b.Output})
 	case StepEnded:
 		st.removeStep(b.StepExecID)
+	case SubFlowUpdated:
+		st.applySubFlowUpdated(rec, b)
 	case StepsCanceled:
 		eff = st.applyCanceled(rec, b)
 	case AttemptHeartbeat:
@@ -202,6 +204,7 @@ func applyStarted(prev *FlowState, rec Record, b FlowStarted) (*FlowState, []Eff
 		StartedAt: rec.At, StartRequestID: b.RequestID, PreviousRunID: b.PreviousRunID,
 		Definition: b.Definition, Config: b.Config, TimeoutAt: b.TimeoutAt, TimeoutPolicy: b.TimeoutPolicy,
 		PublishRequestIDs: slices.Clone(b.PublishRequestIDs), TraceContext: b.TraceContext,
+		Parent: b.Parent,
 	}
 	st.setAttributes(b.Attributes)
 	start := &StartInfo{StartStep: b.StartStep, Attributes: b.Attributes, IDReusePolicy: b.IDReusePolicy,

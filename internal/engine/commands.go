@@ -40,6 +40,11 @@ type StartFlow struct {
 	// keys such as traceparent), nil when the start was not traced. It is
 	// kept in the run (FlowState.TraceContext) and carried by its tasks.
 	TraceContext map[string]string
+	// Parent is set by the node only, for the start of a subflow (E31):
+	// the flow ID is then the derived one, and SubFlowReuse replaces
+	// IDReusePolicy.
+	Parent       *ParentRef
+	SubFlowReuse SubFlowReuse
 }
 
 // SetDefinition stores (or replaces) the run's flow definition, for runs

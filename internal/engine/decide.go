@@ -53,6 +53,8 @@ func (e *Engine) Decide(st *FlowState, cmd Command, now time.Time) ([]Record, er
 		err = d.taskFailed(c)
 	case RecoverAttempts:
 		err = d.recoverAttempts(c)
+	case SubFlowUpdate:
+		err = d.subFlowUpdate(c)
 	case Heartbeat:
 		err = d.heartbeat(c)
 	default:
@@ -306,6 +308,11 @@ func (d *decider) checkAttributes(field string, ws []AttributeWrite) error {
 		}
 		if err := d.checkValue(f+".value", w.Value); err != nil {
 			return err
+		}
+		if ia, ok := d.indexed(w.Name); ok {
+			if err := checkIndexedValue(ia, w.Value); err != nil {
+				return invalidArg(f+".value", "attribute %q: %v", w.Name, err)
+			}
 		}
 	}
 	return nil

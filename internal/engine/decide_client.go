@@ -29,11 +29,16 @@ func (d *decider) start(c StartFlow) error {
 		if c.RequestID != "" && c.RequestID == prev.StartRequestID {
 			return nil
 		}
+		if c.Parent != nil && subFlowStart(prev, c) {
+			return nil // attach (E31)
+		}
 		if c.RunID == prev.RunID {
 			return invalidArg("runId", "run ID %s is already used", c.RunID)
 		}
-		if err := reuseAllowed(prev, c.IDReusePolicy); err != nil {
-			return err
+		if c.Parent == nil {
+			if err := reuseAllowed(prev, c.IDReusePolicy); err != nil {
+				return err
+			}
 		}
 		if prev.Running() {
 			d.closeFlow(StatusTerminated, "", fmt.Sprintf("terminated by the start of run %s", c.RunID))
@@ -50,7 +55,7 @@ func (d *decider) start(c StartFlow) error {
 	}
 	started := FlowStarted{FlowType: c.FlowType, RequestID: c.RequestID, Definition: c.Definition,
 		Config: c.Config, TimeoutAt: timeoutAt, TimeoutPolicy: policy, Attributes: c.Attributes,
-		IDReusePolicy: c.IDReusePolicy, TerminatedRunID: terminated, TraceContext: c.TraceContext}
+		IDReusePolicy: c.IDReusePolicy, TerminatedRunID: terminated, TraceContext: c.TraceContext, Parent: c.Parent}
 	if prev != nil {
 		started.PreviousRunID = prev.RunID
 		// Publish request IDs are deduplicated per flow ID, not per run:
@@ -100,6 +105,9 @@ func (d *decider) validateStart(c StartFlow) error {
 		return invalidArg("runId", "must not be empty")
 	case c.Timeout < 0:
 		return invalidArg("timeout", "must not be negative")
+	}
+	if err := checkSubFlowStart(c); err != nil {
+		return err
 	}
 	switch c.TimeoutPolicy {
 	case "", TimeoutFail, TimeoutCancel:

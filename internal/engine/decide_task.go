@@ -75,13 +75,18 @@ func (d *decider) waitForResult(c WaitForResult) error {
 		d.invalidResult(s, err)
 		return nil
 	}
-	if err := d.checkStagedLimits(0, c.Staged); err != nil {
+	if err := d.checkSubFlows("wait", c.Wait); err != nil {
+		d.invalidResult(s, err)
+		return nil
+	}
+	if err := d.checkStagedLimits(subFlowBytes(c.Wait), c.Staged); err != nil {
 		d.invalidResult(s, err)
 		return nil
 	}
 	var w *StoredWait
 	if !c.Wait.isEmpty() {
 		w = storeWait(c.Wait, d.now)
+		d.deriveSubFlows(w, s)
 	}
 	d.emit(WaitForCompleted{StepExecID: s.ID, Attempt: s.Attempt.Number, Duration: d.elapsed(s.Attempt), Wait: w, Staged: c.Staged})
 	if w == nil {

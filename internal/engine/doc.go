@@ -38,6 +38,7 @@
 //	RPCResult         an RPC's output, staged writes, movements (E22)
 //	TaskFailed        a failed attempt, optional retry-after (E9, E10)
 //	RecoverAttempts   after a takeover: fail what earlier epochs handed out (T2-T4)
+//	SubFlowUpdate     a parent learns its child's run and, once closed, its result (E31)
 //	Heartbeat         a running attempt's heartbeat details (E38)
 //
 // RPC calls are not logged until they commit: Engine.RPCTask checks the call
@@ -64,6 +65,7 @@
 //	rpc_completed       RPC input, output, movements + staged writes
 //	step_ended          a step execution ends without a decision (E12)
 //	flow_closed         status, error type, message; steps are cancelled
+//	sub_flow_updated    a subflow condition follows a child run, or takes its result (E31)
 //	steps_canceled      a decision or an RPC cancelled step executions (E29)
 //	attempt_heartbeat   a running attempt's latest heartbeat details (E38)
 //
@@ -292,6 +294,140 @@
 // differently never rewrite running flows, and each run logs at most one
 // such record (its size is bounded by the declaration's, which the
 // server's message limit bounds).
+//
+// # Indexed attributes (E36)
+//
+// A definition may declare attributes indexed for search
+// (FlowDefinition.Indexed: attribute name -> index key and IndexType,
+// search.go). The engine's part is a check: every write of an indexed
+// attribute (a client's at start or later, a handler's staged write) must
+// be plain JSON ("json" encoding: a Codec leaves indexed attributes
+// unencoded, the server must read them), at most MaxIndexedValueBytes,
+// and of the type's JSON form (a string for KEYWORD, TEXT and DATETIME in
+// RFC 3339, an array of strings for KEYWORD_ARRAY, an integer within 64
+// bits for INT, a finite number for DOUBLE, a boolean for BOOL; null
+// clears the value). Anything else is INVALID_ARGUMENT naming the
+// attribute (a handler's attempt fails with INVALID_USER_FLOW_CODE). The
+// index itself is derived from the stored state by the local store, in
+// the same batch as the state (package localstore), so replay, snapshots
+// and standbys carry it without records of their own. A run indexes what
+// its own definition declares: like the rest of the definition, a new
+// declaration reaches the runs started after it (and runs that had none).
+//
+// Choices where the spec is silent: keys are checked when a worker
+// registers (server: a key with another type than another flow type's
+// declaration is refused, naming the key; a flow type may change the
+// type of a key that no other type uses, and runs indexed under the old
+// type are then not found by queries on the key); a value stored as a
+// value object (limits.valueObjectBytes below MaxIndexedValueBytes) is not
+// indexed.
+//
+// # SubFlows (E31)
+//
+// A WaitFor's Wait may hold SubFlow conditions beside timers and channels,
+// under Until, AllOf and AnyOf. Each names the child's flow type, start
+// step (empty: the type's declared one), input, flow timeout and policy,
+// initial attributes and a reuse policy; a start delay and a flow retry
+// policy belong to E34 and are not part of the condition (the API has no
+// field for them). The stored condition (StoredSubFlow) carries what the
+// engine derives when it stores the Wait, in the wait_for_completed
+// record: the child's flow ID SubFlow:<parentFlowId>-<stepExecId>-<index>
+// (index: among the Wait's SubFlow conditions, from 0) and the start's
+// request ID SubFlow:<parentFlowId>/<parentRunId>/<stepExecId>/<index>,
+// unique to that parent run, step execution and condition. A client's
+// StartFlow under the SubFlow: prefix is INVALID_ARGUMENT.
+//
+// The engine decides one flow at a time, so a subflow is a short sequence
+// of ordinary commands, each on one flow with its own records:
+//
+//  1. the parent's WaitForResult: wait_for_completed with the conditions;
+//  2. the child's StartFlow (SubFlowRef.ChildStart): flow_started with
+//     FlowStarted.Parent naming the parent run, step execution and
+//     condition index, or no records when it attaches (below);
+//  3. the parent's SubFlowUpdate: sub_flow_updated linking the condition
+//     to the child's run (ChildRunID), with the child's result when that
+//     run is already closed;
+//  4. later, when the child closes (any status, any cause: its own
+//     decision, a timeout, a StopFlow by its ID), the parent's
+//     SubFlowUpdate with the result (FlowState.ParentNotice):
+//     sub_flow_updated with Result, which satisfies the condition; AllOf
+//     and AnyOf then hold as with any condition.
+//
+// LinkSubFlows performs steps 2 and 3 for every pending condition of a
+// parent (FlowState.PendingSubFlows), given a SubFlowHost that reads head
+// states and decides commands. The node runs it, and sends step 4, in the
+// same sequencer turn as the records that call for it, submitting each
+// command's records after the ones before: the log therefore holds them
+// in this order, and both flows live in the same node's log. A crash loses
+// a suffix of the log, so a restart, a takeover or a hot standby that
+// becomes active can only miss later steps of a sequence, never an
+// earlier one; recovery runs LinkSubFlows again for every running flow
+// with pending conditions, and every step is idempotent:
+//
+//   - an unlinked condition decides the child's start again: the child's
+//     latest run carries the same request ID, so the start attaches
+//     (whatever the reuse policy), or the start was lost and happens now;
+//   - a linked condition whose Wait still waits reads its child's run and
+//     takes its result if it closed (the child's close was durable, the
+//     parent's update was not);
+//   - an update the parent already applied decides no records.
+//
+// Snapshots need nothing more: the state of both flows holds every link
+// and result (StoredSubFlow.RunID, Result; FlowState.Parent), so the
+// pending work follows from the state alone.
+//
+// Reuse policies (the derived ID already has a run when the parent's
+// flow ID was reused, or the parent was reset): a start whose request ID
+// equals the latest run's attaches, always. Otherwise
+// RESTART_IF_PREVIOUS_EXITS_ABNORMALLY (the default) attaches to a RUNNING
+// or COMPLETED run and starts a new run over FAILED, CANCELED (a CANCEL
+// timeout included) or TERMINATED; ATTACH attaches to any run;
+// ALWAYS_RESTART terminates a running run (flow_closed TERMINATED, then
+// flow_started, in one Decide) or starts after a closed one. Attaching to
+// a closed run gives the condition its result at once (step 3). A
+// condition follows exactly one child run: an update naming another run
+// (the run an ALWAYS_RESTART terminated) decides nothing, and the node
+// sends a parent notice only for the run the child's flow ID still
+// holds. The parent a child's close notifies is its flow ID's latest run,
+// matched by the condition that follows that child run, so a child that a
+// new parent run attached to reports to the new run. A notice never links:
+// for a condition not linked yet (a crash came between the child's start
+// and the link) it decides nothing, and the link that recovery decides
+// applies the reuse policy and takes the result.
+//
+// Choices where the spec is silent:
+//
+//   - Every SubFlow condition starts its child, also when the Wait is
+//     already satisfied by the time the node links it (an AnyOf won by a
+//     channel message that was queued already): losers keep running.
+//   - A result is taken only while the Wait waits. A child of an AnyOf
+//     that closes after the winner is not recorded: the parent's Execute
+//     sees it as a RUNNING snapshot (its flow ID and run), as it saw it
+//     when the Wait held, on every attempt. Its FlowResult is readable by
+//     its ID.
+//   - A parent's close (completion, failure, StopFlow) does not touch its
+//     children; a child's later close is refused by the closed parent
+//     (FAILED_PRECONDITION) and the node drops it.
+//   - A child start the engine refuses (the child's definition does not
+//     take the input or an attribute, the type declares no start step)
+//     satisfies the condition with a FAILED result of error type
+//     INVALID_USER_FLOW_CODE and the refusal as its message; the parent's
+//     Execute decides what to do. The parent's own checks (a flow type, a
+//     valid timeout, policy and reuse policy, the size limits) fail the
+//     WaitFor attempt as any invalid Wait does.
+//   - The child's result carries every output the child committed; the
+//     record that delivers it is bounded like the child's outputs are.
+//   - A child's tasks join the parent's trace (the child's start takes
+//     the parent run's trace context).
+//   - The parent's WaitFor cannot know the child type's declared input
+//     type, so the child's start checks it (a refusal is the failed
+//     result above), except for an input large enough to be a value
+//     object: the node keeps only its reference, which is not checked
+//     again, and a mismatch shows when the child's worker decodes it.
+//
+// History: the parent's WAIT_FOR_COMPLETED event holds the conditions
+// with their derived IDs; SUB_FLOW_COMPLETED records each result taken;
+// the child's FLOW_STARTED is its own history's first event.
 //
 // # Step cancellation (E29)
 //

@@ -152,6 +152,17 @@ func summarize(st *FlowState) []string {
 				line := fmt.Sprintf("    [%d] ", i)
 				if c.Kind == CondTimer {
 					line += fmt.Sprintf("timer #%d at=%s", c.TimerIndex, rel(c.FireAt))
+				} else if sf := c.SubFlow; sf != nil {
+					line += fmt.Sprintf("subflow #%d %s type=%s reuse=%s", sf.Index, sf.FlowID, sf.Spec.FlowType, sf.Spec.Reuse)
+					if sf.RunID != "" {
+						line += " run=" + sf.RunID
+					}
+					if r := sf.Result; r != nil {
+						line += fmt.Sprintf(" result=%s", r.Status)
+						if n := len(r.Outputs); n > 0 {
+							line += fmt.Sprintf(" out=%s", r.Outputs[n-1].Value.Data)
+						}
+					}
 				} else {
 					line += fmt.Sprintf("channel %s %s min=%d max=%d", c.Channel, c.Bound, c.Min, c.Max)
 				}
@@ -185,6 +196,9 @@ func summarize(st *FlowState) []string {
 	}
 	if ids := st.RPCCallIDs; len(ids) > 0 {
 		out = append(out, fmt.Sprintf("committed RPC calls %v", ids))
+	}
+	if p := st.Parent; p != nil {
+		out = append(out, fmt.Sprintf("parent %s run=%s step=%s index=%d", p.FlowID, p.RunID, p.StepExecID, p.Index))
 	}
 	if c := st.Close; c != nil {
 		out = append(out, fmt.Sprintf("closed at %s %s %s %q", rel(st.ClosedAt), c.Status, c.ErrorType, c.Message))

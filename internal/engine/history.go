@@ -18,7 +18,8 @@ const (
 	EventAttributesSet    EventType = "ATTRIBUTES_SET"
 	EventTimerSkipped     EventType = "TIMER_SKIPPED"
 	EventFlowClosed       EventType = "FLOW_CLOSED"
-	EventStepCanceled     EventType = "STEP_CANCELED" // E29
+	EventSubFlowCompleted EventType = "SUB_FLOW_COMPLETED" // E31
+	EventStepCanceled     EventType = "STEP_CANCELED"      // E29
 )
 
 // HistoryEvent is one semantic event of a run (E26). IDs count from 1
@@ -66,6 +67,8 @@ type HistoryEvent struct {
 	Start *StartInfo `json:"start,omitempty"`
 	// FLOW_CLOSED: how the run closed (its outputs are FlowState.Outputs).
 	Close *CloseInfo `json:"close,omitempty"`
+	// SUB_FLOW_COMPLETED: the subflow condition and its child's result.
+	SubFlow *SubFlowEvent `json:"subFlow,omitempty"`
 	// STEP_CANCELED: the selector that took the step execution and the
 	// decision (step execution or RPC) that caused it; RPC_COMPLETED: the
 	// step types the RPC cancelled (E29). One pointer for both, so that

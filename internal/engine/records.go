@@ -45,6 +45,9 @@ type FlowStarted struct {
 	// carries it, so a worker's spans join the start's trace, also after
 	// a restart or a takeover. Absent (zero bytes) for an untraced start.
 	TraceContext map[string]string `json:"traceContext,omitempty"`
+	// Parent names the run and condition whose Wait started this run as
+	// a subflow (E31); nil for a flow a client started.
+	Parent *ParentRef `json:"parent,omitempty"`
 }
 
 // DefinitionSet replaces the run's definition. Config, when set, becomes
@@ -247,6 +250,7 @@ var recordTypes = map[string]func([]byte, func([]byte, any) error) (RecordBody, 
 	RPCCompleted{}.recordType():       decodeBody[RPCCompleted],
 	StepEnded{}.recordType():          decodeBody[StepEnded],
 	FlowClosed{}.recordType():         decodeBody[FlowClosed],
+	SubFlowUpdated{}.recordType():     decodeBody[SubFlowUpdated],
 	StepsCanceled{}.recordType():      decodeBody[StepsCanceled],
 	AttemptHeartbeat{}.recordType():   decodeBody[AttemptHeartbeat],
 }

@@ -27,6 +27,25 @@ func (h *harness) command(name string, kv map[string]string, pos []arg) (Command
 	case "def":
 		h.def = parseDef(kv, pos)
 		return nil, nil, nil
+	case "typedef":
+		// The definition the node's registry holds for another flow type
+		// (a subflow's, E31).
+		d := parseDef(kv, pos)
+		h.defs[d.Type] = d
+		return nil, nil, nil
+	case "use":
+		h.use(first)
+		return nil, []string{"flow " + first}, nil
+	case "link":
+		// "link crash": the parent's updates are lost (the node crashed
+		// after the child's start was durable, before the link was).
+		return nil, h.link(first == "crash"), nil
+	case "notify":
+		upd, ok := h.st.ParentNotice()
+		if !ok {
+			return nil, []string{"(no parent notice)"}, nil
+		}
+		return nil, h.decideOn(upd.FlowID, upd), nil
 	case "nodef":
 		h.def = nil
 		return nil, nil, nil
@@ -131,7 +150,7 @@ func (h *harness) command(name string, kv map[string]string, pos []arg) (Command
 		// or read back from its encoding ("snapshot").
 		switch first {
 		case "log":
-			h.st = h.replayed()
+			h.st = h.replayed(h.flowID)
 		case "snapshot":
 			st, err := UnmarshalState(mustMarshalState(h.st))
 			if err != nil {
@@ -171,6 +190,9 @@ func (h *harness) command(name string, kv map[string]string, pos []arg) (Command
 		}
 		return nil, out, nil
 	case "result":
+		if h.st == nil {
+			return nil, []string{"(no state)"}, nil
+		}
 		r, ok := h.st.Result()
 		if !ok {
 			return nil, []string{"(running)"}, nil
@@ -188,13 +210,7 @@ func orNone(lines []string) []string {
 }
 
 func (h *harness) start(kv map[string]string, pos []arg) Command {
-	runs := 1
-	for _, r := range h.recs {
-		if _, ok := r.Body.(FlowStarted); ok {
-			runs++
-		}
-	}
-	c := StartFlow{FlowID: h.flowID, RunID: fmt.Sprintf("r%d", runs), FlowType: "order",
+	c := StartFlow{FlowID: h.flowID, RunID: h.nextRunID(), FlowType: "order",
 		StartStep: kv["step"], Input: val(kv["input"]), RequestID: kv["req"],
 		IDReusePolicy: IDReusePolicy(kv["reuse"]), TimeoutPolicy: TimeoutPolicy(kv["timeoutPolicy"]),
 		Definition: h.def}
@@ -323,17 +339,29 @@ func (h *harness) rpc(name string, kv map[string]string, pos []arg) (Command, []
 }
 
 // parseDef reads "def type=order steps=A:wf,B rpcs=x attrs=a,b channels=c
-// opt:B:key=val".
+// indexed=a:KEYWORD,b:INT:Amount opt:B:key=val".
 func parseDef(kv map[string]string, pos []arg) *FlowDefinition {
 	d := &FlowDefinition{Type: "order", Steps: map[string]StepDef{}}
 	if v, ok := kv["type"]; ok {
 		d.Type = v
 	}
+	d.Start = kv["start"]
 	for _, s := range splitList(kv["steps"]) {
 		name, wf, _ := strings.Cut(s, ":")
 		d.Steps[name] = StepDef{HasWaitFor: wf == "wf"}
 	}
 	d.RPCs, d.Attributes, d.Channels = splitList(kv["rpcs"]), splitList(kv["attrs"]), splitList(kv["channels"])
+	for _, s := range splitList(kv["indexed"]) { // attr:TYPE[:key]
+		parts := strings.SplitN(s, ":", 3)
+		ia := IndexedAttribute{Key: parts[0], Type: IndexType(parts[1])}
+		if len(parts) == 3 {
+			ia.Key = parts[2]
+		}
+		if d.Indexed == nil {
+			d.Indexed = map[string]IndexedAttribute{}
+		}
+		d.Indexed[parts[0]] = ia
+	}
 	for _, p := range pos {
 		rest, ok := strings.CutPrefix(p.key, "opt:")
 		if !ok {
@@ -457,6 +485,17 @@ func parseWait(pos []arg) (*Wait, Staged) {
 				cc.Bound = Bound(b)
 			}
 			c.Channel = cc
+		} else if rest, ok := strings.CutPrefix(body, "sub:"); ok {
+			// sub:TYPE[:INPUT[:REUSE]] (E31)
+			parts := strings.Split(rest, ":")
+			sf := &SubFlowCondition{FlowType: parts[0]}
+			if len(parts) > 1 {
+				sf.Input = val(parts[1])
+			}
+			if len(parts) > 2 {
+				sf.Reuse = SubFlowReuse(parts[2])
+			}
+			c.SubFlow = sf
 		} else {
 			panic("bad condition " + word)
 		}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -94,10 +95,112 @@ type harness struct {
 	calls  int
 	// lastRPC is the last RPC result a worker returned, for rpcresend.
 	lastRPC *RPCResult
+	// Several flows (subflows, E31): the states and tokens of the flows
+	// other than the current one, and the registry's definitions of
+	// other flow types.
+	flows     map[string]*FlowState
+	flowToks  map[string]map[string]Token
+	defs      map[string]*FlowDefinition
+	flowOrder []string
 }
 
 func newHarness(t *testing.T) *harness {
-	return &harness{t: t, e: New(Config{}), now: base, epoch: 1, flowID: "f1", tokens: map[string]Token{}}
+	return &harness{t: t, e: New(Config{}), now: base, epoch: 1, flowID: "f1", tokens: map[string]Token{},
+		flows: map[string]*FlowState{}, flowToks: map[string]map[string]Token{}, defs: map[string]*FlowDefinition{},
+		flowOrder: []string{"f1"}}
+}
+
+// use makes flowID the current flow of the script.
+func (h *harness) use(flowID string) {
+	if flowID == h.flowID {
+		return
+	}
+	h.flows[h.flowID], h.flowToks[h.flowID] = h.st, h.tokens
+	h.flowID, h.st, h.tokens = flowID, h.flows[flowID], h.flowToks[flowID]
+	if h.tokens == nil {
+		h.tokens = map[string]Token{}
+	}
+	if !slices.Contains(h.flowOrder, flowID) {
+		h.flowOrder = append(h.flowOrder, flowID)
+	}
+}
+
+// decideOn decides cmd on flowID (the node deciding for another flow
+// than the script's current one) and prints its records under the
+// flow's ID.
+func (h *harness) decideOn(flowID string, cmd Command) []string {
+	cur := h.flowID
+	h.use(flowID)
+	out := h.decide(cmd)
+	h.use(cur)
+	for i := range out {
+		out[i] = "[" + flowID + "] " + out[i]
+	}
+	return out
+}
+
+// link plays the node's cross-flow step for the current flow (E31).
+func (h *harness) link(crash bool) []string {
+	host := &scriptHost{h: h, crash: crash}
+	if err := LinkSubFlows(host, h.flowID); err != nil {
+		return append(host.out, "error: "+err.Error())
+	}
+	return orNone(host.out)
+}
+
+// scriptHost is the SubFlowHost of the scripts.
+type scriptHost struct {
+	h     *harness
+	out   []string
+	crash bool // drop the parent's updates
+}
+
+func (s *scriptHost) state(flowID string) *FlowState {
+	if flowID == s.h.flowID {
+		return s.h.st
+	}
+	return s.h.flows[flowID]
+}
+
+func (s *scriptHost) Flow(flowID string) (*FlowState, error) { return s.state(flowID), nil }
+
+func (s *scriptHost) Run(flowID, runID string) (*FlowState, error) {
+	if st := s.state(flowID); st != nil && st.RunID == runID {
+		return st, nil
+	}
+	return s.h.replayedRun(flowID, runID), nil
+}
+
+func (s *scriptHost) Decide(flowID string, cmd Command) error {
+	if c, ok := cmd.(StartFlow); ok {
+		c.RunID = s.h.nextRunID()
+		c.Definition = s.h.defs[c.FlowType]
+		cmd = c
+	}
+	if _, ok := cmd.(SubFlowUpdate); ok && s.crash {
+		s.out = append(s.out, "["+flowID+"] (lost in a crash)")
+		return nil
+	}
+	out := s.h.decideOn(flowID, cmd)
+	s.out = append(s.out, out...)
+	if len(out) == 1 {
+		if msg, ok := strings.CutPrefix(out[0], "["+flowID+"] error: "); ok {
+			_, msg, _ = strings.Cut(msg, ": ") // the code, which Error() puts back
+			return &Error{Code: CodeInvalidArgument, Message: msg}
+		}
+	}
+	return nil
+}
+
+// nextRunID numbers runs across every flow of the script.
+func (h *harness) nextRunID() string {
+	runs := 1
+	for _, r := range h.recs {
+		if _, ok := r.Body.(FlowStarted); ok {
+			runs++
+		}
+	}
+	return fmt.Sprintf("r%d", runs)
 }
 
 // run executes one script command and returns its output lines.
@@ -151,12 +254,20 @@ func (h *harness) decide(cmd Command) []string {
 	return out
 }
 
-// checkReplay rebuilds the state from the logged records and compares.
+// checkReplay rebuilds the state of every flow from the logged records
+// and compares.
 func (h *harness) checkReplay() {
+	for _, id := range h.flowOrder {
+		h.use(id)
+		h.checkReplayFlow()
+	}
+}
+
+func (h *harness) checkReplayFlow() {
 	if h.st == nil {
 		return
 	}
-	rst := h.replayed()
+	rst := h.replayed(h.flowID)
 	live, replayed := mustMarshalState(h.st), mustMarshalState(rst)
 	if !bytes.Equal(live, replayed) {
 		h.t.Fatalf("replayed state differs from live state:\nlive:     %s\nreplayed: %s", live, replayed)
@@ -175,11 +286,28 @@ func (h *harness) checkReplay() {
 	}
 }
 
-// replayed rebuilds the state from nil by applying every logged record
-// after a MarshalRecord/UnmarshalRecord round trip, as a recovery does.
-func (h *harness) replayed() *FlowState {
+// replayedRun is the state of run runID of flowID as its records rebuild
+// it, nil when the log has no such run.
+func (h *harness) replayedRun(flowID, runID string) *FlowState {
 	var st *FlowState
 	for _, r := range h.recs {
+		if r.FlowID != flowID || r.RunID != runID {
+			continue
+		}
+		st, _ = Apply(st, r)
+	}
+	return st
+}
+
+// replayed rebuilds flowID's state from nil by applying every logged
+// record after a MarshalRecord/UnmarshalRecord round trip, as a recovery
+// does.
+func (h *harness) replayed(flowID string) *FlowState {
+	var st *FlowState
+	for _, r := range h.recs {
+		if r.FlowID != flowID {
+			continue
+		}
 		b, err := MarshalRecord(r)
 		if err != nil {
 			h.t.Fatalf("marshal %s: %v", r.Type(), err)
@@ -265,6 +393,9 @@ func parseArgs(args []string) (kv map[string]string, pos []arg) {
 func val(s string) Value {
 	if s == "" {
 		return Value{}
+	}
+	if data, ok := strings.CutPrefix(s, "json:"); ok { // json:'a' is the JSON string "a"
+		return Value{Type: "json:", Data: []byte(strings.ReplaceAll(data, "'", `"`))}
 	}
 	return Value{Data: []byte(s)}
 }

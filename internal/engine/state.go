@@ -134,6 +134,9 @@ type FlowState struct {
 	// was not traced (FlowStarted.TraceContext). Never changed after the
 	// start, so clones share it.
 	TraceContext map[string]string `json:"traceContext,omitempty"`
+	// Parent names the parent of a subflow run (E31), nil otherwise.
+	// Never changed after the start, so clones share it.
+	Parent *ParentRef `json:"parent,omitempty"`
 	// History is the run's semantic history (E26). Events are never
 	// changed once appended, so clones share them.
 	History []*HistoryEvent `json:"history,omitempty"`
@@ -336,12 +339,18 @@ type Summary struct {
 	Status    Status    `json:"status"`
 	StartedAt time.Time `json:"startedAt"`
 	ClosedAt  time.Time `json:"closedAt,omitzero"`
+	// ParentFlowID is the parent's flow ID for a subflow run (E31).
+	ParentFlowID string `json:"parentFlowId,omitempty"`
 }
 
 // Summary returns the run's summary.
 func (st *FlowState) Summary() Summary {
-	return Summary{FlowID: st.FlowID, RunID: st.RunID, FlowType: st.FlowType,
+	s := Summary{FlowID: st.FlowID, RunID: st.RunID, FlowType: st.FlowType,
 		Status: st.Status, StartedAt: st.StartedAt, ClosedAt: st.ClosedAt}
+	if st.Parent != nil {
+		s.ParentFlowID = st.Parent.FlowID
+	}
+	return s
 }
 
 // Result is what WaitForFlow returns once the run is closed (E7, E25).

@@ -176,6 +176,9 @@ type FlowDefinition struct {
 	// attributes and channels, by name (valueshape.go).
 	AttributeTypes map[string]*ValueType `json:"attributeTypes,omitempty"`
 	ChannelTypes   map[string]*ValueType `json:"channelTypes,omitempty"`
+	// Indexed are the attributes indexed for search, by attribute name
+	// (E36, search.go).
+	Indexed map[string]IndexedAttribute `json:"indexed,omitempty"`
 }
 
 // StepDef declares one step type of a flow.

@@ -35,12 +35,14 @@ type Wait struct {
 	Conditions []Condition `json:"conditions,omitempty"`
 }
 
-// Condition is one timer or channel condition; exactly one of Timer and
-// Channel is set. ID is optional and unique within the Wait.
+// Condition is one timer, channel or subflow condition; exactly one of
+// Timer, Channel and SubFlow is set. ID is optional and unique within the
+// Wait.
 type Condition struct {
 	ID      string            `json:"id,omitempty"`
 	Timer   *time.Duration    `json:"timer,omitempty"`
 	Channel *ChannelCondition `json:"channel,omitempty"`
+	SubFlow *SubFlowCondition `json:"subFlow,omitempty"` // E31, subflow.go
 }
 
 // ChannelCondition waits for messages on one channel (E17). N and M are the
@@ -59,6 +61,7 @@ type CondKind string
 const (
 	CondTimer   CondKind = "TIMER"
 	CondChannel CondKind = "CHANNEL"
+	CondSubFlow CondKind = "SUB_FLOW" // E31
 )
 
 // StoredWait is a Wait as stored durably: timers carry absolute fire times,
@@ -88,6 +91,8 @@ type StoredCondition struct {
 	Satisfied bool      `json:"satisfied,omitempty"`
 	Skipped   bool      `json:"skipped,omitempty"` // fired by SkipTimer (E19)
 	Messages  []Message `json:"messages,omitempty"`
+	// SubFlow is a subflow condition's child and what it got (E31).
+	SubFlow *StoredSubFlow `json:"subFlow,omitempty"`
 }
 
 // Done reports whether the wait is satisfied: Until and AnyOf by one
@@ -133,6 +138,10 @@ func (w *StoredWait) clone() *StoredWait {
 	copy(c.Conditions, w.Conditions)
 	for i := range c.Conditions {
 		c.Conditions[i].Messages = clip(c.Conditions[i].Messages)
+		if sf := c.Conditions[i].SubFlow; sf != nil {
+			cp := *sf
+			c.Conditions[i].SubFlow = &cp
+		}
 	}
 	return c
 }
@@ -166,6 +175,10 @@ func validateWait(field string, w *Wait, channelOK func(string) bool) error {
 			ids[c.ID] = true
 		}
 		switch {
+		case c.SubFlow != nil && (c.Timer != nil || c.Channel != nil):
+			return invalidArg(field, "subFlow set with a timer or a channel")
+		case c.SubFlow != nil:
+			// Checked by checkSubFlows (subflow.go), which knows the limits.
 		case c.Timer != nil && c.Channel != nil:
 			return invalidArg(field, "both timer and channel set")
 		case c.Timer != nil:
@@ -180,7 +193,7 @@ func validateWait(field string, w *Wait, channelOK func(string) bool) error {
 				return invalidArg(field+".channel", "channel %q is not declared", c.Channel.Channel)
 			}
 		default:
-			return invalidArg(field, "neither timer nor channel set")
+			return invalidArg(field, "none of timer, channel and subFlow set")
 		}
 	}
 	return nil
@@ -224,15 +237,20 @@ func channelBounds(c *ChannelCondition) (lo, hi int, err error) {
 // absolute from now (E15).
 func storeWait(w *Wait, now time.Time) *StoredWait {
 	sw := &StoredWait{Mode: w.Mode, Conditions: make([]StoredCondition, len(w.Conditions))}
-	timers := 0
+	timers, subflows := 0, 0
 	for i, c := range w.Conditions {
 		sc := StoredCondition{ID: c.ID, TimerIndex: -1}
-		if c.Timer != nil {
+		switch {
+		case c.SubFlow != nil:
+			sc.Kind = CondSubFlow
+			sc.SubFlow = &StoredSubFlow{Spec: *c.SubFlow, Index: subflows}
+			subflows++
+		case c.Timer != nil:
 			sc.Kind = CondTimer
 			sc.TimerIndex = timers
 			sc.FireAt = now.Add(*c.Timer)
 			timers++
-		} else {
+		default:
 			lo, hi, _ := channelBounds(c.Channel)
 			sc.Kind = CondChannel
 			sc.Channel = c.Channel.Channel

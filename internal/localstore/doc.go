@@ -1,6 +1,6 @@
 // Package localstore is the materialised state of one node on local disk,
 // in Pebble: the latest run of every flow ID, its older runs, and the
-// indexes that ListFlows and recovery read.
+// indexes that ListFlows, SearchFlows and recovery read.
 //
 // # A cache of the log
 //
@@ -18,7 +18,7 @@
 // the node replays from Applied()+1. Apply refuses a seq at or below
 // Applied() (ErrAlreadyApplied); replay skips those batches.
 //
-// # Key layout (format version 3)
+// # Key layout (format version 4)
 //
 // The first byte of a key names its kind. <esc s> is s with 0x00 written
 // as 0x00 0xFF, followed by 0x00 0x01, so that it sorts as s and ends
@@ -41,6 +41,9 @@
 //	't' <flowType>                  the run with the type's latest declaration:
 //	                                flow ID and run ID, each a uvarint length
 //	                                and the bytes (Tx.PutFlowType)
+//	'i' <esc key> <type> <value> <esc flowID> <runID>
+//	                                search index entry of a run (E36): empty;
+//	                                see "Search indexes"
 //
 // <time> is the run's start time as 12 bytes that sort newest first: the
 // Unix seconds with the sign bit flipped (u64) and the nanoseconds (u32),
@@ -58,6 +61,10 @@
 //	    engine.MarshalState's bytes of the state with History nil. The
 //	    run's history is events 1..n of its 'h' keys.
 //	3   as 2 without the state: it is under 'b' <this key>.
+//	4   as 2, with the run's indexed values after the event count: the
+//	    section's length (uvarint, > 0) and the section (see "Search
+//	    indexes"). Written only for a run with indexed values.
+//	5   as 3, with the same section after the event count.
 //	1   the summary's length (uvarint), the summary, then
 //	    engine.MarshalState's bytes of the whole state, history inline
 //	    (store format 1). Still read; never written.
@@ -114,10 +121,63 @@
 // (ErrRunConflict otherwise): under TERMINATE_IF_RUNNING the node puts the
 // terminated run's state before the new run's, in the same Apply.
 //
+// # Search indexes
+//
+// A run whose definition indexes attributes (engine.FlowDefinition.Indexed)
+// has the indexed values that hold plain JSON other than null in its
+// flow value (version 4 or 5): the index section is a uvarint count, then
+// per value, sorted by index key, its key, its type name and its JSON,
+// each a uvarint length and the bytes. A run without indexed values is
+// written as version 2 or 3, as before: a flow that indexes nothing pays
+// one check of its definition.
+//
+// Each indexed value has index entries, one per value query.FromJSON gives
+// (one; the distinct elements of a KEYWORD_ARRAY; the tokens of a TEXT;
+// none for a value that does not convert): 'i', the escaped key, the type
+// byte (k KEYWORD, a KEYWORD_ARRAY, t TEXT, i INT, d DOUBLE, b BOOL, m
+// DATETIME), the value so that entries sort by it (strings escaped; INT a
+// u64 with the sign bit flipped; DOUBLE its IEEE bits with the sign bit
+// flipped, negatives inverted, -0 as 0; BOOL one byte; DATETIME Unix
+// seconds with the sign bit flipped, u64, then nanoseconds, u32, all
+// big-endian), then the escaped flow ID and the run ID. PutFlow compares
+// the section with the stored run's and, when it changed, deletes the
+// entries only the old values have and sets those only the new ones have,
+// in the same batch: search answers as of the applied log position, and
+// replay (which runs the same PutFlows) and Restore (the stream holds the
+// 'i' keys) rebuild the indexes with the rest. When a run becomes an older
+// run its entries stay, naming it (a search finds older runs too);
+// nothing deletes them, as nothing deletes runs.
+//
+// SearchFlows (search.go) answers a parsed query (package query) from one
+// Pebble snapshot. It drives the search from an index when it can: a
+// condition =, IN, <, <=, >, >=, BETWEEN or STARTS_WITH on an indexed key
+// (a range of 'i' entries), FlowId = or IN (the 'f' and 'r' keys), Status
+// = 'RUNNING' (the 'x' keys) or a StartTime range (the 'l' keys); an AND
+// by its condition with the fewest entries (counted up to 1000), an OR by
+// the union of its terms when each has one. Each candidate run is read
+// (its header, and its state only for ActiveStepTypes) and checked
+// against the whole query; the matches are sorted in the query's order
+// (at most MaxSortedRuns, else ErrQueryTooBroad) and paged by a token
+// holding the last result's sort key. A query without such a condition,
+// or whose best one has 1000 entries or more, in start order, scans the
+// list index (from the StartTime bounds of its top AND) and stops after a
+// page of matches; its token holds the last list key, and its next pages
+// scan too. Page tokens are base64url of a version byte, a hash of the
+// query, the mode ('s' scan, 'o' sorted) and the position; a token of
+// another query is ErrBadPageToken.
+//
 // # Compatibility
 //
+// Format 3 is format 4 without 'i' keys and without version 4 and 5 flow
+// values (no build before it indexed anything): Open restamps a format 3
+// directory as format 4 (synced, before any write) and uses it as is, and
+// Restore loads a format 3 stream as it is and stamps it format 4 (its
+// runs' definitions declare no indexed attribute, so there is nothing to
+// build). A format 3 build refuses a format 4 directory or
+// stream with ErrIncompatible.
+//
 // Format 1 is format 3 without 'h' and 'b' keys and with version 1 flow
-// values only. Open restamps a format 1 directory as format 3 (synced, before any
+// values only. Open restamps a format 1 directory as format 4 (synced, before any
 // write) and uses it as is: its values decode, and the first PutFlow of a
 // run stored as version 1 writes all the run's events as 'h' keys and a
 // version 2 value; an older run stored as version 1 stays so (older runs
@@ -146,7 +206,7 @@
 //
 //	"DXLS"                    magic (4 bytes)
 //	1                         stream version (1 byte)
-//	storeFormat               format version of the keys and values (u32): 2
+//	storeFormat               format version of the keys and values (u32): 4
 //	applied                   the applied sequence number it covers (u64)
 //	entries                   uvarint key length (> 0), key, uvarint value length, value
 //	0                         uvarint 0: end of entries
@@ -156,8 +216,8 @@
 // Restore reads it into a sibling directory (<dir>.restoring), checks the
 // magic, versions, key order, lengths, count, checksum and that nothing
 // follows, writes the metadata last and renames the directory into place.
-// It accepts store format 1 and 2 (a format 1 stream's entries load as
-// they are) and stamps the store format 3. A bad stream is ErrCorrupt
+// It accepts store formats 1, 3 and 4 (a format 1 or 3 stream's entries
+// load as they are) and stamps the store format 4. A bad stream is ErrCorrupt
 // (ErrIncompatible for another store format), and leaves nothing behind. The stream does not depend on Pebble's file
 // format, so a snapshot survives a Pebble upgrade. The wal package stores
 // the stream in parts (WriteSnapshotFrom, snapshot format version 2; see

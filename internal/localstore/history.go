@@ -18,7 +18,7 @@ import (
 // does not decode or does not add up.
 func loadFlow(r reader, key, v []byte) (*engine.FlowState, error) {
 	var big []byte
-	if len(v) > 0 && v[0] == flowValueBig {
+	if len(v) > 0 && (v[0] == flowValueBig || v[0] == flowValueIndexedBig) {
 		var err error
 		if big, err = getCopy(r, bigKey(key)); err != nil {
 			if errors.Is(err, pebble.ErrNotFound) {

@@ -608,7 +608,7 @@ func TestRestore_AcceptsFormat1Streams(t *testing.T) {
 
 	// Format 2 (unreleased builds: JSON states, large values inline) and
 	// any later format are refused.
-	for _, f := range []uint32{2, 4} {
+	for _, f := range []uint32{2, storeFormat + 1} {
 		_, err = Restore(filepath.Join(t.TempDir(), fmt.Sprint("f", f)), bytes.NewReader(encodeStream(f, 7, kvs)), Options{})
 		wantErr(t, err, ErrIncompatible)
 	}

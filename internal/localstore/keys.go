@@ -20,6 +20,7 @@ const (
 	prefixType    byte = 't'  // t<flowType>: the run holding the type's latest declaration
 	prefixHistory byte = 'h'  // h<esc flowID><esc runID><u32 event ID>: one history event of a run
 	prefixBig     byte = 'b'  // b<key>: the bytes of a large value stored out of line (bigKey)
+	prefixIndex   byte = 'i'  // i<esc key><type><value><esc flowID><runID>: search index entry (E36)
 )
 
 var (
@@ -28,11 +29,17 @@ var (
 )
 
 // storeFormat is the version of the key layout and value encodings. Open
-// refuses a directory written under another version, except format 1,
-// which it restamps (see doc.go); Restore accepts streams of both.
-// Format 2 was the same layout while it was being built (unreleased
-// builds with JSON states and without out-of-line values): refused.
-const storeFormat uint32 = 3
+// refuses a directory written under another version, except formats 1
+// and 3, which it restamps (see doc.go); Restore accepts streams of all
+// three. Format 2 was the same layout while it was being built
+// (unreleased builds with JSON states and without out-of-line values):
+// refused.
+const storeFormat uint32 = 4
+
+// storeFormatNoIndex is format 4 without search indexes ('i' keys) and
+// without version 4 and 5 flow values: no run of it indexes anything, so
+// it is a format 4 store as it is.
+const storeFormatNoIndex uint32 = 3
 
 // storeFormatInline is the format before history keys: every flow value
 // is version 1 (history inline). Open and Restore upgrade it in place.
@@ -44,6 +51,10 @@ const (
 	flowValueInline  byte = 1 // summary, then the whole state, history included
 	flowValueHistory byte = 2 // summary, event count, the state without history
 	flowValueBig     byte = 3 // summary, event count; the state is under bigKey(key)
+	// Versions 4 and 5 are 2 and 3 with the run's indexed values after the
+	// event count (E36); a run without indexed values is written as 2 or 3.
+	flowValueIndexed    byte = 4
+	flowValueIndexedBig byte = 5
 )
 
 // bigValueBytes is the size above which a state or a history event is
@@ -207,7 +218,10 @@ func decodeSummary(b []byte) (engine.Summary, []byte, error) {
 // flowHeader is a decoded flow value without its state.
 type flowHeader struct {
 	sum     engine.Summary
-	version byte // flowValueInline or flowValueHistory
+	version byte // flowValueInline, flowValueHistory or flowValueBig (4 and 5 read as 2 and 3)
+	// indexed is the run's index section (appendIndexed; nil when none),
+	// in the value's memory.
+	indexed []byte
 	// events is the number of history events stored under the run's
 	// history keys (always 0 for flowValueInline: its history is inline).
 	events uint64
@@ -223,17 +237,28 @@ type flowHeader struct {
 //
 // With big, the state is not in the value (version 3): the caller stores
 // it under bigKey of the value's key.
-func encodeFlowValue(s *engine.Summary, events uint64, state []byte, big bool) []byte {
+//
+// With indexed values (an index section, appendIndexed), the version is 4
+// (5 out of line) and the section follows the event count, after its
+// uvarint length.
+func encodeFlowValue(s *engine.Summary, events uint64, indexed, state []byte, big bool) []byte {
 	sum := appendSummary(make([]byte, 0, 96), s)
 	version := flowValueHistory
 	if big {
 		version, state = flowValueBig, nil
 	}
-	b := make([]byte, 0, 1+2*binary.MaxVarintLen64+len(sum)+len(state))
+	if indexed != nil {
+		version += flowValueIndexed - flowValueHistory
+	}
+	b := make([]byte, 0, 1+3*binary.MaxVarintLen64+len(sum)+len(indexed)+len(state))
 	b = append(b, version)
 	b = binary.AppendUvarint(b, uint64(len(sum)))
 	b = append(b, sum...)
 	b = binary.AppendUvarint(b, events)
+	if indexed != nil {
+		b = binary.AppendUvarint(b, uint64(len(indexed)))
+		b = append(b, indexed...)
+	}
 	return append(b, state...)
 }
 
@@ -242,10 +267,14 @@ func encodeFlowValue(s *engine.Summary, events uint64, state []byte, big bool) [
 // event count; the state out of line).
 func decodeFlowHeader(v []byte) (flowHeader, error) {
 	var h flowHeader
-	if len(v) == 0 || (v[0] != flowValueInline && v[0] != flowValueHistory && v[0] != flowValueBig) {
+	if len(v) == 0 || v[0] < flowValueInline || v[0] > flowValueIndexedBig {
 		return h, errors.New("unknown flow value version")
 	}
 	h.version = v[0]
+	withIndex := h.version >= flowValueIndexed
+	if withIndex {
+		h.version -= flowValueIndexed - flowValueHistory
+	}
 	n, w := binary.Uvarint(v[1:])
 	if w <= 0 || n > uint64(len(v)-1-w) {
 		return h, errShort
@@ -268,6 +297,13 @@ func decodeFlowHeader(v []byte) (flowHeader, error) {
 			return h, fmt.Errorf("history event count %d out of range", c)
 		}
 		h.events, h.state = c, h.state[w:]
+		if withIndex {
+			n, w := binary.Uvarint(h.state)
+			if w <= 0 || n == 0 || n > uint64(len(h.state)-w) {
+				return h, errShort
+			}
+			h.indexed, h.state = h.state[w:w+int(n)], h.state[w+int(n):]
+		}
 		if h.version == flowValueBig && len(h.state) != 0 {
 			return h, errors.New("bytes after the header of an out-of-line flow value")
 		}

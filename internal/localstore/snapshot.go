@@ -211,11 +211,12 @@ func load(db *pebble.DB, disk *diskWatch, r io.Reader) (seq, keys uint64, err er
 	if hdr[4] != snapshotVersion {
 		return 0, 0, corrupt("header", fmt.Errorf("unknown snapshot version %d", hdr[4]))
 	}
-	// A format 1 stream holds version 1 flow values only, which format 3
-	// still reads: it loads as is and is stamped format 3.
-	if f := binary.BigEndian.Uint32(hdr[5:9]); f != storeFormat && f != storeFormatInline {
-		return 0, 0, fmt.Errorf("snapshot of store format %d, this build reads %d and %d: %w",
-			f, storeFormatInline, storeFormat, ErrIncompatible)
+	// A format 1 stream holds version 1 flow values only, and a format 3
+	// one no index entries, which format 4 still reads: they load as they
+	// are and are stamped format 4.
+	if f := binary.BigEndian.Uint32(hdr[5:9]); f != storeFormat && f != storeFormatInline && f != storeFormatNoIndex {
+		return 0, 0, fmt.Errorf("snapshot of store format %d, this build reads %d, %d and %d: %w",
+			f, storeFormatInline, storeFormatNoIndex, storeFormat, ErrIncompatible)
 	}
 	seq = binary.BigEndian.Uint64(hdr[9:17])
 

@@ -288,8 +288,8 @@ func FuzzDecodeFlowValue(f *testing.F) {
 	bare := *st
 	bare.History = nil
 	b2, _ := engine.MarshalState(&bare)
-	f.Add(encodeFlowValue(&sum, uint64(len(st.History)), b2, false))
-	f.Add(encodeFlowValue(&sum, uint64(len(st.History)), b2, true))
+	f.Add(encodeFlowValue(&sum, uint64(len(st.History)), nil, b2, false))
+	f.Add(encodeFlowValue(&sum, uint64(len(st.History)), nil, b2, true))
 	f.Add(appendSummary(nil, &sum))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		_, _, _ = decodeFlowValue(data, nil)

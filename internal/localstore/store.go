@@ -232,7 +232,7 @@ func fullOr(dir string, err error) error {
 }
 
 // checkFormat stamps a new (empty) store with the format version, restamps
-// a format 1 store (synced, before any write of format 3 data), and refuses
+// a format 1 or 3 store (synced, before any write of format 4 data), and refuses
 // a store stamped with another one or data without a stamp.
 func (s *Store) checkFormat() error {
 	v, err := getCopy(s.db, keyFormat)
@@ -256,7 +256,7 @@ func (s *Store) checkFormat() error {
 		return fmt.Errorf("localstore: open %s: format version of %d bytes: %w", s.dir, len(v), ErrIncompatible)
 	}
 	got := binary.BigEndian.Uint32(v)
-	if got == storeFormatInline {
+	if got == storeFormatInline || got == storeFormatNoIndex {
 		if err := s.db.Set(keyFormat, binary.BigEndian.AppendUint32(nil, storeFormat), pebble.Sync); err != nil {
 			return fmt.Errorf("localstore: open %s: restamp format %d as %d: %w", s.dir, got, storeFormat, err)
 		}

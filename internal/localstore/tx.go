@@ -68,6 +68,14 @@ func (tx *Tx) PutFlow(st *engine.FlowState) error {
 			st.FlowID, st.RunID, len(st.History), maxHistoryEvents)
 	}
 	sum := st.Summary()
+	indexed := runIndexed(st)
+	var section []byte // the index section; nil without indexed values
+	if indexed != nil {
+		if err := checkIndexed(st, indexed); err != nil {
+			return err
+		}
+		section = appendIndexed(nil, indexed)
+	}
 	bare := *st
 	bare.History = nil
 	state, err := engine.MarshalState(&bare)
@@ -118,6 +126,14 @@ func (tx *Tx) PutFlow(st *engine.FlowState) error {
 	}
 
 	prevBig := prev != nil && prev.version == flowValueBig // bigKey(fk) holds its state
+	var prevSection []byte                                 // the index section of the same run
+	var prevIndexed []IndexedValue
+	if prev != nil && !moving && prev.indexed != nil {
+		prevSection = prev.indexed
+		if prevIndexed, err = decodeIndexed(prevSection); err != nil {
+			return fmt.Errorf("put flow %s: latest run's indexed values: %w: %w", st.FlowID, ErrCorrupt, err)
+		}
+	}
 	if moving {
 		// Keep the previous run readable by run ID; its list entry and
 		// its history keys stay.
@@ -158,10 +174,10 @@ func (tx *Tx) PutFlow(st *engine.FlowState) error {
 	// read stay within bigValueBytes whatever the IDs' lengths.
 	// The out-of-line value is the inline one without the state, so its
 	// length tells the inline one's without copying a large state.
-	value := encodeFlowValue(&sum, uint64(len(st.History)), state, true)
+	value := encodeFlowValue(&sum, uint64(len(st.History)), section, state, true)
 	big := len(value)+len(state) > bigValueBytes
 	if !big {
-		value = encodeFlowValue(&sum, uint64(len(st.History)), state, false)
+		value = encodeFlowValue(&sum, uint64(len(st.History)), section, state, false)
 	}
 	if err := tx.b.Set(fk, value, nil); err != nil {
 		return err
@@ -177,6 +193,11 @@ func (tx *Tx) PutFlow(st *engine.FlowState) error {
 		}
 	}
 	tx.puts++
+	if (section != nil || prevSection != nil) && !bytes.Equal(section, prevSection) {
+		if err := tx.putIndexes(sum.FlowID, sum.RunID, prevIndexed, indexed); err != nil {
+			return err
+		}
+	}
 	if prev == nil || !sameSummary(&prev.sum, &sum) {
 		lk := listKey(&sum)
 		if prev != nil {
@@ -256,6 +277,7 @@ func readHeader(r reader, key []byte) (*flowHeader, error) {
 		return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
 	h.state = nil
+	h.indexed = bytes.Clone(h.indexed) // the value's memory is released
 	return &h, nil
 }
 

@@ -97,6 +97,7 @@ type Metrics struct {
 	renewalFailures atomic.Uint64
 	// Snapshots written and failed, and the size of the last one.
 	snapshots, snapshotFailures, snapshotBytes atomic.Uint64
+	lastSnapshot                               atomic.Pointer[time.Time]
 	epoch                                      atomic.Uint64
 	state                                      atomic.Pointer[StandbyState]
 	// hot, while set, is the hot standby whose state and lag are reported
@@ -454,6 +455,8 @@ func (m *Metrics) SnapshotWritten(bytes int, err error) {
 	}
 	m.snapshots.Add(1)
 	m.snapshotBytes.Store(uint64(bytes))
+	now := time.Now()
+	m.lastSnapshot.Store(&now)
 }
 
 // leaseStore counts the lease holder's renewal writes for the metrics:
@@ -483,4 +486,57 @@ func (s *leaseStore) PutIfMatch(ctx context.Context, key string, data []byte, v 
 		}
 	}
 	return nv, err
+}
+
+// Status is one reading of what the metrics know of the process, for its
+// node page (package web).
+type Status struct {
+	// Leader: the process is the active one and serves.
+	Leader bool
+	// Epoch is the lease epoch held, 0 while none.
+	Epoch uint64
+	// StandbyState and Lag are dexzd_hot_standby_state and _lag_seconds.
+	StandbyState StandbyState
+	Lag          time.Duration
+	// NotServingReason is what /readyz says while the process does not
+	// serve.
+	NotServingReason string
+	// LeaseRenewals and LeaseRenewalFailures count renewal writes.
+	LeaseRenewals, LeaseRenewalFailures uint64
+	// Log sums the log writers' counters of this process; LogNextSeq is
+	// the sequence number the current writer writes next (the log's end),
+	// 0 while there is none.
+	Log        wal.Stats
+	LogNextSeq uint64
+	// Snapshots written and failed; LastSnapshot is when the last one was
+	// written (zero before the first) and LastSnapshotBytes its size.
+	Snapshots, SnapshotFailures uint64
+	LastSnapshot                time.Time
+	LastSnapshotBytes           uint64
+	// StoreRequests counts the durable store requests by operation.
+	StoreRequests map[string]uint64
+}
+
+// Status reads the status; the zero Status for a nil *Metrics.
+func (m *Metrics) Status() Status {
+	if m == nil {
+		return Status{}
+	}
+	s := m.snapshot()
+	st := Status{Leader: s.leader, Epoch: s.epoch, StandbyState: s.state, Lag: s.lag,
+		LeaseRenewals: s.renewals, LeaseRenewalFailures: s.renewalFailures, Log: s.log,
+		Snapshots: m.snapshots.Load(), SnapshotFailures: m.snapshotFailures.Load(),
+		LastSnapshotBytes: m.snapshotBytes.Load(), StoreRequests: m.store.requestsByOp()}
+	if !s.leader {
+		st.NotServingReason = m.notServingReason()
+	}
+	m.mu.Lock()
+	if m.writer != nil {
+		st.LogNextSeq = m.writer.NextSeq()
+	}
+	m.mu.Unlock()
+	if t := m.lastSnapshot.Load(); t != nil {
+		st.LastSnapshot = *t
+	}
+	return st
 }

@@ -183,3 +183,16 @@ func (s *storeMetrics) collect(ch chan<- prometheus.Metric, fsyncs uint64) {
 	}
 	ch <- prometheus.MustNewConstMetric(storeFsyncsDesc, prometheus.CounterValue, float64(fsyncs))
 }
+
+// requestsByOp sums the requests of each kind over their results.
+func (s *storeMetrics) requestsByOp() map[string]uint64 {
+	out := make(map[string]uint64, numStoreOps)
+	for op := range s.requests {
+		var n uint64
+		for r := range s.requests[op] {
+			n += s.requests[op][r].Load()
+		}
+		out[storeOpLabels[op]] = n
+	}
+	return out
+}

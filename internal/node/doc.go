@@ -269,4 +269,16 @@
 // snapshots, and what /readyz says while the process does not serve; and
 // it serves Metrics.Handler on metrics.listen (apisurface.go,
 // startMetrics).
+//
+// # Web UI (webui.go)
+//
+// With web.listen set the process serves package web's UI beside the
+// metrics listener, from the same point of startup (before the durable
+// store is open in serve, so a process waiting for its store already
+// shows its node page). webView is the UI's view of the process: the
+// current API phase's server.Local and authorizer (so the UI's calls meet
+// the same gate, admission and roles as a gRPC call on that phase),
+// metrics.Status, the lease record read from the durable store on each
+// node page request, and the takeovers and step downs the lifecycle
+// records (the last 20).
 package node

@@ -41,6 +41,9 @@ type lifecycle struct {
 	stuckBound time.Duration
 	// boot restores the local store from the newest snapshot.
 	boot *bootstrapper
+	// view records takeovers and step downs for the web UI's node page;
+	// nil records nothing.
+	view *webView
 	// values keeps the value objects read and written last, across the
 	// process's lease periods (an object never changes).
 	values *wal.ValueCache
@@ -76,6 +79,7 @@ func (l *lifecycle) run(ctx context.Context, holder *lease.Holder, store flowsto
 			out.ActiveEpoch, out.ActiveProcessID = holder.Epoch(), holder.ProcessID()
 			p.onServing = func() { req.reply(out, nil) }
 		}
+		l.view.event("took the lease", holder.Epoch(), "")
 		sd, err := p.run(ctx)
 		if pending != nil {
 			// Only if the take-back never served.
@@ -224,6 +228,7 @@ func (l *lifecycle) holdOff(ctx context.Context, sd *steppedDown) (*lease.Holder
 	l.metrics.SetEpoch(0)
 	l.metrics.SetStandbyState(metrics.StandbyCold)
 	log.Info("stepped down; holding off before competing for the lease again", "holdOff", holdOff)
+	l.view.event("stepped down", sd.epoch, "released the lease; holding off "+holdOff.String())
 
 	var store flowstore.Store
 	var f *follower

@@ -166,12 +166,20 @@ func RunLocal(ctx context.Context, o LocalOptions) (err error) {
 		return err
 	}
 	cleanup = append(cleanup, stopMetrics)
+	view := &webView{cfg: cfg, mode: o.Mode, api: api, metrics: o.Metrics, started: time.Now(), leaseKey: layout.LeaseKey()}
+	view.setStore(blobs)
+	stopWeb, err := startWeb(ctx, view, log)
+	if err != nil {
+		return err
+	}
+	cleanup = append(cleanup, stopWeb)
 
 	leaseCfg := lease.Config{
 		Store: o.Metrics.MeterLease(blobs, layout.LeaseKey()), Key: layout.LeaseKey(), NodeID: cfg.NodeID,
 		ProcessID: lease.NewProcessID(), Duration: cfg.Lease.Duration, FailIfHeld: cfg.Lease.FailIfHeld,
 		TakeOverHeld: lock.locked, PollInterval: cfg.Standby.HeldLeasePollInterval, Logger: log,
 	}
+	view.setProcessID(leaseCfg.ProcessID)
 	holder, err := lease.Acquire(ctx, leaseCfg)
 	if err != nil {
 		return fmt.Errorf("acquire lease: %w", err)
@@ -187,7 +195,7 @@ func RunLocal(ctx context.Context, o LocalOptions) (err error) {
 	} else if err := checkStateDir(stateDir, dir); err != nil {
 		return err
 	}
-	l := &lifecycle{cfg: cfg, log: log, blobs: blobs, layout: layout, api: api, metrics: o.Metrics,
+	l := &lifecycle{cfg: cfg, log: log, blobs: blobs, layout: layout, api: api, metrics: o.Metrics, view: view,
 		leaseCfg: leaseCfg, stateDir: stateDir, open: open, ready: o.Ready, abandon: o.Abandon,
 		stuckBound: cmp.Or(o.StuckStoreBound, DefaultStuckStoreBound),
 		boot:       &bootstrapper{blobs: blobs, layout: layout, dir: stateDir, restore: restore, log: log}}

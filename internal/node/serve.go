@@ -133,6 +133,12 @@ func RunServe(ctx context.Context, o ServeOptions) error {
 		return err
 	}
 	defer stopMetrics()
+	view := &webView{cfg: cfg, mode: config.ModeServe, api: api, metrics: m, started: time.Now(), leaseKey: layout.LeaseKey()}
+	stopWeb, err := startWeb(ctx, view, log)
+	if err != nil {
+		return err
+	}
+	defer stopWeb()
 	backend := "storage.backend " + cfg.Storage.Backend
 	notServing := func(reason string) {
 		api.current().srv.SetNotServingReason(reason)
@@ -150,6 +156,7 @@ func RunServe(ctx context.Context, o ServeOptions) error {
 	if err != nil {
 		return err
 	}
+	view.setStore(blobs)
 
 	// The Pebble store lives in a directory of its own under the locked
 	// localStore.dir, so that a restore from a snapshot can replace it.
@@ -165,7 +172,7 @@ func RunServe(ctx context.Context, o ServeOptions) error {
 	if open == nil {
 		open, restore = func(dir string) (flowstore.Store, error) { return flowstore.OpenLocal(dir, log) }, restorePebble(log)
 	}
-	l := &lifecycle{cfg: cfg, log: log, blobs: blobs, layout: layout, api: api, metrics: m,
+	l := &lifecycle{cfg: cfg, log: log, blobs: blobs, layout: layout, api: api, metrics: m, view: view,
 		leaseCfg: lease.Config{
 			Store: m.MeterLease(blobs, layout.LeaseKey()), Key: layout.LeaseKey(), NodeID: cfg.NodeID,
 			ProcessID: lease.NewProcessID(), Duration: cfg.Lease.Duration, FailIfHeld: cfg.Lease.FailIfHeld,
@@ -173,6 +180,7 @@ func RunServe(ctx context.Context, o ServeOptions) error {
 		},
 		stateDir: stateDir, open: open, ready: o.Ready, stuckBound: cmp.Or(o.StuckStoreBound, DefaultStuckStoreBound),
 		boot: &bootstrapper{blobs: blobs, layout: layout, dir: stateDir, restore: restore, log: log}}
+	view.setProcessID(l.leaseCfg.ProcessID)
 	l.enterStandby()
 	addr := api.lis.Addr()
 	log.Info("standby", "addr", addr.String(), "standbyMode", cfg.Standby.Mode, "backend", cfg.Storage.Backend,

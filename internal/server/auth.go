@@ -40,6 +40,7 @@ var Permissions = map[string]auth.Permission{
 	dexpb.FlowService_GetHistoryEvents_FullMethodName: auth.Reader,
 	dexpb.FlowService_GetAttributes_FullMethodName:    auth.Reader,
 	dexpb.FlowService_ListFlows_FullMethodName:        auth.Reader,
+	dexpb.FlowService_SearchFlows_FullMethodName:      auth.Reader,
 	dexpb.FlowService_WaitForFlow_FullMethodName:      auth.Reader,
 
 	dexpb.FlowService_StartFlow_FullMethodName:        auth.Client,

@@ -62,6 +62,7 @@ var wantPermission = map[string]auth.Permission{
 	"/dex.FlowService/GetHistoryEvents":     auth.Reader,
 	"/dex.FlowService/GetAttributes":        auth.Reader,
 	"/dex.FlowService/ListFlows":            auth.Reader,
+	"/dex.FlowService/SearchFlows":          auth.Reader,
 	"/dex.FlowService/WaitForFlow":          auth.Reader,
 	"/dex.FlowService/StartFlow":            auth.Client,
 	"/dex.FlowService/StopFlow":             auth.Client,

@@ -47,6 +47,11 @@ type Backend interface {
 	// query is an *engine.Error with CodeInvalidArgument.
 	ListFlows(ctx context.Context, q ListQuery) ([]engine.Summary, string, error)
 
+	// SearchFlows searches runs by a query on their built-in fields and
+	// indexed attributes (E36). A malformed query, or a page token of
+	// another query, is an *engine.Error with CodeInvalidArgument.
+	SearchFlows(ctx context.Context, q SearchQuery) ([]SearchedFlow, string, error)
+
 	// WaitForFlow waits until the run (the latest at the time of the call
 	// when runID is empty) is closed and returns its final state, or
 	// returns ctx's error (E25).

@@ -74,6 +74,8 @@ func historyOut(st *engine.FlowState, ev engine.HistoryEvent) *dexpb.HistoryEven
 			}
 		}
 		out.Event = &dexpb.HistoryEvent_FlowClosed{FlowClosed: e}
+	case engine.EventSubFlowCompleted:
+		out.Event = subFlowEventOut(ev)
 	}
 	return out
 }

@@ -226,6 +226,9 @@ func helloIn(h *dexpb.Hello) (WorkerHello, error) {
 		if def.ChannelTypes, err = valueTypesIn(f+".channelTypes", ft.GetChannelTypes(), def.Channels); err != nil {
 			return WorkerHello{}, err
 		}
+		if def.Indexed, err = indexedIn(f+".indexedAttributes", ft.GetIndexedAttributes(), def.Attributes); err != nil {
+			return WorkerHello{}, err
+		}
 		for j, s := range ft.GetSteps() {
 			sf := fmt.Sprintf("%s.steps[%d]", f, j)
 			if s.GetStepType() == "" {

@@ -98,7 +98,7 @@ func flowErrorOut(st *engine.FlowState) *dexpb.FlowError {
 
 func summaryOut(s engine.Summary) *dexpb.FlowSummary {
 	return &dexpb.FlowSummary{FlowType: s.FlowType, FlowId: s.FlowID, RunId: s.RunID, Status: statusOut(s.Status),
-		StartTime: tsOut(s.StartedAt), CloseTime: tsOut(s.ClosedAt)}
+		StartTime: tsOut(s.StartedAt), CloseTime: tsOut(s.ClosedAt), ParentFlowId: s.ParentFlowID}
 }
 
 // fullSummaryOut adds what only the state knows: the timeout and the error.

@@ -188,3 +188,25 @@ func failureOut(m engine.Method, attempt int, at time.Time, f engine.Failure) *d
 	}
 	return out
 }
+
+// flowTimeoutIn converts a flow timeout and its policy (StartFlow, a
+// SubFlow condition); prefix goes before the field names.
+func flowTimeoutIn(prefix string, d *durationpb.Duration, p dexpb.FlowTimeoutPolicy) (time.Duration, engine.TimeoutPolicy, error) {
+	timeout, err := optDuration(prefix+"flowTimeout", d)
+	if err != nil {
+		return 0, "", err
+	}
+	var t time.Duration
+	if timeout != nil {
+		t = *timeout
+	}
+	switch p {
+	case dexpb.FlowTimeoutPolicy_FLOW_TIMEOUT_POLICY_UNSPECIFIED:
+		return t, "", nil
+	case dexpb.FlowTimeoutPolicy_FLOW_TIMEOUT_POLICY_FAIL:
+		return t, engine.TimeoutFail, nil
+	case dexpb.FlowTimeoutPolicy_FLOW_TIMEOUT_POLICY_CANCEL:
+		return t, engine.TimeoutCancel, nil
+	}
+	return 0, "", argError(prefix+"flowTimeoutPolicy", "unknown value %d", p)
+}

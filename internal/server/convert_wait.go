@@ -47,6 +47,12 @@ func waitIn(w *dexpb.Wait) (*engine.Wait, error) {
 				return nil, err
 			}
 			ec.Channel = cc
+		case *dexpb.WaitCondition_SubFlow:
+			sf, err := subFlowIn(fmt.Sprintf("wait.conditions[%d].subFlow", i), k.SubFlow)
+			if err != nil {
+				return nil, err
+			}
+			ec.SubFlow = sf
 		}
 		out.Conditions = append(out.Conditions, ec)
 	}
@@ -82,9 +88,12 @@ func waitOut(w *engine.StoredWait) *dexpb.Wait {
 	conds := make([]*dexpb.WaitCondition, 0, len(w.Conditions))
 	for _, c := range w.Conditions {
 		wc := &dexpb.WaitCondition{Id: c.ID}
-		if c.Kind == engine.CondTimer {
+		switch {
+		case c.Kind == engine.CondTimer:
 			wc.Condition = &dexpb.WaitCondition_Timer{Timer: &dexpb.TimerCondition{}}
-		} else {
+		case c.SubFlow != nil:
+			wc.Condition = &dexpb.WaitCondition_SubFlow{SubFlow: subFlowCondOut(c.SubFlow)}
+		default:
 			wc.Condition = &dexpb.WaitCondition_Channel{Channel: channelCondOut(c)}
 		}
 		conds = append(conds, wc)
@@ -130,6 +139,10 @@ func resultsOut(w *engine.StoredWait) *dexpb.ConditionResults {
 				Fired: c.Satisfied, Skipped: c.Skipped})
 			continue
 		}
+		if c.SubFlow != nil {
+			out.SubFlows = append(out.SubFlows, subFlowResultOut(c))
+			continue
+		}
 		r := &dexpb.ChannelResult{ChannelConditionIndex: uint32(ch), ConditionId: c.ID, Channel: c.Channel, Satisfied: c.Satisfied}
 		for _, m := range c.Messages {
 			r.Messages = append(r.Messages, valueOut(m.Value))
@@ -162,6 +175,10 @@ func waitStateOut(w *engine.StoredWait) *dexpb.WaitState {
 				ts.Status = dexpb.TimerStatus_TIMER_STATUS_PENDING
 			}
 			out.Timers = append(out.Timers, ts)
+			continue
+		}
+		if c.SubFlow != nil {
+			out.SubFlows = append(out.SubFlows, subFlowStateOut(c))
 			continue
 		}
 		out.Channels = append(out.Channels, &dexpb.ChannelConditionState{ChannelConditionIndex: uint32(ch), ConditionId: c.ID,

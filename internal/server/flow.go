@@ -72,21 +72,9 @@ func startIn(req *dexpb.StartFlowRequest) (engine.StartFlow, error) {
 		}
 		c.StartStep, c.Input, c.StartOptions = m.StepType, m.Input, m.Options
 	}
-	timeout, err := optDuration("flowTimeout", req.GetFlowTimeout())
-	if err != nil {
+	var err error
+	if c.Timeout, c.TimeoutPolicy, err = flowTimeoutIn("", req.GetFlowTimeout(), req.GetFlowTimeoutPolicy()); err != nil {
 		return c, err
-	}
-	if timeout != nil {
-		c.Timeout = *timeout
-	}
-	switch req.GetFlowTimeoutPolicy() {
-	case dexpb.FlowTimeoutPolicy_FLOW_TIMEOUT_POLICY_UNSPECIFIED:
-	case dexpb.FlowTimeoutPolicy_FLOW_TIMEOUT_POLICY_FAIL:
-		c.TimeoutPolicy = engine.TimeoutFail
-	case dexpb.FlowTimeoutPolicy_FLOW_TIMEOUT_POLICY_CANCEL:
-		c.TimeoutPolicy = engine.TimeoutCancel
-	default:
-		return c, argError("flowTimeoutPolicy", "unknown value %d", req.GetFlowTimeoutPolicy())
 	}
 	if c.Attributes, err = attributesIn("initialAttributes", req.GetInitialAttributes()); err != nil {
 		return c, err

@@ -127,6 +127,7 @@ func NewCore(cfg CoreConfig) *Core {
 // SetWriter connects the log writer; call it once, before Start.
 func (c *Core) SetWriter(w *wal.Writer) {
 	c.seq = newSequencer(c.cfg.Engine, c.cfg.Store, w, c.cfg.MaxRecordBytes)
+	c.seq.after = c.afterDecide
 }
 
 // Start starts the core's goroutines. Public calls are refused until

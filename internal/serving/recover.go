@@ -44,7 +44,7 @@ func ReplayWhile(ctx context.Context, store flowstore.Store) func(wal.Batch) err
 // starts answering public calls. The writer must be running. The rules
 // (T1-T5) are stated in doc.go, "Recovery after a takeover".
 func (c *Core) Recover(ctx context.Context) error {
-	var stale []string
+	var stale, subflows []string
 	var timers, tasks int
 	seeded := map[string]*engine.FlowState{}
 	lenient := map[string]bool{}
@@ -55,6 +55,9 @@ func (c *Core) Recover(ctx context.Context) error {
 			}
 		} else {
 			lenient[st.FlowType] = true
+		}
+		if len(st.PendingSubFlows()) > 0 {
+			subflows = append(subflows, st.FlowID)
 		}
 		for _, t := range st.Timers() {
 			c.timers.arm(t)
@@ -114,7 +117,12 @@ func (c *Core) Recover(ctx context.Context) error {
 			return fmt.Errorf("recover attempts: %w", err)
 		}
 	}
-	c.log.Info("recovered", "timers", timers, "pendingTasks", tasks, "flowsWithInterruptedAttempts", len(stale))
+	// The subflow steps a crash cut off (subflow.go), before serving.
+	if err := c.recoverSubFlows(ctx, subflows); err != nil {
+		return err
+	}
+	c.log.Info("recovered", "timers", timers, "pendingTasks", tasks, "flowsWithInterruptedAttempts", len(stale),
+		"flowsWithPendingSubFlows", len(subflows))
 	c.serving.Store(true)
 	return nil
 }

@@ -77,6 +77,10 @@ type sequencer struct {
 	heads  map[string]*head
 	broken error
 	heldQ  []heldRef // heads that held records, oldest first
+
+	// after, when set, runs after an envelope of flowID was submitted,
+	// with the head state after recs (the subflow step, subflow.go).
+	after func(flowID string, st *engine.FlowState, recs []engine.Record)
 }
 
 // heldRef queues a head that started holding records at since; it is stale
@@ -406,7 +410,11 @@ func (s *sequencer) decideObjects(flowID string, cmd engine.Command, objects boo
 	if err != nil {
 		return decision{err: err}, nil
 	}
-	return decision{recs: recs, fut: fut, wait: true, runID: st.RunID, status: st.Status}, st
+	d = decision{recs: recs, fut: fut, wait: true, runID: st.RunID, status: st.Status}
+	if s.after != nil {
+		s.after(flowID, st, recs)
+	}
+	return d, st
 }
 
 // submitEnvelope submits the encoded records all of flowID's head h.

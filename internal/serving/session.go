@@ -53,7 +53,9 @@ func (c *Core) OpenSession(_ context.Context, h server.WorkerHello) (server.Sess
 	for _, ft := range h.FlowTypes {
 		s.types[ft.Definition.Type] = true
 	}
-	c.register(h.FlowTypes)
+	if err := c.register(h.FlowTypes); err != nil {
+		return nil, err
+	}
 	if err := c.disp.add(s); err != nil {
 		return nil, err
 	}
@@ -234,9 +236,16 @@ func accepted(recs []engine.Record, tok engine.Token) server.Ack {
 // such runs on its first declaration, which may equal the seed
 // (seedDefinitions). A run keeps the first definition it got (engine doc:
 // Flow definitions).
-func (c *Core) register(decls []server.FlowTypeDecl) {
+//
+// Declarations whose index keys conflict with the registered ones
+// (checkIndexKeys, E36) are refused, and none of the Hello's is stored.
+func (c *Core) register(decls []server.FlowTypeDecl) error {
 	changed := map[string]server.FlowTypeDecl{}
 	c.defs.mu.Lock()
+	if err := c.checkIndexKeys(decls); err != nil {
+		c.defs.mu.Unlock()
+		return err
+	}
 	for _, d := range decls {
 		typ := d.Definition.Type
 		if old, ok := c.defs.m[typ]; !ok || c.defs.unswept[typ] || !reflect.DeepEqual(old, d) {
@@ -247,7 +256,7 @@ func (c *Core) register(decls []server.FlowTypeDecl) {
 	}
 	c.defs.mu.Unlock()
 	if len(changed) == 0 {
-		return
+		return nil
 	}
 	c.seq.post(func() {
 		var ids []string
@@ -279,4 +288,5 @@ func (c *Core) register(decls []server.FlowTypeDecl) {
 			}
 		}
 	})
+	return nil
 }

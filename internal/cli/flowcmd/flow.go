@@ -28,7 +28,7 @@ func New(env *session.Env) *cobra.Command {
 	g.AddCommand(
 		flowStartCmd(env), flowStopCmd(env), flowDescribeCmd(env), flowStateCmd(env),
 		flowHistoryCmd(env), flowListCmd(env), flowPublishCmd(env), flowWaitCmd(env),
-		flowRPCCmd(env), flowSkipTimerCmd(env), flowGetAttrsCmd(env), flowSetAttrsCmd(env),
+		flowRPCCmd(env), flowSkipTimerCmd(env), flowGetAttrsCmd(env), flowSetAttrsCmd(env), flowSearchCmd(env),
 	)
 	return g
 }

@@ -47,7 +47,24 @@ func flowDescribeCmd(env *session.Env) *cobra.Command {
 		if s.Out.JSON {
 			return s.Out.Document(output.ProtoJSON(resp.GetSummary()))
 		}
-		return summaryText(s.Out.W, resp.GetSummary())
+		if err := summaryText(s.Out.W, resp.GetSummary()); err != nil {
+			return err
+		}
+		if resp.GetSummary().GetStatus() != dexpb.FlowStatus_FLOW_STATUS_RUNNING {
+			return nil
+		}
+		// The children its waiting steps started (E31); the summary is
+		// the answer, so a failed read of the state only omits them.
+		var st *dexpb.GetFlowStateResponse
+		err = s.Flow(ctx, session.OnUnavailable, func(ctx context.Context, c dexpb.FlowServiceClient) error {
+			var err error
+			st, err = c.GetFlowState(ctx, &dexpb.GetFlowStateRequest{FlowId: req.FlowId, RunId: resp.GetSummary().GetRunId()})
+			return err
+		})
+		if err != nil {
+			return nil
+		}
+		return subFlowsText(s.Out.W, st.GetState())
 	})
 	return cmd
 }

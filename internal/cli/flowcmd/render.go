@@ -21,6 +21,9 @@ func summaryKV(sum *dexpb.FlowSummary) []string {
 		"Status", output.EnumText(sum.GetStatus()),
 		"Started", output.TextTime(sum.GetStartTime()),
 	}
+	if sum.GetParentFlowId() != "" {
+		kv = append(kv, "Parent", sum.GetParentFlowId())
+	}
 	if sum.GetCloseTime() != nil {
 		kv = append(kv, "Closed", output.TextTime(sum.GetCloseTime()))
 	}
@@ -192,6 +195,9 @@ func stepText(w io.Writer, x *dexpb.StepExecutionState) {
 			}
 			fmt.Fprintf(w, "      channel #%d%s %s  %s\n", c.GetChannelConditionIndex(), idText(c.GetConditionId()), c.GetChannel(), s)
 		}
+		for _, c := range ws.GetSubFlows() {
+			fmt.Fprintf(w, "      subflow #%d%s %s\n", c.GetSubFlowConditionIndex(), idText(c.GetConditionId()), subFlowText(c))
+		}
 	}
 	if x.GetWaitForFailed() {
 		fmt.Fprintf(w, "    waitFor failed, Execute proceeds: %s\n", attemptFailureText(x.GetWaitForFailure()))
@@ -252,15 +258,51 @@ func conditionText(c *dexpb.WaitCondition) string {
 			bound = output.EnumText(ch.GetBound())
 		}
 		s = fmt.Sprintf("channel %s %s", ch.GetChannel(), bound)
+	case *dexpb.WaitCondition_SubFlow:
+		s = "subflow " + k.SubFlow.GetFlowType()
 	default:
 		s = "empty condition"
 	}
 	return s + idText(c.GetId())
 }
 
+// subFlowsText lists the subflows of a state's waiting steps, if any.
+func subFlowsText(w io.Writer, st *dexpb.FlowState) error {
+	var lines []string
+	for _, x := range st.GetStepExecutions() {
+		for _, c := range x.GetWait().GetSubFlows() {
+			lines = append(lines, fmt.Sprintf("  %s #%d%s %s", x.GetStepExecutionId(), c.GetSubFlowConditionIndex(), idText(c.GetConditionId()), subFlowText(c)))
+		}
+	}
+	if len(lines) == 0 {
+		return nil
+	}
+	_, err := fmt.Fprintf(w, "Subflows (%d):\n%s\n", len(lines), strings.Join(lines, "\n"))
+	return err
+}
+
+// subFlowText is a subflow condition's child on one line: "sf-child
+// SubFlow:fan-1-FanOut-1-0 run 0190c3a2  RUNNING".
+func subFlowText(c *dexpb.SubFlowConditionState) string {
+	status := "not started"
+	if c.GetStatus() != dexpb.FlowStatus_FLOW_STATUS_UNSPECIFIED {
+		status = output.EnumText(c.GetStatus())
+	}
+	s := fmt.Sprintf("%s %s run %s  %s", c.GetFlowType(), c.GetFlowId(), output.OrDash(c.GetRunId()), status)
+	if c.GetSatisfied() {
+		s += ", satisfied"
+	}
+	return s
+}
+
 // eventText is a history event's kind and a one-line account of it.
 func eventText(e *dexpb.HistoryEvent) (kind, details string) {
 	switch ev := e.GetEvent().(type) {
+	case *dexpb.HistoryEvent_SubFlowCompleted:
+		x := ev.SubFlowCompleted
+		r := x.GetResult()
+		return "SubFlowCompleted", fmt.Sprintf("%s subflow #%d%s: %s %s", x.GetStepExecutionId(), x.GetSubFlowConditionIndex(),
+			idText(x.GetConditionId()), r.GetFlowId(), output.EnumText(r.GetStatus()))
 	case *dexpb.HistoryEvent_FlowStarted:
 		x := ev.FlowStarted
 		parts := []string{"type " + x.GetFlowType()}
