@@ -23,6 +23,7 @@ var protoFiles = []string{
 	"dex/history.proto",
 	"dex/options.proto",
 	"dex/result.proto",
+	"dex/search.proto",
 	"dex/wait.proto",
 	"dex/worker.proto",
 }
@@ -77,6 +78,7 @@ func TestServices_HaveTheirMethods(t *testing.T) {
 			unary("GetAttributes"), unary("SetAttributes"), unary("InvokeRPC"),
 			unary("SkipTimer"), unary("WaitForFlow"), unary("GetFlowSummary"),
 			unary("GetFlowState"), unary("GetHistoryEvents"), unary("ListFlows"),
+			unary("SearchFlows"),
 		},
 		"dex.WorkerTaskService": {{
 			name: "PollWorkerTask", input: "PollWorkerTaskRequest", output: "PollWorkerTaskResponse",

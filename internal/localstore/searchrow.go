@@ -2,6 +2,7 @@ package localstore
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/dexzd/dexzd/internal/engine"
 	"github.com/dexzd/dexzd/internal/query"
@@ -19,7 +20,8 @@ type searchRow struct {
 	key, v  []byte
 	indexed []IndexedValue
 	active  []query.Value
-	decoded bool // active is set
+	parent  string
+	decoded bool // active and parent are set
 	err     error
 }
 
@@ -98,9 +100,14 @@ func (row *searchRow) Values(field string, t query.Type) []query.Value {
 	case query.FieldCloseTime:
 		return tm(row.sum, true)
 	case query.FieldParentFlowID:
-		return nil // no run is a subflow yet
+		if !strings.HasPrefix(row.sum.FlowID, engine.SubFlowIDPrefix) {
+			return nil // only a subflow has a parent
+		}
+		row.decode()
+		return kw(row.parent)
 	case query.FieldActiveStepTypes:
-		return row.activeStepTypes()
+		row.decode()
+		return row.active
 	}
 	if !row.ensure() {
 		return nil
@@ -117,18 +124,29 @@ func (row *searchRow) Values(field string, t query.Type) []query.Value {
 	return nil
 }
 
-func (row *searchRow) activeStepTypes() []query.Value {
+// decode reads what only the run's state holds: its active step types
+// (while it runs) and its parent's flow ID (a subflow's). The local
+// store's summary has neither, so a query that names them decodes the
+// states it looks at.
+func (row *searchRow) decode() {
 	if row.decoded || !row.ensure() {
-		return row.active
+		return
 	}
 	row.decoded = true
-	if row.sum.Status != engine.StatusRunning {
-		return nil
+	subflow := strings.HasPrefix(row.sum.FlowID, engine.SubFlowIDPrefix)
+	if row.sum.Status != engine.StatusRunning && !subflow {
+		return
 	}
 	st, err := loadFlow(row.r, row.key, row.v)
 	if err != nil {
 		row.err = fmt.Errorf("search flows: flow %q run %q: %w", row.sum.FlowID, row.sum.RunID, err)
-		return nil
+		return
+	}
+	if st.Parent != nil {
+		row.parent = st.Parent.FlowID
+	}
+	if row.sum.Status != engine.StatusRunning {
+		return
 	}
 	seen := map[string]bool{}
 	for _, s := range st.Steps {
@@ -137,7 +155,6 @@ func (row *searchRow) activeStepTypes() []query.Value {
 			row.active = append(row.active, query.Value{Type: query.KeywordArray, Str: s.Type})
 		}
 	}
-	return row.active
 }
 
 func (row *searchRow) sortKey(field string, t query.Type) sortKey {
@@ -153,5 +170,13 @@ func (row *searchRow) result() (SearchResult, error) {
 	if !row.ensure() {
 		return SearchResult{}, row.err
 	}
-	return SearchResult{Summary: row.sum, Indexed: row.indexed}, nil
+	sum := row.sum
+	if strings.HasPrefix(sum.FlowID, engine.SubFlowIDPrefix) {
+		row.decode()
+		if row.err != nil {
+			return SearchResult{}, row.err
+		}
+		sum.ParentFlowID = row.parent
+	}
+	return SearchResult{Summary: sum, Indexed: row.indexed}, nil
 }

@@ -153,7 +153,7 @@ func TestSubFlows_FanOutAndRace(t *testing.T) {
 		t.Fatal(err)
 	}
 	// While the slow child waits, the parent's state lists every child.
-	waitFor(t, ctx, func() (bool, string) {
+	waitUntil(t, ctx, func() (bool, string) {
 		st, err := c.GetFlowState(ctx, "fan-1")
 		if err != nil || len(st.Steps) != 1 {
 			return false, fmt.Sprintf("state %v, err %v", st, err)
@@ -181,6 +181,20 @@ func TestSubFlows_FanOutAndRace(t *testing.T) {
 		if s.ParentFlowID != "fan-1" || s.FlowType != "sf-child" {
 			t.Fatalf("child %s summary %+v: want parent fan-1, type sf-child", id, s)
 		}
+	}
+	// Search finds a parent's children by the built-in ParentFlowId (E36).
+	var children []string
+	for f, err := range c.Search(ctx, "ParentFlowId = 'fan-1'", 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.ParentFlowID != "fan-1" {
+			t.Fatalf("search for fan-1's children found %+v", f.FlowSummary)
+		}
+		children = append(children, f.FlowID)
+	}
+	if len(children) != len(ins) {
+		t.Fatalf("search for fan-1's children found %q, want %d", children, len(ins))
 	}
 
 	race := [2]ChildIn{{N: 10, Delay: time.Hour}, {N: 20, Delay: 50 * time.Millisecond}}
@@ -252,8 +266,9 @@ func TestSubFlows_SurviveSIGKILL(t *testing.T) {
 	}
 }
 
-// waitFor polls cond until it holds or ctx ends.
-func waitFor(t *testing.T, ctx context.Context, cond func() (bool, string)) {
+// waitUntil polls cond until it holds or ctx ends, and fails with what
+// cond last said.
+func waitUntil(t *testing.T, ctx context.Context, cond func() (bool, string)) {
 	t.Helper()
 	var last string
 	for {
