@@ -34,6 +34,7 @@ type publishOptions struct {
 
 type callOptions struct {
 	runID string
+	locks []string // InvokeRPC only (WithLocks)
 }
 
 type startOptions struct {
@@ -306,6 +307,8 @@ func (c *Client) SetAttributes(ctx context.Context, flowID string, vals ...Attri
 }
 
 // InvokeRPC calls RPC r of an active flow execution and returns its output.
+// WithLocks makes the call take attribute locks first (E30); a held lock
+// fails it at once with an error matching ErrLockHeld.
 // The worker's error comes back as an error matching
 // ErrFailedPrecondition that holds a *WorkerError. It is sent at most once:
 // an RPC is not idempotent. The worker's attempt is bounded by ctx's
@@ -319,7 +322,7 @@ func InvokeRPC[I, O any](ctx context.Context, c *Client, flowID string, r RPC[I,
 	if err != nil {
 		return zero, fmt.Errorf("dex: InvokeRPC %q: %w", r.name, err)
 	}
-	req := &dexpb.InvokeRPCRequest{FlowId: flowID, RunId: o.runID, RpcName: r.name, Input: ev}
+	req := &dexpb.InvokeRPCRequest{FlowId: flowID, RunId: o.runID, RpcName: r.name, Input: ev, Locks: o.locks}
 	if dl, ok := ctx.Deadline(); ok {
 		req.Timeout = durationpb.New(time.Until(dl))
 	}

@@ -281,6 +281,48 @@
 // again through the client within about half a second (a retry waits for
 // the reconnection rather than a full retry backoff).
 //
+// # Attribute locks
+//
+// A handler that reads an attribute and writes it back races every other
+// handler that does the same. Locks serialise them (E30): a step method
+// names its lock set in MethodOptions.Locks, an RPC call per call with
+// WithLocks.
+//
+//	var Count = dex.DefineAttribute[int]("count")
+//
+//	func (Tally) Options() dex.StepOptions {
+//		return dex.StepOptions{Execute: dex.MethodOptions{Locks: []dex.AttributeDef{Count}}}
+//	}
+//
+//	n, err := dex.InvokeRPC(ctx, c, "counter-1", Add, 1, dex.WithLocks(Count))
+//	if errors.Is(err, dex.ErrLockHeld) { /* nothing ran: call again */ }
+//
+// The server hands the task out only while it holds every lock of the
+// set, so the handler reads the attributes under the locks, and releases
+// them when the result commits, the handler fails or its attempt times
+// out. A step waits for its locks (its attempt is not consumed; waiting
+// attempts take a lock in the order they became due, before any RPC); an
+// RPC that cannot take them at once fails with ErrLockHeld (ABORTED,
+// naming the lock), and a result that arrives after the call's deadline is
+// refused. A takeover releases the locks of the old process's attempts and
+// calls. A method with locks is always DurabilitySync. Locks are
+// cooperative: SetAttributes and handlers without locks are not held back.
+// The worker refuses (NewWorker) a lock on an attribute the flow does not
+// declare.
+//
+// # Long polls on progress
+//
+// Client.WaitForStepCompletion(ctx, flowID, dex.Ref[Ship](), n) returns
+// once n executions of the step type have finished (completed, ended for a
+// recovery step, or cancelled when the run closed); dex.WaitForAttribute(ctx,
+// c, flowID, Status, dex.Equals("shipped")) once the attribute meets the
+// condition (dex.Exists or dex.Equals; Equals compares the encoded JSON,
+// so it needs a deterministic Codec). Both poll again after each server
+// long poll and after a failover, like WaitForFlow, until ctx ends, and
+// fail with ErrFailedPrecondition when the run closed without meeting
+// them. Their waits count against the server's limits.maxFlowWaiters with
+// WaitForFlow's.
+
 // # Search by indexed attributes
 //
 // An attribute declared with Indexed is searchable (E36): the server keeps

@@ -39,6 +39,11 @@ var (
 	// definitive answer came back, so it may or may not have been applied
 	// (the errors are *OutcomeUnknownError).
 	ErrOutcomeUnknown = errors.New("dex: outcome unknown")
+	// ErrLockHeld: an RPC's lock set could not be taken at once because
+	// another RPC or step attempt holds one of its locks, or a step
+	// attempt waiting for it is due (ABORTED; the message names the
+	// lock). Nothing ran: call again.
+	ErrLockHeld = errors.New("dex: lock held")
 )
 
 // OutcomeUnknownError is the error of a call that changes state and may
@@ -272,6 +277,8 @@ func (e *Error) Is(target error) bool {
 		return e.Code == codes.Unavailable
 	case ErrTooLarge:
 		return e.Code == codes.ResourceExhausted
+	case ErrLockHeld:
+		return e.Code == codes.Aborted
 	}
 	return false
 }

@@ -243,6 +243,21 @@ func (d *flowDef) checkOptions(where string, o StepOptions) []error {
 	if r := o.Recovery.name; r != "" && d.steps[r] == nil {
 		errs = append(errs, fmt.Errorf("recovery step %q is not declared (add it with Steps)", r))
 	}
+	for _, m := range []struct {
+		name string
+		o    MethodOptions
+	}{{"WaitFor", o.WaitFor}, {"Execute", o.Execute}} {
+		seen := map[string]bool{}
+		for _, a := range m.o.Locks {
+			switch {
+			case !d.attributes[a.Name()]:
+				errs = append(errs, fmt.Errorf("%s.Locks: attribute %q is not declared (add it with Attributes)", m.name, a.Name()))
+			case seen[a.Name()]:
+				errs = append(errs, fmt.Errorf("%s.Locks: attribute %q is named twice", m.name, a.Name()))
+			}
+			seen[a.Name()] = true
+		}
+	}
 	for i, err := range errs {
 		errs[i] = fmt.Errorf("%s: %w", where, err)
 	}

@@ -41,6 +41,14 @@ type MethodOptions struct {
 	Retry *RetryPolicy
 	// Durability says when an attempt's start is made durable.
 	Durability Durability
+	// Locks is the handler's lock set (E30): the attributes it reads and
+	// writes exclusively of every other handler and RPC that locks them.
+	// An attempt is handed to a worker only when it holds every lock (it
+	// waits meanwhile, consuming no attempt) and reads the attributes
+	// under them; the locks are released when its result commits, it
+	// fails or it times out. A handler with locks is always
+	// DurabilitySync. Nil inherits.
+	Locks []AttributeDef
 	// HeartbeatTimeout, when set, fails an attempt whose worker sent no
 	// heartbeat for that long, with error type "HEARTBEAT", and retries
 	// it by the retry policy (E38): a crashed or cut-off worker's attempt
@@ -83,7 +91,7 @@ func (o StepOptions) isZero() bool {
 }
 
 func (o MethodOptions) isZero() bool {
-	return o.AttemptTimeout == 0 && o.Retry == nil && o.Durability == 0 && o.HeartbeatTimeout == 0
+	return o.AttemptTimeout == 0 && o.Retry == nil && o.Durability == 0 && len(o.Locks) == 0 && o.HeartbeatTimeout == 0
 }
 
 // validate checks the values; it does not check that Recovery is declared.
@@ -145,7 +153,7 @@ func (o MethodOptions) proto() *dexpb.StepMethodOptions {
 	if o.isZero() {
 		return nil
 	}
-	p := &dexpb.StepMethodOptions{Durability: dexpb.AttemptDurability(o.Durability)}
+	p := &dexpb.StepMethodOptions{Durability: dexpb.AttemptDurability(o.Durability), Locks: lockNames(o.Locks)}
 	if o.AttemptTimeout > 0 {
 		p.AttemptTimeout = durationpb.New(o.AttemptTimeout)
 	}

@@ -78,7 +78,7 @@ func TestServices_HaveTheirMethods(t *testing.T) {
 			unary("GetAttributes"), unary("SetAttributes"), unary("InvokeRPC"),
 			unary("SkipTimer"), unary("WaitForFlow"), unary("GetFlowSummary"),
 			unary("GetFlowState"), unary("GetHistoryEvents"), unary("ListFlows"),
-			unary("SearchFlows"),
+			unary("WaitForStepCompletion"), unary("WaitForAttribute"), unary("SearchFlows"),
 		},
 		"dex.WorkerTaskService": {{
 			name: "PollWorkerTask", input: "PollWorkerTaskRequest", output: "PollWorkerTaskResponse",

@@ -765,7 +765,16 @@ type InvokeRPCRequest struct {
 	Input *EncodedValue `protobuf:"bytes,4,opt,name=input,proto3" json:"input,omitempty"`
 	// Timeout bounds the worker's attempt. Unset means 30 s. The call's own
 	// gRPC deadline applies too.
-	Timeout       *durationpb.Duration `protobuf:"bytes,5,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	Timeout *durationpb.Duration `protobuf:"bytes,5,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	// Locks is the call's lock set (E30): attribute names, each at most
+	// once, at most 32. The server takes them all before it sends the task,
+	// so the RPC reads the attributes under the locks; when one is held
+	// (or an attempt waiting for it is due) the call fails at once with
+	// ABORTED naming the lock, and the caller retries. They are released
+	// when the result commits, the worker fails the call, or the call's
+	// timeout passes (a result that arrives later is refused). Empty: no
+	// locks.
+	Locks         []string `protobuf:"bytes,6,rep,name=locks,proto3" json:"locks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -831,6 +840,13 @@ func (x *InvokeRPCRequest) GetInput() *EncodedValue {
 func (x *InvokeRPCRequest) GetTimeout() *durationpb.Duration {
 	if x != nil {
 		return x.Timeout
+	}
+	return nil
+}
+
+func (x *InvokeRPCRequest) GetLocks() []string {
+	if x != nil {
+		return x.Locks
 	}
 	return nil
 }
@@ -1155,6 +1171,325 @@ func (x *WaitForFlowResponse) GetResult() *FlowResult {
 	return nil
 }
 
+// WaitForStepCompletionRequest waits for executions of a step type.
+type WaitForStepCompletionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// FlowId names the flow execution. Not empty.
+	FlowId string `protobuf:"bytes,1,opt,name=flow_id,json=flowId,proto3" json:"flow_id,omitempty"`
+	// RunId names the run; empty means the latest run at the time of the
+	// call.
+	RunId string `protobuf:"bytes,2,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// StepType names the step type. Not empty.
+	StepType string `protobuf:"bytes,3,opt,name=step_type,json=stepType,proto3" json:"step_type,omitempty"`
+	// Count is how many executions must have finished; 0 means 1.
+	Count uint32 `protobuf:"varint,4,opt,name=count,proto3" json:"count,omitempty"`
+	// Timeout is how long to wait, capped as WaitForFlow's.
+	Timeout       *durationpb.Duration `protobuf:"bytes,5,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WaitForStepCompletionRequest) Reset() {
+	*x = WaitForStepCompletionRequest{}
+	mi := &file_dex_flow_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WaitForStepCompletionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WaitForStepCompletionRequest) ProtoMessage() {}
+
+func (x *WaitForStepCompletionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dex_flow_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WaitForStepCompletionRequest.ProtoReflect.Descriptor instead.
+func (*WaitForStepCompletionRequest) Descriptor() ([]byte, []int) {
+	return file_dex_flow_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *WaitForStepCompletionRequest) GetFlowId() string {
+	if x != nil {
+		return x.FlowId
+	}
+	return ""
+}
+
+func (x *WaitForStepCompletionRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *WaitForStepCompletionRequest) GetStepType() string {
+	if x != nil {
+		return x.StepType
+	}
+	return ""
+}
+
+func (x *WaitForStepCompletionRequest) GetCount() uint32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *WaitForStepCompletionRequest) GetTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.Timeout
+	}
+	return nil
+}
+
+// WaitForStepCompletionResponse answers once enough executions finished.
+type WaitForStepCompletionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// RunId is the run waited on.
+	RunId string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// Finished is the number of the step type's executions finished so far
+	// (at least the count asked for).
+	Finished      uint32 `protobuf:"varint,2,opt,name=finished,proto3" json:"finished,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WaitForStepCompletionResponse) Reset() {
+	*x = WaitForStepCompletionResponse{}
+	mi := &file_dex_flow_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WaitForStepCompletionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WaitForStepCompletionResponse) ProtoMessage() {}
+
+func (x *WaitForStepCompletionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dex_flow_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WaitForStepCompletionResponse.ProtoReflect.Descriptor instead.
+func (*WaitForStepCompletionResponse) Descriptor() ([]byte, []int) {
+	return file_dex_flow_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *WaitForStepCompletionResponse) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *WaitForStepCompletionResponse) GetFinished() uint32 {
+	if x != nil {
+		return x.Finished
+	}
+	return 0
+}
+
+// WaitForAttributeRequest waits for an attribute to meet a condition.
+type WaitForAttributeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// FlowId names the flow execution. Not empty.
+	FlowId string `protobuf:"bytes,1,opt,name=flow_id,json=flowId,proto3" json:"flow_id,omitempty"`
+	// RunId names the run; empty means the latest run at the time of the
+	// call.
+	RunId string `protobuf:"bytes,2,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// Name names the attribute. Not empty.
+	Name string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	// Condition is what the attribute's value must meet. Exactly one.
+	//
+	// Types that are valid to be assigned to Condition:
+	//
+	//	*WaitForAttributeRequest_Exists
+	//	*WaitForAttributeRequest_Equals
+	Condition isWaitForAttributeRequest_Condition `protobuf_oneof:"condition"`
+	// Timeout is how long to wait, capped as WaitForFlow's.
+	Timeout       *durationpb.Duration `protobuf:"bytes,6,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WaitForAttributeRequest) Reset() {
+	*x = WaitForAttributeRequest{}
+	mi := &file_dex_flow_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WaitForAttributeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WaitForAttributeRequest) ProtoMessage() {}
+
+func (x *WaitForAttributeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dex_flow_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WaitForAttributeRequest.ProtoReflect.Descriptor instead.
+func (*WaitForAttributeRequest) Descriptor() ([]byte, []int) {
+	return file_dex_flow_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *WaitForAttributeRequest) GetFlowId() string {
+	if x != nil {
+		return x.FlowId
+	}
+	return ""
+}
+
+func (x *WaitForAttributeRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *WaitForAttributeRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *WaitForAttributeRequest) GetCondition() isWaitForAttributeRequest_Condition {
+	if x != nil {
+		return x.Condition
+	}
+	return nil
+}
+
+func (x *WaitForAttributeRequest) GetExists() bool {
+	if x != nil {
+		if x, ok := x.Condition.(*WaitForAttributeRequest_Exists); ok {
+			return x.Exists
+		}
+	}
+	return false
+}
+
+func (x *WaitForAttributeRequest) GetEquals() *EncodedValue {
+	if x != nil {
+		if x, ok := x.Condition.(*WaitForAttributeRequest_Equals); ok {
+			return x.Equals
+		}
+	}
+	return nil
+}
+
+func (x *WaitForAttributeRequest) GetTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.Timeout
+	}
+	return nil
+}
+
+type isWaitForAttributeRequest_Condition interface {
+	isWaitForAttributeRequest_Condition()
+}
+
+type WaitForAttributeRequest_Exists struct {
+	// Exists: the attribute has a value (true; false is refused).
+	Exists bool `protobuf:"varint,4,opt,name=exists,proto3,oneof"`
+}
+
+type WaitForAttributeRequest_Equals struct {
+	// Equals: the attribute's value has this encoding and data (the type
+	// name is not compared).
+	Equals *EncodedValue `protobuf:"bytes,5,opt,name=equals,proto3,oneof"`
+}
+
+func (*WaitForAttributeRequest_Exists) isWaitForAttributeRequest_Condition() {}
+
+func (*WaitForAttributeRequest_Equals) isWaitForAttributeRequest_Condition() {}
+
+// WaitForAttributeResponse carries the value that met the condition.
+type WaitForAttributeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// RunId is the run waited on.
+	RunId string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// Value is the attribute's value.
+	Value         *EncodedValue `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WaitForAttributeResponse) Reset() {
+	*x = WaitForAttributeResponse{}
+	mi := &file_dex_flow_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WaitForAttributeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WaitForAttributeResponse) ProtoMessage() {}
+
+func (x *WaitForAttributeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dex_flow_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WaitForAttributeResponse.ProtoReflect.Descriptor instead.
+func (*WaitForAttributeResponse) Descriptor() ([]byte, []int) {
+	return file_dex_flow_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *WaitForAttributeResponse) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *WaitForAttributeResponse) GetValue() *EncodedValue {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
 // GetFlowSummaryRequest reads a flow execution's summary.
 type GetFlowSummaryRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1168,7 +1503,7 @@ type GetFlowSummaryRequest struct {
 
 func (x *GetFlowSummaryRequest) Reset() {
 	*x = GetFlowSummaryRequest{}
-	mi := &file_dex_flow_proto_msgTypes[16]
+	mi := &file_dex_flow_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1180,7 +1515,7 @@ func (x *GetFlowSummaryRequest) String() string {
 func (*GetFlowSummaryRequest) ProtoMessage() {}
 
 func (x *GetFlowSummaryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_proto_msgTypes[16]
+	mi := &file_dex_flow_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1193,7 +1528,7 @@ func (x *GetFlowSummaryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFlowSummaryRequest.ProtoReflect.Descriptor instead.
 func (*GetFlowSummaryRequest) Descriptor() ([]byte, []int) {
-	return file_dex_flow_proto_rawDescGZIP(), []int{16}
+	return file_dex_flow_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetFlowSummaryRequest) GetFlowId() string {
@@ -1221,7 +1556,7 @@ type GetFlowSummaryResponse struct {
 
 func (x *GetFlowSummaryResponse) Reset() {
 	*x = GetFlowSummaryResponse{}
-	mi := &file_dex_flow_proto_msgTypes[17]
+	mi := &file_dex_flow_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1233,7 +1568,7 @@ func (x *GetFlowSummaryResponse) String() string {
 func (*GetFlowSummaryResponse) ProtoMessage() {}
 
 func (x *GetFlowSummaryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_proto_msgTypes[17]
+	mi := &file_dex_flow_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1246,7 +1581,7 @@ func (x *GetFlowSummaryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFlowSummaryResponse.ProtoReflect.Descriptor instead.
 func (*GetFlowSummaryResponse) Descriptor() ([]byte, []int) {
-	return file_dex_flow_proto_rawDescGZIP(), []int{17}
+	return file_dex_flow_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GetFlowSummaryResponse) GetSummary() *FlowSummary {
@@ -1272,7 +1607,7 @@ type GetFlowStateRequest struct {
 
 func (x *GetFlowStateRequest) Reset() {
 	*x = GetFlowStateRequest{}
-	mi := &file_dex_flow_proto_msgTypes[18]
+	mi := &file_dex_flow_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1284,7 +1619,7 @@ func (x *GetFlowStateRequest) String() string {
 func (*GetFlowStateRequest) ProtoMessage() {}
 
 func (x *GetFlowStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_proto_msgTypes[18]
+	mi := &file_dex_flow_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1297,7 +1632,7 @@ func (x *GetFlowStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFlowStateRequest.ProtoReflect.Descriptor instead.
 func (*GetFlowStateRequest) Descriptor() ([]byte, []int) {
-	return file_dex_flow_proto_rawDescGZIP(), []int{18}
+	return file_dex_flow_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GetFlowStateRequest) GetFlowId() string {
@@ -1332,7 +1667,7 @@ type GetFlowStateResponse struct {
 
 func (x *GetFlowStateResponse) Reset() {
 	*x = GetFlowStateResponse{}
-	mi := &file_dex_flow_proto_msgTypes[19]
+	mi := &file_dex_flow_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1344,7 +1679,7 @@ func (x *GetFlowStateResponse) String() string {
 func (*GetFlowStateResponse) ProtoMessage() {}
 
 func (x *GetFlowStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_proto_msgTypes[19]
+	mi := &file_dex_flow_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1357,7 +1692,7 @@ func (x *GetFlowStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFlowStateResponse.ProtoReflect.Descriptor instead.
 func (*GetFlowStateResponse) Descriptor() ([]byte, []int) {
-	return file_dex_flow_proto_rawDescGZIP(), []int{19}
+	return file_dex_flow_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GetFlowStateResponse) GetState() *FlowState {
@@ -1389,7 +1724,7 @@ type GetHistoryEventsRequest struct {
 
 func (x *GetHistoryEventsRequest) Reset() {
 	*x = GetHistoryEventsRequest{}
-	mi := &file_dex_flow_proto_msgTypes[20]
+	mi := &file_dex_flow_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1401,7 +1736,7 @@ func (x *GetHistoryEventsRequest) String() string {
 func (*GetHistoryEventsRequest) ProtoMessage() {}
 
 func (x *GetHistoryEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_proto_msgTypes[20]
+	mi := &file_dex_flow_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1414,7 +1749,7 @@ func (x *GetHistoryEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetHistoryEventsRequest.ProtoReflect.Descriptor instead.
 func (*GetHistoryEventsRequest) Descriptor() ([]byte, []int) {
-	return file_dex_flow_proto_rawDescGZIP(), []int{20}
+	return file_dex_flow_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetHistoryEventsRequest) GetFlowId() string {
@@ -1468,7 +1803,7 @@ type GetHistoryEventsResponse struct {
 
 func (x *GetHistoryEventsResponse) Reset() {
 	*x = GetHistoryEventsResponse{}
-	mi := &file_dex_flow_proto_msgTypes[21]
+	mi := &file_dex_flow_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1480,7 +1815,7 @@ func (x *GetHistoryEventsResponse) String() string {
 func (*GetHistoryEventsResponse) ProtoMessage() {}
 
 func (x *GetHistoryEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_proto_msgTypes[21]
+	mi := &file_dex_flow_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1493,7 +1828,7 @@ func (x *GetHistoryEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetHistoryEventsResponse.ProtoReflect.Descriptor instead.
 func (*GetHistoryEventsResponse) Descriptor() ([]byte, []int) {
-	return file_dex_flow_proto_rawDescGZIP(), []int{21}
+	return file_dex_flow_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GetHistoryEventsResponse) GetRunId() string {
@@ -1541,7 +1876,7 @@ type ListFlowsRequest struct {
 
 func (x *ListFlowsRequest) Reset() {
 	*x = ListFlowsRequest{}
-	mi := &file_dex_flow_proto_msgTypes[22]
+	mi := &file_dex_flow_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1553,7 +1888,7 @@ func (x *ListFlowsRequest) String() string {
 func (*ListFlowsRequest) ProtoMessage() {}
 
 func (x *ListFlowsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_proto_msgTypes[22]
+	mi := &file_dex_flow_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1566,7 +1901,7 @@ func (x *ListFlowsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFlowsRequest.ProtoReflect.Descriptor instead.
 func (*ListFlowsRequest) Descriptor() ([]byte, []int) {
-	return file_dex_flow_proto_rawDescGZIP(), []int{22}
+	return file_dex_flow_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListFlowsRequest) GetFlowType() string {
@@ -1624,7 +1959,7 @@ type ListFlowsResponse struct {
 
 func (x *ListFlowsResponse) Reset() {
 	*x = ListFlowsResponse{}
-	mi := &file_dex_flow_proto_msgTypes[23]
+	mi := &file_dex_flow_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1636,7 +1971,7 @@ func (x *ListFlowsResponse) String() string {
 func (*ListFlowsResponse) ProtoMessage() {}
 
 func (x *ListFlowsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_proto_msgTypes[23]
+	mi := &file_dex_flow_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1649,7 +1984,7 @@ func (x *ListFlowsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFlowsResponse.ProtoReflect.Descriptor instead.
 func (*ListFlowsResponse) Descriptor() ([]byte, []int) {
-	return file_dex_flow_proto_rawDescGZIP(), []int{23}
+	return file_dex_flow_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ListFlowsResponse) GetFlows() []*FlowSummary {
@@ -1718,13 +2053,14 @@ const file_dex_flow_proto_rawDesc = "" +
 	"attributes\x18\x03 \x03(\v2\x0e.dex.AttributeR\n" +
 	"attributes\".\n" +
 	"\x15SetAttributesResponse\x12\x15\n" +
-	"\x06run_id\x18\x01 \x01(\tR\x05runId\"\xbb\x01\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\"\xd1\x01\n" +
 	"\x10InvokeRPCRequest\x12\x17\n" +
 	"\aflow_id\x18\x01 \x01(\tR\x06flowId\x12\x15\n" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x19\n" +
 	"\brpc_name\x18\x03 \x01(\tR\arpcName\x12'\n" +
 	"\x05input\x18\x04 \x01(\v2\x11.dex.EncodedValueR\x05input\x123\n" +
-	"\atimeout\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\atimeout\"U\n" +
+	"\atimeout\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12\x14\n" +
+	"\x05locks\x18\x06 \x03(\tR\x05locks\"U\n" +
 	"\x11InvokeRPCResponse\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12)\n" +
 	"\x06output\x18\x02 \x01(\v2\x11.dex.EncodedValueR\x06output\"\xbf\x01\n" +
@@ -1742,7 +2078,27 @@ const file_dex_flow_proto_rawDesc = "" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x123\n" +
 	"\atimeout\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\atimeout\">\n" +
 	"\x13WaitForFlowResponse\x12'\n" +
-	"\x06result\x18\x01 \x01(\v2\x0f.dex.FlowResultR\x06result\"G\n" +
+	"\x06result\x18\x01 \x01(\v2\x0f.dex.FlowResultR\x06result\"\xb6\x01\n" +
+	"\x1cWaitForStepCompletionRequest\x12\x17\n" +
+	"\aflow_id\x18\x01 \x01(\tR\x06flowId\x12\x15\n" +
+	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x1b\n" +
+	"\tstep_type\x18\x03 \x01(\tR\bstepType\x12\x14\n" +
+	"\x05count\x18\x04 \x01(\rR\x05count\x123\n" +
+	"\atimeout\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\atimeout\"R\n" +
+	"\x1dWaitForStepCompletionResponse\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1a\n" +
+	"\bfinished\x18\x02 \x01(\rR\bfinished\"\xe6\x01\n" +
+	"\x17WaitForAttributeRequest\x12\x17\n" +
+	"\aflow_id\x18\x01 \x01(\tR\x06flowId\x12\x15\n" +
+	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12\x18\n" +
+	"\x06exists\x18\x04 \x01(\bH\x00R\x06exists\x12+\n" +
+	"\x06equals\x18\x05 \x01(\v2\x11.dex.EncodedValueH\x00R\x06equals\x123\n" +
+	"\atimeout\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\atimeoutB\v\n" +
+	"\tcondition\"Z\n" +
+	"\x18WaitForAttributeResponse\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12'\n" +
+	"\x05value\x18\x02 \x01(\v2\x11.dex.EncodedValueR\x05value\"G\n" +
 	"\x15GetFlowSummaryRequest\x12\x17\n" +
 	"\aflow_id\x18\x01 \x01(\tR\x06flowId\x12\x15\n" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\"D\n" +
@@ -1780,7 +2136,7 @@ const file_dex_flow_proto_rawDesc = "" +
 	"\x15STOP_TYPE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10STOP_TYPE_CANCEL\x10\x01\x12\x17\n" +
 	"\x13STOP_TYPE_TERMINATE\x10\x02\x12\x12\n" +
-	"\x0eSTOP_TYPE_FAIL\x10\x032\xfc\x06\n" +
+	"\x0eSTOP_TYPE_FAIL\x10\x032\xad\b\n" +
 	"\vFlowService\x12:\n" +
 	"\tStartFlow\x12\x15.dex.StartFlowRequest\x1a\x16.dex.StartFlowResponse\x127\n" +
 	"\bStopFlow\x12\x14.dex.StopFlowRequest\x1a\x15.dex.StopFlowResponse\x12O\n" +
@@ -1789,7 +2145,9 @@ const file_dex_flow_proto_rawDesc = "" +
 	"\rSetAttributes\x12\x19.dex.SetAttributesRequest\x1a\x1a.dex.SetAttributesResponse\x12:\n" +
 	"\tInvokeRPC\x12\x15.dex.InvokeRPCRequest\x1a\x16.dex.InvokeRPCResponse\x12:\n" +
 	"\tSkipTimer\x12\x15.dex.SkipTimerRequest\x1a\x16.dex.SkipTimerResponse\x12@\n" +
-	"\vWaitForFlow\x12\x17.dex.WaitForFlowRequest\x1a\x18.dex.WaitForFlowResponse\x12I\n" +
+	"\vWaitForFlow\x12\x17.dex.WaitForFlowRequest\x1a\x18.dex.WaitForFlowResponse\x12^\n" +
+	"\x15WaitForStepCompletion\x12!.dex.WaitForStepCompletionRequest\x1a\".dex.WaitForStepCompletionResponse\x12O\n" +
+	"\x10WaitForAttribute\x12\x1c.dex.WaitForAttributeRequest\x1a\x1d.dex.WaitForAttributeResponse\x12I\n" +
 	"\x0eGetFlowSummary\x12\x1a.dex.GetFlowSummaryRequest\x1a\x1b.dex.GetFlowSummaryResponse\x12C\n" +
 	"\fGetFlowState\x12\x18.dex.GetFlowStateRequest\x1a\x19.dex.GetFlowStateResponse\x12O\n" +
 	"\x10GetHistoryEvents\x12\x1c.dex.GetHistoryEventsRequest\x1a\x1d.dex.GetHistoryEventsResponse\x12:\n" +
@@ -1809,103 +2167,115 @@ func file_dex_flow_proto_rawDescGZIP() []byte {
 }
 
 var file_dex_flow_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_dex_flow_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_dex_flow_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_dex_flow_proto_goTypes = []any{
-	(StopType)(0),                    // 0: dex.StopType
-	(*StartFlowRequest)(nil),         // 1: dex.StartFlowRequest
-	(*StartFlowResponse)(nil),        // 2: dex.StartFlowResponse
-	(*StopFlowRequest)(nil),          // 3: dex.StopFlowRequest
-	(*StopFlowResponse)(nil),         // 4: dex.StopFlowResponse
-	(*PublishToChannelRequest)(nil),  // 5: dex.PublishToChannelRequest
-	(*PublishToChannelResponse)(nil), // 6: dex.PublishToChannelResponse
-	(*GetAttributesRequest)(nil),     // 7: dex.GetAttributesRequest
-	(*GetAttributesResponse)(nil),    // 8: dex.GetAttributesResponse
-	(*SetAttributesRequest)(nil),     // 9: dex.SetAttributesRequest
-	(*SetAttributesResponse)(nil),    // 10: dex.SetAttributesResponse
-	(*InvokeRPCRequest)(nil),         // 11: dex.InvokeRPCRequest
-	(*InvokeRPCResponse)(nil),        // 12: dex.InvokeRPCResponse
-	(*SkipTimerRequest)(nil),         // 13: dex.SkipTimerRequest
-	(*SkipTimerResponse)(nil),        // 14: dex.SkipTimerResponse
-	(*WaitForFlowRequest)(nil),       // 15: dex.WaitForFlowRequest
-	(*WaitForFlowResponse)(nil),      // 16: dex.WaitForFlowResponse
-	(*GetFlowSummaryRequest)(nil),    // 17: dex.GetFlowSummaryRequest
-	(*GetFlowSummaryResponse)(nil),   // 18: dex.GetFlowSummaryResponse
-	(*GetFlowStateRequest)(nil),      // 19: dex.GetFlowStateRequest
-	(*GetFlowStateResponse)(nil),     // 20: dex.GetFlowStateResponse
-	(*GetHistoryEventsRequest)(nil),  // 21: dex.GetHistoryEventsRequest
-	(*GetHistoryEventsResponse)(nil), // 22: dex.GetHistoryEventsResponse
-	(*ListFlowsRequest)(nil),         // 23: dex.ListFlowsRequest
-	(*ListFlowsResponse)(nil),        // 24: dex.ListFlowsResponse
-	(*Movement)(nil),                 // 25: dex.Movement
-	(*durationpb.Duration)(nil),      // 26: google.protobuf.Duration
-	(FlowTimeoutPolicy)(0),           // 27: dex.FlowTimeoutPolicy
-	(*Attribute)(nil),                // 28: dex.Attribute
-	(IdReusePolicy)(0),               // 29: dex.IdReusePolicy
-	(FlowStatus)(0),                  // 30: dex.FlowStatus
-	(*ChannelPublish)(nil),           // 31: dex.ChannelPublish
-	(*EncodedValue)(nil),             // 32: dex.EncodedValue
-	(*FlowResult)(nil),               // 33: dex.FlowResult
-	(*FlowSummary)(nil),              // 34: dex.FlowSummary
-	(*FlowState)(nil),                // 35: dex.FlowState
-	(*HistoryEvent)(nil),             // 36: dex.HistoryEvent
-	(*timestamppb.Timestamp)(nil),    // 37: google.protobuf.Timestamp
-	(*SearchFlowsRequest)(nil),       // 38: dex.SearchFlowsRequest
-	(*SearchFlowsResponse)(nil),      // 39: dex.SearchFlowsResponse
+	(StopType)(0),                         // 0: dex.StopType
+	(*StartFlowRequest)(nil),              // 1: dex.StartFlowRequest
+	(*StartFlowResponse)(nil),             // 2: dex.StartFlowResponse
+	(*StopFlowRequest)(nil),               // 3: dex.StopFlowRequest
+	(*StopFlowResponse)(nil),              // 4: dex.StopFlowResponse
+	(*PublishToChannelRequest)(nil),       // 5: dex.PublishToChannelRequest
+	(*PublishToChannelResponse)(nil),      // 6: dex.PublishToChannelResponse
+	(*GetAttributesRequest)(nil),          // 7: dex.GetAttributesRequest
+	(*GetAttributesResponse)(nil),         // 8: dex.GetAttributesResponse
+	(*SetAttributesRequest)(nil),          // 9: dex.SetAttributesRequest
+	(*SetAttributesResponse)(nil),         // 10: dex.SetAttributesResponse
+	(*InvokeRPCRequest)(nil),              // 11: dex.InvokeRPCRequest
+	(*InvokeRPCResponse)(nil),             // 12: dex.InvokeRPCResponse
+	(*SkipTimerRequest)(nil),              // 13: dex.SkipTimerRequest
+	(*SkipTimerResponse)(nil),             // 14: dex.SkipTimerResponse
+	(*WaitForFlowRequest)(nil),            // 15: dex.WaitForFlowRequest
+	(*WaitForFlowResponse)(nil),           // 16: dex.WaitForFlowResponse
+	(*WaitForStepCompletionRequest)(nil),  // 17: dex.WaitForStepCompletionRequest
+	(*WaitForStepCompletionResponse)(nil), // 18: dex.WaitForStepCompletionResponse
+	(*WaitForAttributeRequest)(nil),       // 19: dex.WaitForAttributeRequest
+	(*WaitForAttributeResponse)(nil),      // 20: dex.WaitForAttributeResponse
+	(*GetFlowSummaryRequest)(nil),         // 21: dex.GetFlowSummaryRequest
+	(*GetFlowSummaryResponse)(nil),        // 22: dex.GetFlowSummaryResponse
+	(*GetFlowStateRequest)(nil),           // 23: dex.GetFlowStateRequest
+	(*GetFlowStateResponse)(nil),          // 24: dex.GetFlowStateResponse
+	(*GetHistoryEventsRequest)(nil),       // 25: dex.GetHistoryEventsRequest
+	(*GetHistoryEventsResponse)(nil),      // 26: dex.GetHistoryEventsResponse
+	(*ListFlowsRequest)(nil),              // 27: dex.ListFlowsRequest
+	(*ListFlowsResponse)(nil),             // 28: dex.ListFlowsResponse
+	(*Movement)(nil),                      // 29: dex.Movement
+	(*durationpb.Duration)(nil),           // 30: google.protobuf.Duration
+	(FlowTimeoutPolicy)(0),                // 31: dex.FlowTimeoutPolicy
+	(*Attribute)(nil),                     // 32: dex.Attribute
+	(IdReusePolicy)(0),                    // 33: dex.IdReusePolicy
+	(FlowStatus)(0),                       // 34: dex.FlowStatus
+	(*ChannelPublish)(nil),                // 35: dex.ChannelPublish
+	(*EncodedValue)(nil),                  // 36: dex.EncodedValue
+	(*FlowResult)(nil),                    // 37: dex.FlowResult
+	(*FlowSummary)(nil),                   // 38: dex.FlowSummary
+	(*FlowState)(nil),                     // 39: dex.FlowState
+	(*HistoryEvent)(nil),                  // 40: dex.HistoryEvent
+	(*timestamppb.Timestamp)(nil),         // 41: google.protobuf.Timestamp
+	(*SearchFlowsRequest)(nil),            // 42: dex.SearchFlowsRequest
+	(*SearchFlowsResponse)(nil),           // 43: dex.SearchFlowsResponse
 }
 var file_dex_flow_proto_depIdxs = []int32{
-	25, // 0: dex.StartFlowRequest.start_step:type_name -> dex.Movement
-	26, // 1: dex.StartFlowRequest.flow_timeout:type_name -> google.protobuf.Duration
-	27, // 2: dex.StartFlowRequest.flow_timeout_policy:type_name -> dex.FlowTimeoutPolicy
-	28, // 3: dex.StartFlowRequest.initial_attributes:type_name -> dex.Attribute
-	29, // 4: dex.StartFlowRequest.id_reuse_policy:type_name -> dex.IdReusePolicy
+	29, // 0: dex.StartFlowRequest.start_step:type_name -> dex.Movement
+	30, // 1: dex.StartFlowRequest.flow_timeout:type_name -> google.protobuf.Duration
+	31, // 2: dex.StartFlowRequest.flow_timeout_policy:type_name -> dex.FlowTimeoutPolicy
+	32, // 3: dex.StartFlowRequest.initial_attributes:type_name -> dex.Attribute
+	33, // 4: dex.StartFlowRequest.id_reuse_policy:type_name -> dex.IdReusePolicy
 	0,  // 5: dex.StopFlowRequest.type:type_name -> dex.StopType
-	30, // 6: dex.StopFlowResponse.status:type_name -> dex.FlowStatus
-	31, // 7: dex.PublishToChannelRequest.publishes:type_name -> dex.ChannelPublish
-	28, // 8: dex.GetAttributesResponse.attributes:type_name -> dex.Attribute
-	28, // 9: dex.SetAttributesRequest.attributes:type_name -> dex.Attribute
-	32, // 10: dex.InvokeRPCRequest.input:type_name -> dex.EncodedValue
-	26, // 11: dex.InvokeRPCRequest.timeout:type_name -> google.protobuf.Duration
-	32, // 12: dex.InvokeRPCResponse.output:type_name -> dex.EncodedValue
-	26, // 13: dex.WaitForFlowRequest.timeout:type_name -> google.protobuf.Duration
-	33, // 14: dex.WaitForFlowResponse.result:type_name -> dex.FlowResult
-	34, // 15: dex.GetFlowSummaryResponse.summary:type_name -> dex.FlowSummary
-	35, // 16: dex.GetFlowStateResponse.state:type_name -> dex.FlowState
-	36, // 17: dex.GetHistoryEventsResponse.events:type_name -> dex.HistoryEvent
-	30, // 18: dex.ListFlowsRequest.statuses:type_name -> dex.FlowStatus
-	37, // 19: dex.ListFlowsRequest.start_time_from:type_name -> google.protobuf.Timestamp
-	37, // 20: dex.ListFlowsRequest.start_time_to:type_name -> google.protobuf.Timestamp
-	34, // 21: dex.ListFlowsResponse.flows:type_name -> dex.FlowSummary
-	1,  // 22: dex.FlowService.StartFlow:input_type -> dex.StartFlowRequest
-	3,  // 23: dex.FlowService.StopFlow:input_type -> dex.StopFlowRequest
-	5,  // 24: dex.FlowService.PublishToChannel:input_type -> dex.PublishToChannelRequest
-	7,  // 25: dex.FlowService.GetAttributes:input_type -> dex.GetAttributesRequest
-	9,  // 26: dex.FlowService.SetAttributes:input_type -> dex.SetAttributesRequest
-	11, // 27: dex.FlowService.InvokeRPC:input_type -> dex.InvokeRPCRequest
-	13, // 28: dex.FlowService.SkipTimer:input_type -> dex.SkipTimerRequest
-	15, // 29: dex.FlowService.WaitForFlow:input_type -> dex.WaitForFlowRequest
-	17, // 30: dex.FlowService.GetFlowSummary:input_type -> dex.GetFlowSummaryRequest
-	19, // 31: dex.FlowService.GetFlowState:input_type -> dex.GetFlowStateRequest
-	21, // 32: dex.FlowService.GetHistoryEvents:input_type -> dex.GetHistoryEventsRequest
-	23, // 33: dex.FlowService.ListFlows:input_type -> dex.ListFlowsRequest
-	38, // 34: dex.FlowService.SearchFlows:input_type -> dex.SearchFlowsRequest
-	2,  // 35: dex.FlowService.StartFlow:output_type -> dex.StartFlowResponse
-	4,  // 36: dex.FlowService.StopFlow:output_type -> dex.StopFlowResponse
-	6,  // 37: dex.FlowService.PublishToChannel:output_type -> dex.PublishToChannelResponse
-	8,  // 38: dex.FlowService.GetAttributes:output_type -> dex.GetAttributesResponse
-	10, // 39: dex.FlowService.SetAttributes:output_type -> dex.SetAttributesResponse
-	12, // 40: dex.FlowService.InvokeRPC:output_type -> dex.InvokeRPCResponse
-	14, // 41: dex.FlowService.SkipTimer:output_type -> dex.SkipTimerResponse
-	16, // 42: dex.FlowService.WaitForFlow:output_type -> dex.WaitForFlowResponse
-	18, // 43: dex.FlowService.GetFlowSummary:output_type -> dex.GetFlowSummaryResponse
-	20, // 44: dex.FlowService.GetFlowState:output_type -> dex.GetFlowStateResponse
-	22, // 45: dex.FlowService.GetHistoryEvents:output_type -> dex.GetHistoryEventsResponse
-	24, // 46: dex.FlowService.ListFlows:output_type -> dex.ListFlowsResponse
-	39, // 47: dex.FlowService.SearchFlows:output_type -> dex.SearchFlowsResponse
-	35, // [35:48] is the sub-list for method output_type
-	22, // [22:35] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	34, // 6: dex.StopFlowResponse.status:type_name -> dex.FlowStatus
+	35, // 7: dex.PublishToChannelRequest.publishes:type_name -> dex.ChannelPublish
+	32, // 8: dex.GetAttributesResponse.attributes:type_name -> dex.Attribute
+	32, // 9: dex.SetAttributesRequest.attributes:type_name -> dex.Attribute
+	36, // 10: dex.InvokeRPCRequest.input:type_name -> dex.EncodedValue
+	30, // 11: dex.InvokeRPCRequest.timeout:type_name -> google.protobuf.Duration
+	36, // 12: dex.InvokeRPCResponse.output:type_name -> dex.EncodedValue
+	30, // 13: dex.WaitForFlowRequest.timeout:type_name -> google.protobuf.Duration
+	37, // 14: dex.WaitForFlowResponse.result:type_name -> dex.FlowResult
+	30, // 15: dex.WaitForStepCompletionRequest.timeout:type_name -> google.protobuf.Duration
+	36, // 16: dex.WaitForAttributeRequest.equals:type_name -> dex.EncodedValue
+	30, // 17: dex.WaitForAttributeRequest.timeout:type_name -> google.protobuf.Duration
+	36, // 18: dex.WaitForAttributeResponse.value:type_name -> dex.EncodedValue
+	38, // 19: dex.GetFlowSummaryResponse.summary:type_name -> dex.FlowSummary
+	39, // 20: dex.GetFlowStateResponse.state:type_name -> dex.FlowState
+	40, // 21: dex.GetHistoryEventsResponse.events:type_name -> dex.HistoryEvent
+	34, // 22: dex.ListFlowsRequest.statuses:type_name -> dex.FlowStatus
+	41, // 23: dex.ListFlowsRequest.start_time_from:type_name -> google.protobuf.Timestamp
+	41, // 24: dex.ListFlowsRequest.start_time_to:type_name -> google.protobuf.Timestamp
+	38, // 25: dex.ListFlowsResponse.flows:type_name -> dex.FlowSummary
+	1,  // 26: dex.FlowService.StartFlow:input_type -> dex.StartFlowRequest
+	3,  // 27: dex.FlowService.StopFlow:input_type -> dex.StopFlowRequest
+	5,  // 28: dex.FlowService.PublishToChannel:input_type -> dex.PublishToChannelRequest
+	7,  // 29: dex.FlowService.GetAttributes:input_type -> dex.GetAttributesRequest
+	9,  // 30: dex.FlowService.SetAttributes:input_type -> dex.SetAttributesRequest
+	11, // 31: dex.FlowService.InvokeRPC:input_type -> dex.InvokeRPCRequest
+	13, // 32: dex.FlowService.SkipTimer:input_type -> dex.SkipTimerRequest
+	15, // 33: dex.FlowService.WaitForFlow:input_type -> dex.WaitForFlowRequest
+	17, // 34: dex.FlowService.WaitForStepCompletion:input_type -> dex.WaitForStepCompletionRequest
+	19, // 35: dex.FlowService.WaitForAttribute:input_type -> dex.WaitForAttributeRequest
+	21, // 36: dex.FlowService.GetFlowSummary:input_type -> dex.GetFlowSummaryRequest
+	23, // 37: dex.FlowService.GetFlowState:input_type -> dex.GetFlowStateRequest
+	25, // 38: dex.FlowService.GetHistoryEvents:input_type -> dex.GetHistoryEventsRequest
+	27, // 39: dex.FlowService.ListFlows:input_type -> dex.ListFlowsRequest
+	42, // 40: dex.FlowService.SearchFlows:input_type -> dex.SearchFlowsRequest
+	2,  // 41: dex.FlowService.StartFlow:output_type -> dex.StartFlowResponse
+	4,  // 42: dex.FlowService.StopFlow:output_type -> dex.StopFlowResponse
+	6,  // 43: dex.FlowService.PublishToChannel:output_type -> dex.PublishToChannelResponse
+	8,  // 44: dex.FlowService.GetAttributes:output_type -> dex.GetAttributesResponse
+	10, // 45: dex.FlowService.SetAttributes:output_type -> dex.SetAttributesResponse
+	12, // 46: dex.FlowService.InvokeRPC:output_type -> dex.InvokeRPCResponse
+	14, // 47: dex.FlowService.SkipTimer:output_type -> dex.SkipTimerResponse
+	16, // 48: dex.FlowService.WaitForFlow:output_type -> dex.WaitForFlowResponse
+	18, // 49: dex.FlowService.WaitForStepCompletion:output_type -> dex.WaitForStepCompletionResponse
+	20, // 50: dex.FlowService.WaitForAttribute:output_type -> dex.WaitForAttributeResponse
+	22, // 51: dex.FlowService.GetFlowSummary:output_type -> dex.GetFlowSummaryResponse
+	24, // 52: dex.FlowService.GetFlowState:output_type -> dex.GetFlowStateResponse
+	26, // 53: dex.FlowService.GetHistoryEvents:output_type -> dex.GetHistoryEventsResponse
+	28, // 54: dex.FlowService.ListFlows:output_type -> dex.ListFlowsResponse
+	43, // 55: dex.FlowService.SearchFlows:output_type -> dex.SearchFlowsResponse
+	41, // [41:56] is the sub-list for method output_type
+	26, // [26:41] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_dex_flow_proto_init() }
@@ -1923,13 +2293,17 @@ func file_dex_flow_proto_init() {
 		(*SkipTimerRequest_ConditionId)(nil),
 		(*SkipTimerRequest_TimerIndex)(nil),
 	}
+	file_dex_flow_proto_msgTypes[18].OneofWrappers = []any{
+		(*WaitForAttributeRequest_Exists)(nil),
+		(*WaitForAttributeRequest_Equals)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dex_flow_proto_rawDesc), len(file_dex_flow_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   24,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -22,19 +22,21 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	FlowService_StartFlow_FullMethodName        = "/dex.FlowService/StartFlow"
-	FlowService_StopFlow_FullMethodName         = "/dex.FlowService/StopFlow"
-	FlowService_PublishToChannel_FullMethodName = "/dex.FlowService/PublishToChannel"
-	FlowService_GetAttributes_FullMethodName    = "/dex.FlowService/GetAttributes"
-	FlowService_SetAttributes_FullMethodName    = "/dex.FlowService/SetAttributes"
-	FlowService_InvokeRPC_FullMethodName        = "/dex.FlowService/InvokeRPC"
-	FlowService_SkipTimer_FullMethodName        = "/dex.FlowService/SkipTimer"
-	FlowService_WaitForFlow_FullMethodName      = "/dex.FlowService/WaitForFlow"
-	FlowService_GetFlowSummary_FullMethodName   = "/dex.FlowService/GetFlowSummary"
-	FlowService_GetFlowState_FullMethodName     = "/dex.FlowService/GetFlowState"
-	FlowService_GetHistoryEvents_FullMethodName = "/dex.FlowService/GetHistoryEvents"
-	FlowService_ListFlows_FullMethodName        = "/dex.FlowService/ListFlows"
-	FlowService_SearchFlows_FullMethodName      = "/dex.FlowService/SearchFlows"
+	FlowService_StartFlow_FullMethodName             = "/dex.FlowService/StartFlow"
+	FlowService_StopFlow_FullMethodName              = "/dex.FlowService/StopFlow"
+	FlowService_PublishToChannel_FullMethodName      = "/dex.FlowService/PublishToChannel"
+	FlowService_GetAttributes_FullMethodName         = "/dex.FlowService/GetAttributes"
+	FlowService_SetAttributes_FullMethodName         = "/dex.FlowService/SetAttributes"
+	FlowService_InvokeRPC_FullMethodName             = "/dex.FlowService/InvokeRPC"
+	FlowService_SkipTimer_FullMethodName             = "/dex.FlowService/SkipTimer"
+	FlowService_WaitForFlow_FullMethodName           = "/dex.FlowService/WaitForFlow"
+	FlowService_WaitForStepCompletion_FullMethodName = "/dex.FlowService/WaitForStepCompletion"
+	FlowService_WaitForAttribute_FullMethodName      = "/dex.FlowService/WaitForAttribute"
+	FlowService_GetFlowSummary_FullMethodName        = "/dex.FlowService/GetFlowSummary"
+	FlowService_GetFlowState_FullMethodName          = "/dex.FlowService/GetFlowState"
+	FlowService_GetHistoryEvents_FullMethodName      = "/dex.FlowService/GetHistoryEvents"
+	FlowService_ListFlows_FullMethodName             = "/dex.FlowService/ListFlows"
+	FlowService_SearchFlows_FullMethodName           = "/dex.FlowService/SearchFlows"
 )
 
 // FlowServiceClient is the client API for FlowService service.
@@ -92,6 +94,20 @@ type FlowServiceClient interface {
 	// the client polls again. A failed, cancelled or terminated flow is a
 	// normal result, not an error. Errors: NOT_FOUND, DEADLINE_EXCEEDED.
 	WaitForFlow(ctx context.Context, in *WaitForFlowRequest, opts ...grpc.CallOption) (*WaitForFlowResponse, error)
+	// WaitForStepCompletion waits until at least count executions of a step
+	// type have finished in the run (E35): completed, ended by a recovery
+	// step, or cancelled (a closed run's active executions count as
+	// cancelled). A long poll capped like WaitForFlow: DEADLINE_EXCEEDED
+	// when it expires first, and the client polls again. Errors: NOT_FOUND,
+	// INVALID_ARGUMENT, DEADLINE_EXCEEDED, FAILED_PRECONDITION when the run
+	// closed with fewer finished executions.
+	WaitForStepCompletion(ctx context.Context, in *WaitForStepCompletionRequest, opts ...grpc.CallOption) (*WaitForStepCompletionResponse, error)
+	// WaitForAttribute waits until an attribute of the run holds a value
+	// meeting a condition (E35): it exists, or it equals a value (the same
+	// encoding and bytes). A long poll capped like WaitForFlow.
+	// Errors: NOT_FOUND, INVALID_ARGUMENT, DEADLINE_EXCEEDED,
+	// FAILED_PRECONDITION when the run closed without meeting it.
+	WaitForAttribute(ctx context.Context, in *WaitForAttributeRequest, opts ...grpc.CallOption) (*WaitForAttributeResponse, error)
 	// GetFlowSummary returns a flow execution's identity, type, status and
 	// times. Errors: NOT_FOUND.
 	GetFlowSummary(ctx context.Context, in *GetFlowSummaryRequest, opts ...grpc.CallOption) (*GetFlowSummaryResponse, error)
@@ -205,6 +221,26 @@ func (c *flowServiceClient) WaitForFlow(ctx context.Context, in *WaitForFlowRequ
 	return out, nil
 }
 
+func (c *flowServiceClient) WaitForStepCompletion(ctx context.Context, in *WaitForStepCompletionRequest, opts ...grpc.CallOption) (*WaitForStepCompletionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(WaitForStepCompletionResponse)
+	err := c.cc.Invoke(ctx, FlowService_WaitForStepCompletion_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *flowServiceClient) WaitForAttribute(ctx context.Context, in *WaitForAttributeRequest, opts ...grpc.CallOption) (*WaitForAttributeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(WaitForAttributeResponse)
+	err := c.cc.Invoke(ctx, FlowService_WaitForAttribute_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *flowServiceClient) GetFlowSummary(ctx context.Context, in *GetFlowSummaryRequest, opts ...grpc.CallOption) (*GetFlowSummaryResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(GetFlowSummaryResponse)
@@ -310,6 +346,20 @@ type FlowServiceServer interface {
 	// the client polls again. A failed, cancelled or terminated flow is a
 	// normal result, not an error. Errors: NOT_FOUND, DEADLINE_EXCEEDED.
 	WaitForFlow(context.Context, *WaitForFlowRequest) (*WaitForFlowResponse, error)
+	// WaitForStepCompletion waits until at least count executions of a step
+	// type have finished in the run (E35): completed, ended by a recovery
+	// step, or cancelled (a closed run's active executions count as
+	// cancelled). A long poll capped like WaitForFlow: DEADLINE_EXCEEDED
+	// when it expires first, and the client polls again. Errors: NOT_FOUND,
+	// INVALID_ARGUMENT, DEADLINE_EXCEEDED, FAILED_PRECONDITION when the run
+	// closed with fewer finished executions.
+	WaitForStepCompletion(context.Context, *WaitForStepCompletionRequest) (*WaitForStepCompletionResponse, error)
+	// WaitForAttribute waits until an attribute of the run holds a value
+	// meeting a condition (E35): it exists, or it equals a value (the same
+	// encoding and bytes). A long poll capped like WaitForFlow.
+	// Errors: NOT_FOUND, INVALID_ARGUMENT, DEADLINE_EXCEEDED,
+	// FAILED_PRECONDITION when the run closed without meeting it.
+	WaitForAttribute(context.Context, *WaitForAttributeRequest) (*WaitForAttributeResponse, error)
 	// GetFlowSummary returns a flow execution's identity, type, status and
 	// times. Errors: NOT_FOUND.
 	GetFlowSummary(context.Context, *GetFlowSummaryRequest) (*GetFlowSummaryResponse, error)
@@ -366,6 +416,12 @@ func (UnimplementedFlowServiceServer) SkipTimer(context.Context, *SkipTimerReque
 }
 func (UnimplementedFlowServiceServer) WaitForFlow(context.Context, *WaitForFlowRequest) (*WaitForFlowResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method WaitForFlow not implemented")
+}
+func (UnimplementedFlowServiceServer) WaitForStepCompletion(context.Context, *WaitForStepCompletionRequest) (*WaitForStepCompletionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method WaitForStepCompletion not implemented")
+}
+func (UnimplementedFlowServiceServer) WaitForAttribute(context.Context, *WaitForAttributeRequest) (*WaitForAttributeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method WaitForAttribute not implemented")
 }
 func (UnimplementedFlowServiceServer) GetFlowSummary(context.Context, *GetFlowSummaryRequest) (*GetFlowSummaryResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetFlowSummary not implemented")
@@ -547,6 +603,42 @@ func _FlowService_WaitForFlow_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _FlowService_WaitForStepCompletion_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(WaitForStepCompletionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FlowServiceServer).WaitForStepCompletion(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: FlowService_WaitForStepCompletion_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FlowServiceServer).WaitForStepCompletion(ctx, req.(*WaitForStepCompletionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _FlowService_WaitForAttribute_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(WaitForAttributeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FlowServiceServer).WaitForAttribute(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: FlowService_WaitForAttribute_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FlowServiceServer).WaitForAttribute(ctx, req.(*WaitForAttributeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _FlowService_GetFlowSummary_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(GetFlowSummaryRequest)
 	if err := dec(in); err != nil {
@@ -675,6 +767,14 @@ var FlowService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "WaitForFlow",
 			Handler:    _FlowService_WaitForFlow_Handler,
+		},
+		{
+			MethodName: "WaitForStepCompletion",
+			Handler:    _FlowService_WaitForStepCompletion_Handler,
+		},
+		{
+			MethodName: "WaitForAttribute",
+			Handler:    _FlowService_WaitForAttribute_Handler,
 		},
 		{
 			MethodName: "GetFlowSummary",

@@ -313,12 +313,20 @@ type StepMethodOptions struct {
 	RetryPolicy *RetryPolicy `protobuf:"bytes,2,opt,name=retry_policy,json=retryPolicy,proto3" json:"retry_policy,omitempty"`
 	// Durability says when an attempt's start is made durable.
 	Durability AttemptDurability `protobuf:"varint,3,opt,name=durability,proto3,enum=dex.AttemptDurability" json:"durability,omitempty"`
+	// Locks is the method's lock set (E30): attribute names, each at most
+	// once, at most 32. An attempt is handed to a worker only when it holds
+	// every lock; it waits (consuming no attempt) while another attempt or
+	// RPC holds one, and waiting attempts take a lock in the order they
+	// became due. The locks are released when the attempt's result commits,
+	// it fails or it times out. A method with locks is always SYNC. Empty
+	// inherits.
+	Locks []string `protobuf:"bytes,4,rep,name=locks,proto3" json:"locks,omitempty"`
 	// HeartbeatTimeout fails a running attempt whose worker sent no
 	// heartbeat for that long, with failure type "HEARTBEAT", under the
 	// retry policy (E38). Workers heartbeat every running attempt (see
 	// Task.heartbeat_timeout). Unset inherits; 0 sets "none" explicitly.
 	// Negative values are INVALID_ARGUMENT.
-	HeartbeatTimeout *durationpb.Duration `protobuf:"bytes,4,opt,name=heartbeat_timeout,json=heartbeatTimeout,proto3" json:"heartbeat_timeout,omitempty"`
+	HeartbeatTimeout *durationpb.Duration `protobuf:"bytes,5,opt,name=heartbeat_timeout,json=heartbeatTimeout,proto3" json:"heartbeat_timeout,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
@@ -372,6 +380,13 @@ func (x *StepMethodOptions) GetDurability() AttemptDurability {
 		return x.Durability
 	}
 	return AttemptDurability_ATTEMPT_DURABILITY_UNSPECIFIED
+}
+
+func (x *StepMethodOptions) GetLocks() []string {
+	if x != nil {
+		return x.Locks
+	}
+	return nil
 }
 
 func (x *StepMethodOptions) GetHeartbeatTimeout() *durationpb.Duration {
@@ -478,14 +493,15 @@ const file_dex_options_proto_rawDesc = "" +
 	"\x10maximum_attempts\x18\x04 \x01(\rH\x01R\x0fmaximumAttempts\x88\x01\x01\x12O\n" +
 	"\x16maximum_total_duration\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x14maximumTotalDurationB\x16\n" +
 	"\x14_backoff_coefficientB\x13\n" +
-	"\x11_maximum_attempts\"\x8c\x02\n" +
+	"\x11_maximum_attempts\"\xa2\x02\n" +
 	"\x11StepMethodOptions\x12B\n" +
 	"\x0fattempt_timeout\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x0eattemptTimeout\x123\n" +
 	"\fretry_policy\x18\x02 \x01(\v2\x10.dex.RetryPolicyR\vretryPolicy\x126\n" +
 	"\n" +
 	"durability\x18\x03 \x01(\x0e2\x16.dex.AttemptDurabilityR\n" +
-	"durability\x12F\n" +
-	"\x11heartbeat_timeout\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x10heartbeatTimeout\"\xd2\x02\n" +
+	"durability\x12\x14\n" +
+	"\x05locks\x18\x04 \x03(\tR\x05locks\x12F\n" +
+	"\x11heartbeat_timeout\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x10heartbeatTimeout\"\xd2\x02\n" +
 	"\vStepOptions\x121\n" +
 	"\bwait_for\x18\x01 \x01(\v2\x16.dex.StepMethodOptionsR\awaitFor\x120\n" +
 	"\aexecute\x18\x02 \x01(\v2\x16.dex.StepMethodOptionsR\aexecute\x12P\n" +

@@ -10,7 +10,9 @@ import (
 var Count = dex.DefineAttribute[int]("count")
 
 var (
-	// Add adds n to the counter and returns the new value.
+	// Add adds n to the counter and returns the new value. It reads the
+	// counter and writes it back: concurrent callers lock it
+	// (dex.WithLocks(Count)), or their adds overwrite each other.
 	Add = dex.DefineRPC("add", func(ctx dex.Context, n int) (int, error) {
 		if n < 0 {
 			return 0, errors.New("a counter only grows")

@@ -66,9 +66,11 @@ func Apply(st *FlowState, rec Record) (*FlowState, []Effect) {
 		if b.Attempt == 1 {
 			s.LastFailure = nil
 		}
+		released := s.heldLocks()
 		s.Attempt = Attempt{Method: b.Method, Number: b.Attempt, FirstAt: b.FirstAt,
 			State: AttemptPending, NotBefore: b.NotBefore}
 		eff = append(eff, DispatchTask{st.taskRef(s)})
+		eff = append(eff, st.lockWaitersBut(released, s)...)
 	case AttemptStarted:
 		s := st.Step(b.StepExecID)
 		if s == nil || s.Attempt.Method != b.Method || s.Attempt.Number != b.Attempt {
@@ -108,6 +110,7 @@ func Apply(st *FlowState, rec Record) (*FlowState, []Effect) {
 		st.commit(b.Staged)
 		s.LastFailure = nil
 		if b.Wait != nil {
+			released := s.heldLocks()
 			s.Phase, s.Wait, s.Attempt = PhaseWaiting, b.Wait.clone(), Attempt{}
 			for i, c := range s.Wait.Conditions {
 				if s.Wait.pendingTimer(i) {
@@ -115,6 +118,9 @@ func Apply(st *FlowState, rec Record) (*FlowState, []Effect) {
 						Timer: Timer{Kind: TimerWait, StepExecID: s.ID, Index: c.TimerIndex}, At: c.FireAt})
 				}
 			}
+			// Without a Wait, the AttemptScheduled of Execute that
+			// follows releases the WaitFor's locks.
+			eff = append(eff, st.lockWaiters(released)...)
 		}
 	case ConditionSatisfied:
 		s := st.Step(b.StepExecID)
@@ -158,7 +164,9 @@ func Apply(st *FlowState, rec Record) (*FlowState, []Effect) {
 		case DecideForceComplete:
 			st.Outputs = append(st.Outputs, Output{StepType: s.Type, StepExecID: s.ID, Value: b.Output})
 		}
+		released := s.heldLocks()
 		st.removeStep(s.ID)
+		eff = append(eff, st.lockWaiters(released)...)
 	case ChannelPublished:
 		st.publish(b.Messages)
 		st.event(rec, HistoryEvent{Type: EventChannelPublished, Publishes: b.Messages, RequestID: b.RequestID})
@@ -176,8 +184,15 @@ func Apply(st *FlowState, rec Record) (*FlowState, []Effect) {
 			st.rememberRPC(b.CallID)
 		}
 		eff = append(eff, ReplyRPC{CallID: b.CallID, Output: b.Output})
+		eff = append(eff, st.lockWaiters(st.unlockRPC(b.CallID))...)
+	case RPCLocked:
+		st.RPCLocks = append(st.RPCLocks, RPCLock(b))
+	case RPCUnlocked:
+		eff = append(eff, st.lockWaiters(st.unlockRPC(b.CallID))...)
 	case StepEnded:
+		released := st.Step(b.StepExecID).heldLocks()
 		st.removeStep(b.StepExecID)
+		eff = append(eff, st.lockWaiters(released)...)
 	case SubFlowUpdated:
 		st.applySubFlowUpdated(rec, b)
 	case StepsCanceled:
@@ -191,6 +206,7 @@ func Apply(st *FlowState, rec Record) (*FlowState, []Effect) {
 		ci := b.CloseInfo
 		eff = st.closedTasks(b.Status)
 		st.Status, st.Close, st.ClosedAt = b.Status, &ci, rec.At
+		st.Steps, st.TimeoutAt, st.RPCLocks = nil, time.Time{}, nil
 		st.Steps, st.TimeoutAt, st.HeartbeatDetails = nil, time.Time{}, nil
 		st.event(rec, HistoryEvent{Type: EventFlowClosed, Close: &ci})
 		eff = append(eff, NotifyClosed{FlowID: st.FlowID, RunID: st.RunID, Status: b.Status})

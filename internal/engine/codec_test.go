@@ -63,6 +63,8 @@ func sampleRecords() []Record {
 			Summary: Summary{FlowID: "SubFlow:f1-A-1-0", RunID: "r2", FlowType: "child", Status: StatusFailed,
 				StartedAt: t0, ClosedAt: t0.Add(d), ParentFlowID: "f1"},
 			Outputs: []Output{{StepType: "A", StepExecID: "A-1", Value: v}}, ErrorType: ErrWorkerAPIFail, Message: "m"}},
+		RPCLocked{CallID: "c1", Name: "r", Locks: []string{"a", "b"}, Epoch: 7},
+		RPCUnlocked{CallID: "c1", Reason: "r"},
 		StepsCanceled{Cause: "rpc:r", CallID: "c1", Steps: []CanceledStep{
 			{StepExecID: "A-1", StepType: "A", Scope: CancelFlowWide}, {StepExecID: "B-1", StepType: "B", Scope: CancelSiblings}}},
 		AttemptHeartbeat{StepExecID: "A-1", Method: MethodExecute, Attempt: 2, Details: v},

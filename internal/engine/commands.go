@@ -162,6 +162,9 @@ type InvokeRPC struct {
 	CallID string // chosen by the node, unique among its pending calls
 	Name   string
 	Input  Value
+	// Locks is the call's lock set (E30): the node takes it with LockRPC
+	// before it builds the task; empty for an unlocked call.
+	Locks []string
 }
 
 // RPCResult is an RPC's successful result (E22): its output, staged writes
@@ -175,6 +178,9 @@ type RPCResult struct {
 	Output    Value
 	Staged    Staged
 	Movements []Movement
+	// Locked says the call took locks (LockRPC): its result commits only
+	// while it still holds them (E30).
+	Locked bool
 	// CancelSteps cancels every active step execution of these step
 	// types before the movements are created (E29); an RPC has no
 	// siblings to cancel.
@@ -207,6 +213,25 @@ type RecoverAttempts struct {
 	Epoch  uint64
 }
 
+// LockRPC takes an RPC call's lock set, all or nothing (E30): when any
+// lock is held, or due to be taken by a waiting step attempt, it is
+// ABORTED (ErrLockHeld) naming the lock. The call is checked as RPCTask
+// checks it. Epoch is the node's: a takeover releases the locks of calls
+// of earlier epochs (RecoverAttempts).
+type LockRPC struct {
+	Call  InvokeRPC
+	Epoch uint64
+}
+
+// UnlockRPC releases the locks of an RPC call that will not commit (the
+// worker failed it, its caller gave up). A call that holds none decides
+// nothing.
+type UnlockRPC struct {
+	FlowID string
+	CallID string
+	Reason string
+}
+
 func (StartFlow) isCommand()        {}
 func (SetDefinition) isCommand()    {}
 func (StopFlow) isCommand()         {}
@@ -220,4 +245,6 @@ func (RPCResult) isCommand()        {}
 func (TaskFailed) isCommand()       {}
 func (TimerFired) isCommand()       {}
 func (RecoverAttempts) isCommand()  {}
+func (LockRPC) isCommand()          {}
+func (UnlockRPC) isCommand()        {}
 func (Heartbeat) isCommand()        {}

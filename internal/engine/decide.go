@@ -55,6 +55,10 @@ func (e *Engine) Decide(st *FlowState, cmd Command, now time.Time) ([]Record, er
 		err = d.recoverAttempts(c)
 	case SubFlowUpdate:
 		err = d.subFlowUpdate(c)
+	case LockRPC:
+		err = d.lockRPC(c)
+	case UnlockRPC:
+		err = d.unlockRPC(c)
 	case Heartbeat:
 		err = d.heartbeat(c)
 	default:
@@ -348,6 +352,9 @@ func (d *decider) checkMovements(field string, ms []Movement) error {
 			return err
 		}
 		if err := validateOptions(f+".options", m.Options, d.stepDeclared); err != nil {
+			return err
+		}
+		if err := d.checkOptionLocks(f+".options", m.Options); err != nil {
 			return err
 		}
 	}

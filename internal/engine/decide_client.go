@@ -138,7 +138,13 @@ func (d *decider) validateStart(c StartFlow) error {
 	if err := validateOptions("startOptions", c.StartOptions, v.stepDeclared); err != nil {
 		return err
 	}
+	if err := v.checkOptionLocks("startOptions", c.StartOptions); err != nil {
+		return err
+	}
 	if err := validateOptions("config", c.Config, v.stepDeclared); err != nil {
+		return err
+	}
+	if err := v.checkOptionLocks("config", c.Config); err != nil {
 		return err
 	}
 	if err := v.checkAttributes("attributes", c.Attributes); err != nil {
@@ -173,6 +179,9 @@ func validateDefinition(field string, def *FlowDefinition, flowType string) erro
 			return invalidArg(field+".steps", "empty step type")
 		}
 		if err := validateOptions(field+".steps["+name+"].options", sd.Options, declared); err != nil {
+			return err
+		}
+		if err := definitionLocks(field+".steps["+name+"].options", def, sd.Options); err != nil {
 			return err
 		}
 		if err := ValidateValueType(field+".steps["+name+"].input", sd.Input); err != nil {
@@ -229,7 +238,7 @@ func (d *decider) redefine(def *FlowDefinition, config *StepOptions) []StepRedef
 		}
 		r := StepRedefined{StepExecID: s.ID, Options: resolveOptions(d.e.cfg.defaults(), s.Override, sd.Options, config),
 			HasWaitFor: s.HasWaitFor && sd.HasWaitFor}
-		if r.Options != s.Options || r.HasWaitFor != s.HasWaitFor {
+		if !r.Options.equal(s.Options) || r.HasWaitFor != s.HasWaitFor {
 			out = append(out, r)
 		}
 	}

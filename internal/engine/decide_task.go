@@ -56,6 +56,13 @@ func (d *decider) taskStarted(c TaskStarted) error {
 		return &Error{Code: CodeFailedPrecondition, Message: fmt.Sprintf("attempt %d of %s %s is not due before %s",
 			tok.Attempt, s.ID, tok.Method, s.Attempt.NotBefore.Format(time.RFC3339Nano))}
 	}
+	if locks := s.Options.MethodLocks(tok.Method); len(locks) > 0 {
+		// E30: the attempt waits, consuming nothing, until it can take
+		// its whole lock set; a release dispatches it again.
+		if err := d.st.lockConflict(locks, d.now, s); err != nil {
+			return err
+		}
+	}
 	d.emit(AttemptStarted{StepExecID: s.ID, Method: tok.Method, Attempt: tok.Attempt, Epoch: tok.Epoch,
 		Async: c.Async, TimeoutAt: d.now.Add(s.policy(tok.Method).Timeout)})
 	return nil
@@ -202,6 +209,7 @@ func (d *decider) recoverAttempts(c RecoverAttempts) error {
 		d.failAttempt(s, Failure{Type: FailureNotCompleted,
 			Message: fmt.Sprintf("attempt %d of %s was handed out in epoch %d before a takeover", s.Attempt.Number, s.Attempt.Method, s.Attempt.Epoch)}, &now)
 	}
+	d.recoverRPCLocks(c.Epoch)
 	return nil
 }
 
@@ -211,26 +219,12 @@ func (d *decider) recoverAttempts(c RecoverAttempts) error {
 // back to the caller and commits nothing.
 func (e *Engine) RPCTask(st *FlowState, call InvokeRPC, epoch uint64) (Task, error) {
 	d := &decider{e: e, st: st}
-	if err := d.active(call.FlowID, call.RunID); err != nil {
+	if err := d.checkRPC(call); err != nil {
 		return Task{}, err
 	}
-	switch {
-	case call.CallID == "":
-		return Task{}, invalidArg("callId", "must not be empty")
-	case len(call.CallID) > MaxRequestIDBytes:
-		return Task{}, invalidArg("callId", "is %d bytes, at most %d are allowed", len(call.CallID), MaxRequestIDBytes)
-	case st.rpcCommitted(call.CallID):
-		return Task{}, invalidArg("callId", "call %q already committed in run %s", call.CallID, st.RunID)
-	case call.Name == "":
-		return Task{}, invalidArg("name", "must not be empty")
-	case st.Definition != nil && !slices.Contains(st.Definition.RPCs, call.Name):
-		return Task{}, invalidArg("name", "RPC %q is not declared by flow type %q", call.Name, st.FlowType)
-	}
-	if err := d.checkValue("input", call.Input); err != nil {
-		return Task{}, err
-	}
-	if err := d.checkRequest(call.Input.Len()); err != nil {
-		return Task{}, err
+	if len(call.Locks) > 0 && st.rpcLock(call.CallID) < 0 {
+		return Task{}, &Error{Code: CodeFailedPrecondition, Reason: ErrLockHeld,
+			Message: fmt.Sprintf("RPC call %q does not hold its locks (LockRPC first)", call.CallID)}
 	}
 	return Task{
 		Token:    Token{Epoch: epoch, FlowID: st.FlowID, RunID: st.RunID, Method: MethodRPC, CallID: call.CallID},
@@ -238,6 +232,30 @@ func (e *Engine) RPCTask(st *FlowState, call InvokeRPC, epoch uint64) (Task, err
 		Input: call.Input, Attributes: maps.Clone(st.Attributes), RPC: call.Name, QueueSizes: st.QueueSizes(),
 		TraceContext: st.TraceContext,
 	}, nil
+}
+
+// checkRPC checks an RPC call against the run (E22).
+func (d *decider) checkRPC(call InvokeRPC) error {
+	if err := d.active(call.FlowID, call.RunID); err != nil {
+		return err
+	}
+	st := d.st
+	switch {
+	case call.CallID == "":
+		return invalidArg("callId", "must not be empty")
+	case len(call.CallID) > MaxRequestIDBytes:
+		return invalidArg("callId", "is %d bytes, at most %d are allowed", len(call.CallID), MaxRequestIDBytes)
+	case st.rpcCommitted(call.CallID):
+		return invalidArg("callId", "call %q already committed in run %s", call.CallID, st.RunID)
+	case call.Name == "":
+		return invalidArg("name", "must not be empty")
+	case st.Definition != nil && !slices.Contains(st.Definition.RPCs, call.Name):
+		return invalidArg("name", "RPC %q is not declared by flow type %q", call.Name, st.FlowType)
+	}
+	if err := d.checkValue("input", call.Input); err != nil {
+		return err
+	}
+	return d.checkRequest(call.Input.Len())
 }
 
 // rpcResult decides an RPC's result (E22). An invalid result is the
@@ -262,6 +280,11 @@ func (d *decider) rpcResult(c RPCResult) error {
 	}
 	if tok.RunID != d.st.RunID || tok.CallID == "" {
 		return staleErr("RPC call %q of run %s is not current", tok.CallID, tok.RunID)
+	}
+	if c.Locked && d.st.rpcLock(tok.CallID) < 0 {
+		// E30: its locks were released (its caller gave up, a takeover):
+		// another holder may have written since it read.
+		return staleErr("RPC call %q no longer holds its locks", tok.CallID)
 	}
 	invalid := func(err error) error {
 		return &Error{Code: CodeFailedPrecondition, Reason: ErrInvalidUserCode,

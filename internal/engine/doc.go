@@ -39,6 +39,8 @@
 //	TaskFailed        a failed attempt, optional retry-after (E9, E10)
 //	RecoverAttempts   after a takeover: fail what earlier epochs handed out (T2-T4)
 //	SubFlowUpdate     a parent learns its child's run and, once closed, its result (E31)
+//	LockRPC           an RPC call takes its lock set, all or nothing (E30)
+//	UnlockRPC         an RPC call that will not commit gives its locks back (E30)
 //	Heartbeat         a running attempt's heartbeat details (E38)
 //
 // RPC calls are not logged until they commit: Engine.RPCTask checks the call
@@ -66,6 +68,8 @@
 //	step_ended          a step execution ends without a decision (E12)
 //	flow_closed         status, error type, message; steps are cancelled
 //	sub_flow_updated    a subflow condition follows a child run, or takes its result (E31)
+//	rpc_locked          an RPC call of epoch E holds a lock set (E30)
+//	rpc_unlocked        an RPC call's locks are released without a commit
 //	steps_canceled      a decision or an RPC cancelled step executions (E29)
 //	attempt_heartbeat   a running attempt's latest heartbeat details (E38)
 //
@@ -222,6 +226,87 @@
 // with its output, though no caller reads the output. After a takeover the
 // new epoch refuses it (W2, STALE_EPOCH) and it commits nothing. A result
 // for a run that a new run replaced is refused as stale.
+//
+// # Attribute locks (E30)
+//
+// A lock covers one attribute: its key is the attribute's name (locks.go
+// keeps the key opaque so that attribute map instances, E33, add keys of
+// their own without changing the rules). A step declares a lock set per
+// method (MethodOptions.Locks, resolved field by field like every option,
+// E13); an RPC call names its set per invocation (InvokeRPC.Locks). Names
+// must be declared attributes, at most MaxLocks (32), each once.
+//
+// Who holds a lock follows from the state, so a replay, a snapshot and a
+// hot standby agree: a step execution whose attempt is RUNNING holds its
+// method's set; an RPC call holds the set its rpc_locked record names
+// (FlowState.RPCLocks) until rpc_completed or rpc_unlocked. So a step's
+// locks are taken by attempt_started and released by whatever ends the
+// attempt: its result (wait_for_completed with a Wait, the
+// attempt_scheduled of Execute after a WaitFor without one,
+// execute_completed), a failure or timeout (attempt_failed and the
+// attempt_scheduled of the retry), step_ended, flow_closed.
+//
+// Acquisition is all or nothing, which keeps it deadlock-free: nothing
+// is ever held while waiting for the rest. TaskStarted of an attempt whose
+// method has locks is refused (ABORTED, ErrLockHeld, naming the lock)
+// while any lock of its set is held, or while a pending attempt that
+// comes earlier in lock order wants one of them and is due. Lock order is
+// the time an attempt became due (its NotBefore), then step creation
+// order; it is total, so the earliest due waiter of any lock is never
+// blocked by another waiter, only by a holder, and every holder ends (its
+// attempt times out at worst): no waiter starves. A refused attempt stays
+// PENDING and consumes nothing; the node drops it from its queues, and
+// each record that releases locks carries a DispatchTask effect for every
+// pending attempt that wants one of them, in lock order, so it is tried
+// again. After a restart PendingTasks lists waiting attempts too; those
+// still blocked are refused again and wait for the next release.
+//
+// LockRPC is refused the same way, at once: an RPC call does not wait
+// (its caller retries on ABORTED). A due waiting step counts as holding
+// for it, so a stream of RPCs cannot starve a step. UnlockRPC, which the
+// node submits when a call ends without a commit (the worker failed it,
+// its result was refused, the caller gave up at its timeout), releases
+// the call's locks, and an RPCResult marked Locked is then refused as
+// stale: a result that arrives after the release could overwrite writes
+// the next holder made.
+//
+// A method with locks is always SYNC (resolveOptions), whatever a layer
+// says: its locks are then durable before its handler runs, and its task,
+// built once its start is durable, includes every write committed before
+// it; an ASYNC start would send the task built from committed state while
+// the previous holder's commit might still be in flight, and the handler
+// would read a stale value under the lock. The node likewise builds a
+// locked RPC's task only once its rpc_locked record is durable.
+//
+// Failover: an attempt or call handed out by an earlier epoch can never
+// commit (its token is refused, W2), so the new active must not inherit
+// its locks. RecoverAttempts fails the old epochs' RUNNING attempts with
+// NOT_COMPLETED (releasing their locks; the retry waits its turn like any
+// attempt) and releases with rpc_unlocked the RPC locks of calls of
+// earlier epochs (rpc_locked records the call's epoch). Both happen
+// before the new active serves. The choice costs a handler that is still
+// running on a worker of the old epoch its exclusivity: it may still run
+// while the next holder runs, but its result is refused, so its writes
+// never land; side effects outside the flow are the handler's to make
+// idempotent, as for any attempt after a takeover.
+//
+// Locks are cooperative: they exclude the methods and RPCs that lock the
+// same attributes, not client SetAttributes, nor methods that lock
+// nothing. A flow without locks pays nothing: the checks run only for a
+// method or call with a lock set, and the release effects only when a
+// released attempt had one.
+//
+// # Progress long polls (E35)
+//
+// WaitForStepCompletion and WaitForAttribute read the run's state; the
+// engine keeps nothing for them. The executions of a step type that have
+// finished are those created (StepCounters) minus those active: an
+// execution finishes when its Execute completes, when it ends for a
+// recovery step (step_ended), or when the run closes (every active
+// execution is cancelled then, and counts as finished). An attribute
+// condition is met when the attribute has a value (exists) or one equal to
+// the expected value (the same type and bytes). A closed run can meet
+// neither any more; the node answers FAILED_PRECONDITION then.
 //
 // # History (E26)
 //

@@ -17,6 +17,8 @@ const (
 	CodeNotFound
 	CodeFailedPrecondition
 	CodeResourceExhausted
+	// CodeAborted: a lock the request needs is held (E30); retry later.
+	CodeAborted
 )
 
 func (c Code) String() string {
@@ -31,6 +33,8 @@ func (c Code) String() string {
 		return "FAILED_PRECONDITION"
 	case CodeResourceExhausted:
 		return "RESOURCE_EXHAUSTED"
+	case CodeAborted:
+		return "ABORTED"
 	default:
 		return "UNKNOWN"
 	}
@@ -76,6 +80,9 @@ var (
 	// ErrInvalidUserCode: an RPC's result is invalid (E22, E28); reported to
 	// the caller as FAILED_PRECONDITION with INVALID_USER_FLOW_CODE detail.
 	ErrInvalidUserCode = errors.New(string(ErrInvalidUserFlowCode))
+	// ErrLockHeld: an attempt or RPC call needs a lock that another one
+	// holds, or that an earlier waiting attempt is due to take (E30).
+	ErrLockHeld = errors.New("lock held")
 )
 
 // CodeOf returns err's code, CodeUnknown when err is not an *Error.

@@ -200,6 +200,14 @@ func summarize(st *FlowState) []string {
 	if p := st.Parent; p != nil {
 		out = append(out, fmt.Sprintf("parent %s run=%s step=%s index=%d", p.FlowID, p.RunID, p.StepExecID, p.Index))
 	}
+	for _, l := range st.RPCLocks {
+		out = append(out, fmt.Sprintf("rpc lock %s %s %v epoch=%d", l.CallID, l.Name, l.Locks, l.Epoch))
+	}
+	for _, s := range st.Steps {
+		if held := s.heldLocks(); len(held) > 0 {
+			out = append(out, fmt.Sprintf("step lock %s %v", s.ID, held))
+		}
+	}
 	if c := st.Close; c != nil {
 		out = append(out, fmt.Sprintf("closed at %s %s %s %q", rel(st.ClosedAt), c.Status, c.ErrorType, c.Message))
 	}

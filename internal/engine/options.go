@@ -2,6 +2,7 @@ package engine
 
 import (
 	"math"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -55,10 +56,18 @@ func (c Config) maxPayload() int {
 }
 
 func (c Config) defaults() ResolvedOptions {
-	if c.Defaults == (ResolvedOptions{}) {
+	if c.Defaults.equal(ResolvedOptions{}) {
 		return DefaultOptions()
 	}
 	return c.Defaults
+}
+
+// equal reports whether two resolved options are the same.
+func (r ResolvedOptions) equal(o ResolvedOptions) bool {
+	return r.WaitFor == o.WaitFor && r.Execute == o.Execute &&
+		r.WaitForFailure == o.WaitForFailure && r.RecoveryStep == o.RecoveryStep &&
+		slices.Equal(r.MethodLocks(MethodWaitFor), o.MethodLocks(MethodWaitFor)) &&
+		slices.Equal(r.MethodLocks(MethodExecute), o.MethodLocks(MethodExecute))
 }
 
 // resolveOptions resolves options field by field (E13); layers go from the
@@ -79,6 +88,7 @@ func resolveOptions(defaults ResolvedOptions, layers ...*StepOptions) ResolvedOp
 		hb = *defaults.Heartbeat
 	}
 	var waitForSet, executeSet bool
+	wfLocks, exLocks := defaults.MethodLocks(MethodWaitFor), defaults.MethodLocks(MethodExecute)
 	for i := len(layers) - 1; i >= 0; i-- {
 		o := layers[i]
 		if o == nil {
@@ -94,6 +104,12 @@ func resolveOptions(defaults ResolvedOptions, layers ...*StepOptions) ResolvedOp
 		executeSet = executeSet || (o.Execute != nil && o.Execute.Durability != "")
 		overlayMethod(&r.WaitFor, o.WaitFor)
 		overlayMethod(&r.Execute, o.Execute)
+		if o.WaitFor != nil && o.WaitFor.Locks != nil {
+			wfLocks = o.WaitFor.Locks
+		}
+		if o.Execute != nil && o.Execute.Locks != nil {
+			exLocks = o.Execute.Locks
+		}
 		if o.WaitForFailure != "" {
 			r.WaitForFailure = o.WaitForFailure
 		}
@@ -105,6 +121,19 @@ func resolveOptions(defaults ResolvedOptions, layers ...*StepOptions) ResolvedOp
 		r.WaitFor.Durability = SYNC
 	}
 	if !executeSet && r.RecoveryStep != "" {
+		r.Execute.Durability = SYNC
+	}
+	// E30: a method with locks is SYNC whatever a layer says, so that its
+	// lock is durable before its handler runs and its task reads the
+	// previous holder's committed writes (doc.go, "Attribute locks").
+	r.Locks = nil
+	if len(wfLocks) > 0 || len(exLocks) > 0 {
+		r.Locks = &ResolvedLocks{WaitFor: wfLocks, Execute: exLocks}
+	}
+	if len(wfLocks) > 0 {
+		r.WaitFor.Durability = SYNC
+	}
+	if len(exLocks) > 0 {
 		r.Execute.Durability = SYNC
 	}
 	r.Heartbeat = nil
@@ -179,6 +208,9 @@ func validateMethod(field string, o *MethodOptions) error {
 	case "", SYNC, ASYNC:
 	default:
 		return invalidArg(field+".durability", "unknown durability %q", o.Durability)
+	}
+	if err := validateLocks(field+".locks", o.Locks); err != nil {
+		return err
 	}
 	r := o.Retry
 	if r == nil {

@@ -206,6 +206,23 @@ type FlowClosed struct {
 	CloseInfo
 }
 
+// RPCLocked: RPC call CallID, handed out under a token of Epoch, holds
+// Locks until its result commits or RPCUnlocked releases them (E30).
+type RPCLocked struct {
+	CallID string   `json:"callId"`
+	Name   string   `json:"name"`
+	Locks  []string `json:"locks"`
+	Epoch  uint64   `json:"epoch"`
+}
+
+// RPCUnlocked releases the locks of an RPC call that will not commit: the
+// worker failed it, its caller gave up (timeout), or a takeover ended its
+// epoch (E30). A later result of the call is refused.
+type RPCUnlocked struct {
+	CallID string `json:"callId"`
+	Reason string `json:"reason,omitempty"`
+}
+
 func (FlowStarted) recordType() string        { return "flow_started" }
 func (DefinitionSet) recordType() string      { return "definition_set" }
 func (StepCreated) recordType() string        { return "step_created" }
@@ -221,6 +238,8 @@ func (AttributesSet) recordType() string      { return "attributes_set" }
 func (RPCCompleted) recordType() string       { return "rpc_completed" }
 func (StepEnded) recordType() string          { return "step_ended" }
 func (FlowClosed) recordType() string         { return "flow_closed" }
+func (RPCLocked) recordType() string          { return "rpc_locked" }
+func (RPCUnlocked) recordType() string        { return "rpc_unlocked" }
 func (StepsCanceled) recordType() string      { return "steps_canceled" }
 func (AttemptHeartbeat) recordType() string   { return "attempt_heartbeat" }
 
@@ -251,6 +270,8 @@ var recordTypes = map[string]func([]byte, func([]byte, any) error) (RecordBody, 
 	StepEnded{}.recordType():          decodeBody[StepEnded],
 	FlowClosed{}.recordType():         decodeBody[FlowClosed],
 	SubFlowUpdated{}.recordType():     decodeBody[SubFlowUpdated],
+	RPCLocked{}.recordType():          decodeBody[RPCLocked],
+	RPCUnlocked{}.recordType():        decodeBody[RPCUnlocked],
 	StepsCanceled{}.recordType():      decodeBody[StepsCanceled],
 	AttemptHeartbeat{}.recordType():   decodeBody[AttemptHeartbeat],
 }

@@ -125,6 +125,35 @@ func (h *harness) command(name string, kv map[string]string, pos []arg) (Command
 		return StopFlow{FlowID: h.flowID, RunID: kv["run"], Kind: StopKind(strings.ToUpper(first)), Reason: kv["reason"]}, nil, nil
 	case "rpc":
 		return h.rpc(first, kv, pos)
+	case "rpclock":
+		// E30: "rpclock NAME locks=a|b [call=ID]" takes a call's locks;
+		// "rpcdone [out=...] [attr:...]" returns its result, and
+		// "rpcunlock [reason=...]" releases them without one.
+		h.calls++
+		call := InvokeRPC{FlowID: h.flowID, CallID: fmt.Sprintf("c%d", h.calls), Name: first, Input: val(kv["input"]),
+			Locks: strings.Split(kv["locks"], "|")}
+		if v, ok := kv["call"]; ok {
+			call.CallID = v
+		}
+		h.lockedCall = &call
+		return LockRPC{Call: call, Epoch: h.epoch}, nil, nil
+	case "rpcdone":
+		if h.lockedCall == nil {
+			return nil, nil, fmt.Errorf("rpcdone: no rpclock yet")
+		}
+		if first == "late" {
+			// The worker's result arrives after the locks were released:
+			// its task was built while it held them.
+			c := *h.lockedCall
+			tok := Token{Epoch: h.epoch, FlowID: h.flowID, RunID: h.st.RunID, Method: MethodRPC, CallID: c.CallID}
+			return RPCResult{Token: tok, Name: c.Name, StartedAt: h.now, Output: val(kv["out"]), Locked: true}, nil, nil
+		}
+		return h.rpcCall(*h.lockedCall, kv, pos)
+	case "rpcunlock":
+		if h.lockedCall == nil {
+			return nil, nil, fmt.Errorf("rpcunlock: no rpclock yet")
+		}
+		return UnlockRPC{FlowID: h.flowID, CallID: h.lockedCall.CallID, Reason: kv["reason"]}, nil, nil
 	case "heartbeat":
 		// heartbeat STEP [details=X]: a heartbeat with details from the
 		// attempt last handed out for STEP.
@@ -313,12 +342,18 @@ func (h *harness) rpc(name string, kv map[string]string, pos []arg) (Command, []
 	if v, ok := kv["call"]; ok {
 		call.CallID = v
 	}
+	return h.rpcCall(call, kv, pos)
+}
+
+// rpcCall builds call's task and its worker's result.
+func (h *harness) rpcCall(call InvokeRPC, kv map[string]string, pos []arg) (Command, []string, error) {
 	task, err := h.e.RPCTask(h.st, call, h.epoch)
 	if err != nil {
 		return nil, []string{"error: " + err.Error()}, nil
 	}
 	out := []string{"task " + render(task)}
-	c := RPCResult{Token: task.Token, Name: name, StartedAt: h.now, Input: call.Input, Output: val(kv["out"])}
+	c := RPCResult{Token: task.Token, Name: call.Name, StartedAt: h.now, Input: call.Input, Output: val(kv["out"]),
+		Locked: len(call.Locks) > 0}
 	for _, p := range pos {
 		switch {
 		case p.val == "error":
@@ -406,7 +441,7 @@ func setOption(o *StepOptions, key, v string) {
 			*mp = &MethodOptions{}
 		}
 		m := *mp
-		if m.Retry == nil && key != "timeout" && key != "durability" && key != "heartbeat" {
+		if m.Retry == nil && key != "timeout" && key != "durability" && key != "locks" && key != "heartbeat" {
 			m.Retry = &RetryOptions{}
 		}
 		switch key {
@@ -415,6 +450,8 @@ func setOption(o *StepOptions, key, v string) {
 			m.Timeout = &d
 		case "durability":
 			m.Durability = Durability(v)
+		case "locks":
+			m.Locks = strings.Split(v, "|")
 		case "heartbeat":
 			d := dur(v)
 			m.HeartbeatTimeout = &d

@@ -102,6 +102,8 @@ type harness struct {
 	flowToks  map[string]map[string]Token
 	defs      map[string]*FlowDefinition
 	flowOrder []string
+	// lockedCall is the last RPC call rpclock took locks for (E30).
+	lockedCall *InvokeRPC
 }
 
 func newHarness(t *testing.T) *harness {

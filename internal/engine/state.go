@@ -130,6 +130,10 @@ type FlowState struct {
 	// first, at most RPCCallIDWindow (E22): a result sent again for one of
 	// them commits nothing.
 	RPCCallIDs []string `json:"rpcCallIds,omitempty"`
+	// RPCLocks are the lock sets RPC calls hold, in acquisition order
+	// (E30, locks.go). Step attempts' locks are not listed: a running
+	// attempt holds its method's lock set.
+	RPCLocks []RPCLock `json:"rpcLocks,omitempty"`
 	// TraceContext is the run's start's trace context, nil when the start
 	// was not traced (FlowStarted.TraceContext). Never changed after the
 	// start, so clones share it.
@@ -236,6 +240,7 @@ func (st *FlowState) Clone() *FlowState {
 	c.Outputs = clip(st.Outputs)
 	c.PublishRequestIDs = clip(st.PublishRequestIDs)
 	c.RPCCallIDs = clip(st.RPCCallIDs)
+	c.RPCLocks = clip(st.RPCLocks)
 	c.History = clip(st.History)
 	c.HeartbeatDetails = maps.Clone(st.HeartbeatDetails)
 	if st.Close != nil {

@@ -204,6 +204,9 @@ type MethodOptions struct {
 	Timeout    *time.Duration `json:"timeout,omitempty"` // per attempt
 	Retry      *RetryOptions  `json:"retry,omitempty"`
 	Durability Durability     `json:"durability,omitempty"`
+	// Locks is the method's lock set (E30, locks.go): the attempt starts
+	// only when it holds every lock; nil inherits, like every field.
+	Locks []string `json:"locks,omitempty"`
 	// HeartbeatTimeout fails a running attempt whose worker sent no
 	// heartbeat for that long (E38); 0 or unset: none.
 	HeartbeatTimeout *time.Duration `json:"heartbeatTimeout,omitempty"`
@@ -242,10 +245,32 @@ type ResolvedOptions struct {
 	Execute        MethodPolicy  `json:"execute"`
 	WaitForFailure FailurePolicy `json:"waitForFailure"`
 	RecoveryStep   string        `json:"recoveryStep,omitempty"`
+	// Locks are the methods' resolved lock sets (E30), nil when neither
+	// has one: a pointer, so that the options of every step that locks
+	// nothing (copied with each state clone) stay as small as before.
+	Locks *ResolvedLocks `json:"locks,omitempty"`
 	// Heartbeat holds the methods' heartbeat timeouts (E38), nil when
 	// neither has one: behind a pointer so that a step without one costs
 	// nothing in its state.
 	Heartbeat *HeartbeatPolicy `json:"heartbeat,omitempty"`
+}
+
+// ResolvedLocks are the lock sets of a step execution's methods (E30).
+type ResolvedLocks struct {
+	WaitFor []string `json:"waitFor,omitempty"`
+	Execute []string `json:"execute,omitempty"`
+}
+
+// MethodLocks returns method m's lock set.
+func (r ResolvedOptions) MethodLocks(m Method) []string {
+	switch {
+	case r.Locks == nil:
+		return nil
+	case m == MethodWaitFor:
+		return r.Locks.WaitFor
+	default:
+		return r.Locks.Execute
+	}
 }
 
 // HeartbeatPolicy are the resolved heartbeat timeouts of a step's methods

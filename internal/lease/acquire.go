@@ -59,8 +59,21 @@ type Config struct {
 	// step down uses it to stop once another process holds the lease and
 	// to write only after its hold-off.
 	Decide func(Observation) Decision
+	// Clock, if set, reads this process's clocks for the holder: the
+	// monotonic reading, which stops while the host is suspended, and the
+	// wall reading, which does not. Nil reads time.Now (its monotonic
+	// reading, and the same rounded to its wall reading). The simulator
+	// sets it to suspend one process's monotonic clock while the others'
+	// run on (Holder.Valid needs both clocks to say the period runs).
+	Clock func() (mono, wall time.Time)
 	// Logger receives the lease's log lines. Nil discards them.
 	Logger *slog.Logger
+}
+
+// systemClock is the default Config.Clock.
+func systemClock() (mono, wall time.Time) {
+	now := time.Now()
+	return now, now.Round(0)
 }
 
 // An Observation is what Acquire learnt from one read of the lease, or
@@ -107,6 +120,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Clock == nil {
+		c.Clock = systemClock
 	}
 	switch {
 	case c.Store == nil:
@@ -316,13 +332,13 @@ func current(ctx context.Context, cfg Config) (Record, blob.Version, error) {
 // process changed the lease first.
 func tryAcquire(ctx context.Context, cfg Config, observed Record, v blob.Version) (*Holder, error) {
 	limit := AttemptTimeout(cfg.Duration)
-	sent := time.Now()
+	sent := now(cfg.Clock)
 	rec := Record{
 		NodeID:    cfg.NodeID,
 		Epoch:     observed.Epoch + 1,
 		Holder:    cfg.ProcessID,
 		Duration:  cfg.Duration,
-		RenewedAt: wall(sent),
+		RenewedAt: wall(sent.wall),
 		Write:     1,
 	}
 	actx, cancel := context.WithTimeout(ctx, limit)

@@ -72,15 +72,31 @@ type Holder struct {
 	mu       sync.Mutex
 	rec      Record       // the last write known to have landed
 	version  blob.Version // its version
-	lastSent time.Time    // when it was sent (monotonic)
+	lastSent instant      // when it was sent
 	writes   uint64       // write numbers handed out so far
-	pending  map[uint64]time.Time
+	pending  map[uint64]instant
 	released bool
 	running  bool
 	err      error
 }
 
-func newHolder(cfg Config, rec Record, v blob.Version, sent time.Time) *Holder {
+// An instant is one reading of a process's clocks (Config.Clock).
+type instant struct{ mono, wall time.Time }
+
+func now(clock func() (mono, wall time.Time)) instant {
+	m, w := clock()
+	return instant{m, w}
+}
+
+func (i instant) add(d time.Duration) instant { return instant{i.mono.Add(d), i.wall.Add(d)} }
+
+// before reports whether i is before t by both clocks.
+func (i instant) before(t instant) bool { return i.mono.Before(t.mono) && i.wall.Before(t.wall) }
+
+// now reads the holder's clocks.
+func (h *Holder) now() instant { return now(h.cfg.Clock) }
+
+func newHolder(cfg Config, rec Record, v blob.Version, sent instant) *Holder {
 	return &Holder{
 		cfg:       cfg,
 		epoch:     rec.Epoch,
@@ -93,7 +109,7 @@ func newHolder(cfg Config, rec Record, v blob.Version, sent time.Time) *Holder {
 		version:   v,
 		lastSent:  sent,
 		writes:    rec.Write,
-		pending:   map[uint64]time.Time{},
+		pending:   map[uint64]instant{},
 	}
 }
 
@@ -122,7 +138,7 @@ func (h *Holder) Record() Record {
 func (h *Holder) ValidUntil() time.Time {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.lastSent.Add(h.cfg.Duration)
+	return h.lastSent.mono.Add(h.cfg.Duration)
 }
 
 // Valid reports whether the process may act as the lease holder now: before
@@ -139,8 +155,8 @@ func (h *Holder) ValidUntil() time.Time {
 func (h *Holder) Valid() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	now := time.Now()
-	return !h.released && h.err == nil && validAt(h.lastSent, h.lastSent.Round(0), now, now.Round(0), h.cfg.Duration)
+	now := h.now()
+	return !h.released && h.err == nil && validAt(h.lastSent.mono, h.lastSent.wall, now.mono, now.wall, h.cfg.Duration)
 }
 
 // validAt reports whether a lease period of duration d whose write was
@@ -207,9 +223,9 @@ func (h *Holder) Run(ctx context.Context) error {
 	}
 	for {
 		h.mu.Lock()
-		due := h.lastSent.Add(RenewalInterval(h.cfg.Duration))
+		due := h.lastSent.mono.Add(RenewalInterval(h.cfg.Duration))
 		h.mu.Unlock()
-		if !sleep(ctx, h.releasing, time.Until(due)) {
+		if !sleep(ctx, h.releasing, due.Sub(h.now().mono)) {
 			return nil
 		}
 		if err := h.renew(ctx); err != nil {
@@ -227,21 +243,26 @@ func (h *Holder) Run(ctx context.Context) error {
 // the renewal cutoff comes.
 func (h *Holder) renew(ctx context.Context) error {
 	h.mu.Lock()
-	cutoff := h.lastSent.Add(h.cfg.Duration - CutoffMargin)
+	// The cutoff is on both clocks, like Valid: a host suspended past it
+	// (its monotonic clock stood still, its wall clock did not) must not
+	// renew and count its lease valid again, since what the process
+	// dropped while it was not valid (tasks, timers) is not picked up
+	// again by the same process (sim seed 890: a timer flow stalled).
+	cutoff := h.lastSent.add(h.cfg.Duration - CutoffMargin)
 	h.mu.Unlock()
 	bo := backoff{limit: backoffMax}
 	var lastErr error
 	for {
-		now := time.Now()
-		if !now.Before(cutoff) {
+		now := h.now()
+		if !now.before(cutoff) {
 			return h.stop(ErrRenewalTimeout, lastErr, nil)
 		}
 		// Cut the attempt off after the attempt timeout while another
 		// attempt could still start before the cutoff after the backoff;
 		// otherwise this is the last attempt and it may run to the cutoff.
-		deadline := now.Add(h.limit)
-		if !deadline.Add(bo.peek()).Before(cutoff) {
-			deadline = cutoff
+		deadline := now.mono.Add(h.limit)
+		if !deadline.Add(bo.peek()).Before(cutoff.mono) {
+			deadline = cutoff.mono
 		}
 		select {
 		case h.writeLock <- struct{}{}:
@@ -258,7 +279,7 @@ func (h *Holder) renew(ctx context.Context) error {
 		}
 		lastErr = err
 		wait := bo.next()
-		if !time.Now().Add(wait).Before(cutoff) {
+		if !h.now().add(wait).before(cutoff) {
 			return h.stop(ErrRenewalTimeout, lastErr, nil)
 		}
 		h.log.Warn("lease renewal attempt failed; retrying", "err", err, "backoff", wait)
@@ -271,7 +292,7 @@ func (h *Holder) renew(ctx context.Context) error {
 // attempt makes one renewal write, cut off at deadline. It returns nil on
 // success (or adoption of an earlier attempt), a *StopError to stop,
 // errStopped, or a transient error to retry.
-func (h *Holder) attempt(ctx context.Context, deadline, cutoff time.Time) error {
+func (h *Holder) attempt(ctx context.Context, deadline time.Time, cutoff instant) error {
 	h.mu.Lock()
 	if h.released {
 		h.mu.Unlock()
@@ -280,12 +301,13 @@ func (h *Holder) attempt(ctx context.Context, deadline, cutoff time.Time) error 
 	rec, v := h.rec, h.version
 	h.writes++
 	rec.Write = h.writes
-	sent := time.Now()
-	rec.RenewedAt = wall(sent)
+	sent := h.now()
+	rec.RenewedAt = wall(sent.wall)
 	h.pending[rec.Write] = sent
 	h.mu.Unlock()
 
-	actx, cancel := context.WithDeadline(ctx, deadline)
+	// deadline is on the monotonic clock: a timeout, not a wall deadline.
+	actx, cancel := context.WithTimeout(ctx, deadline.Sub(h.now().mono))
 	defer cancel()
 	nv, err := h.cfg.Store.PutIfMatch(actx, h.cfg.Key, rec.Encode(), v)
 	if err == nil {
@@ -309,7 +331,7 @@ func (h *Holder) attempt(ctx context.Context, deadline, cutoff time.Time) error 
 // resolve handles a renewal write that failed its precondition: it reads
 // the lease and adopts a write of this holder's own that landed earlier
 // (before the cutoff only); anything else means the lease is lost.
-func (h *Holder) resolve(actx, ctx context.Context, werr error, cutoff time.Time) error {
+func (h *Holder) resolve(actx, ctx context.Context, werr error, cutoff instant) error {
 	found, fv, err := Read(actx, h.cfg.Store, h.cfg.Key)
 	if err != nil {
 		switch {
@@ -328,7 +350,7 @@ func (h *Holder) resolve(actx, ctx context.Context, werr error, cutoff time.Time
 	if !mine || found.Holder != h.cfg.ProcessID || found.Epoch != h.epoch || found.Released {
 		return h.stop(ErrLost, werr, &found)
 	}
-	if !time.Now().Before(cutoff) {
+	if !h.now().before(cutoff) {
 		return h.stop(ErrRenewalTimeout, errors.New("own renewal found after the renewal cutoff"), nil)
 	}
 	h.confirm(found, fv, sent)
@@ -336,7 +358,7 @@ func (h *Holder) resolve(actx, ctx context.Context, werr error, cutoff time.Time
 	return nil
 }
 
-func (h *Holder) confirm(rec Record, v blob.Version, sent time.Time) {
+func (h *Holder) confirm(rec Record, v blob.Version, sent instant) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.rec, h.version, h.lastSent = rec, v, sent
@@ -352,7 +374,7 @@ func (h *Holder) confirm(rec Record, v blob.Version, sent time.Time) {
 // holder already has the lease it returns a *StopError matching ErrLost.
 // Calling it again after a success does nothing.
 func (h *Holder) Release(ctx context.Context) error {
-	ctx, cancel := context.WithDeadline(ctx, h.ValidUntil().Add(ExpiryMargin))
+	ctx, cancel := context.WithTimeout(ctx, h.ValidUntil().Add(ExpiryMargin).Sub(h.now().mono))
 	defer cancel()
 	h.mu.Lock()
 	if !h.released {
@@ -395,8 +417,8 @@ func (h *Holder) releaseOnce(ctx context.Context) error {
 	h.writes++
 	rec.Write = h.writes
 	rec.Released = true
-	sent := time.Now()
-	rec.RenewedAt = wall(sent)
+	sent := h.now()
+	rec.RenewedAt = wall(sent.wall)
 	h.pending[rec.Write] = sent
 	h.mu.Unlock()
 

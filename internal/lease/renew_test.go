@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -672,4 +673,107 @@ func TestRun_DocTimelineThreeSecondStall(t *testing.T) {
 			})
 		})
 	}
+}
+
+// gatedStore holds every request while closed, whatever its context says,
+// as a suspended host sends nothing; on open they go on.
+type gatedStore struct {
+	blob.Store
+	mu   sync.Mutex
+	gate chan struct{} // nil: open
+}
+
+func (g *gatedStore) close() { g.mu.Lock(); g.gate = make(chan struct{}); g.mu.Unlock() }
+
+func (g *gatedStore) open() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	close(g.gate)
+	g.gate = nil
+}
+
+func (g *gatedStore) wait() {
+	g.mu.Lock()
+	ch := g.gate
+	g.mu.Unlock()
+	if ch != nil {
+		<-ch
+	}
+}
+
+func (g *gatedStore) Get(ctx context.Context, key string) ([]byte, blob.Version, error) {
+	g.wait()
+	return g.Store.Get(ctx, key)
+}
+
+func (g *gatedStore) PutIfMatch(ctx context.Context, key string, data []byte, v blob.Version) (blob.Version, error) {
+	g.wait()
+	return g.Store.PutIfMatch(context.WithoutCancel(ctx), key, data, v)
+}
+
+// A host suspended for longer than the lease (its monotonic clock stood
+// still, its wall clock did not) resumes with a renewal that was on its
+// way: it lands, since no other process took the lease. The holder must
+// not count its lease valid again (the serving core dropped tasks and
+// timers while it was not valid and never picks them up again: sim seed
+// 890, a timer flow that never completed): Run stops with
+// ErrRenewalTimeout. Before the fix the renewal cutoff was on the
+// monotonic clock only, and Run renewed on with Valid true again.
+//
+// Covers: L15
+func TestRun_StopsAfterAHostSuspendPastTheLease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &gatedStore{Store: mem.New()}
+		var (
+			mu    sync.Mutex
+			lag   time.Duration
+			since time.Time
+		)
+		cfg := config(st, "a", 3*time.Second)
+		cfg.Clock = func() (mono, wall time.Time) {
+			now := time.Now()
+			mu.Lock()
+			defer mu.Unlock()
+			if !since.IsZero() {
+				return since.Add(-lag), now
+			}
+			return now.Add(-lag), now
+		}
+		h := mustAcquire(t, cfg)
+		c := newClock()
+		done := run(t.Context(), h, c)
+		time.Sleep(1500 * time.Millisecond) // renewed at 1 s
+		mu.Lock()
+		since = time.Now()
+		mu.Unlock()
+		st.close()
+		time.Sleep(5 * time.Second) // the host is suspended
+		mu.Lock()
+		lag += time.Since(since)
+		since = time.Time{}
+		mu.Unlock()
+		st.open()
+		if h.Valid() {
+			t.Fatal("valid right after a 5 s suspend of a 3 s lease")
+		}
+		for deadline := c.now() + 10*time.Second; ; {
+			select {
+			case r := <-done:
+				if !errors.Is(r.err, lease.ErrRenewalTimeout) {
+					t.Fatalf("Run ended with %v, want ErrRenewalTimeout", r.err)
+				}
+				if h.Valid() {
+					t.Fatal("valid after Run stopped")
+				}
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			if h.Valid() {
+				t.Fatalf("valid again %v after a 5 s suspend of a 3 s lease", c.now()-6500*time.Millisecond)
+			}
+			if c.now() > deadline {
+				t.Fatal("Run still renewing 10 s after a suspend past the lease")
+			}
+		}
+	})
 }

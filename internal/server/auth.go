@@ -43,6 +43,9 @@ var Permissions = map[string]auth.Permission{
 	dexpb.FlowService_SearchFlows_FullMethodName:      auth.Reader,
 	dexpb.FlowService_WaitForFlow_FullMethodName:      auth.Reader,
 
+	dexpb.FlowService_WaitForStepCompletion_FullMethodName: auth.Reader,
+	dexpb.FlowService_WaitForAttribute_FullMethodName:      auth.Reader,
+
 	dexpb.FlowService_StartFlow_FullMethodName:        auth.Client,
 	dexpb.FlowService_StopFlow_FullMethodName:         auth.Client,
 	dexpb.FlowService_PublishToChannel_FullMethodName: auth.Client,

@@ -232,7 +232,7 @@ func methodOptionsOut(o *engine.MethodOptions) *dexpb.StepMethodOptions {
 	if o == nil {
 		return nil
 	}
-	out := &dexpb.StepMethodOptions{AttemptTimeout: optDurationOut(o.Timeout), HeartbeatTimeout: optDurationOut(o.HeartbeatTimeout)}
+	out := &dexpb.StepMethodOptions{AttemptTimeout: optDurationOut(o.Timeout), Locks: o.Locks, HeartbeatTimeout: optDurationOut(o.HeartbeatTimeout)}
 	switch o.Durability {
 	case engine.SYNC:
 		out.Durability = dexpb.AttemptDurability_ATTEMPT_DURABILITY_SYNC

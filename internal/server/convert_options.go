@@ -54,6 +54,9 @@ func methodOptionsIn(field string, o *dexpb.StepMethodOptions) (*engine.MethodOp
 	if out.Timeout, err = optDuration(field+".attemptTimeout", o.GetAttemptTimeout()); err != nil {
 		return nil, err
 	}
+	if len(o.GetLocks()) > 0 {
+		out.Locks = o.GetLocks()
+	}
 	if out.HeartbeatTimeout, err = optDuration(field+".heartbeatTimeout", o.GetHeartbeatTimeout()); err != nil {
 		return nil, err
 	}
@@ -94,7 +97,8 @@ func methodOptionsIn(field string, o *dexpb.StepMethodOptions) (*engine.MethodOp
 // filled in.
 func resolvedOut(r engine.ResolvedOptions) *dexpb.StepOptions {
 	out := &dexpb.StepOptions{
-		WaitFor: methodPolicyOut(r.WaitFor), Execute: methodPolicyOut(r.Execute),
+		WaitFor:              methodPolicyOut(r.WaitFor, r.MethodLocks(engine.MethodWaitFor)),
+		Execute:              methodPolicyOut(r.Execute, r.MethodLocks(engine.MethodExecute)),
 		WaitForFailurePolicy: dexpb.WaitForFailurePolicy_WAIT_FOR_FAILURE_POLICY_FAIL_FLOW,
 		ExecuteFailurePolicy: dexpb.ExecuteFailurePolicy_EXECUTE_FAILURE_POLICY_FAIL_FLOW,
 	}
@@ -111,7 +115,7 @@ func resolvedOut(r engine.ResolvedOptions) *dexpb.StepOptions {
 	return out
 }
 
-func methodPolicyOut(p engine.MethodPolicy) *dexpb.StepMethodOptions {
+func methodPolicyOut(p engine.MethodPolicy, locks []string) *dexpb.StepMethodOptions {
 	coef := p.Retry.Coefficient
 	attempts := uint32(p.Retry.MaxAttempts)
 	out := &dexpb.StepMethodOptions{
@@ -122,6 +126,7 @@ func methodPolicyOut(p engine.MethodPolicy) *dexpb.StepMethodOptions {
 			MaximumTotalDuration: durationpb.New(p.Retry.MaxTotal),
 		},
 		Durability: dexpb.AttemptDurability_ATTEMPT_DURABILITY_SYNC,
+		Locks:      locks,
 	}
 	if p.Durability == engine.ASYNC {
 		out.Durability = dexpb.AttemptDurability_ATTEMPT_DURABILITY_ASYNC

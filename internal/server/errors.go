@@ -112,6 +112,8 @@ func engineStatus(e *engine.Error) error {
 				ErrorType: string(engine.ErrInvalidUserFlowCode), Message: msg})
 		}
 		return status.Error(codes.FailedPrecondition, msg)
+	case engine.CodeAborted:
+		return status.Error(codes.Aborted, msg)
 	case engine.CodeResourceExhausted:
 		if e.Limit != "" {
 			return limitStatus(msg, e.Limit)

@@ -190,7 +190,8 @@ func (f *flowService) InvokeRPC(ctx context.Context, req *dexpb.InvokeRPCRequest
 	if timeout != nil {
 		d = *timeout
 	}
-	res, err := b.InvokeRPC(ctx, engine.InvokeRPC{FlowID: req.GetFlowId(), RunID: req.GetRunId(), Name: req.GetRpcName(), Input: in}, d)
+	res, err := b.InvokeRPC(ctx, engine.InvokeRPC{FlowID: req.GetFlowId(), RunID: req.GetRunId(), Name: req.GetRpcName(), Input: in,
+		Locks: req.GetLocks()}, d)
 	if errors.Is(err, context.DeadlineExceeded) {
 		return nil, status.Errorf(codes.DeadlineExceeded, "RPC %q of flow %q: no result arrived in time (is a worker for the flow type connected?)",
 			req.GetRpcName(), req.GetFlowId())

@@ -204,6 +204,13 @@ func (s *Server) Register(g *grpc.Server) {
 	}
 }
 
+// FlowService returns the FlowService handlers that Register registers,
+// for an in-process caller without a connection (the simulator reads
+// through them, so that it reads as a client does: through the read gate
+// that re-checks the backend after the read, L15). The interceptors of
+// GRPCOptions (authentication, admission) are not applied.
+func (s *Server) FlowService() dexpb.FlowServiceServer { return &flowService{s: s} }
+
 // SetBackend makes b the serving instance; nil removes it.
 func (s *Server) SetBackend(b Backend) {
 	if b == nil {

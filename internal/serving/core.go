@@ -71,8 +71,13 @@ type Core struct {
 	disp    *dispatcher
 	timers  *timerQueue
 	waiters waiters
-	rpcs    rpcCalls
-	defs    registry
+	// progress wakes the long polls on a run's progress (E35,
+	// progress.go) after every batch that changed their flow, while
+	// progressPolls (the number waiting) is not zero.
+	progress      waiters
+	progressPolls atomic.Int64
+	rpcs          rpcCalls
+	defs          registry
 
 	serving  atomic.Bool
 	draining atomic.Bool
@@ -214,6 +219,9 @@ func (c *Core) OnDurable(b wal.Batch) error {
 		})
 	}
 	c.perform(a)
+	if c.progressPolls.Load() > 0 {
+		c.wakeProgress(a)
+	}
 	return nil
 }
 

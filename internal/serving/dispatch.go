@@ -494,6 +494,9 @@ func (d *dispatcher) startFailed(p *pendingTask, err error) {
 	if errors.Is(err, engine.ErrStaleToken) || engine.CodeOf(err) == engine.CodeNotFound || errors.Is(err, server.ErrNotServing) {
 		return
 	}
+	if errors.Is(err, engine.ErrLockHeld) {
+		return // E30: the release of the lock dispatches it again
+	}
 	if engine.CodeOf(err) == engine.CodeFailedPrecondition {
 		d.enqueue(p.ref)
 		return

@@ -40,7 +40,8 @@ func ReplayWhile(ctx context.Context, store flowstore.Store) func(wal.Batch) err
 // outage fire at once, E20, T5), queues the attempts waiting for a worker
 // (T4, and ASYNC attempts whose start was not durable, T3), and submits
 // RecoverAttempts with the new epoch for flows with attempts handed out by
-// an earlier epoch (T2) and waits until that is durable. Then the core
+// an earlier epoch (T2) or RPC locks taken by one (E30), and waits until
+// that is durable. Then the core
 // starts answering public calls. The writer must be running. The rules
 // (T1-T5) are stated in doc.go, "Recovery after a takeover".
 func (c *Core) Recover(ctx context.Context) error {
@@ -67,11 +68,8 @@ func (c *Core) Recover(ctx context.Context) error {
 			c.disp.enqueue(r)
 			tasks++
 		}
-		for _, s := range st.Steps {
-			if s.Phase != engine.PhaseWaiting && s.Attempt.State == engine.AttemptRunning && s.Attempt.Epoch < c.cfg.Epoch {
-				stale = append(stale, st.FlowID)
-				break
-			}
+		if interrupted(st, c.cfg.Epoch) {
+			stale = append(stale, st.FlowID)
 		}
 		return nil
 	})
@@ -125,6 +123,23 @@ func (c *Core) Recover(ctx context.Context) error {
 		"flowsWithPendingSubFlows", len(subflows))
 	c.serving.Store(true)
 	return nil
+}
+
+// interrupted reports whether st has attempts or RPC calls an earlier epoch
+// than epoch handed out: RecoverAttempts fails the attempts and releases
+// the calls' locks (E30), which nothing else would.
+func interrupted(st *engine.FlowState, epoch uint64) bool {
+	for _, s := range st.Steps {
+		if s.Phase != engine.PhaseWaiting && s.Attempt.State == engine.AttemptRunning && s.Attempt.Epoch < epoch {
+			return true
+		}
+	}
+	for _, l := range st.RPCLocks {
+		if l.Epoch < epoch {
+			return true
+		}
+	}
+	return false
 }
 
 // seedDefinitions registers, for each flow type with running flows, the

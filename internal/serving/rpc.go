@@ -44,6 +44,7 @@ type rpcCall struct {
 	timeout   time.Duration
 	startedAt time.Time // set by the dispatcher when sent
 	canceled  atomic.Bool
+	locked    bool            // the call took locks (E30, locks.go)
 	done      chan rpcOutcome // buffered, 1
 	expires   time.Time       // set once the caller gave up (rpcCalls.mu)
 }
@@ -117,11 +118,20 @@ func (c *Core) InvokeRPC(ctx context.Context, inv engine.InvokeRPC, timeout time
 	if err != nil {
 		return server.RPCResult{}, err
 	}
+	locked := len(inv.Locks) > 0
+	if locked {
+		if err := c.lockRPC(ctx, inv); err != nil {
+			return server.RPCResult{}, err
+		}
+	}
 	task, err := c.buildRPCTask(ctx, inv)
 	if err != nil {
+		if locked {
+			c.unlockRPC(inv, "the call's task could not be built: "+err.Error())
+		}
 		return server.RPCResult{}, err
 	}
-	rc := &rpcCall{id: inv.CallID, task: task, timeout: timeout, done: make(chan rpcOutcome, 1)}
+	rc := &rpcCall{id: inv.CallID, task: task, timeout: timeout, locked: locked, done: make(chan rpcOutcome, 1)}
 	c.rpcs.add(rc, time.Now())
 	c.disp.enqueueRPC(rc)
 	// Waiting for the worker loads neither the sequencer nor the log: the
@@ -134,6 +144,9 @@ func (c *Core) InvokeRPC(ctx context.Context, inv engine.InvokeRPC, timeout time
 	select {
 	case o := <-rc.done:
 		c.rpcs.remove(rc.id)
+		if o.err != nil && locked {
+			c.unlockRPC(inv, "the call failed: "+o.err.Error())
+		}
 		return o.res, o.err
 	case <-ctx.Done():
 		err = ctx.Err()
@@ -142,6 +155,10 @@ func (c *Core) InvokeRPC(ctx context.Context, inv engine.InvokeRPC, timeout time
 	}
 	rc.canceled.Store(true)
 	c.rpcs.abandon(rc, time.Now())
+	if locked {
+		// E30: the locks go with the caller; a late result is refused.
+		c.unlockRPC(inv, "the caller stopped waiting: "+err.Error())
+	}
 	return server.RPCResult{}, err
 }
 
@@ -215,6 +232,7 @@ func (c *Core) rpcResult(ctx context.Context, tok engine.Token, rr engine.RPCRes
 	if rc != nil {
 		rr.StartedAt = rc.startedAt
 		rr.Name, rr.Input = rc.task.RPC, rc.task.Input
+		rr.Locked = rc.locked
 	}
 	rr.Token = tok
 	d, err := call(ctx, c.seq, func() decision {

@@ -89,7 +89,12 @@ func (s *sim) check(ctx context.Context) error {
 	if err := sameStates(full, rest); err != nil {
 		return fmt.Errorf("the newest snapshot and the log after it differ from the whole log replayed: %w", err)
 	}
-	return s.checkFlows(rest)
+	if err := s.checkFlows(rest); err != nil {
+		return err
+	}
+	s.ledger.mu.Lock()
+	defer s.ledger.mu.Unlock()
+	return s.hist.check(s.ledger.started, s.start)
 }
 
 // readLog returns every batch that ever landed in the log (the archive:

@@ -58,13 +58,25 @@
 //     call of clients and workers to it, whatever their contexts say; on
 //     resume they go on, so a write on its way lands late. The process's
 //     in-memory goroutines (timers, dispatch) keep running, and its clock
-//     is the bubble's: a host suspend (a clock that stops) is not
-//     modelled.
+//     is the bubble's.
+//   - host suspend (one freeze in three): a freeze during which the
+//     process's monotonic clock stops while the wall clock and the other
+//     processes' clocks run on (its lease's Config.Clock), so that on
+//     resume its monotonic clock says the lease period still runs.
 //   - store faults for a while on one process's requests: 5xx,
-//     throttling, latency up to 3 s, and lost replies (the write lands,
-//     the caller sees a transient error). Each request's fault is a hash
-//     of the seed, the process, the request and its count, not a draw
-//     from a shared stream, so it does not depend on goroutine order.
+//     throttling, latency up to 3 s, lost replies (the write lands, the
+//     caller sees a transient error), and conditional-write conflicts:
+//     S3's 409 ConditionalRequestConflict (transient, nothing written), a
+//     412 for a conditional write that landed (what a store client that
+//     retried its own write after a lost reply answers), and a 412 for a
+//     PutIfMatch that did not land with nothing in its way (a spurious
+//     conflict). A spurious 412 of a PutIfAbsent (the key said to exist
+//     when it does not) is not injected: blob.Store promises otherwise
+//     and wal.Values.Put relies on it (a value object's key names its
+//     bytes); with it, seeds 14, 37 and 45 lost a value object. Each
+//     request's fault is a hash of the seed, the process, the request
+//     and its count, not a draw from a shared stream, so it does not
+//     depend on goroutine order.
 //   - step down of a process while it serves.
 //   - per task, from the seed: a worker disconnects with tasks in hand,
 //     or sends a result twice.
@@ -110,6 +122,16 @@
 //     committed twice would start a second one); a stop flow ends
 //     CANCELED or TERMINATED as its client asked, its history ending with
 //     the close.
+//   - The client-visible history is linearizable (porcupine, per flow;
+//     history.go): each flow's acknowledged start and client attribute
+//     write, and reads of its state through the process's real
+//     FlowService handlers (server.FlowService: the server's read gate,
+//     L15) after each acknowledgement and every 1-5 s, against a model
+//     of a flow that exists from its start on, holds the client's
+//     attribute from its write on (written only while it runs), and
+//     closes once for good. A stale read (a process answering from state
+//     another process changed since) or an acknowledged write a later
+//     read does not see fails it.
 //   - Liveness: every flow ends within 3 minutes after the faults.
 //
 // # Running it
@@ -128,5 +150,5 @@
 // schedule, the store faults and the workers' choices are the seed's; the
 // order in which goroutines of one virtual instant run is the Go
 // scheduler's, so a replay follows the same schedule but may interleave
-// differently: -repeat runs one seed many times.
+// differently: -repeat runs one seed many times and counts its failures.
 package sim

@@ -38,6 +38,50 @@ type proc struct {
 	restarts int
 	// stepDown asks the serving period to step down.
 	stepDown chan struct{}
+	// srv is the process's API server: clients read through its
+	// FlowService handlers, with the core as its backend while it serves.
+	srv *server.Server
+
+	// A host suspend stops the process's monotonic clock (its lease's
+	// Config.Clock) while the others' run on: suspended is how far it
+	// lags the bubble's clock, since (non-zero) when the current
+	// suspend began.
+	clockMu   sync.Mutex
+	suspended time.Duration
+	since     time.Time
+}
+
+// clock is the process's lease clock: the bubble's wall clock, and a
+// monotonic clock that stood still while the host was suspended.
+func (p *proc) clock() (mono, wall time.Time) {
+	now := time.Now()
+	p.clockMu.Lock()
+	defer p.clockMu.Unlock()
+	mono = now.Add(-p.suspended)
+	if !p.since.IsZero() {
+		mono = p.since.Add(-p.suspended)
+	}
+	return mono, now
+}
+
+// suspend suspends the host for d: the process is frozen (its gate) and
+// its monotonic clock stops until it resumes.
+func (p *proc) suspend(s *sim, d time.Duration) {
+	p.clockMu.Lock()
+	if p.since.IsZero() {
+		p.since = time.Now()
+	}
+	p.clockMu.Unlock()
+	p.gate.freeze()
+	s.later(d, func() {
+		p.clockMu.Lock()
+		if !p.since.IsZero() {
+			p.suspended += time.Since(p.since)
+			p.since = time.Time{}
+		}
+		p.clockMu.Unlock()
+		p.gate.resume()
+	})
 }
 
 // active returns the core while the process serves.
@@ -57,6 +101,11 @@ func (p *proc) setCore(c *serving.Core) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.core = c
+	if c == nil {
+		p.srv.SetBackend(nil)
+	} else {
+		p.srv.SetBackend(c)
+	}
 }
 
 func (p *proc) setHolder(h *lease.Holder) {
@@ -125,7 +174,7 @@ func (p *proc) run(ctx context.Context, gen int) {
 	for n := 0; ctx.Err() == nil; {
 		pid := fmt.Sprintf("p%d.%d.%d", p.id, gen, n)
 		cfg := lease.Config{Store: p.store, Key: p.sim.layout.LeaseKey(), NodeID: nodeID,
-			ProcessID: pid, Duration: leaseDuration, PollInterval: 250 * time.Millisecond, Logger: p.sim.log}
+			ProcessID: pid, Duration: leaseDuration, PollInterval: 250 * time.Millisecond, Logger: p.sim.log, Clock: p.clock}
 		var stopFollowing func()
 		if p.hot {
 			// A hot standby follows the log while it waits, and takes an

@@ -13,6 +13,7 @@ import (
 
 	"github.com/dexzd/dexzd/internal/blob/mem"
 	"github.com/dexzd/dexzd/internal/lease"
+	"github.com/dexzd/dexzd/internal/server"
 	"github.com/dexzd/dexzd/internal/serving"
 	"github.com/dexzd/dexzd/internal/wal"
 )
@@ -128,6 +129,17 @@ func newPlan(cfg Config) plan {
 		case 1:
 			// Frozen past the lease often: 3 s lease, standby expiry 4 s.
 			d := time.Duration(200+r.IntN(9000)) * time.Millisecond
+			if r.IntN(3) == 0 {
+				// A host suspend: frozen, and its monotonic clock stops
+				// meanwhile (the wall clock does not).
+				pl.steps = append(pl.steps, step{at: at, what: fmt.Sprintf("suspend the host of %s for %v", who, d),
+					do: func(s *sim) {
+						p := target(s)
+						s.event("suspend p%d", p.id)
+						p.suspend(s, d)
+					}})
+				break
+			}
 			pl.steps = append(pl.steps, step{at: at, what: fmt.Sprintf("freeze %s for %v", who, d),
 				do: func(s *sim) {
 					p := target(s)
@@ -180,6 +192,7 @@ type sim struct {
 	timers sync.WaitGroup
 	fails  []string
 	ends   map[string]int
+	hist   history
 }
 
 // Result is what a run saw.
@@ -210,7 +223,7 @@ func Run(cfg Config) (*Result, error) {
 	s.ctx = ctx
 	for i := range cfg.Processes {
 		// p1 is a hot standby, the others cold.
-		p := &proc{id: i, sim: s, local: newLocalStore(), hot: i == 1, stepDown: make(chan struct{}, 1)}
+		p := &proc{id: i, sim: s, local: newLocalStore(), hot: i == 1, stepDown: make(chan struct{}, 1), srv: server.New(server.Options{})}
 		p.store = newProcStore(s.blobs, p)
 		s.procs = append(s.procs, p)
 	}

@@ -133,7 +133,23 @@ const (
 	faultError
 	faultLostReply
 	faultLatency
+	// faultLandedConflict: the conditional write lands and the caller
+	// sees a precondition failure, as from a store client that retried
+	// its own write after a lost reply and found it there (an S3 SDK's
+	// retry of a PUT with If-None-Match or If-Match answers 412).
+	faultLandedConflict
+	// faultSpuriousConflict: a precondition failure of a PutIfMatch that
+	// did not land, whose key holds the version it named (no other
+	// writer's write stands in its way). Only for PutIfMatch: a
+	// PutIfAbsent that fails its precondition says the key exists, and
+	// Values.Put relies on that (a value object's key names its bytes);
+	// a store that said so of an absent key would lose value objects
+	// (seeds 14, 37 and 45 with it: a record whose object is missing).
+	faultSpuriousConflict
 )
+
+// isConditional says whether op is a conditional write.
+func isConditional(op string) bool { return op == blob.OpPutIfAbsent || op == blob.OpPutIfMatch }
 
 // pick decides the fault of one request.
 func (s *procStore) pick(op, key string) (kind int, lat time.Duration, err error) {
@@ -167,17 +183,38 @@ func (s *procStore) pick(op, key string) (kind int, lat time.Duration, err error
 		return faultNone, 0, nil
 	}
 	x /= 1000
-	switch x % 4 {
+	switch x % 5 {
 	case 0:
 		s.injected["latency"]++
-		return faultLatency, time.Duration(50+(x/4)%2950) * time.Millisecond, nil
+		return faultLatency, time.Duration(50+(x/5)%2950) * time.Millisecond, nil
 	case 1:
-		if op == blob.OpPutIfAbsent || op == blob.OpPutIfMatch || op == blob.OpDelete {
+		if isConditional(op) || op == blob.OpDelete {
 			s.injected["lost reply"]++
 			return faultLostReply, 0, nil
 		}
 		fallthrough
 	case 2:
+		if isConditional(op) {
+			switch (x / 5) % 3 {
+			case 0:
+				// S3's 409 ConditionalRequestConflict: a transient
+				// refusal, nothing written.
+				s.injected["409 conflict"]++
+				return faultError, 0, errConflict409
+			case 1:
+				s.injected["412, landed"]++
+				return faultLandedConflict, 0, nil
+			default:
+				if op == blob.OpPutIfMatch {
+					s.injected["412, nothing written"]++
+					return faultSpuriousConflict, 0, nil
+				}
+				s.injected["412, landed"]++
+				return faultLandedConflict, 0, nil
+			}
+		}
+		fallthrough
+	case 3:
 		s.injected["5xx"]++
 		return faultError, 0, mem.ErrServer
 	default:
@@ -186,34 +223,59 @@ func (s *procStore) pick(op, key string) (kind int, lat time.Duration, err error
 	}
 }
 
-// before passes the gate and applies the fault; done means the request
-// must not be made and err is its answer.
-func (s *procStore) before(ctx context.Context, op, key string) (lostReply bool, err error) {
+// before passes the gate and applies the fault: err is the request's
+// answer without making it, or kind says how a write is made and
+// answered (faultLostReply, faultLandedConflict, faultSpuriousConflict).
+func (s *procStore) before(ctx context.Context, op, key string) (kind int, err error) {
 	if !s.p.gate.wait() {
-		return false, blob.Transient(op, key, errKilled)
+		return faultNone, blob.Transient(op, key, errKilled)
 	}
 	kind, lat, ferr := s.pick(op, key)
 	switch kind {
 	case faultError:
-		return false, blob.Transient(op, key, ferr)
+		return faultNone, blob.Transient(op, key, ferr)
 	case faultLatency:
 		t := time.NewTimer(lat)
 		defer t.Stop()
 		select {
 		case <-t.C:
 		case <-ctx.Done():
-			return false, blob.Transient(op, key, ctx.Err())
+			return faultNone, blob.Transient(op, key, ctx.Err())
 		}
 		if !s.p.gate.wait() {
-			return false, blob.Transient(op, key, errKilled)
+			return faultNone, blob.Transient(op, key, errKilled)
 		}
-	case faultLostReply:
-		return true, nil
+		kind = faultNone
 	}
-	return false, nil
+	return kind, nil
 }
 
-var errReplyLost = errors.New("reply lost")
+var (
+	errReplyLost   = errors.New("reply lost")
+	errConflict409 = errors.New("409 ConditionalRequestConflict")
+)
+
+// conditional makes a conditional write with its fault: write makes it on
+// the shared store.
+func (s *procStore) conditional(ctx context.Context, op, key string, write func(context.Context) (blob.Version, error)) (blob.Version, error) {
+	kind, err := s.before(ctx, op, key)
+	if err != nil {
+		return "", err
+	}
+	switch kind {
+	case faultLostReply:
+		_, _ = write(context.WithoutCancel(ctx))
+		return "", blob.Transient(op, key, errReplyLost)
+	case faultLandedConflict:
+		if _, err := write(context.WithoutCancel(ctx)); err != nil {
+			return "", err // its precondition failed: the answer is true
+		}
+		return "", blob.Precondition(op, key)
+	case faultSpuriousConflict:
+		return "", blob.Precondition(op, key)
+	}
+	return write(ctx)
+}
 
 // Get implements blob.Store.
 func (s *procStore) Get(ctx context.Context, key string) ([]byte, blob.Version, error) {
@@ -225,28 +287,16 @@ func (s *procStore) Get(ctx context.Context, key string) ([]byte, blob.Version, 
 
 // PutIfAbsent implements blob.Store.
 func (s *procStore) PutIfAbsent(ctx context.Context, key string, data []byte) (blob.Version, error) {
-	lost, err := s.before(ctx, blob.OpPutIfAbsent, key)
-	if err != nil {
-		return "", err
-	}
-	if lost {
-		_, _ = s.inner.PutIfAbsent(context.WithoutCancel(ctx), key, data)
-		return "", blob.Transient(blob.OpPutIfAbsent, key, errReplyLost)
-	}
-	return s.inner.PutIfAbsent(ctx, key, data)
+	return s.conditional(ctx, blob.OpPutIfAbsent, key, func(ctx context.Context) (blob.Version, error) {
+		return s.inner.PutIfAbsent(ctx, key, data)
+	})
 }
 
 // PutIfMatch implements blob.Store.
 func (s *procStore) PutIfMatch(ctx context.Context, key string, data []byte, v blob.Version) (blob.Version, error) {
-	lost, err := s.before(ctx, blob.OpPutIfMatch, key)
-	if err != nil {
-		return "", err
-	}
-	if lost {
-		_, _ = s.inner.PutIfMatch(context.WithoutCancel(ctx), key, data, v)
-		return "", blob.Transient(blob.OpPutIfMatch, key, errReplyLost)
-	}
-	return s.inner.PutIfMatch(ctx, key, data, v)
+	return s.conditional(ctx, blob.OpPutIfMatch, key, func(ctx context.Context) (blob.Version, error) {
+		return s.inner.PutIfMatch(ctx, key, data, v)
+	})
 }
 
 // List implements blob.Store.
@@ -259,11 +309,11 @@ func (s *procStore) List(ctx context.Context, prefix, startAfter string, limit i
 
 // Delete implements blob.Store.
 func (s *procStore) Delete(ctx context.Context, key string) error {
-	lost, err := s.before(ctx, blob.OpDelete, key)
+	kind, err := s.before(ctx, blob.OpDelete, key)
 	if err != nil {
 		return err
 	}
-	if lost {
+	if kind == faultLostReply {
 		_ = s.inner.Delete(context.WithoutCancel(ctx), key)
 		return blob.Transient(blob.OpDelete, key, errReplyLost)
 	}

@@ -196,6 +196,7 @@ func (s *sim) client(ctx context.Context, flowID, flowType string) {
 		return false
 	}
 	req := "start-" + flowID
+	called := time.Now()
 	if !try("start", func(ctx context.Context, c *serving.Core) error {
 		_, err := c.StartFlow(ctx, engine.StartFlow{FlowID: flowID, FlowType: flowType, RequestID: req,
 			StartStep: startStep[flowType], Input: str(flowID)})
@@ -203,10 +204,23 @@ func (s *sim) client(ctx context.Context, flowID, flowType string) {
 	}) {
 		return
 	}
+	s.hist.add(flowID, histOp{kind: opStart}, called, time.Now())
 	s.ledger.mu.Lock()
 	s.ledger.started[flowID] = flowType
 	s.ledger.acks++
 	s.ledger.mu.Unlock()
+	// Reads of the flow's state while it runs, at moments of the seed's,
+	// and one right after each acknowledgement: the history checker's.
+	s.read(ctx, flowID)
+	var reads sync.WaitGroup
+	defer reads.Wait()
+	readCtx, stopReads := context.WithCancel(ctx)
+	defer stopReads()
+	reads.Go(func() {
+		for i := uint64(0); lease.Sleep(readCtx, time.Duration(1000+hash(s.cfg.Seed, flowID+"/read", i)%4000)*time.Millisecond); i++ {
+			s.read(readCtx, flowID)
+		}
+	})
 	if flowType == "wait" {
 		if !try("publish", func(ctx context.Context, c *serving.Core) error {
 			_, err := c.Command(ctx, flowID, engine.PublishToChannel{FlowID: flowID, RequestID: "pub-" + flowID,
@@ -227,7 +241,8 @@ func (s *sim) client(ctx context.Context, flowID, flowType string) {
 		// still have landed: the check only holds acknowledged ones).
 		v := str("c:" + flowID)
 		acked := false
-		if !try("set attribute", func(ctx context.Context, c *serving.Core) error {
+		called := time.Now()
+		ok := try("set attribute", func(ctx context.Context, c *serving.Core) error {
 			_, err := c.Command(ctx, flowID, engine.SetAttributes{FlowID: flowID,
 				Attributes: []engine.AttributeWrite{{Name: "client", Value: v}}})
 			if err == nil {
@@ -243,13 +258,19 @@ func (s *sim) client(ctx context.Context, flowID, flowType string) {
 				return nil
 			}
 			return err
-		}) {
+		})
+		if !acked {
+			s.hist.unsureClient(flowID)
+		}
+		if !ok {
 			return
 		}
 		if acked {
+			s.hist.add(flowID, histOp{kind: opSetClient}, called, time.Now())
 			s.ledger.mu.Lock()
 			s.ledger.attr(flowID, "client", v)
 			s.ledger.mu.Unlock()
+			s.read(ctx, flowID)
 		}
 	}
 	if flowType == "stop" {
@@ -310,6 +331,7 @@ func (s *sim) client(ctx context.Context, flowID, flowType string) {
 		s.ledger.mu.Lock()
 		s.ledger.done[flowID] = true
 		s.ledger.mu.Unlock()
+		s.read(ctx, flowID)
 	}
 }
 

@@ -52,6 +52,9 @@ var (
 
 func TestMain(m *testing.M) {
 	flag.Parse()
+	if os.Getenv(envWorkerAddrs) != "" {
+		os.Exit(runWorkerProcess())
+	}
 	// The server processes read the S3 credentials from the environment;
 	// the test's MinIO is started with the same.
 	for _, v := range []string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"} {
@@ -130,6 +133,7 @@ type run struct {
 	rng  *mrand.Rand
 
 	n        *node
+	w        *workerProc
 	ch       *checker
 	problems []string
 	stopped  bool // a fault left the node without service: no further faults
@@ -170,6 +174,41 @@ func (r *run) recover(after string, within time.Duration) bool {
 	return true
 }
 
+// A mark is the chain flow acknowledged last before a fault began.
+type mark struct {
+	a     ack
+	ok    bool
+	began time.Time
+}
+
+// mark returns the mark of a fault that begins now.
+func (r *run) mark() mark {
+	a, ok := r.ch.lastChainAck()
+	return mark{a: a, ok: ok, began: time.Now()}
+}
+
+// completes waits until the flow of m ends, after the fault and its
+// recovery, and records in p how long after the fault began it closed (its
+// CloseTime, the server's clock on this machine): how long a flow in
+// progress when the fault hit (its steps take stepWork each) waited for
+// its end.
+func (r *run) completes(p *phase, m mark, after string, within time.Duration) {
+	if !m.ok || r.stopped {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.t.Context(), within)
+	defer cancel()
+	res, err := r.ch.c.WaitForFlow(ctx, m.a.id)
+	if err != nil {
+		r.problemf("%s, acknowledged before %s, had not ended %v after it: %v", m.a.id, after, within, err)
+		r.stopped = true
+		return
+	}
+	r.ch.mu.Lock()
+	p.slowestCompletion = max(p.slowestCompletion, res.CloseTime.Sub(m.began))
+	r.ch.mu.Unlock()
+}
+
 // start runs the node's slots under supervision, waits until one serves,
 // and starts the worker and the callers. The returned function stops the
 // callers (the worker and the slots stop when the test ends).
@@ -191,20 +230,14 @@ func (r *run) start(slots ...*slot) (stopLoad func()) {
 		t.Fatalf("no process served within 60 s:\n%s", r.tl)
 	}
 	addrs := r.n.addrs()
-	w, err := dex.NewWorker(dex.WorkerOptions{Addresses: addrs, MaxConcurrentTasks: 32, Logger: quietLogger(),
-		ReconnectBackoff: fastBackoff, DrainTimeout: time.Second}, chainFlow)
-	if err != nil {
-		t.Fatal(err)
-	}
-	workerDone := make(chan error, 1)
-	go func() { workerDone <- w.Run(t.Context()) }()
-	t.Cleanup(func() { <-workerDone })
+	r.w = newWorkerProc(t, addrs, r.tl)
 	c, err := dex.NewClient(dex.ClientOptions{Addresses: addrs, Logger: quietLogger(), RetryBackoff: fastBackoff})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	r.ch = newChecker(r.topo, c, r.tl)
+	r.ch.execLog = r.w.execLog
 	lctx, stop := context.WithCancel(t.Context())
 	wait := r.ch.run(lctx, callers, pace)
 	if !r.ch.progress(20, 30*time.Second) {
@@ -228,9 +261,35 @@ func (r *run) killCycles(cycles int) {
 			r.stopped = true
 			return
 		}
+		m := r.mark()
 		a.signal(syscall.SIGKILL)
 		p.cycles++
-		r.recover("a SIGKILL", recoverAfterProcessFault)
+		if r.recover("a SIGKILL", recoverAfterProcessFault) {
+			r.completes(p, m, "a SIGKILL", recoverAfterProcessFault)
+		}
+	}
+}
+
+// workerKillCycles SIGKILLs the worker process cycles times and starts it
+// again after 0-1 s. The tasks it held are handed out again when their
+// attempts time out (3 s, workloadOptions) and every flow completes.
+func (r *run) workerKillCycles(cycles int) {
+	p := r.ch.begin("SIGKILL of the worker process, restarted 0-1 s later")
+	for range cycles {
+		if r.stopped {
+			return
+		}
+		m := r.mark()
+		r.w.kill()
+		time.Sleep(r.between(0, time.Second))
+		r.w.start(r.t)
+		p.cycles++
+		r.completes(p, m, "a worker's SIGKILL", recoverAfterProcessFault)
+		if !r.recover("a worker's SIGKILL", recoverAfterProcessFault) {
+			return
+		}
+		// One more flow, started after the restart, must complete too.
+		r.completes(p, r.mark(), "the worker's restart", recoverAfterProcessFault)
 	}
 }
 
@@ -258,6 +317,7 @@ func (r *run) freezeCycles(cycles int, lo, short, long, hi time.Duration) {
 		default:
 			d = r.between(lo, hi)
 		}
+		m := r.mark()
 		if !a.signal(syscall.SIGSTOP) {
 			continue
 		}
@@ -265,7 +325,9 @@ func (r *run) freezeCycles(cycles int, lo, short, long, hi time.Duration) {
 		a.signal(syscall.SIGCONT)
 		r.tl.addf("%s: resumed after %v", a.name, d.Round(time.Millisecond))
 		p.cycles++
-		r.recover("a freeze", recoverAfterProcessFault)
+		if r.recover("a freeze", recoverAfterProcessFault) {
+			r.completes(p, m, "a freeze", recoverAfterProcessFault)
+		}
 	}
 }
 
@@ -309,6 +371,9 @@ func (r *run) finish(stopLoad func()) {
 			}
 		}
 	}
+	if msg := r.w.exitedEarly(); msg != "" {
+		r.problemf("%s", msg)
+	}
 	acks := r.report()
 	t.Logf("%s: %d starts acknowledged, %d process restarts", r.topo, acks, restarts)
 	if len(failures) > 0 {
@@ -351,6 +416,7 @@ func (r *run) report() int {
 		rw.rerun += p.rerun
 		rw.longestPause = max(rw.longestPause, p.longestPause)
 		rw.slowestCall = max(rw.slowestCall, p.slowestCall)
+		rw.slowestCompletion = max(rw.slowestCompletion, p.slowestCompletion)
 		for k, v := range p.errors {
 			rw.errors[k] += v
 		}
@@ -372,6 +438,7 @@ func runDev(t *testing.T, r *run) {
 	addr := testproc.FreeAddr(t)
 	s := newSlot(t, "dev", addr, r.tl, "dev", "--data-dir", dir, "--listen", addr, "--durability", "strict")
 	stopLoad := r.start(s)
+	r.workerKillCycles(*flagCycles)
 	r.killCycles(*flagCycles)
 	r.freezeCycles(*flagCycles, 200*time.Millisecond, time.Second, 2*time.Second, 3*time.Second)
 	if disk != "" {
@@ -418,6 +485,7 @@ func runServe(t *testing.T, r *run, backend string) {
 		slots = append(slots, newSlot(t, name, addr, r.tl, "serve", "--config", cfg))
 	}
 	stopLoad := r.start(slots...)
+	r.workerKillCycles(*flagCycles)
 	r.killCycles(*flagCycles)
 	r.freezeCycles(*flagCycles, leaseDuration/3, leaseDuration-500*time.Millisecond, leaseDuration+time.Second, 2*leaseDuration+2*time.Second)
 	for _, tx := range []struct {
@@ -444,12 +512,15 @@ func (r *run) toxicCycles(tp *toxiproxy, fault string, tx toxic, d time.Duration
 		if r.stopped {
 			return
 		}
+		m := r.mark()
 		tp.add(r.t, "store", tx)
 		time.Sleep(d)
 		tp.clear(r.t)
 		r.tl.addf("toxic removed")
 		p.cycles++
-		r.recover(fault, recoverAfterStoreFault)
+		if r.recover(fault, recoverAfterStoreFault) {
+			r.completes(p, m, fault, recoverAfterStoreFault)
+		}
 	}
 }
 
@@ -461,6 +532,7 @@ func (r *run) storeRestarts(store *service, cycles int) {
 		if r.stopped {
 			return
 		}
+		m := r.mark()
 		r.tl.addf("%s: SIGKILL", store.name)
 		store.kill()
 		time.Sleep(r.between(time.Second, 4*time.Second))
@@ -471,7 +543,9 @@ func (r *run) storeRestarts(store *service, cycles int) {
 		}
 		r.tl.addf("%s: restarted", store.name)
 		p.cycles++
-		r.recover(store.name+" restart", recoverAfterStoreFault)
+		if r.recover(store.name+" restart", recoverAfterStoreFault) {
+			r.completes(p, m, store.name+" restart", recoverAfterStoreFault)
+		}
 	}
 }
 
@@ -485,6 +559,7 @@ func (r *run) diskFull(s *slot, disk string, cycles int) {
 			return
 		}
 		before := s.exitCount()
+		m := r.mark()
 		filler := filepath.Join(disk, "filler")
 		if err := fill(filler); err != nil {
 			r.problemf("fill %s: %v", disk, err)
@@ -512,7 +587,9 @@ func (r *run) diskFull(s *slot, disk string, cycles int) {
 			}
 		}
 		p.cycles++
-		r.recover("space returned", recoverAfterProcessFault)
+		if r.recover("space returned", recoverAfterProcessFault) {
+			r.completes(p, m, "space returned", recoverAfterProcessFault)
+		}
 	}
 }
 
@@ -561,6 +638,7 @@ type row struct {
 	lost, duplicated, rerun   int
 	errors                    map[string]int
 	longestPause, slowestCall time.Duration
+	slowestCompletion         time.Duration
 }
 
 var (
@@ -572,8 +650,8 @@ func renderTable() string {
 	resultsMu.Lock()
 	defer resultsMu.Unlock()
 	var b strings.Builder
-	b.WriteString("| topology | fault | cycles | flows acknowledged | lost | duplicated | steps run again | client errors | longest pause between acks | slowest start |\n")
-	b.WriteString("|---|---|---:|---:|---:|---:|---:|---|---:|---:|\n")
+	b.WriteString("| topology | fault | cycles | flows acknowledged | lost | duplicated | steps run again | client errors | longest pause between acks | slowest start | flow in progress closed after |\n")
+	b.WriteString("|---|---|---:|---:|---:|---:|---:|---|---:|---:|---:|\n")
 	for _, rw := range results {
 		var errs []string
 		for k, v := range rw.errors {
@@ -588,8 +666,12 @@ func renderTable() string {
 		if rw.cycles == 0 {
 			cycles = "-"
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %d | %d | %d | %d | %s | %.1f s | %.1f s |\n", rw.topo, rw.fault, cycles, rw.acks,
-			rw.lost, rw.duplicated, rw.rerun, e, rw.longestPause.Seconds(), rw.slowestCall.Seconds())
+		completion := "-"
+		if rw.slowestCompletion > 0 {
+			completion = fmt.Sprintf("%.1f s", rw.slowestCompletion.Seconds())
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %d | %d | %d | %d | %s | %.1f s | %.1f s | %s |\n", rw.topo, rw.fault, cycles, rw.acks,
+			rw.lost, rw.duplicated, rw.rerun, e, rw.longestPause.Seconds(), rw.slowestCall.Seconds(), completion)
 	}
 	return b.String()
 }

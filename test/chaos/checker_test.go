@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -19,13 +20,17 @@ import (
 	"github.com/dexzd/dexzd/dex"
 )
 
-// The workload: a chain of three steps. Each step appends its name and
-// attempt number to the trail it was given, so the output records which
-// attempt of each step was committed; a step whose result was committed
-// twice, or a flow started twice, shows in the output, the history or the
-// list of runs. Every execution is also counted on the worker's side, by
-// flow and step: steps run again after a fault are at-least-once
-// execution, not duplicates, and are reported apart.
+// The workload: a chain of three steps, and (every fourth flow) a step
+// that waits for a durable timer. Each step appends its name and attempt
+// number to the trail it was given, so the output records which attempt of
+// each step was committed; a step whose result was committed twice, or a
+// flow started twice, shows in the output, the history or the list of
+// runs. The timer step appends "T#ATTEMPT" only when its Results say the
+// timer fired, and the history must show its Execute completing at least
+// timerWait after its WaitFor. Every execution is also counted on the
+// worker's side, by flow and step (in a file when the worker is a process
+// of its own): steps run again after a fault are at-least-once execution,
+// not duplicates, and are reported apart.
 type Trail struct {
 	N     int      `json:"n"`
 	Steps []string `json:"steps"`
@@ -35,37 +40,90 @@ type (
 	S1 struct{ dex.Step[Trail] }
 	S2 struct{ dex.Step[Trail] }
 	S3 struct{ dex.Step[Trail] }
+	T  struct{ dex.Step[Trail] }
 )
 
-// executions counts step executions by "flowID/stepType".
-var executions sync.Map
+// executions counts step executions by "flowID/stepType" in the test's
+// own process; a worker process appends the same keys to execLog, one a
+// line (see runWorkerProcess).
+var (
+	executions sync.Map
+	execLog    *os.File
+)
 
-func record(ctx dex.Context, in Trail) Trail {
+// stepWork is how long each chain step works: a flow is in progress for
+// at least 3 x stepWork after its start is acknowledged, so that a fault
+// finds flows in the middle of their steps, and a killed worker takes
+// tasks with it.
+const stepWork = 50 * time.Millisecond
+
+func record(ctx dex.Context, in Trail, suffix string) Trail {
 	info := ctx.Info()
-	v, _ := executions.LoadOrStore(info.FlowID+"/"+info.StepType, new(atomic.Int32))
-	v.(*atomic.Int32).Add(1)
-	in.Steps = append(slices.Clip(in.Steps), fmt.Sprintf("%s#%d", info.StepType, info.Attempt))
+	key := info.FlowID + "/" + info.StepType
+	if execLog != nil {
+		// One write per line on an O_APPEND file: a SIGKILL keeps
+		// every line written before it, whole.
+		_, _ = execLog.WriteString(key + "\n")
+	} else {
+		v, _ := executions.LoadOrStore(key, new(atomic.Int32))
+		v.(*atomic.Int32).Add(1)
+	}
+	in.Steps = append(slices.Clip(in.Steps), fmt.Sprintf("%s#%d%s", info.StepType, info.Attempt, suffix))
 	return in
 }
 
 func (S1) Execute(ctx dex.Context, in Trail) (dex.Decision, error) {
-	return dex.Move(dex.To[S2](record(ctx, in))), nil
+	time.Sleep(stepWork)
+	return dex.Move(dex.To[S2](record(ctx, in, ""))), nil
 }
 
 func (S2) Execute(ctx dex.Context, in Trail) (dex.Decision, error) {
-	return dex.Move(dex.To[S3](record(ctx, in))), nil
+	time.Sleep(stepWork)
+	return dex.Move(dex.To[S3](record(ctx, in, ""))), nil
 }
 
 func (S3) Execute(ctx dex.Context, in Trail) (dex.Decision, error) {
-	return dex.GracefulComplete(record(ctx, in)), nil
+	time.Sleep(stepWork)
+	return dex.GracefulComplete(record(ctx, in, "")), nil
 }
 
-const flowType = "chaos"
+// timerWait is the durable timer T waits for: a failover or a worker's
+// kill often falls inside it.
+const timerWait = 2 * time.Second
 
-var chainFlow = dex.NewFlow(flowType).Start(S1{}).Steps(S2{}, S3{})
+func (T) WaitFor(dex.Context, Trail) (dex.Wait, error) {
+	return dex.Until(dex.Timer(timerWait)), nil
+}
 
-// chainSteps is the number of steps of chainFlow.
-const chainSteps = 3
+func (T) Execute(ctx dex.Context, in Trail, r dex.Results) (dex.Decision, error) {
+	suffix := ""
+	if !r.TimerFired(dex.TimerIndex(0)) {
+		suffix = "-timer-not-fired"
+	}
+	return dex.GracefulComplete(record(ctx, in, suffix)), nil
+}
+
+const (
+	flowType      = "chaos"
+	timerFlowType = "chaos-timer"
+)
+
+// workloadOptions bound an attempt to 3 s (the server's default is 30 s):
+// the tasks a killed worker held are handed out again 3 s later, and
+// retried soon after.
+var workloadOptions = func() dex.StepOptions {
+	m := dex.MethodOptions{AttemptTimeout: 3 * time.Second,
+		Retry: &dex.RetryPolicy{InitialInterval: 200 * time.Millisecond, MaximumInterval: time.Second}}
+	return dex.StepOptions{WaitFor: m, Execute: m}
+}()
+
+var (
+	chainFlow = dex.NewFlow(flowType).Start(S1{}).Steps(S2{}, S3{}).Defaults(workloadOptions)
+	timerFlow = dex.NewFlow(timerFlowType).Start(T{}).Defaults(workloadOptions)
+)
+
+// isTimerFlow says which flow the workload starts as its n-th.
+func isTimerFlow(n int) bool { return n%4 == 3 }
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
@@ -76,6 +134,7 @@ type ack struct {
 	id, run string
 	n       int
 	phase   int
+	timer   bool // a timerFlow
 }
 
 // A phase is one fault's stretch of the run: the acknowledgements, errors
@@ -89,6 +148,9 @@ type phase struct {
 	errors         map[string]int
 	longestPause   time.Duration
 	slowestCall    time.Duration
+	// slowestCompletion: the longest from a fault's beginning to the end
+	// of the chain flow acknowledged last before it.
+	slowestCompletion time.Duration
 
 	// Filled in by the verification.
 	lost, duplicated, rerun int
@@ -101,6 +163,9 @@ type checker struct {
 	topo string
 	c    *dex.Client
 	tl   *timeline
+	// execLog is the worker process's file of executions (empty: the
+	// worker runs in the test's process).
+	execLog string
 
 	mu     sync.Mutex
 	acks   []ack
@@ -155,7 +220,11 @@ func (ch *checker) run(ctx context.Context, callers int, pace time.Duration) fun
 				ch.mu.Unlock()
 				id := fmt.Sprintf("%s-%07d", ch.topo, n)
 				began := time.Now()
-				run, err := ch.c.StartFlow(ctx, chainFlow, id, Trail{N: n})
+				flow := chainFlow
+				if isTimerFlow(n) {
+					flow = timerFlow
+				}
+				run, err := ch.c.StartFlow(ctx, flow, id, Trail{N: n})
 				took := time.Since(began)
 				if ctx.Err() != nil {
 					return // the end of the run, not a fault
@@ -171,7 +240,7 @@ func (ch *checker) run(ctx context.Context, callers int, pace time.Duration) fun
 					p.longestPause = max(p.longestPause, now.Sub(p.lastAck))
 					p.lastAck = now
 					p.acks++
-					ch.acks = append(ch.acks, ack{id: id, run: run.RunID, n: n, phase: pi})
+					ch.acks = append(ch.acks, ack{id: id, run: run.RunID, n: n, phase: pi, timer: flow == timerFlow})
 				}
 				ch.mu.Unlock()
 				select {
@@ -196,6 +265,18 @@ func errorClass(err error) string {
 		return se.GRPCStatus().Code().String()
 	}
 	return "other"
+}
+
+// lastChainAck returns the chain flow acknowledged last.
+func (ch *checker) lastChainAck() (ack, bool) {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	for i := len(ch.acks) - 1; i >= 0; i-- {
+		if !ch.acks[i].timer {
+			return ch.acks[i], true
+		}
+	}
+	return ack{}, false
 }
 
 // progress waits up to timeout until n more starts were acknowledged.
@@ -253,6 +334,10 @@ func (ch *checker) verify(t *testing.T, ctx context.Context, within time.Duratio
 	defer cancel()
 
 	runs := ch.listRuns(t, ctx)
+	execs, err := ch.executions()
+	if err != nil {
+		t.Fatalf("read the worker's executions: %v", err)
+	}
 	var (
 		mu       sync.Mutex
 		failures []string
@@ -296,19 +381,18 @@ func (ch *checker) verify(t *testing.T, ctx context.Context, within time.Duratio
 				fail(a, false, "output %+v (%v), want n=%d", out, err, a.n)
 				return
 			}
-			if len(out.Steps) != chainSteps {
-				fail(a, len(out.Steps) > chainSteps, "output trail %v, want one entry per step", out.Steps)
+			want := wantTrail(a)
+			if len(out.Steps) != len(want) {
+				fail(a, len(out.Steps) > len(want), "output trail %v, want one entry per step of %v", out.Steps, want)
 				return
 			}
-			if msg, dup := checkHistory(ctx, ch.c, a.id, out.Steps); msg != "" {
+			if msg, dup := checkHistory(ctx, ch.c, a, out.Steps); msg != "" {
 				fail(a, dup, "%s", msg)
 				return
 			}
 			rerun := 0
-			for _, st := range []string{"S1", "S2", "S3"} {
-				if v, ok := executions.Load(a.id + "/" + st); ok {
-					rerun += max(0, int(v.(*atomic.Int32).Load())-1)
-				}
+			for _, st := range want {
+				rerun += max(0, execs[a.id+"/"+st]-1)
 			}
 			mu.Lock()
 			ch.phases[a.phase].rerun += rerun
@@ -320,34 +404,72 @@ func (ch *checker) verify(t *testing.T, ctx context.Context, within time.Duratio
 	return failures
 }
 
-// listRuns counts the runs of each flow ID of the workload's type.
+// wantTrail returns the step types an acknowledged flow's output trail
+// names, in order.
+func wantTrail(a ack) []string {
+	if a.timer {
+		return []string{"T"}
+	}
+	return []string{"S1", "S2", "S3"}
+}
+
+// executions returns the number of executions by "flowID/stepType": those
+// the worker process appended to the checker's execLog, or, without one,
+// those of a worker in the test's own process.
+func (ch *checker) executions() (map[string]int, error) {
+	counts := map[string]int{}
+	if ch.execLog == "" {
+		executions.Range(func(k, v any) bool {
+			counts[k.(string)] = int(v.(*atomic.Int32).Load())
+			return true
+		})
+		return counts, nil
+	}
+	b, err := os.ReadFile(ch.execLog)
+	if err != nil {
+		return nil, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if line != "" {
+			counts[line]++
+		}
+	}
+	return counts, nil
+}
+
+// listRuns counts the runs of each flow ID of the workload's types.
 func (ch *checker) listRuns(t *testing.T, ctx context.Context) map[string]int {
 	t.Helper()
 	runs := map[string]int{}
-	token := ""
-	for {
-		page, err := ch.c.ListFlows(ctx, dex.FlowQuery{FlowType: flowType, PageSize: 1000, PageToken: token})
-		if err != nil {
-			t.Fatalf("list flows: %v", err)
-		}
-		for _, f := range page.Flows {
-			runs[f.FlowID]++
-		}
-		if token = page.NextPageToken; token == "" {
-			return runs
+	for _, ft := range []string{flowType, timerFlowType} {
+		token := ""
+		for {
+			page, err := ch.c.ListFlows(ctx, dex.FlowQuery{FlowType: ft, PageSize: 1000, PageToken: token})
+			if err != nil {
+				t.Fatalf("list flows: %v", err)
+			}
+			for _, f := range page.Flows {
+				runs[f.FlowID]++
+			}
+			if token = page.NextPageToken; token == "" {
+				break
+			}
 		}
 	}
+	return runs
 }
 
 // checkHistory checks a completed flow's history against its output trail:
 // one FlowStarted, one ExecuteCompleted per step with the attempt the
-// trail names, one FlowClosed. It returns what is wrong (empty when
-// nothing is) and whether it is a duplicate.
-func checkHistory(ctx context.Context, c *dex.Client, id string, trail []string) (string, bool) {
+// trail names, one FlowClosed; for a timer flow also one WaitForCompleted,
+// and the Execute completing at least timerWait after it (the timer fired
+// no earlier than it should). It returns what is wrong (empty when nothing
+// is) and whether it is a duplicate.
+func checkHistory(ctx context.Context, c *dex.Client, a ack, trail []string) (string, bool) {
 	var events []dex.HistoryEvent
 	token := ""
 	for {
-		page, err := c.GetFlowHistory(ctx, id, dex.HistoryQuery{PageToken: token})
+		page, err := c.GetFlowHistory(ctx, a.id, dex.HistoryQuery{PageToken: token})
 		if err != nil {
 			return fmt.Sprintf("history: %v", err), false
 		}
@@ -357,11 +479,18 @@ func checkHistory(ctx context.Context, c *dex.Client, id string, trail []string)
 		}
 	}
 	count := map[dex.HistoryEventKind]int{}
-	var completed []string
+	var (
+		completed      []string
+		waited, execed time.Time
+	)
 	for _, e := range events {
 		count[e.Kind]++
-		if e.Kind == dex.EventExecuteCompleted {
+		switch e.Kind {
+		case dex.EventExecuteCompleted:
 			completed = append(completed, fmt.Sprintf("%s#%d", e.StepType, e.Attempt))
+			execed = e.Time
+		case dex.EventWaitForCompleted:
+			waited = e.Time
 		}
 	}
 	switch {
@@ -373,8 +502,16 @@ func checkHistory(ctx context.Context, c *dex.Client, id string, trail []string)
 	case !slices.Equal(completed, trail):
 		return fmt.Sprintf("history has ExecuteCompleted %v, the output trail %v", completed, trail), false
 	}
-	for i, s := range trail {
-		if want := fmt.Sprintf("S%d#", i+1); !strings.HasPrefix(s, want) {
+	if a.timer {
+		if n := count[dex.EventWaitForCompleted]; n != 1 {
+			return fmt.Sprintf("history has %d WaitForCompleted, want 1: %v", n, events), n > 1
+		}
+		if d := execed.Sub(waited); d < timerWait {
+			return fmt.Sprintf("the timer step's Execute completed %v after its WaitFor, before its %v timer: %v", d, timerWait, events), false
+		}
+	}
+	for i, st := range wantTrail(a) {
+		if !strings.HasPrefix(trail[i], st+"#") {
 			return fmt.Sprintf("output trail %v out of order", trail), false
 		}
 	}

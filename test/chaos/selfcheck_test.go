@@ -2,7 +2,9 @@ package chaos
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -13,8 +15,10 @@ import (
 
 // The checker is not blind: a second run of an acknowledged flow ID (what
 // a server that forgot a request ID across a failover would start) counts
-// as a duplicate, and acknowledged flows whose data is gone (a dev node
-// restarted on an emptied data directory) count as lost.
+// as a duplicate, a timer flow that went on before its timer was due (here
+// skipped with SkipTimer, as a server that fired it early would) counts as
+// lost, and acknowledged flows whose data is gone (a dev node restarted on
+// an emptied data directory) count as lost.
 func TestChecker_SeesDuplicatesAndLosses(t *testing.T) {
 	dir := t.TempDir()
 	addr := testproc.FreeAddr(t)
@@ -22,7 +26,7 @@ func TestChecker_SeesDuplicatesAndLosses(t *testing.T) {
 	p := testproc.Start(t, args...)
 	p.Serving(t, 30*time.Second)
 	ctx := t.Context()
-	w, err := dex.NewWorker(dex.WorkerOptions{Addresses: []string{addr}, Logger: quietLogger(), ReconnectBackoff: fastBackoff}, chainFlow)
+	w, err := dex.NewWorker(dex.WorkerOptions{Addresses: []string{addr}, Logger: quietLogger(), ReconnectBackoff: fastBackoff}, chainFlow, timerFlow)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,6 +60,34 @@ func TestChecker_SeesDuplicatesAndLosses(t *testing.T) {
 		t.Fatalf("after a second run of %s: %d duplicated, %d lost, failures %v; want 1 duplicate", first.id, p.duplicated, p.lost, failures)
 	}
 	t.Logf("a second run: %s", failures[0])
+
+	// A timer flow whose timer did not wait its time (first's second run
+	// stays a duplicate).
+	ch.phases[first.phase].duplicated = 0
+	n := ch.next
+	early := ack{id: fmt.Sprintf("selfcheck-early-%d", n), n: n, phase: first.phase, timer: true}
+	run, err := c.StartFlow(ctx, timerFlow, early.id, Trail{N: n})
+	if err != nil {
+		t.Fatal(err)
+	}
+	early.run = run.RunID
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		err := c.SkipTimer(ctx, early.id, "T-1", dex.TimerIndex(0))
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("skip the timer of %s: %v", early.id, err)
+		}
+		time.Sleep(20 * time.Millisecond) // its Wait is not stored yet
+	}
+	ch.acks = append(ch.acks, early)
+	failures = ch.verify(t, ctx, time.Minute)
+	if p := ch.phases[first.phase]; len(failures) != 2 || p.lost != 1 || p.duplicated != 1 || !strings.Contains(failures[1], early.id) {
+		t.Fatalf("after a timer skipped: %d duplicated, %d lost, failures %v; want %s lost", p.duplicated, p.lost, failures, early.id)
+	}
+	t.Logf("a timer skipped: %s", failures[1])
+	ch.acks = ch.acks[:len(ch.acks)-1]
 
 	// The data directory emptied under a SIGKILLed node.
 	p.Signal(t, syscall.SIGKILL)

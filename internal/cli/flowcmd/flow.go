@@ -29,6 +29,7 @@ func New(env *session.Env) *cobra.Command {
 		flowStartCmd(env), flowStopCmd(env), flowDescribeCmd(env), flowStateCmd(env),
 		flowHistoryCmd(env), flowListCmd(env), flowPublishCmd(env), flowWaitCmd(env),
 		flowRPCCmd(env), flowSkipTimerCmd(env), flowGetAttrsCmd(env), flowSetAttrsCmd(env), flowSearchCmd(env),
+		flowWaitStepCmd(env), flowWaitAttributeCmd(env),
 	)
 	return g
 }
@@ -309,14 +310,16 @@ reached a server, since it could run twice.`,
 		Example: session.Examples([]string{
 			"dexcli flow rpc order-42 status",
 			`dexcli flow rpc counter-1 add 5 --attempt-timeout 10s`,
+			`dexcli flow rpc counter-1 add 1 --lock count`,
 		}),
 		Args: session.Args(2, 3),
 	}
 	fs := cmd.Flags()
 	run := runFlag(fs)
 	attemptTimeout := fs.Duration("attempt-timeout", 0, "bound the worker's attempt to `DURATION` (default: the server's, 30s); keep --timeout above it")
+	locks := fs.StringArray("lock", nil, "take the lock of attribute `NAME` before the RPC runs (repeatable); ABORTED when it is held")
 	cmd.RunE = env.Run(40*time.Second, func(ctx context.Context, s *session.Session, args []string) error {
-		req := &dexpb.InvokeRPCRequest{FlowId: args[0], RunId: *run, RpcName: args[1]}
+		req := &dexpb.InvokeRPCRequest{FlowId: args[0], RunId: *run, RpcName: args[1], Locks: *locks}
 		if len(args) == 3 {
 			v, err := parseJSONArg(args[2])
 			if err != nil {
@@ -355,6 +358,7 @@ func rpcFailure(req *dexpb.InvokeRPCRequest, err error) session.CallInfo {
 	info := session.CallInfo{FlowID: req.FlowId, RunID: req.RunId, Hints: map[codes.Code]string{
 		codes.DeadlineExceeded: fmt.Sprintf("no result in time: no worker may serve the flow type, or the handler is slow; the RPC may still commit later. See the pending tasks in \"dexcli flow state %s\"", output.ShellQuote(req.FlowId)),
 		codes.Unavailable:      "the RPC may or may not have run; check \"dexcli flow history\" before invoking it again",
+		codes.Aborted:          "a lock the call needs is held; nothing ran, invoke it again",
 	}}
 	for _, d := range status.Convert(err).Details() {
 		if we, ok := d.(*dexpb.WorkerError); ok {

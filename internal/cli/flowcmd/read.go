@@ -369,30 +369,52 @@ func flowWait(ctx context.Context, s *session.Session, flowID, runID string) err
 	}
 	stop := output.StartProgress(s.Stderr(), fmt.Sprintf("waiting for flow %s (run %s)", flowID, runID))
 	defer stop()
+	var resp *dexpb.WaitForFlowResponse
+	ok, err := longPoll(ctx, s, func(ctx context.Context, c dexpb.FlowServiceClient, poll time.Duration) error {
+		var err error
+		resp, err = c.WaitForFlow(ctx, &dexpb.WaitForFlowRequest{FlowId: flowID, RunId: runID, Timeout: durationpb.New(poll)})
+		return err
+	})
+	switch {
+	case err != nil:
+		return s.Fail(ctx, err, info)
+	case ok:
+		stop()
+		if s.Out.JSON {
+			return s.Out.Document(output.ProtoJSON(resp.GetResult()))
+		}
+		return resultText(s.Out.W, resp.GetResult())
+	}
+	return &session.Failure{
+		Msg:       fmt.Sprintf("flow wait: DEADLINE_EXCEEDED: flow %q (run %s) did not close within %s", flowID, runID, s.Timeout),
+		Code:      codes.DeadlineExceeded,
+		ServerMsg: fmt.Sprintf("flow did not close within %s", s.Timeout),
+		Hint:      fmt.Sprintf("it is still running; wait longer with a larger --timeout, or see \"dexcli flow state %s\"", output.ShellQuote(flowID)),
+	}
+}
+
+// longPoll sends a long poll (poll, with the poll's timeout) until it
+// answers, polling again each time the server's long poll expires and
+// through restarts and failovers (saying so once per outage on stderr),
+// until ctx ends. ok is false when ctx's deadline passed first; err is the
+// call's error otherwise.
+func longPoll(ctx context.Context, s *session.Session, poll func(ctx context.Context, c dexpb.FlowServiceClient, poll time.Duration) error) (ok bool, err error) {
 	outage := time.Duration(0) // the backoff while no address serves; 0 while one does
 	for {
-		poll := waitPoll
+		d := waitPoll
 		if dl, ok := ctx.Deadline(); ok {
-			poll = min(poll, time.Until(dl))
+			d = min(d, time.Until(dl))
 		}
-		if poll < time.Millisecond {
-			break
+		if d < time.Millisecond {
+			return false, nil
 		}
-		req := &dexpb.WaitForFlowRequest{FlowId: flowID, RunId: runID, Timeout: durationpb.New(poll)}
-		pctx, cancel := context.WithTimeout(ctx, poll+waitPollSlack)
-		var resp *dexpb.WaitForFlowResponse
+		pctx, cancel := context.WithTimeout(ctx, d+waitPollSlack)
 		err := s.Flow(pctx, session.OnUnavailable, func(ctx context.Context, c dexpb.FlowServiceClient) error {
-			var err error
-			resp, err = c.WaitForFlow(ctx, req)
-			return err
+			return poll(ctx, c, d)
 		})
 		cancel()
 		if err == nil {
-			stop()
-			if s.Out.JSON {
-				return s.Out.Document(output.ProtoJSON(resp.GetResult()))
-			}
-			return resultText(s.Out.W, resp.GetResult())
+			return true, nil
 		}
 		if status.Code(err) == codes.Unavailable && ctx.Err() == nil {
 			// Every address is down or not serving: a restart or a
@@ -412,16 +434,10 @@ func flowWait(ctx context.Context, s *session.Session, flowID, runID string) err
 		}
 		if status.Code(err) != codes.DeadlineExceeded || ctx.Err() != nil {
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				break
+				return false, nil
 			}
-			return s.Fail(ctx, err, info)
+			return false, err
 		}
 		outage = 0
-	}
-	return &session.Failure{
-		Msg:       fmt.Sprintf("flow wait: DEADLINE_EXCEEDED: flow %q (run %s) did not close within %s", flowID, runID, s.Timeout),
-		Code:      codes.DeadlineExceeded,
-		ServerMsg: fmt.Sprintf("flow did not close within %s", s.Timeout),
-		Hint:      fmt.Sprintf("it is still running; wait longer with a larger --timeout, or see \"dexcli flow state %s\"", output.ShellQuote(flowID)),
 	}
 }
