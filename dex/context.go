@@ -46,6 +46,13 @@ type Context interface {
 	Info() TaskInfo
 	// Logger is the worker's logger with the task's identity attached.
 	Logger() *slog.Logger
+	// Heartbeat reports progress details of this attempt (E38): the
+	// worker sends the latest at its next heartbeat, and the next attempt
+	// of the handler (after a failure, a timeout or a lost worker) reads
+	// them with HeartbeatDetails. Heartbeats themselves need no call: the
+	// worker heartbeats every running attempt. A value that does not
+	// encode fails the attempt.
+	Heartbeat(details any)
 
 	state() *handlerState
 }
@@ -88,7 +95,13 @@ type handlerState struct {
 	writes []*dexpb.Attribute
 	pubs   []*dexpb.ChannelPublish
 	moves  []Movement
-	errs   []error // staging and decoding errors; any fails the attempt
+	// cancels are the step types an RPC cancels (ScheduleCancel).
+	cancels []string
+	// beat is the running task's heartbeat state (nil outside a worker);
+	// details are the details the previous attempt reported (E38).
+	beat    *taskBeat
+	details *dexpb.EncodedValue
+	errs    []error // staging and decoding errors; any fails the attempt
 }
 
 func newHandlerState(f *flowDef, t *dexpb.Task) *handlerState {

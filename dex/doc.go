@@ -78,6 +78,68 @@
 // target the flow does not declare, invalid options. Each error names the
 // flow and the step.
 //
+// # Cancelling steps
+//
+// A decision may cancel other step executions of its flow (E29): AndCancel
+// attaches CancelSteps (every queued, waiting or running execution of the
+// types, flow-wide) or CancelSiblingSteps (only those the deciding
+// execution's own parent scheduled) to any decision. The winner of a race
+// ends the losers:
+//
+//	func (Quote) Execute(ctx dex.Context, q Request) (dex.Decision, error) {
+//		price, err := quote(ctx, q)
+//		if err != nil {
+//			return nil, err
+//		}
+//		return dex.AndCancel(dex.GracefulComplete(price), dex.CancelSiblingSteps(dex.Ref[Quote]())), nil
+//	}
+//
+// The selection is taken when the decision commits; the executions it
+// moves to are never selected; a type given to both is cancelled
+// flow-wide. A cancelled execution never proceeds: its late result and
+// writes are discarded, its failure policy and recovery step do not run, a
+// waiting one is removed with its timers, and a running handler's context
+// ends with context.Cause ErrTaskCanceled (so does a StopFlow's or a
+// forced close's). When the cancelled branches were the last and a branch
+// completed gracefully, the flow completes. History has a StepCanceled
+// event per execution (CanceledBy, SiblingsOnly). An RPC cancels with
+// ScheduleCancel(ctx, dex.CancelSteps(...)), flow-wide only, before its
+// movements.
+//
+// # Heartbeats
+//
+// MethodOptions.HeartbeatTimeout fails an attempt whose worker sent no
+// heartbeat for that long (error kind FailureHeartbeatTimeout) and retries
+// it by policy (E38): a long attempt whose worker crashed or was cut off
+// is retried after the heartbeat timeout, not after its attempt timeout.
+// The worker heartbeats every running attempt itself, at least three
+// times per timeout, so a handler needs no call to stay alive; a handler
+// stuck inside a live worker is bounded by AttemptTimeout. A handler
+// reports progress with ctx.Heartbeat(details); the next attempt of the
+// same handler reads the last details the server received:
+//
+//	func (Import) Options() dex.StepOptions {
+//		return dex.StepOptions{Execute: dex.MethodOptions{AttemptTimeout: time.Hour, HeartbeatTimeout: 30 * time.Second}}
+//	}
+//
+//	func (Import) Execute(ctx dex.Context, f File) (dex.Decision, error) {
+//		done, _, err := dex.HeartbeatDetails[int](ctx) // rows imported by an earlier attempt
+//		if err != nil {
+//			return nil, err
+//		}
+//		for i := done; i < f.Rows; i++ {
+//			if err := importRow(ctx, f, i); err != nil {
+//				return nil, err
+//			}
+//			ctx.Heartbeat(i + 1)
+//		}
+//		return dex.GracefulComplete(f.Rows), nil
+//	}
+//
+// Details are sent with the next heartbeat (the latest only) and logged by
+// the server when they change, so they cost one log write per heartbeat
+// interval at most; keep them small.
+//
 // # How the SDK maps onto the API
 //
 // Values. Every user value (inputs, outputs, attributes, messages, RPC
@@ -126,7 +188,10 @@
 // writes) or a TaskFailure (error_type, message, stack, retry_after). The
 // task token is opaque: the SDK copies it from the Task into the answer, the
 // Heartbeat (running_task_tokens, every Welcome.heartbeat_interval while
-// tasks run) and matches TaskAcks by it. An answer stays in the worker's
+// tasks run, and at least three times per Task.heartbeat_timeout; details
+// carry what ctx.Heartbeat reported since the last one) and matches
+// TaskAcks and TaskCancels by it. A TaskCancel ends that handler's
+// context (cause ErrTaskCanceled); its answer is then refused CANCELED. An answer stays in the worker's
 // outbox until its TaskAck arrives: when a stream breaks, unacknowledged
 // answers (including those of tasks that were running) are sent again on
 // the next stream, and the server refuses stale ones; an RPC result

@@ -69,6 +69,9 @@ const (
 	// FailureInvalidFlowCode: the handler's result broke the flow's
 	// declaration.
 	FailureInvalidFlowCode AttemptFailureKind = 4
+	// FailureHeartbeatTimeout: the attempt's worker sent no heartbeat
+	// within the handler's HeartbeatTimeout (crashed, cut off).
+	FailureHeartbeatTimeout AttemptFailureKind = 5
 )
 
 func (k AttemptFailureKind) String() string { return dexpb.AttemptFailureKind(k).String() }

@@ -32,6 +32,7 @@ func TestEnums_MatchAPI(t *testing.T) {
 		{"FailureTimeout", int32(FailureTimeout), int32(dexpb.AttemptFailureKind_ATTEMPT_FAILURE_KIND_TIMEOUT)},
 		{"FailureNotCompleted", int32(FailureNotCompleted), int32(dexpb.AttemptFailureKind_ATTEMPT_FAILURE_KIND_NOT_COMPLETED)},
 		{"FailureInvalidFlowCode", int32(FailureInvalidFlowCode), int32(dexpb.AttemptFailureKind_ATTEMPT_FAILURE_KIND_INVALID_USER_FLOW_CODE)},
+		{"FailureHeartbeatTimeout", int32(FailureHeartbeatTimeout), int32(dexpb.AttemptFailureKind_ATTEMPT_FAILURE_KIND_HEARTBEAT_TIMEOUT)},
 		{"ReuseDisallow", int32(ReuseDisallow), int32(dexpb.IdReusePolicy_ID_REUSE_POLICY_DISALLOW)},
 		{"ReuseAllowIfNotRunning", int32(ReuseAllowIfNotRunning), int32(dexpb.IdReusePolicy_ID_REUSE_POLICY_ALLOW_IF_NOT_RUNNING)},
 		{"ReuseAllowIfPreviousFailed", int32(ReuseAllowIfPreviousFailed), int32(dexpb.IdReusePolicy_ID_REUSE_POLICY_ALLOW_IF_PREVIOUS_FAILED)},

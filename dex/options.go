@@ -49,7 +49,18 @@ type MethodOptions struct {
 	// fails or it times out. A handler with locks is always
 	// DurabilitySync. Nil inherits.
 	Locks []AttributeDef
+	// HeartbeatTimeout, when set, fails an attempt whose worker sent no
+	// heartbeat for that long, with error type "HEARTBEAT", and retries
+	// it by the retry policy (E38): a crashed or cut-off worker's attempt
+	// is retried after this, not after AttemptTimeout. The worker
+	// heartbeats every running attempt by itself, at least three times
+	// per timeout; the handler adds progress with Context.Heartbeat.
+	// NoHeartbeat (-1) sets "none" explicitly, overriding an inherited one.
+	HeartbeatTimeout time.Duration
 }
+
+// NoHeartbeat sets MethodOptions.HeartbeatTimeout to "none" explicitly.
+const NoHeartbeat = -1
 
 // RetryPolicy says when a failed or timed-out attempt is retried. The
 // delay before attempt k+1 is InitialInterval * BackoffCoefficient^(k-1),
@@ -80,7 +91,7 @@ func (o StepOptions) isZero() bool {
 }
 
 func (o MethodOptions) isZero() bool {
-	return o.AttemptTimeout == 0 && o.Retry == nil && o.Durability == 0 && len(o.Locks) == 0
+	return o.AttemptTimeout == 0 && o.Retry == nil && o.Durability == 0 && len(o.Locks) == 0 && o.HeartbeatTimeout == 0
 }
 
 // validate checks the values; it does not check that Recovery is declared.
@@ -92,6 +103,9 @@ func (o StepOptions) validate() []error {
 	}{{"WaitFor", o.WaitFor}, {"Execute", o.Execute}} {
 		if m.o.AttemptTimeout < 0 {
 			errs = append(errs, fmt.Errorf("%s.AttemptTimeout is negative", m.name))
+		}
+		if m.o.HeartbeatTimeout < NoHeartbeat {
+			errs = append(errs, fmt.Errorf("%s.HeartbeatTimeout is negative", m.name))
 		}
 		if r := m.o.Retry; r != nil {
 			if r.InitialInterval < 0 || r.MaximumInterval < 0 {
@@ -142,6 +156,12 @@ func (o MethodOptions) proto() *dexpb.StepMethodOptions {
 	p := &dexpb.StepMethodOptions{Durability: dexpb.AttemptDurability(o.Durability), Locks: lockNames(o.Locks)}
 	if o.AttemptTimeout > 0 {
 		p.AttemptTimeout = durationpb.New(o.AttemptTimeout)
+	}
+	switch {
+	case o.HeartbeatTimeout == NoHeartbeat:
+		p.HeartbeatTimeout = durationpb.New(0)
+	case o.HeartbeatTimeout > 0:
+		p.HeartbeatTimeout = durationpb.New(o.HeartbeatTimeout)
 	}
 	if r := o.Retry; r != nil {
 		p.RetryPolicy = r.proto()

@@ -107,6 +107,8 @@ func (w *Worker) stream(parent context.Context, e *endpoint) (welcomed bool, err
 				w.startTask(msg.Task)
 			case *dexpb.PollWorkerTaskResponse_TaskAck:
 				w.ack(msg.TaskAck)
+			case *dexpb.PollWorkerTaskResponse_TaskCancel:
+				w.canceled(msg.TaskCancel)
 			case *dexpb.PollWorkerTaskResponse_Ping:
 				select {
 				case pongs <- msg.Ping.GetNonce():
@@ -125,7 +127,10 @@ func (w *Worker) stream(parent context.Context, e *endpoint) (welcomed bool, err
 	if hb <= 0 {
 		hb = defaultHeartbeat
 	}
-	heartbeat := time.NewTicker(hb)
+	// The heartbeat ticks every Welcome interval, and at least three times
+	// per heartbeat timeout of the running tasks (E38).
+	period := w.beatPeriod(hb)
+	heartbeat := time.NewTicker(period)
 	defer heartbeat.Stop()
 	ping := welcome.GetPingInterval().AsDuration()
 	var liveness <-chan time.Time
@@ -169,11 +174,19 @@ func (w *Worker) stream(parent context.Context, e *endpoint) (welcomed bool, err
 				return true, err
 			}
 		case <-heartbeat.C:
-			if toks := w.runningTokens(); len(toks) > 0 {
-				m := &dexpb.PollWorkerTaskRequest{Message: &dexpb.PollWorkerTaskRequest_Heartbeat{Heartbeat: &dexpb.Heartbeat{RunningTaskTokens: toks}}}
+			if m := w.heartbeatMsg(ctx); m != nil {
 				if err := send(m); err != nil {
 					return true, err
 				}
+			}
+			period = w.beatPeriod(hb)
+			heartbeat.Reset(period)
+		case <-w.beats:
+			// Only ever shorter: tasks starting in a row must not
+			// postpone the next heartbeat.
+			if p := w.beatPeriod(hb); p < period {
+				period = p
+				heartbeat.Reset(period)
 			}
 		case <-liveness:
 			if time.Since(time.Unix(0, lastRecv.Load())) > staleAfter*ping {

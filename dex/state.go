@@ -163,11 +163,14 @@ const (
 	EventTimerSkipped
 	EventFlowClosed
 	EventSubFlowCompleted
+	// EventStepCanceled: a decision or an RPC cancelled a step execution
+	// (CancelSteps, CancelSiblingSteps); CanceledBy names it.
+	EventStepCanceled
 )
 
 var eventKindNames = [...]string{"", "FlowStarted", "WaitForCompleted", "WaitForFailed",
 	"ExecuteCompleted", "ExecuteFailed", "RPCCompleted", "ChannelPublished",
-	"AttributesSet", "TimerSkipped", "FlowClosed", "SubFlowCompleted"}
+	"AttributesSet", "TimerSkipped", "FlowClosed", "SubFlowCompleted", "StepCanceled"}
 
 func (k HistoryEventKind) String() string {
 	if k > 0 && int(k) < len(eventKindNames) {
@@ -206,6 +209,11 @@ type HistoryEvent struct {
 	StartDelay   time.Duration
 	RetryAttempt int
 	RetriedRunID string
+	// CanceledBy is the step execution whose decision cancelled this one,
+	// or "rpc:<name>", and SiblingsOnly whether CancelSiblingSteps
+	// selected it, for StepCanceled.
+	CanceledBy   string
+	SiblingsOnly bool
 }
 
 // String renders the event for logs: "#3 ExecuteFailed Charge-1 attempt 2: ...".
@@ -223,6 +231,9 @@ func (e HistoryEvent) String() string {
 	}
 	if e.Failure != nil {
 		b.WriteString(": " + e.Failure.Error())
+	}
+	if e.CanceledBy != "" {
+		b.WriteString(" by " + e.CanceledBy)
 	}
 	if e.Kind == EventFlowClosed {
 		b.WriteString(" " + e.Status.String())
@@ -277,6 +288,11 @@ func historyEventOf(p *dexpb.HistoryEvent) HistoryEvent {
 	case *dexpb.HistoryEvent_TimerSkipped:
 		e.Kind = EventTimerSkipped
 		e.StepExecutionID = ev.TimerSkipped.GetStepExecutionId()
+	case *dexpb.HistoryEvent_StepCanceled:
+		c := ev.StepCanceled
+		e.Kind = EventStepCanceled
+		e.StepType, e.StepExecutionID = c.GetStepType(), c.GetStepExecutionId()
+		e.CanceledBy, e.SiblingsOnly = c.GetCausedBy(), c.GetSiblingsOnly()
 	case *dexpb.HistoryEvent_FlowClosed:
 		e.Kind = EventFlowClosed
 		e.Status = FlowStatus(ev.FlowClosed.GetStatus())

@@ -77,6 +77,7 @@ func (r *registry) handle(ctx context.Context, t *dexpb.Task) (msg *dexpb.PollWo
 		defer cancel()
 	}
 	st := newHandlerState(f, t)
+	st.beat, st.details = beatOf(ctx), t.GetHeartbeatDetails()
 	info := infoOf(t)
 	log := r.log.With("flow_type", info.FlowType, "flow_id", info.FlowID, "run_id", info.RunID)
 	if info.StepExecutionID != "" {
@@ -181,6 +182,9 @@ func (r *registry) runExecute(ctx *taskContext, f *flowDef, t *dexpb.Task, res *
 	if err := f.checkMovements(s, d.movements()); err != nil {
 		return "", &invalidResultError{err}
 	}
+	if err := f.checkCancels(cancelsOf(d)); err != nil {
+		return "", &invalidResultError{fmt.Errorf("flow %q: step %q: %w", f.name, s.name, err)}
+	}
 	pd, err := d.decisionProto()
 	if err != nil {
 		return "", &invalidResultError{fmt.Errorf("flow %q: step %q: %w", f.name, s.name, err)}
@@ -203,8 +207,11 @@ func (r *registry) runRPC(ctx *taskContext, f *flowDef, t *dexpb.Task, res *dexp
 		return stack, err
 	}
 	ctx.st.mu.Lock()
-	moves := ctx.st.moves
+	moves, cancels := ctx.st.moves, ctx.st.cancels
 	ctx.st.mu.Unlock()
+	if err := f.checkCancels([]Cancel{{steps: cancels}}); err != nil {
+		return "", &invalidResultError{fmt.Errorf("RPC %q: %w", rpc.name, err)}
+	}
 	if err := f.checkMovements(nil, moves); err != nil {
 		return "", &invalidResultError{fmt.Errorf("RPC %q: %w", rpc.name, err)}
 	}
@@ -212,7 +219,7 @@ func (r *registry) runRPC(ctx *taskContext, f *flowDef, t *dexpb.Task, res *dexp
 	if err != nil {
 		return "", &invalidResultError{fmt.Errorf("flow %q: RPC %q: %w", f.name, rpc.name, err)}
 	}
-	res.Result = &dexpb.TaskResult_Rpc{Rpc: &dexpb.RpcResult{Output: out, Movements: pm}}
+	res.Result = &dexpb.TaskResult_Rpc{Rpc: &dexpb.RpcResult{Output: out, Movements: pm, CancelStepTypes: cancels}}
 	return "", nil
 }
 

@@ -126,8 +126,9 @@ type Worker struct {
 	wake          chan struct{}   // outbox or stop state changed
 
 	mu       sync.Mutex
-	running  map[string]bool // tokens of running tasks
-	outbox   []*outItem      // results not yet acknowledged, in order
+	running  map[string]*taskBeat // running tasks by token
+	beats    chan struct{}        // a task with a heartbeat timeout started
+	outbox   []*outItem           // results not yet acknowledged, in order
 	stopping bool
 	gen      uint64 // stream generation
 }
@@ -198,7 +199,7 @@ func NewWorker(opts WorkerOptions, flows ...*Flow) (*Worker, error) {
 		conns:   conns,
 		sem:     make(chan struct{}, opts.MaxConcurrentTasks),
 		wake:    make(chan struct{}, 1),
-		running: map[string]bool{},
+		running: map[string]*taskBeat{}, beats: make(chan struct{}, 1),
 
 		connected: make(chan struct{}),
 	}, nil
@@ -381,7 +382,7 @@ func (w *Worker) waitTasks() {
 func (w *Worker) startTask(t *dexpb.Task) {
 	key := string(t.GetTaskToken())
 	w.mu.Lock()
-	if w.running[key] || w.inOutboxLocked(key) {
+	if w.running[key] != nil || w.inOutboxLocked(key) {
 		w.mu.Unlock()
 		w.log.Warn("duplicate task ignored", "flow_id", t.GetFlowId(), "step_execution_id", t.GetStepExecutionId())
 		return
@@ -392,20 +393,41 @@ func (w *Worker) startTask(t *dexpb.Task) {
 		w.signal()
 		return
 	}
-	w.running[key] = true
+	ctx, cancel := context.WithCancelCause(w.hard)
+	b := &taskBeat{timeout: t.GetHeartbeatTimeout().AsDuration(), cancel: cancel}
+	w.running[key] = b
 	w.wg.Add(1)
 	w.mu.Unlock()
+	if b.timeout > 0 {
+		select {
+		case w.beats <- struct{}{}:
+		default:
+		}
+	}
 	go func() {
+		defer cancel(nil)
 		defer w.wg.Done()
 		select {
 		case w.sem <- struct{}{}:
-		case <-w.hard.Done():
-			w.finishTask(key, nil)
+		case <-ctx.Done():
+			// Cancelled by the server before it ran: answer, so that the
+			// server frees its slot now. Stopped: the next worker runs it.
+			var msg *dexpb.PollWorkerTaskRequest
+			if cause := context.Cause(ctx); errors.Is(cause, ErrTaskCanceled) {
+				msg = failure(t.GetTaskToken(), cause, "")
+			}
+			w.finishTask(key, msg)
 			return
 		}
-		msg := w.reg.run(w.hard, t)
+		msg := w.reg.run(withBeat(ctx, b), t)
 		<-w.sem
-		w.logFailure(t, msg.GetTaskFailure())
+		if cause := context.Cause(ctx); errors.Is(cause, ErrTaskCanceled) {
+			// The server refuses its result; nothing will retry it.
+			w.log.Info("canceled task ended", "flow_id", t.GetFlowId(), "step_execution_id", t.GetStepExecutionId(),
+				"attempt", t.GetAttempt(), "reason", cause.Error())
+		} else {
+			w.logFailure(t, msg.GetTaskFailure())
+		}
 		w.finishTask(key, msg)
 	}()
 }
@@ -491,17 +513,6 @@ func (e *resultTooLargeError) Error() string {
 		"(Welcome.max_message_bytes); it was not sent", e.size, e.limit)
 }
 func (*resultTooLargeError) ErrorType() string { return "dex.ResultTooLarge" }
-
-// runningTokens lists the running tasks for a Heartbeat.
-func (w *Worker) runningTokens() [][]byte {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	out := make([][]byte, 0, len(w.running))
-	for k := range w.running {
-		out = append(out, []byte(k))
-	}
-	return out
-}
 
 func (w *Worker) nextGen() uint64 {
 	w.mu.Lock()

@@ -128,6 +128,10 @@ const (
 	// invalid (for example a movement to a step type the flow does not
 	// declare); the server refused it and committed nothing of it.
 	AttemptFailureKind_ATTEMPT_FAILURE_KIND_INVALID_USER_FLOW_CODE AttemptFailureKind = 4
+	// ATTEMPT_FAILURE_KIND_HEARTBEAT_TIMEOUT: the attempt's worker sent no
+	// heartbeat within the handler's heartbeat timeout (E38), for example
+	// because it crashed or was cut off; the attempt is retried by policy.
+	AttemptFailureKind_ATTEMPT_FAILURE_KIND_HEARTBEAT_TIMEOUT AttemptFailureKind = 5
 )
 
 // Enum value maps for AttemptFailureKind.
@@ -138,6 +142,7 @@ var (
 		2: "ATTEMPT_FAILURE_KIND_TIMEOUT",
 		3: "ATTEMPT_FAILURE_KIND_NOT_COMPLETED",
 		4: "ATTEMPT_FAILURE_KIND_INVALID_USER_FLOW_CODE",
+		5: "ATTEMPT_FAILURE_KIND_HEARTBEAT_TIMEOUT",
 	}
 	AttemptFailureKind_value = map[string]int32{
 		"ATTEMPT_FAILURE_KIND_UNSPECIFIED":            0,
@@ -145,6 +150,7 @@ var (
 		"ATTEMPT_FAILURE_KIND_TIMEOUT":                2,
 		"ATTEMPT_FAILURE_KIND_NOT_COMPLETED":          3,
 		"ATTEMPT_FAILURE_KIND_INVALID_USER_FLOW_CODE": 4,
+		"ATTEMPT_FAILURE_KIND_HEARTBEAT_TIMEOUT":      5,
 	}
 )
 
@@ -938,13 +944,14 @@ const file_dex_common_proto_rawDesc = "" +
 	"\x15TASK_KIND_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12TASK_KIND_WAIT_FOR\x10\x01\x12\x15\n" +
 	"\x11TASK_KIND_EXECUTE\x10\x02\x12\x11\n" +
-	"\rTASK_KIND_RPC\x10\x03*\xdc\x01\n" +
+	"\rTASK_KIND_RPC\x10\x03*\x88\x02\n" +
 	"\x12AttemptFailureKind\x12$\n" +
 	" ATTEMPT_FAILURE_KIND_UNSPECIFIED\x10\x00\x12%\n" +
 	"!ATTEMPT_FAILURE_KIND_WORKER_ERROR\x10\x01\x12 \n" +
 	"\x1cATTEMPT_FAILURE_KIND_TIMEOUT\x10\x02\x12&\n" +
 	"\"ATTEMPT_FAILURE_KIND_NOT_COMPLETED\x10\x03\x12/\n" +
-	"+ATTEMPT_FAILURE_KIND_INVALID_USER_FLOW_CODE\x10\x04*\xcd\x01\n" +
+	"+ATTEMPT_FAILURE_KIND_INVALID_USER_FLOW_CODE\x10\x04\x12*\n" +
+	"&ATTEMPT_FAILURE_KIND_HEARTBEAT_TIMEOUT\x10\x05*\xcd\x01\n" +
 	"\n" +
 	"FlowStatus\x12\x1b\n" +
 	"\x17FLOW_STATUS_UNSPECIFIED\x10\x00\x12\x17\n" +

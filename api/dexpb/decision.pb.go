@@ -176,9 +176,18 @@ type StepDecision struct {
 	//	*StepDecision_ForceComplete
 	//	*StepDecision_ForceFail
 	//	*StepDecision_DeadEnd
-	Decision      isStepDecision_Decision `protobuf_oneof:"decision"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Decision isStepDecision_Decision `protobuf_oneof:"decision"`
+	// CancelStepTypes cancels, when the decision commits, every queued,
+	// waiting or running execution of these step types in the flow (E29).
+	// Executions this decision schedules are not affected; finished or
+	// absent ones are no-ops. Each type must be declared.
+	CancelStepTypes []string `protobuf:"bytes,6,rep,name=cancel_step_types,json=cancelStepTypes,proto3" json:"cancel_step_types,omitempty"`
+	// CancelSiblingStepTypes cancels the executions of these step types
+	// that the deciding execution's own parent scheduled (same "from"
+	// execution). A type in both lists is cancelled flow-wide.
+	CancelSiblingStepTypes []string `protobuf:"bytes,7,rep,name=cancel_sibling_step_types,json=cancelSiblingStepTypes,proto3" json:"cancel_sibling_step_types,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *StepDecision) Reset() {
@@ -259,6 +268,20 @@ func (x *StepDecision) GetDeadEnd() *DeadEnd {
 		if x, ok := x.Decision.(*StepDecision_DeadEnd); ok {
 			return x.DeadEnd
 		}
+	}
+	return nil
+}
+
+func (x *StepDecision) GetCancelStepTypes() []string {
+	if x != nil {
+		return x.CancelStepTypes
+	}
+	return nil
+}
+
+func (x *StepDecision) GetCancelSiblingStepTypes() []string {
+	if x != nil {
+		return x.CancelSiblingStepTypes
 	}
 	return nil
 }
@@ -547,14 +570,16 @@ const file_dex_decision_proto_rawDesc = "" +
 	"\rskip_wait_for\x18\x04 \x01(\bR\vskipWaitFor\"\x8b\x01\n" +
 	"\fStagedWrites\x129\n" +
 	"\x10attribute_writes\x18\x01 \x03(\v2\x0e.dex.AttributeR\x0fattributeWrites\x12@\n" +
-	"\x11channel_publishes\x18\x02 \x03(\v2\x13.dex.ChannelPublishR\x10channelPublishes\"\xa9\x02\n" +
+	"\x11channel_publishes\x18\x02 \x03(\v2\x13.dex.ChannelPublishR\x10channelPublishes\"\x90\x03\n" +
 	"\fStepDecision\x12.\n" +
 	"\tmovements\x18\x01 \x01(\v2\x0e.dex.MovementsH\x00R\tmovements\x12D\n" +
 	"\x11graceful_complete\x18\x02 \x01(\v2\x15.dex.GracefulCompleteH\x00R\x10gracefulComplete\x12;\n" +
 	"\x0eforce_complete\x18\x03 \x01(\v2\x12.dex.ForceCompleteH\x00R\rforceComplete\x12/\n" +
 	"\n" +
 	"force_fail\x18\x04 \x01(\v2\x0e.dex.ForceFailH\x00R\tforceFail\x12)\n" +
-	"\bdead_end\x18\x05 \x01(\v2\f.dex.DeadEndH\x00R\adeadEndB\n" +
+	"\bdead_end\x18\x05 \x01(\v2\f.dex.DeadEndH\x00R\adeadEnd\x12*\n" +
+	"\x11cancel_step_types\x18\x06 \x03(\tR\x0fcancelStepTypes\x129\n" +
+	"\x19cancel_sibling_step_types\x18\a \x03(\tR\x16cancelSiblingStepTypesB\n" +
 	"\n" +
 	"\bdecision\"8\n" +
 	"\tMovements\x12+\n" +

@@ -50,6 +50,7 @@ type HistoryEvent struct {
 	//	*HistoryEvent_TimerSkipped
 	//	*HistoryEvent_FlowClosed
 	//	*HistoryEvent_SubFlowCompleted
+	//	*HistoryEvent_StepCanceled
 	Event         isHistoryEvent_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -205,6 +206,15 @@ func (x *HistoryEvent) GetSubFlowCompleted() *SubFlowCompletedEvent {
 	return nil
 }
 
+func (x *HistoryEvent) GetStepCanceled() *StepCanceledEvent {
+	if x != nil {
+		if x, ok := x.Event.(*HistoryEvent_StepCanceled); ok {
+			return x.StepCanceled
+		}
+	}
+	return nil
+}
+
 type isHistoryEvent_Event interface {
 	isHistoryEvent_Event()
 }
@@ -265,6 +275,11 @@ type HistoryEvent_SubFlowCompleted struct {
 	SubFlowCompleted *SubFlowCompletedEvent `protobuf:"bytes,13,opt,name=sub_flow_completed,json=subFlowCompleted,proto3,oneof"`
 }
 
+type HistoryEvent_StepCanceled struct {
+	// StepCanceled: a decision or an RPC cancelled a step execution (E29).
+	StepCanceled *StepCanceledEvent `protobuf:"bytes,14,opt,name=step_canceled,json=stepCanceled,proto3,oneof"`
+}
+
 func (*HistoryEvent_FlowStarted) isHistoryEvent_Event() {}
 
 func (*HistoryEvent_WaitForCompleted) isHistoryEvent_Event() {}
@@ -286,6 +301,8 @@ func (*HistoryEvent_TimerSkipped) isHistoryEvent_Event() {}
 func (*HistoryEvent_FlowClosed) isHistoryEvent_Event() {}
 
 func (*HistoryEvent_SubFlowCompleted) isHistoryEvent_Event() {}
+
+func (*HistoryEvent_StepCanceled) isHistoryEvent_Event() {}
 
 // FlowStartedEvent records StartFlow.
 type FlowStartedEvent struct {
@@ -726,9 +743,11 @@ type RpcCompletedEvent struct {
 	// ScheduledStepExecutionIds are the IDs given to its movements, in order.
 	ScheduledStepExecutionIds []string `protobuf:"bytes,6,rep,name=scheduled_step_execution_ids,json=scheduledStepExecutionIds,proto3" json:"scheduled_step_execution_ids,omitempty"`
 	// Writes are the attribute writes and publishes that committed with it.
-	Writes        *StagedWrites `protobuf:"bytes,7,opt,name=writes,proto3" json:"writes,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Writes *StagedWrites `protobuf:"bytes,7,opt,name=writes,proto3" json:"writes,omitempty"`
+	// CancelStepTypes are the step types the RPC cancelled (E29).
+	CancelStepTypes []string `protobuf:"bytes,8,rep,name=cancel_step_types,json=cancelStepTypes,proto3" json:"cancel_step_types,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *RpcCompletedEvent) Reset() {
@@ -806,6 +825,13 @@ func (x *RpcCompletedEvent) GetScheduledStepExecutionIds() []string {
 func (x *RpcCompletedEvent) GetWrites() *StagedWrites {
 	if x != nil {
 		return x.Writes
+	}
+	return nil
+}
+
+func (x *RpcCompletedEvent) GetCancelStepTypes() []string {
+	if x != nil {
+		return x.CancelStepTypes
 	}
 	return nil
 }
@@ -977,6 +1003,82 @@ func (x *TimerSkippedEvent) GetConditionId() string {
 	return ""
 }
 
+// StepCanceledEvent records that a step execution was cancelled (E29): it
+// left the flow without running anything more.
+type StepCanceledEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// StepType is the cancelled execution's step type.
+	StepType string `protobuf:"bytes,1,opt,name=step_type,json=stepType,proto3" json:"step_type,omitempty"`
+	// StepExecutionId is the cancelled execution.
+	StepExecutionId string `protobuf:"bytes,2,opt,name=step_execution_id,json=stepExecutionId,proto3" json:"step_execution_id,omitempty"`
+	// SiblingsOnly is true when CancelSiblingStepTypes selected it, false
+	// for a flow-wide CancelStepTypes.
+	SiblingsOnly bool `protobuf:"varint,3,opt,name=siblings_only,json=siblingsOnly,proto3" json:"siblings_only,omitempty"`
+	// CausedBy is the step execution whose decision cancelled it, or
+	// "rpc:<name>" for an RPC.
+	CausedBy      string `protobuf:"bytes,4,opt,name=caused_by,json=causedBy,proto3" json:"caused_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StepCanceledEvent) Reset() {
+	*x = StepCanceledEvent{}
+	mi := &file_dex_history_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StepCanceledEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StepCanceledEvent) ProtoMessage() {}
+
+func (x *StepCanceledEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_dex_history_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StepCanceledEvent.ProtoReflect.Descriptor instead.
+func (*StepCanceledEvent) Descriptor() ([]byte, []int) {
+	return file_dex_history_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *StepCanceledEvent) GetStepType() string {
+	if x != nil {
+		return x.StepType
+	}
+	return ""
+}
+
+func (x *StepCanceledEvent) GetStepExecutionId() string {
+	if x != nil {
+		return x.StepExecutionId
+	}
+	return ""
+}
+
+func (x *StepCanceledEvent) GetSiblingsOnly() bool {
+	if x != nil {
+		return x.SiblingsOnly
+	}
+	return false
+}
+
+func (x *StepCanceledEvent) GetCausedBy() string {
+	if x != nil {
+		return x.CausedBy
+	}
+	return ""
+}
+
 // FlowClosedEvent records the end of the run.
 type FlowClosedEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -992,7 +1094,7 @@ type FlowClosedEvent struct {
 
 func (x *FlowClosedEvent) Reset() {
 	*x = FlowClosedEvent{}
-	mi := &file_dex_history_proto_msgTypes[9]
+	mi := &file_dex_history_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1004,7 +1106,7 @@ func (x *FlowClosedEvent) String() string {
 func (*FlowClosedEvent) ProtoMessage() {}
 
 func (x *FlowClosedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_history_proto_msgTypes[9]
+	mi := &file_dex_history_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1017,7 +1119,7 @@ func (x *FlowClosedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlowClosedEvent.ProtoReflect.Descriptor instead.
 func (*FlowClosedEvent) Descriptor() ([]byte, []int) {
-	return file_dex_history_proto_rawDescGZIP(), []int{9}
+	return file_dex_history_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *FlowClosedEvent) GetStatus() FlowStatus {
@@ -1061,7 +1163,7 @@ type SubFlowCompletedEvent struct {
 
 func (x *SubFlowCompletedEvent) Reset() {
 	*x = SubFlowCompletedEvent{}
-	mi := &file_dex_history_proto_msgTypes[10]
+	mi := &file_dex_history_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1073,7 +1175,7 @@ func (x *SubFlowCompletedEvent) String() string {
 func (*SubFlowCompletedEvent) ProtoMessage() {}
 
 func (x *SubFlowCompletedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_history_proto_msgTypes[10]
+	mi := &file_dex_history_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1086,7 +1188,7 @@ func (x *SubFlowCompletedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubFlowCompletedEvent.ProtoReflect.Descriptor instead.
 func (*SubFlowCompletedEvent) Descriptor() ([]byte, []int) {
-	return file_dex_history_proto_rawDescGZIP(), []int{10}
+	return file_dex_history_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SubFlowCompletedEvent) GetStepType() string {
@@ -1128,7 +1230,7 @@ var File_dex_history_proto protoreflect.FileDescriptor
 
 const file_dex_history_proto_rawDesc = "" +
 	"\n" +
-	"\x11dex/history.proto\x12\x03dex\x1a\x10dex/common.proto\x1a\x12dex/decision.proto\x1a\x10dex/result.proto\x1a\x0edex/wait.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd2\x06\n" +
+	"\x11dex/history.proto\x12\x03dex\x1a\x10dex/common.proto\x1a\x12dex/decision.proto\x1a\x10dex/result.proto\x1a\x0edex/wait.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x91\a\n" +
 	"\fHistoryEvent\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\x04R\aeventId\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12:\n" +
@@ -1144,7 +1246,8 @@ const file_dex_history_proto_rawDesc = "" +
 	"\rtimer_skipped\x18\v \x01(\v2\x16.dex.TimerSkippedEventH\x00R\ftimerSkipped\x127\n" +
 	"\vflow_closed\x18\f \x01(\v2\x14.dex.FlowClosedEventH\x00R\n" +
 	"flowClosed\x12J\n" +
-	"\x12sub_flow_completed\x18\r \x01(\v2\x1a.dex.SubFlowCompletedEventH\x00R\x10subFlowCompletedB\a\n" +
+	"\x12sub_flow_completed\x18\r \x01(\v2\x1a.dex.SubFlowCompletedEventH\x00R\x10subFlowCompleted\x12=\n" +
+	"\rstep_canceled\x18\x0e \x01(\v2\x16.dex.StepCanceledEventH\x00R\fstepCanceledB\a\n" +
 	"\x05event\"\xe7\x04\n" +
 	"\x10FlowStartedEvent\x12\x1b\n" +
 	"\tflow_type\x18\x01 \x01(\tR\bflowType\x12,\n" +
@@ -1183,7 +1286,7 @@ const file_dex_history_proto_rawDesc = "" +
 	"\x11step_execution_id\x18\x02 \x01(\tR\x0fstepExecutionId\x12-\n" +
 	"\afailure\x18\x03 \x01(\v2\x13.dex.AttemptFailureR\afailure\x125\n" +
 	"\bduration\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\bduration\x12F\n" +
-	"\x11next_attempt_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x0fnextAttemptTime\"\xd2\x02\n" +
+	"\x11next_attempt_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x0fnextAttemptTime\"\xfe\x02\n" +
 	"\x11RpcCompletedEvent\x12\x19\n" +
 	"\brpc_name\x18\x01 \x01(\tR\arpcName\x12'\n" +
 	"\x05input\x18\x02 \x01(\v2\x11.dex.EncodedValueR\x05input\x12)\n" +
@@ -1191,7 +1294,8 @@ const file_dex_history_proto_rawDesc = "" +
 	"\bduration\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\bduration\x12+\n" +
 	"\tmovements\x18\x05 \x03(\v2\r.dex.MovementR\tmovements\x12?\n" +
 	"\x1cscheduled_step_execution_ids\x18\x06 \x03(\tR\x19scheduledStepExecutionIds\x12)\n" +
-	"\x06writes\x18\a \x01(\v2\x11.dex.StagedWritesR\x06writes\"i\n" +
+	"\x06writes\x18\a \x01(\v2\x11.dex.StagedWritesR\x06writes\x12*\n" +
+	"\x11cancel_step_types\x18\b \x03(\tR\x0fcancelStepTypes\"i\n" +
 	"\x15ChannelPublishedEvent\x121\n" +
 	"\tpublishes\x18\x01 \x03(\v2\x13.dex.ChannelPublishR\tpublishes\x12\x1d\n" +
 	"\n" +
@@ -1204,7 +1308,12 @@ const file_dex_history_proto_rawDesc = "" +
 	"\x11step_execution_id\x18\x01 \x01(\tR\x0fstepExecutionId\x12\x1f\n" +
 	"\vtimer_index\x18\x02 \x01(\rR\n" +
 	"timerIndex\x12!\n" +
-	"\fcondition_id\x18\x03 \x01(\tR\vconditionId\"\x8b\x01\n" +
+	"\fcondition_id\x18\x03 \x01(\tR\vconditionId\"\x9e\x01\n" +
+	"\x11StepCanceledEvent\x12\x1b\n" +
+	"\tstep_type\x18\x01 \x01(\tR\bstepType\x12*\n" +
+	"\x11step_execution_id\x18\x02 \x01(\tR\x0fstepExecutionId\x12#\n" +
+	"\rsiblings_only\x18\x03 \x01(\bR\fsiblingsOnly\x12\x1b\n" +
+	"\tcaused_by\x18\x04 \x01(\tR\bcausedBy\"\x8b\x01\n" +
 	"\x0fFlowClosedEvent\x12'\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x0f.dex.FlowStatusR\x06status\x12$\n" +
 	"\x05error\x18\x02 \x01(\v2\x0e.dex.FlowErrorR\x05error\x12)\n" +
@@ -1228,7 +1337,7 @@ func file_dex_history_proto_rawDescGZIP() []byte {
 	return file_dex_history_proto_rawDescData
 }
 
-var file_dex_history_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_dex_history_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_dex_history_proto_goTypes = []any{
 	(*HistoryEvent)(nil),           // 0: dex.HistoryEvent
 	(*FlowStartedEvent)(nil),       // 1: dex.FlowStartedEvent
@@ -1239,27 +1348,28 @@ var file_dex_history_proto_goTypes = []any{
 	(*ChannelPublishedEvent)(nil),  // 6: dex.ChannelPublishedEvent
 	(*AttributesSetEvent)(nil),     // 7: dex.AttributesSetEvent
 	(*TimerSkippedEvent)(nil),      // 8: dex.TimerSkippedEvent
-	(*FlowClosedEvent)(nil),        // 9: dex.FlowClosedEvent
-	(*SubFlowCompletedEvent)(nil),  // 10: dex.SubFlowCompletedEvent
-	(*timestamppb.Timestamp)(nil),  // 11: google.protobuf.Timestamp
-	(*Movement)(nil),               // 12: dex.Movement
-	(*Attribute)(nil),              // 13: dex.Attribute
-	(*durationpb.Duration)(nil),    // 14: google.protobuf.Duration
-	(FlowTimeoutPolicy)(0),         // 15: dex.FlowTimeoutPolicy
-	(IdReusePolicy)(0),             // 16: dex.IdReusePolicy
-	(*Wait)(nil),                   // 17: dex.Wait
-	(*StagedWrites)(nil),           // 18: dex.StagedWrites
-	(*StepDecision)(nil),           // 19: dex.StepDecision
-	(*AttemptFailure)(nil),         // 20: dex.AttemptFailure
-	(*EncodedValue)(nil),           // 21: dex.EncodedValue
-	(*ChannelPublish)(nil),         // 22: dex.ChannelPublish
-	(FlowStatus)(0),                // 23: dex.FlowStatus
-	(*FlowError)(nil),              // 24: dex.FlowError
-	(*StepOutput)(nil),             // 25: dex.StepOutput
-	(*FlowResult)(nil),             // 26: dex.FlowResult
+	(*StepCanceledEvent)(nil),      // 9: dex.StepCanceledEvent
+	(*FlowClosedEvent)(nil),        // 10: dex.FlowClosedEvent
+	(*SubFlowCompletedEvent)(nil),  // 11: dex.SubFlowCompletedEvent
+	(*timestamppb.Timestamp)(nil),  // 12: google.protobuf.Timestamp
+	(*Movement)(nil),               // 13: dex.Movement
+	(*Attribute)(nil),              // 14: dex.Attribute
+	(*durationpb.Duration)(nil),    // 15: google.protobuf.Duration
+	(FlowTimeoutPolicy)(0),         // 16: dex.FlowTimeoutPolicy
+	(IdReusePolicy)(0),             // 17: dex.IdReusePolicy
+	(*Wait)(nil),                   // 18: dex.Wait
+	(*StagedWrites)(nil),           // 19: dex.StagedWrites
+	(*StepDecision)(nil),           // 20: dex.StepDecision
+	(*AttemptFailure)(nil),         // 21: dex.AttemptFailure
+	(*EncodedValue)(nil),           // 22: dex.EncodedValue
+	(*ChannelPublish)(nil),         // 23: dex.ChannelPublish
+	(FlowStatus)(0),                // 24: dex.FlowStatus
+	(*FlowError)(nil),              // 25: dex.FlowError
+	(*StepOutput)(nil),             // 26: dex.StepOutput
+	(*FlowResult)(nil),             // 27: dex.FlowResult
 }
 var file_dex_history_proto_depIdxs = []int32{
-	11, // 0: dex.HistoryEvent.time:type_name -> google.protobuf.Timestamp
+	12, // 0: dex.HistoryEvent.time:type_name -> google.protobuf.Timestamp
 	1,  // 1: dex.HistoryEvent.flow_started:type_name -> dex.FlowStartedEvent
 	2,  // 2: dex.HistoryEvent.wait_for_completed:type_name -> dex.WaitForCompletedEvent
 	4,  // 3: dex.HistoryEvent.wait_for_failed:type_name -> dex.StepAttemptFailedEvent
@@ -1269,39 +1379,40 @@ var file_dex_history_proto_depIdxs = []int32{
 	6,  // 7: dex.HistoryEvent.channel_published:type_name -> dex.ChannelPublishedEvent
 	7,  // 8: dex.HistoryEvent.attributes_set:type_name -> dex.AttributesSetEvent
 	8,  // 9: dex.HistoryEvent.timer_skipped:type_name -> dex.TimerSkippedEvent
-	9,  // 10: dex.HistoryEvent.flow_closed:type_name -> dex.FlowClosedEvent
-	10, // 11: dex.HistoryEvent.sub_flow_completed:type_name -> dex.SubFlowCompletedEvent
-	12, // 12: dex.FlowStartedEvent.start_step:type_name -> dex.Movement
-	13, // 13: dex.FlowStartedEvent.initial_attributes:type_name -> dex.Attribute
-	14, // 14: dex.FlowStartedEvent.flow_timeout:type_name -> google.protobuf.Duration
-	15, // 15: dex.FlowStartedEvent.flow_timeout_policy:type_name -> dex.FlowTimeoutPolicy
-	16, // 16: dex.FlowStartedEvent.id_reuse_policy:type_name -> dex.IdReusePolicy
-	14, // 17: dex.FlowStartedEvent.start_delay:type_name -> google.protobuf.Duration
-	14, // 18: dex.WaitForCompletedEvent.duration:type_name -> google.protobuf.Duration
-	17, // 19: dex.WaitForCompletedEvent.wait:type_name -> dex.Wait
-	18, // 20: dex.WaitForCompletedEvent.writes:type_name -> dex.StagedWrites
-	14, // 21: dex.ExecuteCompletedEvent.duration:type_name -> google.protobuf.Duration
-	19, // 22: dex.ExecuteCompletedEvent.decision:type_name -> dex.StepDecision
-	18, // 23: dex.ExecuteCompletedEvent.writes:type_name -> dex.StagedWrites
-	20, // 24: dex.StepAttemptFailedEvent.failure:type_name -> dex.AttemptFailure
-	14, // 25: dex.StepAttemptFailedEvent.duration:type_name -> google.protobuf.Duration
-	11, // 26: dex.StepAttemptFailedEvent.next_attempt_time:type_name -> google.protobuf.Timestamp
-	21, // 27: dex.RpcCompletedEvent.input:type_name -> dex.EncodedValue
-	21, // 28: dex.RpcCompletedEvent.output:type_name -> dex.EncodedValue
-	14, // 29: dex.RpcCompletedEvent.duration:type_name -> google.protobuf.Duration
-	12, // 30: dex.RpcCompletedEvent.movements:type_name -> dex.Movement
-	18, // 31: dex.RpcCompletedEvent.writes:type_name -> dex.StagedWrites
-	22, // 32: dex.ChannelPublishedEvent.publishes:type_name -> dex.ChannelPublish
-	13, // 33: dex.AttributesSetEvent.attributes:type_name -> dex.Attribute
-	23, // 34: dex.FlowClosedEvent.status:type_name -> dex.FlowStatus
-	24, // 35: dex.FlowClosedEvent.error:type_name -> dex.FlowError
-	25, // 36: dex.FlowClosedEvent.outputs:type_name -> dex.StepOutput
-	26, // 37: dex.SubFlowCompletedEvent.result:type_name -> dex.FlowResult
-	38, // [38:38] is the sub-list for method output_type
-	38, // [38:38] is the sub-list for method input_type
-	38, // [38:38] is the sub-list for extension type_name
-	38, // [38:38] is the sub-list for extension extendee
-	0,  // [0:38] is the sub-list for field type_name
+	10, // 10: dex.HistoryEvent.flow_closed:type_name -> dex.FlowClosedEvent
+	11, // 11: dex.HistoryEvent.sub_flow_completed:type_name -> dex.SubFlowCompletedEvent
+	9,  // 12: dex.HistoryEvent.step_canceled:type_name -> dex.StepCanceledEvent
+	13, // 13: dex.FlowStartedEvent.start_step:type_name -> dex.Movement
+	14, // 14: dex.FlowStartedEvent.initial_attributes:type_name -> dex.Attribute
+	15, // 15: dex.FlowStartedEvent.flow_timeout:type_name -> google.protobuf.Duration
+	16, // 16: dex.FlowStartedEvent.flow_timeout_policy:type_name -> dex.FlowTimeoutPolicy
+	17, // 17: dex.FlowStartedEvent.id_reuse_policy:type_name -> dex.IdReusePolicy
+	15, // 18: dex.FlowStartedEvent.start_delay:type_name -> google.protobuf.Duration
+	15, // 19: dex.WaitForCompletedEvent.duration:type_name -> google.protobuf.Duration
+	18, // 20: dex.WaitForCompletedEvent.wait:type_name -> dex.Wait
+	19, // 21: dex.WaitForCompletedEvent.writes:type_name -> dex.StagedWrites
+	15, // 22: dex.ExecuteCompletedEvent.duration:type_name -> google.protobuf.Duration
+	20, // 23: dex.ExecuteCompletedEvent.decision:type_name -> dex.StepDecision
+	19, // 24: dex.ExecuteCompletedEvent.writes:type_name -> dex.StagedWrites
+	21, // 25: dex.StepAttemptFailedEvent.failure:type_name -> dex.AttemptFailure
+	15, // 26: dex.StepAttemptFailedEvent.duration:type_name -> google.protobuf.Duration
+	12, // 27: dex.StepAttemptFailedEvent.next_attempt_time:type_name -> google.protobuf.Timestamp
+	22, // 28: dex.RpcCompletedEvent.input:type_name -> dex.EncodedValue
+	22, // 29: dex.RpcCompletedEvent.output:type_name -> dex.EncodedValue
+	15, // 30: dex.RpcCompletedEvent.duration:type_name -> google.protobuf.Duration
+	13, // 31: dex.RpcCompletedEvent.movements:type_name -> dex.Movement
+	19, // 32: dex.RpcCompletedEvent.writes:type_name -> dex.StagedWrites
+	23, // 33: dex.ChannelPublishedEvent.publishes:type_name -> dex.ChannelPublish
+	14, // 34: dex.AttributesSetEvent.attributes:type_name -> dex.Attribute
+	24, // 35: dex.FlowClosedEvent.status:type_name -> dex.FlowStatus
+	25, // 36: dex.FlowClosedEvent.error:type_name -> dex.FlowError
+	26, // 37: dex.FlowClosedEvent.outputs:type_name -> dex.StepOutput
+	27, // 38: dex.SubFlowCompletedEvent.result:type_name -> dex.FlowResult
+	39, // [39:39] is the sub-list for method output_type
+	39, // [39:39] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_dex_history_proto_init() }
@@ -1325,6 +1436,7 @@ func file_dex_history_proto_init() {
 		(*HistoryEvent_TimerSkipped)(nil),
 		(*HistoryEvent_FlowClosed)(nil),
 		(*HistoryEvent_SubFlowCompleted)(nil),
+		(*HistoryEvent_StepCanceled)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1332,7 +1444,7 @@ func file_dex_history_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dex_history_proto_rawDesc), len(file_dex_history_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   11,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -320,9 +320,15 @@ type StepMethodOptions struct {
 	// became due. The locks are released when the attempt's result commits,
 	// it fails or it times out. A method with locks is always SYNC. Empty
 	// inherits.
-	Locks         []string `protobuf:"bytes,4,rep,name=locks,proto3" json:"locks,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Locks []string `protobuf:"bytes,4,rep,name=locks,proto3" json:"locks,omitempty"`
+	// HeartbeatTimeout fails a running attempt whose worker sent no
+	// heartbeat for that long, with failure type "HEARTBEAT", under the
+	// retry policy (E38). Workers heartbeat every running attempt (see
+	// Task.heartbeat_timeout). Unset inherits; 0 sets "none" explicitly.
+	// Negative values are INVALID_ARGUMENT.
+	HeartbeatTimeout *durationpb.Duration `protobuf:"bytes,5,opt,name=heartbeat_timeout,json=heartbeatTimeout,proto3" json:"heartbeat_timeout,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *StepMethodOptions) Reset() {
@@ -379,6 +385,13 @@ func (x *StepMethodOptions) GetDurability() AttemptDurability {
 func (x *StepMethodOptions) GetLocks() []string {
 	if x != nil {
 		return x.Locks
+	}
+	return nil
+}
+
+func (x *StepMethodOptions) GetHeartbeatTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.HeartbeatTimeout
 	}
 	return nil
 }
@@ -480,14 +493,15 @@ const file_dex_options_proto_rawDesc = "" +
 	"\x10maximum_attempts\x18\x04 \x01(\rH\x01R\x0fmaximumAttempts\x88\x01\x01\x12O\n" +
 	"\x16maximum_total_duration\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x14maximumTotalDurationB\x16\n" +
 	"\x14_backoff_coefficientB\x13\n" +
-	"\x11_maximum_attempts\"\xda\x01\n" +
+	"\x11_maximum_attempts\"\xa2\x02\n" +
 	"\x11StepMethodOptions\x12B\n" +
 	"\x0fattempt_timeout\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x0eattemptTimeout\x123\n" +
 	"\fretry_policy\x18\x02 \x01(\v2\x10.dex.RetryPolicyR\vretryPolicy\x126\n" +
 	"\n" +
 	"durability\x18\x03 \x01(\x0e2\x16.dex.AttemptDurabilityR\n" +
 	"durability\x12\x14\n" +
-	"\x05locks\x18\x04 \x03(\tR\x05locks\"\xd2\x02\n" +
+	"\x05locks\x18\x04 \x03(\tR\x05locks\x12F\n" +
+	"\x11heartbeat_timeout\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x10heartbeatTimeout\"\xd2\x02\n" +
 	"\vStepOptions\x121\n" +
 	"\bwait_for\x18\x01 \x01(\v2\x16.dex.StepMethodOptionsR\awaitFor\x120\n" +
 	"\aexecute\x18\x02 \x01(\v2\x16.dex.StepMethodOptionsR\aexecute\x12P\n" +
@@ -537,15 +551,16 @@ var file_dex_options_proto_depIdxs = []int32{
 	6,  // 3: dex.StepMethodOptions.attempt_timeout:type_name -> google.protobuf.Duration
 	3,  // 4: dex.StepMethodOptions.retry_policy:type_name -> dex.RetryPolicy
 	0,  // 5: dex.StepMethodOptions.durability:type_name -> dex.AttemptDurability
-	4,  // 6: dex.StepOptions.wait_for:type_name -> dex.StepMethodOptions
-	4,  // 7: dex.StepOptions.execute:type_name -> dex.StepMethodOptions
-	1,  // 8: dex.StepOptions.wait_for_failure_policy:type_name -> dex.WaitForFailurePolicy
-	2,  // 9: dex.StepOptions.execute_failure_policy:type_name -> dex.ExecuteFailurePolicy
-	10, // [10:10] is the sub-list for method output_type
-	10, // [10:10] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	6,  // 6: dex.StepMethodOptions.heartbeat_timeout:type_name -> google.protobuf.Duration
+	4,  // 7: dex.StepOptions.wait_for:type_name -> dex.StepMethodOptions
+	4,  // 8: dex.StepOptions.execute:type_name -> dex.StepMethodOptions
+	1,  // 9: dex.StepOptions.wait_for_failure_policy:type_name -> dex.WaitForFailurePolicy
+	2,  // 10: dex.StepOptions.execute_failure_policy:type_name -> dex.ExecuteFailurePolicy
+	11, // [11:11] is the sub-list for method output_type
+	11, // [11:11] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_dex_options_proto_init() }

@@ -390,6 +390,7 @@ type PollWorkerTaskResponse struct {
 	//	*PollWorkerTaskResponse_TaskAck
 	//	*PollWorkerTaskResponse_Ping
 	//	*PollWorkerTaskResponse_Drain
+	//	*PollWorkerTaskResponse_TaskCancel
 	Message       isPollWorkerTaskResponse_Message `protobuf_oneof:"message"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -477,6 +478,15 @@ func (x *PollWorkerTaskResponse) GetDrain() *Drain {
 	return nil
 }
 
+func (x *PollWorkerTaskResponse) GetTaskCancel() *TaskCancel {
+	if x != nil {
+		if x, ok := x.Message.(*PollWorkerTaskResponse_TaskCancel); ok {
+			return x.TaskCancel
+		}
+	}
+	return nil
+}
+
 type isPollWorkerTaskResponse_Message interface {
 	isPollWorkerTaskResponse_Message()
 }
@@ -507,6 +517,13 @@ type PollWorkerTaskResponse_Drain struct {
 	Drain *Drain `protobuf:"bytes,5,opt,name=drain,proto3,oneof"`
 }
 
+type PollWorkerTaskResponse_TaskCancel struct {
+	// TaskCancel says that a task the worker runs was cancelled (E29, a
+	// stopped or closed flow): its result will be refused, so the worker
+	// ends the handler's context.
+	TaskCancel *TaskCancel `protobuf:"bytes,6,opt,name=task_cancel,json=taskCancel,proto3,oneof"`
+}
+
 func (*PollWorkerTaskResponse_Welcome) isPollWorkerTaskResponse_Message() {}
 
 func (*PollWorkerTaskResponse_Task) isPollWorkerTaskResponse_Message() {}
@@ -516,6 +533,8 @@ func (*PollWorkerTaskResponse_TaskAck) isPollWorkerTaskResponse_Message() {}
 func (*PollWorkerTaskResponse_Ping) isPollWorkerTaskResponse_Message() {}
 
 func (*PollWorkerTaskResponse_Drain) isPollWorkerTaskResponse_Message() {}
+
+func (*PollWorkerTaskResponse_TaskCancel) isPollWorkerTaskResponse_Message() {}
 
 // Hello says who the worker is and what it serves.
 type Hello struct {
@@ -1178,9 +1197,18 @@ type Task struct {
 	// span as a child of it, so the flow's steps join the start's trace;
 	// it is kept with the run, so tasks built after a restart or a takeover
 	// carry it too. Empty for an untraced flow.
-	TraceContext  map[string]string `protobuf:"bytes,21,rep,name=trace_context,json=traceContext,proto3" json:"trace_context,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	TraceContext map[string]string `protobuf:"bytes,21,rep,name=trace_context,json=traceContext,proto3" json:"trace_context,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// HeartbeatTimeout is the handler's heartbeat timeout (WAIT_FOR,
+	// EXECUTE); unset: none. While the attempt runs, the worker lists its
+	// token in a Heartbeat at least three times per timeout; when none
+	// arrives for that long the attempt fails with failure type "HEARTBEAT"
+	// and is retried under the retry policy (E38).
+	HeartbeatTimeout *durationpb.Duration `protobuf:"bytes,22,opt,name=heartbeat_timeout,json=heartbeatTimeout,proto3" json:"heartbeat_timeout,omitempty"`
+	// HeartbeatDetails are the details an earlier attempt of this handler
+	// last reported (Heartbeat.details); unset when there are none.
+	HeartbeatDetails *EncodedValue `protobuf:"bytes,23,opt,name=heartbeat_details,json=heartbeatDetails,proto3" json:"heartbeat_details,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Task) Reset() {
@@ -1356,6 +1384,20 @@ func (x *Task) GetRetryDelay() *durationpb.Duration {
 func (x *Task) GetTraceContext() map[string]string {
 	if x != nil {
 		return x.TraceContext
+	}
+	return nil
+}
+
+func (x *Task) GetHeartbeatTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.HeartbeatTimeout
+	}
+	return nil
+}
+
+func (x *Task) GetHeartbeatDetails() *EncodedValue {
+	if x != nil {
+		return x.HeartbeatDetails
 	}
 	return nil
 }
@@ -1584,9 +1626,13 @@ type RpcResult struct {
 	Output *EncodedValue `protobuf:"bytes,1,opt,name=output,proto3" json:"output,omitempty"`
 	// Movements schedule new step executions, like an Execute's movements.
 	// May be empty.
-	Movements     []*Movement `protobuf:"bytes,2,rep,name=movements,proto3" json:"movements,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Movements []*Movement `protobuf:"bytes,2,rep,name=movements,proto3" json:"movements,omitempty"`
+	// CancelStepTypes cancels every queued, waiting or running execution of
+	// these step types in the flow, before the movements are created (E29).
+	// An RPC cannot cancel siblings.
+	CancelStepTypes []string `protobuf:"bytes,3,rep,name=cancel_step_types,json=cancelStepTypes,proto3" json:"cancel_step_types,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *RpcResult) Reset() {
@@ -1629,6 +1675,13 @@ func (x *RpcResult) GetOutput() *EncodedValue {
 func (x *RpcResult) GetMovements() []*Movement {
 	if x != nil {
 		return x.Movements
+	}
+	return nil
+}
+
+func (x *RpcResult) GetCancelStepTypes() []string {
+	if x != nil {
+		return x.CancelStepTypes
 	}
 	return nil
 }
@@ -1736,8 +1789,13 @@ type Heartbeat struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// RunningTaskTokens are the tokens of the tasks the worker still runs.
 	RunningTaskTokens [][]byte `protobuf:"bytes,1,rep,name=running_task_tokens,json=runningTaskTokens,proto3" json:"running_task_tokens,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Details are progress details some running tasks report; each task's
+	// latest details are recorded, and the next attempt of its handler
+	// receives them (Task.heartbeat_details). A task listed here counts as
+	// listed in running_task_tokens.
+	Details       []*TaskHeartbeatDetails `protobuf:"bytes,2,rep,name=details,proto3" json:"details,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Heartbeat) Reset() {
@@ -1777,6 +1835,123 @@ func (x *Heartbeat) GetRunningTaskTokens() [][]byte {
 	return nil
 }
 
+func (x *Heartbeat) GetDetails() []*TaskHeartbeatDetails {
+	if x != nil {
+		return x.Details
+	}
+	return nil
+}
+
+// TaskHeartbeatDetails are one running task's progress details.
+type TaskHeartbeatDetails struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// TaskToken is the task's token.
+	TaskToken []byte `protobuf:"bytes,1,opt,name=task_token,json=taskToken,proto3" json:"task_token,omitempty"`
+	// Details are the handler's details, at most the payload limit.
+	Details       *EncodedValue `protobuf:"bytes,2,opt,name=details,proto3" json:"details,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TaskHeartbeatDetails) Reset() {
+	*x = TaskHeartbeatDetails{}
+	mi := &file_dex_worker_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskHeartbeatDetails) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskHeartbeatDetails) ProtoMessage() {}
+
+func (x *TaskHeartbeatDetails) ProtoReflect() protoreflect.Message {
+	mi := &file_dex_worker_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskHeartbeatDetails.ProtoReflect.Descriptor instead.
+func (*TaskHeartbeatDetails) Descriptor() ([]byte, []int) {
+	return file_dex_worker_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *TaskHeartbeatDetails) GetTaskToken() []byte {
+	if x != nil {
+		return x.TaskToken
+	}
+	return nil
+}
+
+func (x *TaskHeartbeatDetails) GetDetails() *EncodedValue {
+	if x != nil {
+		return x.Details
+	}
+	return nil
+}
+
+// TaskCancel says that a running task was cancelled.
+type TaskCancel struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// TaskToken is the cancelled task's token.
+	TaskToken []byte `protobuf:"bytes,1,opt,name=task_token,json=taskToken,proto3" json:"task_token,omitempty"`
+	// Reason says why, for logs.
+	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TaskCancel) Reset() {
+	*x = TaskCancel{}
+	mi := &file_dex_worker_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskCancel) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskCancel) ProtoMessage() {}
+
+func (x *TaskCancel) ProtoReflect() protoreflect.Message {
+	mi := &file_dex_worker_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskCancel.ProtoReflect.Descriptor instead.
+func (*TaskCancel) Descriptor() ([]byte, []int) {
+	return file_dex_worker_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *TaskCancel) GetTaskToken() []byte {
+	if x != nil {
+		return x.TaskToken
+	}
+	return nil
+}
+
+func (x *TaskCancel) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 // Ping asks the worker for a Pong.
 type Ping struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1788,7 +1963,7 @@ type Ping struct {
 
 func (x *Ping) Reset() {
 	*x = Ping{}
-	mi := &file_dex_worker_proto_msgTypes[15]
+	mi := &file_dex_worker_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1800,7 +1975,7 @@ func (x *Ping) String() string {
 func (*Ping) ProtoMessage() {}
 
 func (x *Ping) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_worker_proto_msgTypes[15]
+	mi := &file_dex_worker_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1813,7 +1988,7 @@ func (x *Ping) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ping.ProtoReflect.Descriptor instead.
 func (*Ping) Descriptor() ([]byte, []int) {
-	return file_dex_worker_proto_rawDescGZIP(), []int{15}
+	return file_dex_worker_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Ping) GetNonce() uint64 {
@@ -1834,7 +2009,7 @@ type Pong struct {
 
 func (x *Pong) Reset() {
 	*x = Pong{}
-	mi := &file_dex_worker_proto_msgTypes[16]
+	mi := &file_dex_worker_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1846,7 +2021,7 @@ func (x *Pong) String() string {
 func (*Pong) ProtoMessage() {}
 
 func (x *Pong) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_worker_proto_msgTypes[16]
+	mi := &file_dex_worker_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1859,7 +2034,7 @@ func (x *Pong) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pong.ProtoReflect.Descriptor instead.
 func (*Pong) Descriptor() ([]byte, []int) {
-	return file_dex_worker_proto_rawDescGZIP(), []int{16}
+	return file_dex_worker_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Pong) GetNonce() uint64 {
@@ -1884,7 +2059,7 @@ type TaskAck struct {
 
 func (x *TaskAck) Reset() {
 	*x = TaskAck{}
-	mi := &file_dex_worker_proto_msgTypes[17]
+	mi := &file_dex_worker_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1896,7 +2071,7 @@ func (x *TaskAck) String() string {
 func (*TaskAck) ProtoMessage() {}
 
 func (x *TaskAck) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_worker_proto_msgTypes[17]
+	mi := &file_dex_worker_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1909,7 +2084,7 @@ func (x *TaskAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskAck.ProtoReflect.Descriptor instead.
 func (*TaskAck) Descriptor() ([]byte, []int) {
-	return file_dex_worker_proto_rawDescGZIP(), []int{17}
+	return file_dex_worker_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *TaskAck) GetTaskToken() []byte {
@@ -1950,7 +2125,7 @@ type Drain struct {
 
 func (x *Drain) Reset() {
 	*x = Drain{}
-	mi := &file_dex_worker_proto_msgTypes[18]
+	mi := &file_dex_worker_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1962,7 +2137,7 @@ func (x *Drain) String() string {
 func (*Drain) ProtoMessage() {}
 
 func (x *Drain) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_worker_proto_msgTypes[18]
+	mi := &file_dex_worker_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1975,7 +2150,7 @@ func (x *Drain) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Drain.ProtoReflect.Descriptor instead.
 func (*Drain) Descriptor() ([]byte, []int) {
-	return file_dex_worker_proto_rawDescGZIP(), []int{18}
+	return file_dex_worker_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Drain) GetReason() DrainReason {
@@ -2012,14 +2187,16 @@ const file_dex_worker_proto_rawDesc = "" +
 	"\ftask_failure\x18\x03 \x01(\v2\x10.dex.TaskFailureH\x00R\vtaskFailure\x12.\n" +
 	"\theartbeat\x18\x04 \x01(\v2\x0e.dex.HeartbeatH\x00R\theartbeat\x12\x1f\n" +
 	"\x04pong\x18\x05 \x01(\v2\t.dex.PongH\x00R\x04pongB\t\n" +
-	"\amessage\"\xde\x01\n" +
+	"\amessage\"\x92\x02\n" +
 	"\x16PollWorkerTaskResponse\x12(\n" +
 	"\awelcome\x18\x01 \x01(\v2\f.dex.WelcomeH\x00R\awelcome\x12\x1f\n" +
 	"\x04task\x18\x02 \x01(\v2\t.dex.TaskH\x00R\x04task\x12)\n" +
 	"\btask_ack\x18\x03 \x01(\v2\f.dex.TaskAckH\x00R\ataskAck\x12\x1f\n" +
 	"\x04ping\x18\x04 \x01(\v2\t.dex.PingH\x00R\x04ping\x12\"\n" +
 	"\x05drain\x18\x05 \x01(\v2\n" +
-	".dex.DrainH\x00R\x05drainB\t\n" +
+	".dex.DrainH\x00R\x05drain\x122\n" +
+	"\vtask_cancel\x18\x06 \x01(\v2\x0f.dex.TaskCancelH\x00R\n" +
+	"taskCancelB\t\n" +
 	"\amessage\"\xd6\x01\n" +
 	"\x05Hello\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x127\n" +
@@ -2080,7 +2257,7 @@ const file_dex_worker_proto_rawDesc = "" +
 	"\x12heartbeat_interval\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\x12>\n" +
 	"\rping_interval\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\fpingInterval\x12*\n" +
 	"\x11max_message_bytes\x18\x06 \x01(\rR\x0fmaxMessageBytes\x12$\n" +
-	"\x0emax_task_bytes\x18\a \x01(\rR\fmaxTaskBytes\"\xe2\b\n" +
+	"\x0emax_task_bytes\x18\a \x01(\rR\fmaxTaskBytes\"\xea\t\n" +
 	"\x04Task\x12!\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\r.dex.TaskKindR\x04kind\x12\x1d\n" +
 	"\n" +
@@ -2107,7 +2284,9 @@ const file_dex_worker_proto_rawDesc = "" +
 	"\x0eretry_deadline\x18\x13 \x01(\v2\x1a.google.protobuf.TimestampR\rretryDeadline\x12:\n" +
 	"\vretry_delay\x18\x14 \x01(\v2\x19.google.protobuf.DurationR\n" +
 	"retryDelay\x12@\n" +
-	"\rtrace_context\x18\x15 \x03(\v2\x1b.dex.Task.TraceContextEntryR\ftraceContext\x1aD\n" +
+	"\rtrace_context\x18\x15 \x03(\v2\x1b.dex.Task.TraceContextEntryR\ftraceContext\x12F\n" +
+	"\x11heartbeat_timeout\x18\x16 \x01(\v2\x19.google.protobuf.DurationR\x10heartbeatTimeout\x12>\n" +
+	"\x11heartbeat_details\x18\x17 \x01(\v2\x11.dex.EncodedValueR\x10heartbeatDetails\x1aD\n" +
 	"\x16ChannelQueueSizesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\rR\x05value:\x028\x01\x1a?\n" +
@@ -2126,10 +2305,11 @@ const file_dex_worker_proto_rawDesc = "" +
 	"\rWaitForResult\x12\x1d\n" +
 	"\x04wait\x18\x01 \x01(\v2\t.dex.WaitR\x04wait\">\n" +
 	"\rExecuteResult\x12-\n" +
-	"\bdecision\x18\x01 \x01(\v2\x11.dex.StepDecisionR\bdecision\"c\n" +
+	"\bdecision\x18\x01 \x01(\v2\x11.dex.StepDecisionR\bdecision\"\x8f\x01\n" +
 	"\tRpcResult\x12)\n" +
 	"\x06output\x18\x01 \x01(\v2\x11.dex.EncodedValueR\x06output\x12+\n" +
-	"\tmovements\x18\x02 \x03(\v2\r.dex.MovementR\tmovements\"\xdc\x01\n" +
+	"\tmovements\x18\x02 \x03(\v2\r.dex.MovementR\tmovements\x12*\n" +
+	"\x11cancel_step_types\x18\x03 \x03(\tR\x0fcancelStepTypes\"\xdc\x01\n" +
 	"\vTaskFailure\x12\x1d\n" +
 	"\n" +
 	"task_token\x18\x01 \x01(\fR\ttaskToken\x12\x1d\n" +
@@ -2139,9 +2319,19 @@ const file_dex_worker_proto_rawDesc = "" +
 	"\x05stack\x18\x04 \x01(\tR\x05stack\x12:\n" +
 	"\vretry_after\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\n" +
 	"retryAfter\x12#\n" +
-	"\rnon_retryable\x18\x06 \x01(\bR\fnonRetryable\";\n" +
+	"\rnon_retryable\x18\x06 \x01(\bR\fnonRetryable\"p\n" +
 	"\tHeartbeat\x12.\n" +
-	"\x13running_task_tokens\x18\x01 \x03(\fR\x11runningTaskTokens\"\x1c\n" +
+	"\x13running_task_tokens\x18\x01 \x03(\fR\x11runningTaskTokens\x123\n" +
+	"\adetails\x18\x02 \x03(\v2\x19.dex.TaskHeartbeatDetailsR\adetails\"b\n" +
+	"\x14TaskHeartbeatDetails\x12\x1d\n" +
+	"\n" +
+	"task_token\x18\x01 \x01(\fR\ttaskToken\x12+\n" +
+	"\adetails\x18\x02 \x01(\v2\x11.dex.EncodedValueR\adetails\"C\n" +
+	"\n" +
+	"TaskCancel\x12\x1d\n" +
+	"\n" +
+	"task_token\x18\x01 \x01(\fR\ttaskToken\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"\x1c\n" +
 	"\x04Ping\x12\x14\n" +
 	"\x05nonce\x18\x01 \x01(\x04R\x05nonce\"\x1c\n" +
 	"\x04Pong\x12\x14\n" +
@@ -2192,7 +2382,7 @@ func file_dex_worker_proto_rawDescGZIP() []byte {
 }
 
 var file_dex_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_dex_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_dex_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_dex_worker_proto_goTypes = []any{
 	(JsonKind)(0),                  // 0: dex.JsonKind
 	(TaskAckStatus)(0),             // 1: dex.TaskAckStatus
@@ -2212,89 +2402,96 @@ var file_dex_worker_proto_goTypes = []any{
 	(*RpcResult)(nil),              // 15: dex.RpcResult
 	(*TaskFailure)(nil),            // 16: dex.TaskFailure
 	(*Heartbeat)(nil),              // 17: dex.Heartbeat
-	(*Ping)(nil),                   // 18: dex.Ping
-	(*Pong)(nil),                   // 19: dex.Pong
-	(*TaskAck)(nil),                // 20: dex.TaskAck
-	(*Drain)(nil),                  // 21: dex.Drain
-	nil,                            // 22: dex.FlowTypeDeclaration.AttributeTypesEntry
-	nil,                            // 23: dex.FlowTypeDeclaration.ChannelTypesEntry
-	nil,                            // 24: dex.FlowTypeDeclaration.IndexedAttributesEntry
-	nil,                            // 25: dex.JsonShape.FieldsEntry
-	nil,                            // 26: dex.Task.ChannelQueueSizesEntry
-	nil,                            // 27: dex.Task.TraceContextEntry
-	(*StepOptions)(nil),            // 28: dex.StepOptions
-	(*durationpb.Duration)(nil),    // 29: google.protobuf.Duration
-	(TaskKind)(0),                  // 30: dex.TaskKind
-	(*timestamppb.Timestamp)(nil),  // 31: google.protobuf.Timestamp
-	(*EncodedValue)(nil),           // 32: dex.EncodedValue
-	(*Attribute)(nil),              // 33: dex.Attribute
-	(*ConditionResults)(nil),       // 34: dex.ConditionResults
-	(*AttemptFailure)(nil),         // 35: dex.AttemptFailure
-	(*StagedWrites)(nil),           // 36: dex.StagedWrites
-	(*Wait)(nil),                   // 37: dex.Wait
-	(*StepDecision)(nil),           // 38: dex.StepDecision
-	(*Movement)(nil),               // 39: dex.Movement
-	(*IndexedAttribute)(nil),       // 40: dex.IndexedAttribute
+	(*TaskHeartbeatDetails)(nil),   // 18: dex.TaskHeartbeatDetails
+	(*TaskCancel)(nil),             // 19: dex.TaskCancel
+	(*Ping)(nil),                   // 20: dex.Ping
+	(*Pong)(nil),                   // 21: dex.Pong
+	(*TaskAck)(nil),                // 22: dex.TaskAck
+	(*Drain)(nil),                  // 23: dex.Drain
+	nil,                            // 24: dex.FlowTypeDeclaration.AttributeTypesEntry
+	nil,                            // 25: dex.FlowTypeDeclaration.ChannelTypesEntry
+	nil,                            // 26: dex.FlowTypeDeclaration.IndexedAttributesEntry
+	nil,                            // 27: dex.JsonShape.FieldsEntry
+	nil,                            // 28: dex.Task.ChannelQueueSizesEntry
+	nil,                            // 29: dex.Task.TraceContextEntry
+	(*StepOptions)(nil),            // 30: dex.StepOptions
+	(*durationpb.Duration)(nil),    // 31: google.protobuf.Duration
+	(TaskKind)(0),                  // 32: dex.TaskKind
+	(*timestamppb.Timestamp)(nil),  // 33: google.protobuf.Timestamp
+	(*EncodedValue)(nil),           // 34: dex.EncodedValue
+	(*Attribute)(nil),              // 35: dex.Attribute
+	(*ConditionResults)(nil),       // 36: dex.ConditionResults
+	(*AttemptFailure)(nil),         // 37: dex.AttemptFailure
+	(*StagedWrites)(nil),           // 38: dex.StagedWrites
+	(*Wait)(nil),                   // 39: dex.Wait
+	(*StepDecision)(nil),           // 40: dex.StepDecision
+	(*Movement)(nil),               // 41: dex.Movement
+	(*IndexedAttribute)(nil),       // 42: dex.IndexedAttribute
 }
 var file_dex_worker_proto_depIdxs = []int32{
 	5,  // 0: dex.PollWorkerTaskRequest.hello:type_name -> dex.Hello
 	12, // 1: dex.PollWorkerTaskRequest.task_result:type_name -> dex.TaskResult
 	16, // 2: dex.PollWorkerTaskRequest.task_failure:type_name -> dex.TaskFailure
 	17, // 3: dex.PollWorkerTaskRequest.heartbeat:type_name -> dex.Heartbeat
-	19, // 4: dex.PollWorkerTaskRequest.pong:type_name -> dex.Pong
+	21, // 4: dex.PollWorkerTaskRequest.pong:type_name -> dex.Pong
 	10, // 5: dex.PollWorkerTaskResponse.welcome:type_name -> dex.Welcome
 	11, // 6: dex.PollWorkerTaskResponse.task:type_name -> dex.Task
-	20, // 7: dex.PollWorkerTaskResponse.task_ack:type_name -> dex.TaskAck
-	18, // 8: dex.PollWorkerTaskResponse.ping:type_name -> dex.Ping
-	21, // 9: dex.PollWorkerTaskResponse.drain:type_name -> dex.Drain
-	6,  // 10: dex.Hello.flow_types:type_name -> dex.FlowTypeDeclaration
-	9,  // 11: dex.FlowTypeDeclaration.steps:type_name -> dex.StepDeclaration
-	28, // 12: dex.FlowTypeDeclaration.default_step_options:type_name -> dex.StepOptions
-	22, // 13: dex.FlowTypeDeclaration.attribute_types:type_name -> dex.FlowTypeDeclaration.AttributeTypesEntry
-	23, // 14: dex.FlowTypeDeclaration.channel_types:type_name -> dex.FlowTypeDeclaration.ChannelTypesEntry
-	24, // 15: dex.FlowTypeDeclaration.indexed_attributes:type_name -> dex.FlowTypeDeclaration.IndexedAttributesEntry
-	8,  // 16: dex.ValueType.json_shape:type_name -> dex.JsonShape
-	0,  // 17: dex.JsonShape.kind:type_name -> dex.JsonKind
-	8,  // 18: dex.JsonShape.elements:type_name -> dex.JsonShape
-	25, // 19: dex.JsonShape.fields:type_name -> dex.JsonShape.FieldsEntry
-	28, // 20: dex.StepDeclaration.options:type_name -> dex.StepOptions
-	7,  // 21: dex.StepDeclaration.input_type:type_name -> dex.ValueType
-	29, // 22: dex.Welcome.heartbeat_interval:type_name -> google.protobuf.Duration
-	29, // 23: dex.Welcome.ping_interval:type_name -> google.protobuf.Duration
-	30, // 24: dex.Task.kind:type_name -> dex.TaskKind
-	31, // 25: dex.Task.first_attempt_time:type_name -> google.protobuf.Timestamp
-	29, // 26: dex.Task.attempt_timeout:type_name -> google.protobuf.Duration
-	32, // 27: dex.Task.input:type_name -> dex.EncodedValue
-	33, // 28: dex.Task.attributes:type_name -> dex.Attribute
-	34, // 29: dex.Task.condition_results:type_name -> dex.ConditionResults
-	35, // 30: dex.Task.wait_for_failure:type_name -> dex.AttemptFailure
-	26, // 31: dex.Task.channel_queue_sizes:type_name -> dex.Task.ChannelQueueSizesEntry
-	31, // 32: dex.Task.retry_deadline:type_name -> google.protobuf.Timestamp
-	29, // 33: dex.Task.retry_delay:type_name -> google.protobuf.Duration
-	27, // 34: dex.Task.trace_context:type_name -> dex.Task.TraceContextEntry
-	13, // 35: dex.TaskResult.wait_for:type_name -> dex.WaitForResult
-	14, // 36: dex.TaskResult.execute:type_name -> dex.ExecuteResult
-	15, // 37: dex.TaskResult.rpc:type_name -> dex.RpcResult
-	36, // 38: dex.TaskResult.writes:type_name -> dex.StagedWrites
-	37, // 39: dex.WaitForResult.wait:type_name -> dex.Wait
-	38, // 40: dex.ExecuteResult.decision:type_name -> dex.StepDecision
-	32, // 41: dex.RpcResult.output:type_name -> dex.EncodedValue
-	39, // 42: dex.RpcResult.movements:type_name -> dex.Movement
-	29, // 43: dex.TaskFailure.retry_after:type_name -> google.protobuf.Duration
-	1,  // 44: dex.TaskAck.status:type_name -> dex.TaskAckStatus
-	2,  // 45: dex.Drain.reason:type_name -> dex.DrainReason
-	29, // 46: dex.Drain.timeout:type_name -> google.protobuf.Duration
-	7,  // 47: dex.FlowTypeDeclaration.AttributeTypesEntry.value:type_name -> dex.ValueType
-	7,  // 48: dex.FlowTypeDeclaration.ChannelTypesEntry.value:type_name -> dex.ValueType
-	40, // 49: dex.FlowTypeDeclaration.IndexedAttributesEntry.value:type_name -> dex.IndexedAttribute
-	8,  // 50: dex.JsonShape.FieldsEntry.value:type_name -> dex.JsonShape
-	3,  // 51: dex.WorkerTaskService.PollWorkerTask:input_type -> dex.PollWorkerTaskRequest
-	4,  // 52: dex.WorkerTaskService.PollWorkerTask:output_type -> dex.PollWorkerTaskResponse
-	52, // [52:53] is the sub-list for method output_type
-	51, // [51:52] is the sub-list for method input_type
-	51, // [51:51] is the sub-list for extension type_name
-	51, // [51:51] is the sub-list for extension extendee
-	0,  // [0:51] is the sub-list for field type_name
+	22, // 7: dex.PollWorkerTaskResponse.task_ack:type_name -> dex.TaskAck
+	20, // 8: dex.PollWorkerTaskResponse.ping:type_name -> dex.Ping
+	23, // 9: dex.PollWorkerTaskResponse.drain:type_name -> dex.Drain
+	19, // 10: dex.PollWorkerTaskResponse.task_cancel:type_name -> dex.TaskCancel
+	6,  // 11: dex.Hello.flow_types:type_name -> dex.FlowTypeDeclaration
+	9,  // 12: dex.FlowTypeDeclaration.steps:type_name -> dex.StepDeclaration
+	30, // 13: dex.FlowTypeDeclaration.default_step_options:type_name -> dex.StepOptions
+	24, // 14: dex.FlowTypeDeclaration.attribute_types:type_name -> dex.FlowTypeDeclaration.AttributeTypesEntry
+	25, // 15: dex.FlowTypeDeclaration.channel_types:type_name -> dex.FlowTypeDeclaration.ChannelTypesEntry
+	26, // 16: dex.FlowTypeDeclaration.indexed_attributes:type_name -> dex.FlowTypeDeclaration.IndexedAttributesEntry
+	8,  // 17: dex.ValueType.json_shape:type_name -> dex.JsonShape
+	0,  // 18: dex.JsonShape.kind:type_name -> dex.JsonKind
+	8,  // 19: dex.JsonShape.elements:type_name -> dex.JsonShape
+	27, // 20: dex.JsonShape.fields:type_name -> dex.JsonShape.FieldsEntry
+	30, // 21: dex.StepDeclaration.options:type_name -> dex.StepOptions
+	7,  // 22: dex.StepDeclaration.input_type:type_name -> dex.ValueType
+	31, // 23: dex.Welcome.heartbeat_interval:type_name -> google.protobuf.Duration
+	31, // 24: dex.Welcome.ping_interval:type_name -> google.protobuf.Duration
+	32, // 25: dex.Task.kind:type_name -> dex.TaskKind
+	33, // 26: dex.Task.first_attempt_time:type_name -> google.protobuf.Timestamp
+	31, // 27: dex.Task.attempt_timeout:type_name -> google.protobuf.Duration
+	34, // 28: dex.Task.input:type_name -> dex.EncodedValue
+	35, // 29: dex.Task.attributes:type_name -> dex.Attribute
+	36, // 30: dex.Task.condition_results:type_name -> dex.ConditionResults
+	37, // 31: dex.Task.wait_for_failure:type_name -> dex.AttemptFailure
+	28, // 32: dex.Task.channel_queue_sizes:type_name -> dex.Task.ChannelQueueSizesEntry
+	33, // 33: dex.Task.retry_deadline:type_name -> google.protobuf.Timestamp
+	31, // 34: dex.Task.retry_delay:type_name -> google.protobuf.Duration
+	29, // 35: dex.Task.trace_context:type_name -> dex.Task.TraceContextEntry
+	31, // 36: dex.Task.heartbeat_timeout:type_name -> google.protobuf.Duration
+	34, // 37: dex.Task.heartbeat_details:type_name -> dex.EncodedValue
+	13, // 38: dex.TaskResult.wait_for:type_name -> dex.WaitForResult
+	14, // 39: dex.TaskResult.execute:type_name -> dex.ExecuteResult
+	15, // 40: dex.TaskResult.rpc:type_name -> dex.RpcResult
+	38, // 41: dex.TaskResult.writes:type_name -> dex.StagedWrites
+	39, // 42: dex.WaitForResult.wait:type_name -> dex.Wait
+	40, // 43: dex.ExecuteResult.decision:type_name -> dex.StepDecision
+	34, // 44: dex.RpcResult.output:type_name -> dex.EncodedValue
+	41, // 45: dex.RpcResult.movements:type_name -> dex.Movement
+	31, // 46: dex.TaskFailure.retry_after:type_name -> google.protobuf.Duration
+	18, // 47: dex.Heartbeat.details:type_name -> dex.TaskHeartbeatDetails
+	34, // 48: dex.TaskHeartbeatDetails.details:type_name -> dex.EncodedValue
+	1,  // 49: dex.TaskAck.status:type_name -> dex.TaskAckStatus
+	2,  // 50: dex.Drain.reason:type_name -> dex.DrainReason
+	31, // 51: dex.Drain.timeout:type_name -> google.protobuf.Duration
+	7,  // 52: dex.FlowTypeDeclaration.AttributeTypesEntry.value:type_name -> dex.ValueType
+	7,  // 53: dex.FlowTypeDeclaration.ChannelTypesEntry.value:type_name -> dex.ValueType
+	42, // 54: dex.FlowTypeDeclaration.IndexedAttributesEntry.value:type_name -> dex.IndexedAttribute
+	8,  // 55: dex.JsonShape.FieldsEntry.value:type_name -> dex.JsonShape
+	3,  // 56: dex.WorkerTaskService.PollWorkerTask:input_type -> dex.PollWorkerTaskRequest
+	4,  // 57: dex.WorkerTaskService.PollWorkerTask:output_type -> dex.PollWorkerTaskResponse
+	57, // [57:58] is the sub-list for method output_type
+	56, // [56:57] is the sub-list for method input_type
+	56, // [56:56] is the sub-list for extension type_name
+	56, // [56:56] is the sub-list for extension extendee
+	0,  // [0:56] is the sub-list for field type_name
 }
 
 func init() { file_dex_worker_proto_init() }
@@ -2320,6 +2517,7 @@ func file_dex_worker_proto_init() {
 		(*PollWorkerTaskResponse_TaskAck)(nil),
 		(*PollWorkerTaskResponse_Ping)(nil),
 		(*PollWorkerTaskResponse_Drain)(nil),
+		(*PollWorkerTaskResponse_TaskCancel)(nil),
 	}
 	file_dex_worker_proto_msgTypes[9].OneofWrappers = []any{
 		(*TaskResult_WaitFor)(nil),
@@ -2332,7 +2530,7 @@ func file_dex_worker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dex_worker_proto_rawDesc), len(file_dex_worker_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   25,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -47,7 +47,11 @@ type WorkerTaskServiceClient interface {
 	//     refused.
 	//  4. The server sends Ping when the stream is idle; the worker answers
 	//     each with a Pong. While it runs tasks, the worker sends a Heartbeat
-	//     every Welcome.heartbeat_interval.
+	//     every Welcome.heartbeat_interval, and more often while it runs a
+	//     task with a heartbeat_timeout (at least three per timeout).
+	//  6. When a task the worker runs is cancelled (E29, the flow stopped or
+	//     closed), the server sends TaskCancel; the worker should end the
+	//     handler and answer it as usual (its result is refused, CANCELED).
 	//  5. Before it stops serving (step down, shutdown, lease lost) the server
 	//     sends Drain: no new tasks follow, results of running tasks are still
 	//     accepted until the drain ends, then the server closes the stream with
@@ -102,7 +106,11 @@ type WorkerTaskServiceServer interface {
 	//     refused.
 	//  4. The server sends Ping when the stream is idle; the worker answers
 	//     each with a Pong. While it runs tasks, the worker sends a Heartbeat
-	//     every Welcome.heartbeat_interval.
+	//     every Welcome.heartbeat_interval, and more often while it runs a
+	//     task with a heartbeat_timeout (at least three per timeout).
+	//  6. When a task the worker runs is cancelled (E29, the flow stopped or
+	//     closed), the server sends TaskCancel; the worker should end the
+	//     handler and answer it as usual (its result is refused, CANCELED).
 	//  5. Before it stops serving (step down, shutdown, lease lost) the server
 	//     sends Drain: no new tasks follow, results of running tasks are still
 	//     accepted until the drain ends, then the server closes the stream with

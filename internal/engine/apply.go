@@ -84,6 +84,9 @@ func Apply(st *FlowState, rec Record) (*FlowState, []Effect) {
 				StepExecID: s.ID, Method: b.Method, Attempt: b.Attempt}})
 		}
 		eff = append(eff, ArmTimer{FlowID: st.FlowID, RunID: st.RunID, Timer: attemptTimer(s), At: b.TimeoutAt})
+		if s.heartbeatTimeout(b.Method) > 0 {
+			eff = append(eff, ArmTimer{FlowID: st.FlowID, RunID: st.RunID, Timer: heartbeatTimer(s), At: st.heartbeatDue(s)})
+		}
 	case AttemptFailed:
 		s := st.Step(b.StepExecID)
 		if s == nil {
@@ -152,7 +155,7 @@ func Apply(st *FlowState, rec Record) (*FlowState, []Effect) {
 		}
 		st.event(rec, HistoryEvent{Type: EventExecuteCompleted, StepExecID: s.ID, StepType: s.Type,
 			Attempt: b.Attempt, Duration: b.Duration, Scheduled: b.Scheduled, Staged: b.Staged,
-			Decision: &Decision{Kind: b.Kind, Movements: b.Movements, Output: b.Output, Reason: b.Reason}})
+			Decision: &Decision{Kind: b.Kind, Movements: b.Movements, Output: b.Output, Reason: b.Reason, Cancel: b.Cancel}})
 		st.commit(b.Staged)
 		switch b.Kind {
 		case DecideGracefulComplete:
@@ -175,7 +178,7 @@ func Apply(st *FlowState, rec Record) (*FlowState, []Effect) {
 		st.event(rec, HistoryEvent{Type: EventAttributesSet, Attributes: b.Attributes})
 	case RPCCompleted:
 		st.event(rec, HistoryEvent{Type: EventRPCCompleted, RPC: b.Name, Duration: b.Duration, Input: b.Input,
-			Output: b.Output, Movements: b.Movements, Scheduled: b.Scheduled, Staged: b.Staged})
+			Output: b.Output, Movements: b.Movements, Scheduled: b.Scheduled, Staged: b.Staged, Canceled: rpcCanceled(b.CancelSteps)})
 		st.commit(b.Staged)
 		if b.CallID != "" {
 			st.rememberRPC(b.CallID)
@@ -196,13 +199,19 @@ func Apply(st *FlowState, rec Record) (*FlowState, []Effect) {
 		eff = applyTimeoutHandler(st, b)
 	case SubFlowUpdated:
 		st.applySubFlowUpdated(rec, b)
+	case StepsCanceled:
+		eff = st.applyCanceled(rec, b)
+	case AttemptHeartbeat:
+		eff = st.applyHeartbeat(rec, b)
 	case FlowClosed:
 		if !st.Running() {
 			break
 		}
 		ci := b.CloseInfo
+		eff = st.closedTasks(b.Status)
 		st.Status, st.Close, st.ClosedAt = b.Status, &ci, rec.At
 		st.Steps, st.TimeoutAt, st.RPCLocks = nil, time.Time{}, nil
+		st.HeartbeatDetails = nil
 		if st.Opts != nil {
 			st.Opts.HandlerDeadlineAt = time.Time{}
 		}
@@ -291,4 +300,5 @@ func (st *FlowState) publish(msgs []Publish) {
 
 func (st *FlowState) removeStep(id string) {
 	st.Steps = slices.DeleteFunc(st.Steps, func(s *StepExec) bool { return s.ID == id })
+	delete(st.HeartbeatDetails, id)
 }

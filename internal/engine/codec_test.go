@@ -72,6 +72,9 @@ func sampleRecords() []Record {
 				FirstRunID: "r1", FirstStartedAt: t0, RetriedRunID: "r1", Timeout: time.Hour},
 			TimeoutAt: t0.Add(time.Hour), TimeoutPolicy: TimeoutRunHandler, TimeoutHandler: &TimeoutHandler{StepType: "A", Deadline: d}},
 		TimeoutHandlerStarted{StepExecID: "A-2", DeadlineAt: t0.Add(d), Canceled: []string{"A-1"}},
+		StepsCanceled{Cause: "rpc:r", CallID: "c1", Steps: []CanceledStep{
+			{StepExecID: "A-1", StepType: "A", Scope: CancelFlowWide}, {StepExecID: "B-1", StepType: "B", Scope: CancelSiblings}}},
+		AttemptHeartbeat{StepExecID: "A-1", Method: MethodExecute, Attempt: 2, Details: v},
 	}
 	recs := make([]Record, len(bodies))
 	for i, b := range bodies {

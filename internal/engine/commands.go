@@ -140,6 +140,9 @@ type Decision struct {
 	Movements []Movement   `json:"movements,omitempty"`
 	Output    Value        `json:"output,omitzero"`
 	Reason    string       `json:"reason,omitempty"`
+	// Cancel selects step executions to cancel when the decision commits
+	// (E29, cancel.go); any kind of decision may carry it.
+	Cancel *CancelSelector `json:"cancel,omitempty"`
 }
 
 // Movement starts a step execution (E5). Options override the step's own
@@ -185,6 +188,10 @@ type RPCResult struct {
 	// Locked says the call took locks (LockRPC): its result commits only
 	// while it still holds them (E30).
 	Locked bool
+	// CancelSteps cancels every active step execution of these step
+	// types before the movements are created (E29); an RPC has no
+	// siblings to cancel.
+	CancelSteps []string
 }
 
 // TaskFailed reports a failed WaitFor or Execute attempt (E9, E10, E14).
@@ -247,3 +254,4 @@ func (TimerFired) isCommand()       {}
 func (RecoverAttempts) isCommand()  {}
 func (LockRPC) isCommand()          {}
 func (UnlockRPC) isCommand()        {}
+func (Heartbeat) isCommand()        {}

@@ -59,6 +59,8 @@ func (e *Engine) Decide(st *FlowState, cmd Command, now time.Time) ([]Record, er
 		err = d.lockRPC(c)
 	case UnlockRPC:
 		err = d.unlockRPC(c)
+	case Heartbeat:
+		err = d.heartbeat(c)
 	default:
 		err = invalidArg("command", "unknown command %T", cmd)
 	}

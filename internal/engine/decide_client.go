@@ -430,6 +430,8 @@ func (d *decider) timerFired(c TimerFired) error {
 		}
 		d.emit(WaitTimerFired{StepExecID: s.ID, Index: idx})
 		d.evaluate()
+	case TimerHeartbeat:
+		return d.heartbeatTimedOut(t)
 	case TimerAttemptTimeout:
 		s := d.st.Step(t.StepExecID)
 		if s == nil || s.Phase == PhaseWaiting || s.Attempt.State != AttemptRunning ||

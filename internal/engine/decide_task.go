@@ -103,8 +103,11 @@ func (d *decider) waitForResult(c WaitForResult) error {
 	return nil
 }
 
-// validateDecision checks an Execute decision (E5, E28).
+// validateDecision checks an Execute decision (E5, E28, E29).
 func (d *decider) validateDecision(dec Decision) error {
+	if err := d.checkCancel("decision.cancel", dec.Cancel); err != nil {
+		return err
+	}
 	switch dec.Kind {
 	case DecideMovements:
 		if len(dec.Movements) == 0 {
@@ -142,6 +145,9 @@ func (d *decider) executeResult(c ExecuteResult) error {
 	}
 	done := ExecuteCompleted{StepExecID: s.ID, Attempt: s.Attempt.Number, Duration: d.elapsed(s.Attempt),
 		Kind: dec.Kind, Reason: validText(dec.Reason), Staged: c.Staged}
+	if !dec.Cancel.IsZero() {
+		done.Cancel = dec.Cancel
+	}
 	switch dec.Kind {
 	case DecideGracefulComplete, DecideForceComplete:
 		done.Output = dec.Output
@@ -149,6 +155,7 @@ func (d *decider) executeResult(c ExecuteResult) error {
 		done.Movements, done.Scheduled = dec.Movements, d.movementIDs(dec.Movements)
 	}
 	d.emit(done)
+	d.cancelSteps(done.Cancel, s.ID, "", s.ParentID) // before the movements: they are never selected (E29)
 	switch dec.Kind {
 	case DecideMovements:
 		for _, m := range dec.Movements {
@@ -295,6 +302,9 @@ func (d *decider) rpcResult(c RPCResult) error {
 	if err := d.checkMovements("movements", c.Movements); err != nil {
 		return invalid(err)
 	}
+	if err := d.checkCancel("cancel", &CancelSelector{Steps: c.CancelSteps}); err != nil {
+		return invalid(err)
+	}
 	if err := d.checkStagedLimits(c.Output.Len()+movementBytes(c.Movements), c.Staged); err != nil {
 		return invalid(err)
 	}
@@ -303,10 +313,15 @@ func (d *decider) rpcResult(c RPCResult) error {
 		dur = 0
 	}
 	d.emit(RPCCompleted{CallID: tok.CallID, Name: c.Name, Duration: dur, Input: c.Input, Output: c.Output,
-		Movements: c.Movements, Scheduled: d.movementIDs(c.Movements), Staged: c.Staged})
+		Movements: c.Movements, Scheduled: d.movementIDs(c.Movements), Staged: c.Staged, CancelSteps: c.CancelSteps})
+	if len(c.CancelSteps) > 0 {
+		// Flow-wide only, before the movements (E29).
+		d.cancelSteps(&CancelSelector{Steps: c.CancelSteps}, "rpc:"+c.Name, tok.CallID, "")
+	}
 	for _, m := range c.Movements {
 		d.createStep(m.StepType, m.Input, m.Options, m.SkipWaitFor, "rpc:"+c.Name)
 	}
 	d.evaluate()
+	d.branchEnded()
 	return nil
 }

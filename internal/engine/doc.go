@@ -41,6 +41,7 @@
 //	SubFlowUpdate     a parent learns its child's run and, once closed, its result (E31)
 //	LockRPC           an RPC call takes its lock set, all or nothing (E30)
 //	UnlockRPC         an RPC call that will not commit gives its locks back (E30)
+//	Heartbeat         a running attempt's heartbeat details (E38)
 //
 // RPC calls are not logged until they commit: Engine.RPCTask checks the call
 // and builds its task; the node sends it and submits RPCResult, or answers a
@@ -71,6 +72,8 @@
 //	sub_flow_updated    a subflow condition follows a child run, or takes its result (E31)
 //	rpc_locked          an RPC call of epoch E holds a lock set (E30)
 //	rpc_unlocked        an RPC call's locks are released without a commit
+//	steps_canceled      a decision or an RPC cancelled step executions (E29)
+//	attempt_heartbeat   a running attempt's latest heartbeat details (E38)
 //
 // # Effects (what the node does once a batch is durable)
 //
@@ -81,6 +84,7 @@
 //	ReplyRPC          answer the RPC caller
 //	NotifyClosed      wake WaitForFlow callers (E25); drop the run's timers
 //	NotifySuperseded  a new run replaced an old one for the flow ID
+//	CancelTask        tell the worker running a cancelled attempt (E29, E38)
 //
 // Effects are hints computed per record; a later record of the same batch
 // may make one moot (a timer armed for a wait that the same batch
@@ -576,6 +580,75 @@
 // History: the parent's WAIT_FOR_COMPLETED event holds the conditions
 // with their derived IDs; SUB_FLOW_COMPLETED records each result taken;
 // the child's FLOW_STARTED is its own history's first event.
+//
+// # Step cancellation (E29)
+//
+// An Execute decision (of any kind) may carry a CancelSelector: Steps
+// cancels every active execution of those types in the flow, Siblings
+// those of the types whose parent (StepExec.ParentID, the execution or
+// "rpc:<name>" that moved to it) is the deciding execution's parent. An
+// RPC result may carry CancelSteps (flow-wide only). Decide takes the
+// selection right after the decision's completion record, before its
+// movements are created, and logs it as one steps_canceled record naming
+// each execution and its scope (FLOW wins over SIBLINGS for a type in
+// both lists); nothing selected logs nothing. Apply removes the
+// executions and appends one STEP_CANCELED event per execution with the
+// scope and the cause. The choices where the spec is silent:
+//
+//   - Removing is all there is: a cancelled execution's attempts' results
+//     are refused as stale (ErrStaleToken, ack CANCELED), its timers are
+//     no longer pending (Timers omits them; a fire is ErrTimerNotPending),
+//     its failure policy and recovery step never run. Messages a waiting
+//     execution's AllOf conditions had already taken stay consumed (they
+//     left their queue when the condition was satisfied); nothing is
+//     consumed by the cancellation itself.
+//   - Steps an RPC moved to all have the parent "rpc:<name>", so for a
+//     step execution moved to by an RPC, CancelSiblingSteps selects the
+//     executions that any call of the same RPC moved to.
+//   - The flow then goes on as after a DeadEnd of those branches: if a
+//     graceful completion was requested and no execution is left, it
+//     completes; otherwise a flow with nothing left stays open for RPCs.
+//   - Cancellation types are checked like movements: a type the
+//     definition does not declare makes the result invalid
+//     (INVALID_USER_FLOW_CODE; for an RPC the caller's error).
+//   - A cancelled execution whose attempt a worker may hold (running, or
+//     pending: an ASYNC attempt is sent before its start is logged)
+//     yields a CancelTask effect; so does each execution a closing run
+//     abandons (StopFlow, a flow timeout, a forced completion or failure,
+//     TERMINATE_IF_RUNNING). The node tells the worker holding it; the
+//     handler's context ends (E38). It is a hint: the result is refused
+//     whether or not the worker hears it.
+//
+// # Heartbeats (E38)
+//
+// A method's options may set HeartbeatTimeout. AttemptStarted then also
+// arms a HEARTBEAT timer at start + timeout. The worker heartbeats every
+// running attempt on its stream; the node moves the timer to now +
+// timeout on each heartbeat, in memory, logging nothing, so heartbeats
+// cost no log write. When it fires, Decide fails the attempt with failure
+// type HEARTBEAT, and the retry policy applies as for any failure. Decide
+// trusts the node's timer, as it does for attempt timeouts, but refuses
+// a fire before the attempt's last logged heartbeat (HeartbeatDetails.At)
+// + timeout (not due).
+//
+// Heartbeat details (ctx.Heartbeat(details) in the SDK) are the one part
+// that is logged: the node submits a Heartbeat command for a heartbeat
+// that carries details, and Decide logs attempt_heartbeat when they differ
+// from the recorded ones. The step execution keeps the last details of
+// its current method (FlowState.HeartbeatDetails); the next attempt of the
+// same method receives them in its task (also after a takeover, since
+// they are in the log); an Execute does not receive its WaitFor's. The
+// SDK sends details at most once per heartbeat interval, so a handler
+// that reports progress in a tight loop writes one record per interval.
+//
+// The SDK heartbeats every running attempt by itself: the timeout
+// detects a worker that is gone (crashed, partitioned, its stream cut)
+// long before a long attempt timeout, not a handler stuck inside a live
+// worker; the attempt timeout bounds that. After a takeover the new epoch
+// fails the old epoch's running attempts anyway (RecoverAttempts), so the
+// in-memory timer positions need not survive it; Timers lists a running
+// attempt's heartbeat timer at its last logged heartbeat (or start) +
+// timeout.
 //
 // # Encoding
 //

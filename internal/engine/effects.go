@@ -13,6 +13,7 @@ const (
 	TimerFlowTimeout    TimerKind = "FLOW_TIMEOUT"    // E24
 	TimerWait           TimerKind = "WAIT"            // a Wait's timer condition (E15)
 	TimerAttemptTimeout TimerKind = "ATTEMPT_TIMEOUT" // a running attempt's timeout (E9)
+	TimerHeartbeat      TimerKind = "HEARTBEAT"       // a running attempt's heartbeat timeout (E38)
 )
 
 // Timer names one durable timer of a run; it is comparable, so the node can
@@ -31,6 +32,8 @@ func (t Timer) String() string {
 		return fmt.Sprintf("wait %s timer %d", t.StepExecID, t.Index)
 	case TimerAttemptTimeout:
 		return fmt.Sprintf("attempt timeout %s %s#%d", t.StepExecID, t.Method, t.Attempt)
+	case TimerHeartbeat:
+		return fmt.Sprintf("heartbeat timeout %s %s#%d", t.StepExecID, t.Method, t.Attempt)
 	default:
 		return string(t.Kind)
 	}
@@ -84,3 +87,4 @@ func (ArmTimer) isEffect()         {}
 func (ReplyRPC) isEffect()         {}
 func (NotifyClosed) isEffect()     {}
 func (NotifySuperseded) isEffect() {}
+func (CancelTask) isEffect()       {}

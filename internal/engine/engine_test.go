@@ -342,7 +342,9 @@ func TestSummaryAndResult(t *testing.T) {
 	}
 	n.effs = nil
 	n.must(StopFlow{FlowID: "o-1", Kind: StopFail, Reason: "why"}, base.Add(time.Minute))
-	if len(n.effs) != 1 || n.effs[0] != (NotifyClosed{FlowID: "o-1", RunID: "r1", Status: StatusFailed}) {
+	// The running attempt's worker is told (E38), then WaitForFlow callers.
+	if len(n.effs) != 2 || n.effs[0] != (CancelTask{FlowID: "o-1", RunID: "r1", StepExecID: "Reserve-1", Method: MethodExecute,
+		Attempt: 1, Reason: "flow o-1 run r1 closed FAILED"}) || n.effs[1] != (NotifyClosed{FlowID: "o-1", RunID: "r1", Status: StatusFailed}) {
 		t.Fatalf("effects = %+v", n.effs)
 	}
 	r, ok := n.st.Result()

@@ -31,6 +31,8 @@ func formatEffect(e Effect) string {
 		return fmt.Sprintf("closed %s %s", e.RunID, e.Status)
 	case NotifySuperseded:
 		return fmt.Sprintf("superseded %s", e.Previous.RunID)
+	case CancelTask:
+		return fmt.Sprintf("cancel task %s %s#%d (%s)", e.StepExecID, e.Method, e.Attempt, e.Reason)
 	}
 	return fmt.Sprintf("%T", e)
 }
@@ -70,7 +72,8 @@ func render(v any) string {
 }
 
 var durationKeys = map[string]bool{"duration": true, "timeout": true, "initialInterval": true, "maxInterval": true, "maxTotal": true,
-	"startDelay": true, "deadline": true} // E34
+	"startDelay": true, "deadline": true, // E34
+	"heartbeatTimeout": true, "waitFor": true, "execute": true}
 
 func simplify(x any, key string) any {
 	switch v := x.(type) {

@@ -19,6 +19,7 @@ const (
 	EventTimerSkipped     EventType = "TIMER_SKIPPED"
 	EventFlowClosed       EventType = "FLOW_CLOSED"
 	EventSubFlowCompleted EventType = "SUB_FLOW_COMPLETED" // E31
+	EventStepCanceled     EventType = "STEP_CANCELED"      // E29
 )
 
 // HistoryEvent is one semantic event of a run (E26). IDs count from 1
@@ -68,6 +69,11 @@ type HistoryEvent struct {
 	Close *CloseInfo `json:"close,omitempty"`
 	// SUB_FLOW_COMPLETED: the subflow condition and its child's result.
 	SubFlow *SubFlowEvent `json:"subFlow,omitempty"`
+	// STEP_CANCELED: the selector that took the step execution and the
+	// decision (step execution or RPC) that caused it; RPC_COMPLETED: the
+	// step types the RPC cancelled (E29). One pointer for both, so that
+	// the event (allocated for every event of every flow) does not grow.
+	Canceled *CancelInfo `json:"canceled,omitempty"`
 }
 
 // StartInfo is what a FLOW_STARTED event keeps of the start that the run's

@@ -83,12 +83,22 @@ func (r ResolvedOptions) equal(o ResolvedOptions) bool {
 // recovery path is taken; a SYNC start is counted before it runs.
 func resolveOptions(defaults ResolvedOptions, layers ...*StepOptions) ResolvedOptions {
 	r := defaults
+	var hb HeartbeatPolicy
+	if defaults.Heartbeat != nil {
+		hb = *defaults.Heartbeat
+	}
 	var waitForSet, executeSet bool
 	wfLocks, exLocks := defaults.MethodLocks(MethodWaitFor), defaults.MethodLocks(MethodExecute)
 	for i := len(layers) - 1; i >= 0; i-- {
 		o := layers[i]
 		if o == nil {
 			continue
+		}
+		if o.WaitFor != nil {
+			setIf(&hb.WaitFor, o.WaitFor.HeartbeatTimeout)
+		}
+		if o.Execute != nil {
+			setIf(&hb.Execute, o.Execute.HeartbeatTimeout)
 		}
 		waitForSet = waitForSet || (o.WaitFor != nil && o.WaitFor.Durability != "")
 		executeSet = executeSet || (o.Execute != nil && o.Execute.Durability != "")
@@ -125,6 +135,11 @@ func resolveOptions(defaults ResolvedOptions, layers ...*StepOptions) ResolvedOp
 	}
 	if len(exLocks) > 0 {
 		r.Execute.Durability = SYNC
+	}
+	r.Heartbeat = nil
+	if hb != (HeartbeatPolicy{}) {
+		h := hb // only this copy escapes: no allocation for steps without one
+		r.Heartbeat = &h
 	}
 	return r
 }
@@ -185,6 +200,9 @@ func validateMethod(field string, o *MethodOptions) error {
 	}
 	if o.Timeout != nil && *o.Timeout <= 0 {
 		return invalidArg(field+".timeout", "must be positive, got %v", *o.Timeout)
+	}
+	if o.HeartbeatTimeout != nil && *o.HeartbeatTimeout < 0 {
+		return invalidArg(field+".heartbeatTimeout", "must not be negative, got %v", *o.HeartbeatTimeout)
 	}
 	switch o.Durability {
 	case "", SYNC, ASYNC:

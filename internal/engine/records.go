@@ -165,6 +165,9 @@ type ExecuteCompleted struct {
 	Output     Value         `json:"output,omitzero"`
 	Reason     string        `json:"reason,omitempty"`
 	Staged     Staged        `json:"staged,omitzero"`
+	// Cancel is the decision's cancellation selector, kept for history
+	// (E29); the steps_canceled record that follows applies it.
+	Cancel *CancelSelector `json:"cancel,omitempty"`
 }
 
 // ChannelPublished appends client messages to channel queues (E16). A
@@ -191,6 +194,9 @@ type RPCCompleted struct {
 	Movements []Movement    `json:"movements,omitempty"`
 	Scheduled []string      `json:"scheduled,omitempty"`
 	Staged    Staged        `json:"staged,omitzero"`
+	// CancelSteps are the step types the RPC cancels, kept for history
+	// (E29); the steps_canceled record that follows applies them.
+	CancelSteps []string `json:"cancelSteps,omitempty"`
 }
 
 // StepEnded removes a step execution without a decision: its Execute ran
@@ -240,6 +246,8 @@ func (StepEnded) recordType() string          { return "step_ended" }
 func (FlowClosed) recordType() string         { return "flow_closed" }
 func (RPCLocked) recordType() string          { return "rpc_locked" }
 func (RPCUnlocked) recordType() string        { return "rpc_unlocked" }
+func (StepsCanceled) recordType() string      { return "steps_canceled" }
+func (AttemptHeartbeat) recordType() string   { return "attempt_heartbeat" }
 
 // decodeBody decodes the body of a record of type T with unmarshal (the
 // codec of the record's format, codec.go).
@@ -272,6 +280,8 @@ var recordTypes = map[string]func([]byte, func([]byte, any) error) (RecordBody, 
 	SubFlowUpdated{}.recordType():        decodeBody[SubFlowUpdated],
 	RPCLocked{}.recordType():             decodeBody[RPCLocked],
 	RPCUnlocked{}.recordType():           decodeBody[RPCUnlocked],
+	StepsCanceled{}.recordType():         decodeBody[StepsCanceled],
+	AttemptHeartbeat{}.recordType():      decodeBody[AttemptHeartbeat],
 }
 
 // Type returns the record's type name, as encoded.

@@ -154,6 +154,10 @@ func (h *harness) command(name string, kv map[string]string, pos []arg) (Command
 			return nil, nil, fmt.Errorf("rpcunlock: no rpclock yet")
 		}
 		return UnlockRPC{FlowID: h.flowID, CallID: h.lockedCall.CallID, Reason: kv["reason"]}, nil, nil
+	case "heartbeat":
+		// heartbeat STEP [details=X]: a heartbeat with details from the
+		// attempt last handed out for STEP.
+		return Heartbeat{Token: h.token(first, "", kv, false), Details: val(kv["details"])}, nil, nil
 	case "rpcresend":
 		// The worker sends the last RPC result again (its stream broke
 		// before the TaskAck); "noname" is what the node submits once it
@@ -330,9 +334,12 @@ func (h *harness) timer(first string, pos []arg, kv map[string]string) Command {
 		c.Timer = Timer{Kind: TimerFlowTimeout}
 	case "handler":
 		c.Timer = Timer{Kind: TimerTimeoutHandler}
-	case "attempt":
+	case "attempt", "heartbeat":
 		step := pos[1].val
 		c.Timer = Timer{Kind: TimerAttemptTimeout, StepExecID: step}
+		if first == "heartbeat" {
+			c.Timer.Kind = TimerHeartbeat
+		}
 		if s := h.st.Step(step); s != nil {
 			c.Timer.Method, c.Timer.Attempt = s.Attempt.Method, s.Attempt.Number
 		}
@@ -374,6 +381,8 @@ func (h *harness) rpcCall(call InvokeRPC, kv map[string]string, pos []arg) (Comm
 		case p.key == "goto":
 			st, in, _ := strings.Cut(p.val, ":")
 			c.Movements = append(c.Movements, Movement{StepType: st, Input: val(in)})
+		case p.key == "cancel":
+			c.CancelSteps = append(c.CancelSteps, splitList(p.val)...)
 		}
 	}
 	h.lastRPC = &c
@@ -448,7 +457,7 @@ func setOption(o *StepOptions, key, v string) {
 			*mp = &MethodOptions{}
 		}
 		m := *mp
-		if m.Retry == nil && key != "timeout" && key != "durability" && key != "locks" {
+		if m.Retry == nil && key != "timeout" && key != "durability" && key != "locks" && key != "heartbeat" {
 			m.Retry = &RetryOptions{}
 		}
 		switch key {
@@ -459,6 +468,9 @@ func setOption(o *StepOptions, key, v string) {
 			m.Durability = Durability(v)
 		case "locks":
 			m.Locks = strings.Split(v, "|")
+		case "heartbeat":
+			d := dur(v)
+			m.HeartbeatTimeout = &d
 		case "initial":
 			d := dur(v)
 			m.Retry.InitialInterval = &d
@@ -586,6 +598,15 @@ func parseDecision(pos []arg) (Decision, Staged) {
 			d.Movements = append(d.Movements, Movement{StepType: st, Input: val(in)})
 		case p.key == "output":
 			d.Output = val(p.val)
+		case p.key == "cancel", p.key == "cancelsib":
+			if d.Cancel == nil {
+				d.Cancel = &CancelSelector{}
+			}
+			if p.key == "cancel" {
+				d.Cancel.Steps = append(d.Cancel.Steps, splitList(p.val)...)
+			} else {
+				d.Cancel.Siblings = append(d.Cancel.Siblings, splitList(p.val)...)
+			}
 		case strings.HasPrefix(p.key, "mopt:"):
 			m := &d.Movements[len(d.Movements)-1]
 			if m.Options == nil {

@@ -73,6 +73,19 @@ type StepExec struct {
 	LastFailure   *LastFailure `json:"lastFailure,omitempty"`
 }
 
+// heartbeatTimeout is method m's heartbeat timeout, 0 when none (E38).
+func (s *StepExec) heartbeatTimeout(m Method) time.Duration {
+	h := s.Options.Heartbeat
+	switch {
+	case h == nil:
+		return 0
+	case m == MethodWaitFor:
+		return h.WaitFor
+	default:
+		return h.Execute
+	}
+}
+
 // policy returns the resolved policy of method m.
 func (s *StepExec) policy(m Method) MethodPolicy {
 	if m == MethodWaitFor {
@@ -135,6 +148,12 @@ type FlowState struct {
 	// History is the run's semantic history (E26). Events are never
 	// changed once appended, so clones share them.
 	History []*HistoryEvent `json:"history,omitempty"`
+	// HeartbeatDetails are the last heartbeat details of active step
+	// executions, by ID (E38); the next attempt of the same method
+	// receives them. Here rather than in StepExec so that steps without
+	// them cost nothing; values are replaced, never changed in place, so
+	// clones share them.
+	HeartbeatDetails map[string]*HeartbeatDetails `json:"heartbeatDetails,omitempty"`
 }
 
 // PublishRequestIDWindow is how many accepted publish request IDs a run
@@ -227,6 +246,7 @@ func (st *FlowState) Clone() *FlowState {
 	c.RPCCallIDs = clip(st.RPCCallIDs)
 	c.RPCLocks = clip(st.RPCLocks)
 	c.History = clip(st.History)
+	c.HeartbeatDetails = maps.Clone(st.HeartbeatDetails)
 	if st.Close != nil {
 		ci := *st.Close
 		c.Close = &ci
@@ -314,6 +334,9 @@ func (st *FlowState) Timers() []ArmTimer {
 		}
 		if s.Attempt.State == AttemptRunning {
 			arm(attemptTimer(s), s.Attempt.TimeoutAt)
+			if s.heartbeatTimeout(s.Attempt.Method) > 0 {
+				arm(heartbeatTimer(s), st.heartbeatDue(s))
+			}
 		}
 	}
 	return out

@@ -107,6 +107,11 @@ type Task struct {
 	RetryDelay    time.Duration `json:"retryDelay,omitempty"`
 	// TraceContext is the run's trace context (FlowState.TraceContext).
 	TraceContext map[string]string `json:"traceContext,omitempty"`
+	// HeartbeatTimeout is the method's heartbeat timeout (0: none), and
+	// HeartbeatDetails the details an earlier attempt of the same method
+	// last reported (E38).
+	HeartbeatTimeout time.Duration `json:"heartbeatTimeout,omitempty"`
+	HeartbeatDetails *Value        `json:"heartbeatDetails,omitempty"`
 }
 
 // Task builds the payload of the running attempt that tok names, with the
@@ -129,6 +134,11 @@ func (st *FlowState) Task(tok Token) (Task, error) {
 	t.MaxAttempts = p.MaxAttempts
 	if p.MaxTotal > 0 {
 		t.RetryDeadline = s.Attempt.FirstAt.Add(p.MaxTotal)
+	}
+	t.HeartbeatTimeout = s.heartbeatTimeout(tok.Method)
+	if hd := st.HeartbeatDetails[s.ID]; hd != nil && hd.Method == tok.Method {
+		v := hd.Details
+		t.HeartbeatDetails = &v
 	}
 	t.RetryDelay = p.jitteredBackoff(tok.Attempt, retryJitter(st.FlowID, st.RunID, s.ID, tok.Method, tok.Attempt))
 	if tok.Method == MethodExecute {

@@ -69,6 +69,9 @@ const (
 	// FailureNotCompleted: the attempt had been handed to a worker by an
 	// earlier epoch and is failed on takeover (T2).
 	FailureNotCompleted = "NOT_COMPLETED"
+	// FailureHeartbeat: the attempt's worker sent no heartbeat within the
+	// method's heartbeat timeout (E38).
+	FailureHeartbeat = "HEARTBEAT"
 )
 
 // Method is a step method, or an RPC.
@@ -204,6 +207,9 @@ type MethodOptions struct {
 	// Locks is the method's lock set (E30, locks.go): the attempt starts
 	// only when it holds every lock; nil inherits, like every field.
 	Locks []string `json:"locks,omitempty"`
+	// HeartbeatTimeout fails a running attempt whose worker sent no
+	// heartbeat for that long (E38); 0 or unset: none.
+	HeartbeatTimeout *time.Duration `json:"heartbeatTimeout,omitempty"`
 }
 
 // RetryOptions is a partially set retry policy (E9).
@@ -243,6 +249,10 @@ type ResolvedOptions struct {
 	// has one: a pointer, so that the options of every step that locks
 	// nothing (copied with each state clone) stay as small as before.
 	Locks *ResolvedLocks `json:"locks,omitempty"`
+	// Heartbeat holds the methods' heartbeat timeouts (E38), nil when
+	// neither has one: behind a pointer so that a step without one costs
+	// nothing in its state.
+	Heartbeat *HeartbeatPolicy `json:"heartbeat,omitempty"`
 }
 
 // ResolvedLocks are the lock sets of a step execution's methods (E30).
@@ -261,6 +271,13 @@ func (r ResolvedOptions) MethodLocks(m Method) []string {
 	default:
 		return r.Locks.Execute
 	}
+}
+
+// HeartbeatPolicy are the resolved heartbeat timeouts of a step's methods
+// (0: none).
+type HeartbeatPolicy struct {
+	WaitFor time.Duration `json:"waitFor,omitempty"`
+	Execute time.Duration `json:"execute,omitempty"`
 }
 
 // Staged are a handler's attribute writes and channel publishes; they commit

@@ -179,17 +179,32 @@ type Session interface {
 	Result(ctx context.Context, tok engine.Token, cmd engine.Command) (Ack, error)
 	// RPCFailed hands an RPC handler's error to the caller (E22).
 	RPCFailed(tok engine.Token, f engine.Failure) Ack
-	// Heartbeat lists the tasks the worker still runs.
-	Heartbeat(running []engine.Token)
+	// Heartbeat lists the tasks the worker still runs, and the progress
+	// details some of them report (E38). It does not block on the log.
+	Heartbeat(running []engine.Token, details []TaskDetails)
 	// Close ends the session (the stream ended); the worker's running
 	// tasks time out and are retried (W3).
 	Close()
 }
 
-// Outgoing is one message for the worker: a Task or a Drain.
+// TaskDetails are a running task's heartbeat details (E38).
+type TaskDetails struct {
+	Token   engine.Token
+	Details engine.Value
+}
+
+// TaskCancel tells the worker that a task it runs was cancelled (E29,
+// E38).
+type TaskCancel struct {
+	Token  engine.Token
+	Reason string
+}
+
+// Outgoing is one message for the worker: a Task, a Drain or a TaskCancel.
 type Outgoing struct {
-	Task  *engine.Task
-	Drain *Drain
+	Task   *engine.Task
+	Drain  *Drain
+	Cancel *TaskCancel
 	// Until is when a started step task's attempt times out (zero: no
 	// timeout, or not a started step task): a task handed back unsent is
 	// not sent after it.

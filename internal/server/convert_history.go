@@ -45,7 +45,8 @@ func historyOut(st *engine.FlowState, ev engine.HistoryEvent) *dexpb.HistoryEven
 	case engine.EventRPCCompleted:
 		out.Event = &dexpb.HistoryEvent_RpcCompleted{RpcCompleted: &dexpb.RpcCompletedEvent{
 			RpcName: ev.RPC, Input: valueOut(ev.Input), Output: valueOut(ev.Output), Duration: durOut(ev.Duration),
-			Movements: movementsOut(ev.Movements), ScheduledStepExecutionIds: ev.Scheduled, Writes: stagedOut(ev.Staged)}}
+			Movements: movementsOut(ev.Movements), ScheduledStepExecutionIds: ev.Scheduled, Writes: stagedOut(ev.Staged),
+			CancelStepTypes: ev.Canceled.GetSteps()}}
 	case engine.EventChannelPublished:
 		out.Event = &dexpb.HistoryEvent_ChannelPublished{ChannelPublished: &dexpb.ChannelPublishedEvent{
 			Publishes: publishesOut(ev.Publishes), RequestId: ev.RequestID}}
@@ -58,6 +59,12 @@ func historyOut(st *engine.FlowState, ev engine.HistoryEvent) *dexpb.HistoryEven
 			e.TimerIndex, e.ConditionId = uint32(ev.Timer.Index), ev.Timer.ID
 		}
 		out.Event = &dexpb.HistoryEvent_TimerSkipped{TimerSkipped: e}
+	case engine.EventStepCanceled:
+		e := &dexpb.StepCanceledEvent{StepType: ev.StepType, StepExecutionId: ev.StepExecID}
+		if c := ev.Canceled; c != nil {
+			e.SiblingsOnly, e.CausedBy = c.Scope == engine.CancelSiblings, c.Cause
+		}
+		out.Event = &dexpb.HistoryEvent_StepCanceled{StepCanceled: e}
 	case engine.EventFlowClosed:
 		e := &dexpb.FlowClosedEvent{Outputs: outputsOut(st)}
 		if ev.Close != nil {
@@ -161,6 +168,14 @@ func stagedOut(s engine.Staged) *dexpb.StagedWrites {
 }
 
 func decisionOut(d *engine.Decision) *dexpb.StepDecision {
+	out := decisionKindOut(d)
+	if out != nil && d.Cancel != nil {
+		out.CancelStepTypes, out.CancelSiblingStepTypes = d.Cancel.Steps, d.Cancel.Siblings
+	}
+	return out
+}
+
+func decisionKindOut(d *engine.Decision) *dexpb.StepDecision {
 	if d == nil {
 		return nil
 	}
@@ -219,7 +234,7 @@ func methodOptionsOut(o *engine.MethodOptions) *dexpb.StepMethodOptions {
 	if o == nil {
 		return nil
 	}
-	out := &dexpb.StepMethodOptions{AttemptTimeout: optDurationOut(o.Timeout), Locks: o.Locks}
+	out := &dexpb.StepMethodOptions{AttemptTimeout: optDurationOut(o.Timeout), Locks: o.Locks, HeartbeatTimeout: optDurationOut(o.HeartbeatTimeout)}
 	switch o.Durability {
 	case engine.SYNC:
 		out.Durability = dexpb.AttemptDurability_ATTEMPT_DURABILITY_SYNC

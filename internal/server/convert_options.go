@@ -57,6 +57,9 @@ func methodOptionsIn(field string, o *dexpb.StepMethodOptions) (*engine.MethodOp
 	if len(o.GetLocks()) > 0 {
 		out.Locks = o.GetLocks()
 	}
+	if out.HeartbeatTimeout, err = optDuration(field+".heartbeatTimeout", o.GetHeartbeatTimeout()); err != nil {
+		return nil, err
+	}
 	switch o.GetDurability() {
 	case dexpb.AttemptDurability_ATTEMPT_DURABILITY_UNSPECIFIED:
 	case dexpb.AttemptDurability_ATTEMPT_DURABILITY_SYNC:
@@ -114,6 +117,9 @@ func resolvedOut(r engine.ResolvedOptions) *dexpb.StepOptions {
 	if r.RecoveryStep != "" {
 		out.ExecuteFailurePolicy = dexpb.ExecuteFailurePolicy_EXECUTE_FAILURE_POLICY_PROCEED_TO_RECOVERY_STEP
 		out.ExecuteRecoveryStepType = r.RecoveryStep
+	}
+	if h := r.Heartbeat; h != nil {
+		out.WaitFor.HeartbeatTimeout, out.Execute.HeartbeatTimeout = durOut(h.WaitFor), durOut(h.Execute)
 	}
 	return out
 }
@@ -173,6 +179,14 @@ func movementsIn(field string, ms []*dexpb.Movement) ([]engine.Movement, error) 
 
 // decisionIn converts an Execute's decision (E5).
 func decisionIn(d *dexpb.StepDecision) (engine.Decision, error) {
+	dec, err := decisionKindIn(d)
+	if err == nil && (len(d.GetCancelStepTypes()) > 0 || len(d.GetCancelSiblingStepTypes()) > 0) {
+		dec.Cancel = &engine.CancelSelector{Steps: d.GetCancelStepTypes(), Siblings: d.GetCancelSiblingStepTypes()}
+	}
+	return dec, err
+}
+
+func decisionKindIn(d *dexpb.StepDecision) (engine.Decision, error) {
 	switch d := d.GetDecision().(type) {
 	case *dexpb.StepDecision_Movements:
 		ms, err := movementsIn("decision.movements", d.Movements.GetMovements())

@@ -211,7 +211,10 @@ func taskOut(t *engine.Task) *dexpb.Task {
 		StepType: t.StepType, StepExecutionId: t.StepExecID, Attempt: uint32(t.Attempt),
 		FirstAttemptTime: tsOut(t.FirstAt), AttemptTimeout: durOut(t.Timeout), Input: valueOut(t.Input),
 		Attributes: attributesOut(t.Attributes, nil), ConditionResults: resultsOut(t.Results), RpcName: t.RPC,
-		TraceContext: t.TraceContext,
+		TraceContext: t.TraceContext, HeartbeatTimeout: durOut(t.HeartbeatTimeout),
+	}
+	if t.HeartbeatDetails != nil {
+		out.HeartbeatDetails = valueOut(*t.HeartbeatDetails)
 	}
 	if t.Method == engine.MethodRPC {
 		out.Attempt = 1

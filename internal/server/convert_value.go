@@ -178,6 +178,8 @@ func failureOut(m engine.Method, attempt int, at time.Time, f engine.Failure) *d
 		out.Kind = dexpb.AttemptFailureKind_ATTEMPT_FAILURE_KIND_TIMEOUT
 	case engine.FailureNotCompleted:
 		out.Kind = dexpb.AttemptFailureKind_ATTEMPT_FAILURE_KIND_NOT_COMPLETED
+	case engine.FailureHeartbeat:
+		out.Kind = dexpb.AttemptFailureKind_ATTEMPT_FAILURE_KIND_HEARTBEAT_TIMEOUT
 	case string(engine.ErrInvalidUserFlowCode):
 		out.Kind = dexpb.AttemptFailureKind_ATTEMPT_FAILURE_KIND_INVALID_USER_FLOW_CODE
 	default:

@@ -198,13 +198,8 @@ func (w *workerService) receive(stream dexpb.WorkerTaskService_PollWorkerTaskSer
 				}
 			}()
 		case *dexpb.PollWorkerTaskRequest_Heartbeat:
-			var toks []engine.Token
-			for _, raw := range m.Heartbeat.GetRunningTaskTokens() {
-				if t, err := engine.DecodeToken(raw); err == nil {
-					toks = append(toks, t)
-				}
-			}
-			sess.Heartbeat(toks)
+			toks, details := heartbeatIn(m.Heartbeat)
+			sess.Heartbeat(toks, details)
 		case *dexpb.PollWorkerTaskRequest_Pong:
 		case *dexpb.PollWorkerTaskRequest_Hello:
 			return status.Error(codes.InvalidArgument, "hello: sent twice on one stream")
@@ -270,7 +265,7 @@ func resultIn(tok engine.Token, r *dexpb.TaskResult) (engine.Command, error) {
 		if err != nil {
 			return nil, err
 		}
-		return engine.RPCResult{Token: tok, Output: out, Staged: staged, Movements: ms}, nil
+		return engine.RPCResult{Token: tok, Output: out, Staged: staged, Movements: ms, CancelSteps: res.Rpc.GetCancelStepTypes()}, nil
 	}
 	return nil, fmt.Errorf("result: a %s task needs a %s result", tok.Method, tok.Method)
 }
@@ -331,6 +326,9 @@ func sendTaken(sess Session, msgs []Outgoing, send func(*dexpb.PollWorkerTaskRes
 			err = send(msg)
 		case m.Drain != nil:
 			err = send(&dexpb.PollWorkerTaskResponse{Message: &dexpb.PollWorkerTaskResponse_Drain{Drain: drainOut(m.Drain)}})
+		case m.Cancel != nil:
+			err = send(&dexpb.PollWorkerTaskResponse{Message: &dexpb.PollWorkerTaskResponse_TaskCancel{TaskCancel: &dexpb.TaskCancel{
+				TaskToken: m.Cancel.Token.Encode(), Reason: m.Cancel.Reason}}})
 		}
 		if err != nil {
 			if rest := msgs[i+1:]; len(rest) > 0 {

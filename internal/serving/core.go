@@ -241,7 +241,13 @@ func (c *Core) perform(a applied) {
 			}
 			c.disp.sendStarted(e.Token, task)
 		case engine.ArmTimer:
-			c.timers.arm(e)
+			if e.Timer.Kind == engine.TimerHeartbeat {
+				c.armHeartbeat(e)
+			} else {
+				c.timers.arm(e)
+			}
+		case engine.CancelTask:
+			c.disp.cancelTask(e)
 		case engine.NotifyClosed:
 			c.waiters.wake(e.FlowID)
 			c.timers.dropRun(e.FlowID, e.RunID)

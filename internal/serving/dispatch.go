@@ -392,6 +392,9 @@ func (d *dispatcher) expire(now time.Time) {
 		for k, dl := range s.inflight {
 			if now.After(dl) {
 				delete(s.inflight, k)
+				s.mu.Lock()
+				s.forget(k)
+				s.mu.Unlock()
 				if d.running[k] == s {
 					delete(d.running, k)
 				}
@@ -596,6 +599,9 @@ func (d *dispatcher) releaseLocked(k taskKey) {
 
 // finished frees the slot of a task whose result s sent.
 func (d *dispatcher) finished(s *session, k taskKey) {
+	s.mu.Lock()
+	s.forget(k)
+	s.mu.Unlock()
 	d.mu.Lock()
 	if _, ok := s.inflight[k]; ok {
 		delete(s.inflight, k)

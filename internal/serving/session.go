@@ -27,11 +27,13 @@ type session struct {
 	inflight map[taskKey]time.Time
 	closed   bool // guarded by the dispatcher's mutex
 
-	mu     sync.Mutex
-	out    []server.Outgoing
-	notify chan struct{}
-	done   chan struct{}
-	once   sync.Once
+	mu       sync.Mutex
+	out      []server.Outgoing
+	beats    map[taskKey]time.Duration // heartbeat timeouts of tasks sent (heartbeat.go)
+	lastBeat map[taskKey]time.Time     // when each of them last heartbeat
+	notify   chan struct{}
+	done     chan struct{}
+	once     sync.Once
 }
 
 var _ server.Session = (*session)(nil)
@@ -69,6 +71,7 @@ func (s *session) Welcome() server.Welcome {
 
 func (s *session) push(m server.Outgoing) {
 	s.mu.Lock()
+	s.heartbeatNoted(m.Task)
 	s.out = append(s.out, m)
 	s.mu.Unlock()
 	select {
@@ -132,18 +135,20 @@ func (s *session) Close() {
 }
 
 // Heartbeat implements server.Session: it extends the slots of the tasks
-// the worker still runs.
-func (s *session) Heartbeat(running []engine.Token) {
+// the worker still runs, moves their heartbeat timers and records their
+// details (heartbeat.go).
+func (s *session) Heartbeat(running []engine.Token, details []server.TaskDetails) {
 	d := s.c.disp
-	d.mu.Lock()
-	defer d.mu.Unlock()
 	now := time.Now()
+	d.mu.Lock()
 	for _, t := range running {
 		k := tokKey(t)
 		if dl, ok := s.inflight[k]; ok && dl.Before(now.Add(reserveGrace)) {
 			s.inflight[k] = now.Add(reserveGrace)
 		}
 	}
+	d.mu.Unlock()
+	s.beat(running, details, now)
 }
 
 // Result implements server.Session (W2).

@@ -437,7 +437,7 @@ func (w *worker) session(ctx context.Context, ws *wsession, tasks *sync.WaitGrou
 				toks = append(toks, t)
 			}
 			mu.Unlock()
-			sess.Heartbeat(toks)
+			sess.Heartbeat(toks, nil)
 			continue
 		case <-sess.Notify():
 		}

@@ -346,6 +346,9 @@ func eventText(e *dexpb.HistoryEvent) (kind, details string) {
 		if len(x.GetMovements()) > 0 {
 			s += "; " + movementsText(x.GetMovements(), x.GetScheduledStepExecutionIds())
 		}
+		if c := x.GetCancelStepTypes(); len(c) > 0 {
+			s += "; cancel " + strings.Join(c, ", ")
+		}
 		return "RpcCompleted", s + writesText(x.GetWrites())
 	case *dexpb.HistoryEvent_ChannelPublished:
 		s := publishesText(ev.ChannelPublished.GetPublishes())
@@ -358,6 +361,13 @@ func eventText(e *dexpb.HistoryEvent) (kind, details string) {
 	case *dexpb.HistoryEvent_TimerSkipped:
 		x := ev.TimerSkipped
 		return "TimerSkipped", fmt.Sprintf("%s timer #%d%s", x.GetStepExecutionId(), x.GetTimerIndex(), idText(x.GetConditionId()))
+	case *dexpb.HistoryEvent_StepCanceled:
+		x := ev.StepCanceled
+		scope := "flow-wide"
+		if x.GetSiblingsOnly() {
+			scope = "as a sibling"
+		}
+		return "StepCanceled", fmt.Sprintf("%s canceled %s by %s", x.GetStepExecutionId(), scope, x.GetCausedBy())
 	case *dexpb.HistoryEvent_FlowClosed:
 		x := ev.FlowClosed
 		s := output.EnumText(x.GetStatus())
@@ -388,6 +398,17 @@ func attemptFailedText(x *dexpb.StepAttemptFailedEvent) string {
 }
 
 func decisionText(d *dexpb.StepDecision, ids []string) string {
+	s := decisionKindText(d, ids)
+	if c := d.GetCancelStepTypes(); len(c) > 0 {
+		s += "; cancel " + strings.Join(c, ", ")
+	}
+	if c := d.GetCancelSiblingStepTypes(); len(c) > 0 {
+		s += "; cancel sibling " + strings.Join(c, ", ")
+	}
+	return s
+}
+
+func decisionKindText(d *dexpb.StepDecision, ids []string) string {
 	switch k := d.GetDecision().(type) {
 	case *dexpb.StepDecision_Movements:
 		return movementsText(k.Movements.GetMovements(), ids)
