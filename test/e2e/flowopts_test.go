@@ -62,20 +62,8 @@ func flowOptsWorkerAndClient(t *testing.T, ctx context.Context, addr string) *de
 	flowOptsState.fails, flowOptsState.ran = map[string]int{}, map[string][]time.Time{}
 	flowOptsState.mu.Unlock()
 	fast := dex.Backoff{Initial: 20 * time.Millisecond, Max: 200 * time.Millisecond}
-	w, err := dex.NewWorker(dex.WorkerOptions{Addresses: []string{addr}, Logger: quietLogger(), ReconnectBackoff: fast}, flowOptsFlow)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- w.Run(wctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	c, err := dex.NewClient(dex.ClientOptions{Addresses: []string{addr}, Logger: quietLogger(), RetryBackoff: fast})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
+	return workerAndClient(t, ctx, dex.WorkerOptions{Addresses: []string{addr}, ReconnectBackoff: fast},
+		dex.ClientOptions{RetryBackoff: fast}, flowOptsFlow)
 }
 
 // startAndWait starts flowOptsFlow and waits for the flow ID's result.

@@ -72,20 +72,7 @@ func lockedServer(t *testing.T, ctx context.Context) *dex.Client {
 	addr := testproc.FreeAddr(t)
 	p := testproc.Start(t, "dev", "--data-dir", t.TempDir(), "--listen", addr)
 	p.Serving(t, 30*time.Second)
-	w, err := dex.NewWorker(dex.WorkerOptions{Addresses: []string{addr}, MaxConcurrentTasks: 64, Logger: quietLogger()}, lockedCounterFlow)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- w.Run(wctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	c, err := dex.NewClient(dex.ClientOptions{Addresses: []string{addr}, Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
+	return workerAndClient(t, ctx, dex.WorkerOptions{Addresses: []string{addr}, MaxConcurrentTasks: 64}, dex.ClientOptions{}, lockedCounterFlow)
 }
 
 // incrementAll sends n concurrent locked "inc" RPCs to flowID, each
@@ -269,19 +256,7 @@ func TestDexcli_LockedRPCAndLongPolls(t *testing.T) {
 		return 0, nil
 	})
 	flow := dex.NewFlow("clicounter").Start(FanOutInc{}).Steps(LockedInc{}).Attributes(lockedCount).RPCs(lockedInc, slow)
-	w, err := dex.NewWorker(dex.WorkerOptions{Addresses: []string{addr}, Logger: quietLogger()}, flow)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wctx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- w.Run(wctx) }()
-	defer func() { stop(); <-done }()
-	c, err := dex.NewClient(dex.ClientOptions{Addresses: []string{addr}, Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := workerAndClient(t, ctx, dex.WorkerOptions{Addresses: []string{addr}}, dex.ClientOptions{}, flow)
 	if _, err := c.StartFlow(ctx, flow, "cli-1", 2); err != nil {
 		t.Fatal(err)
 	}

@@ -71,20 +71,8 @@ func TestSearch_ThroughTheSDK(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := dex.NewWorker(dex.WorkerOptions{Addresses: []string{addr}, Logger: quietLogger(), Codec: codec,
-		ReconnectBackoff: dex.Backoff{Initial: 20 * time.Millisecond, Max: 100 * time.Millisecond}}, searchFlow)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wctx, wcancel := context.WithCancel(ctx)
-	wdone := make(chan error, 1)
-	go func() { wdone <- w.Run(wctx) }()
-	defer func() { wcancel(); <-wdone }()
-	c, err := dex.NewClient(dex.ClientOptions{Addresses: []string{addr}, Logger: quietLogger(), Codec: codec})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := workerAndClient(t, ctx, dex.WorkerOptions{Addresses: []string{addr}, Codec: codec,
+		ReconnectBackoff: dex.Backoff{Initial: 20 * time.Millisecond, Max: 100 * time.Millisecond}}, dex.ClientOptions{Codec: codec}, searchFlow)
 	waitFor(t, 10*time.Second, func() bool { return strings.Contains(p.Log(), "worker connected") })
 
 	const n = 25

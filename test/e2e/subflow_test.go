@@ -115,21 +115,8 @@ var sfRaceFlow = dex.NewFlow("sf-race").Start(Race{})
 func subflowWorker(t *testing.T, ctx context.Context, addr string) *dex.Client {
 	t.Helper()
 	fast := dex.Backoff{Initial: 20 * time.Millisecond, Max: 200 * time.Millisecond}
-	w, err := dex.NewWorker(dex.WorkerOptions{Addresses: []string{addr}, MaxConcurrentTasks: 64,
-		Logger: quietLogger(), ReconnectBackoff: fast}, sfChildFlow, sfFanOutFlow, sfRaceFlow)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- w.Run(wctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	c, err := dex.NewClient(dex.ClientOptions{Addresses: []string{addr}, Logger: quietLogger(), RetryBackoff: fast})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
+	return workerAndClient(t, ctx, dex.WorkerOptions{Addresses: []string{addr}, MaxConcurrentTasks: 64, ReconnectBackoff: fast},
+		dex.ClientOptions{RetryBackoff: fast}, sfChildFlow, sfFanOutFlow, sfRaceFlow)
 }
 
 // A fan-out over subflows with AllOf: every child is a flow of its own
