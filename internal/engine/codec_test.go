@@ -75,6 +75,12 @@ func sampleRecords() []Record {
 		StepsCanceled{Cause: "rpc:r", CallID: "c1", Steps: []CanceledStep{
 			{StepExecID: "A-1", StepType: "A", Scope: CancelFlowWide}, {StepExecID: "B-1", StepType: "B", Scope: CancelSiblings}}},
 		AttemptHeartbeat{StepExecID: "A-1", Method: MethodExecute, Attempt: 2, Details: v},
+		// E30 lock sets and E38 heartbeat timeouts in a step's resolved
+		// options (ResolvedOptions.Rare): encoded flat, under the keys
+		// they had before they moved behind one pointer.
+		StepCreated{StepExecID: "A-2", StepType: "A", N: 2, Input: v, Options: resolveOptions(DefaultOptions(), &StepOptions{
+			WaitFor: &MethodOptions{Locks: []string{"a"}, HeartbeatTimeout: &d},
+			Execute: &MethodOptions{Locks: []string{"a", "b"}}})},
 	}
 	recs := make([]Record, len(bodies))
 	for i, b := range bodies {

@@ -97,7 +97,7 @@ func definitionLocks(field string, def *FlowDefinition, o *StepOptions) error {
 // heldLocks returns the locks s's current attempt holds: its method's lock
 // set while it runs, else none.
 func (s *StepExec) heldLocks() []string {
-	if s == nil || s.Options.Locks == nil || s.Phase == PhaseWaiting || s.Attempt.State != AttemptRunning {
+	if s == nil || !s.Options.HasLocks() || s.Phase == PhaseWaiting || s.Attempt.State != AttemptRunning {
 		return nil
 	}
 	return s.Options.MethodLocks(s.Attempt.Method)
@@ -105,7 +105,7 @@ func (s *StepExec) heldLocks() []string {
 
 // wantedLocks returns the locks s's pending attempt waits for, or none.
 func (s *StepExec) wantedLocks() []string {
-	if s.Options.Locks == nil || s.Phase == PhaseWaiting || s.Attempt.State != AttemptPending {
+	if !s.Options.HasLocks() || s.Phase == PhaseWaiting || s.Attempt.State != AttemptPending {
 		return nil
 	}
 	return s.Options.MethodLocks(s.Attempt.Method)

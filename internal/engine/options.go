@@ -83,10 +83,7 @@ func (r ResolvedOptions) equal(o ResolvedOptions) bool {
 // recovery path is taken; a SYNC start is counted before it runs.
 func resolveOptions(defaults ResolvedOptions, layers ...*StepOptions) ResolvedOptions {
 	r := defaults
-	var hb HeartbeatPolicy
-	if defaults.Heartbeat != nil {
-		hb = *defaults.Heartbeat
-	}
+	hb := defaults.HeartbeatTimeouts()
 	var waitForSet, executeSet bool
 	wfLocks, exLocks := defaults.MethodLocks(MethodWaitFor), defaults.MethodLocks(MethodExecute)
 	for i := len(layers) - 1; i >= 0; i-- {
@@ -126,9 +123,9 @@ func resolveOptions(defaults ResolvedOptions, layers ...*StepOptions) ResolvedOp
 	// E30: a method with locks is SYNC whatever a layer says, so that its
 	// lock is durable before its handler runs and its task reads the
 	// previous holder's committed writes (doc.go, "Attribute locks").
-	r.Locks = nil
+	var rare Rare
 	if len(wfLocks) > 0 || len(exLocks) > 0 {
-		r.Locks = &ResolvedLocks{WaitFor: wfLocks, Execute: exLocks}
+		rare.Locks = &ResolvedLocks{WaitFor: wfLocks, Execute: exLocks}
 	}
 	if len(wfLocks) > 0 {
 		r.WaitFor.Durability = SYNC
@@ -136,10 +133,16 @@ func resolveOptions(defaults ResolvedOptions, layers ...*StepOptions) ResolvedOp
 	if len(exLocks) > 0 {
 		r.Execute.Durability = SYNC
 	}
-	r.Heartbeat = nil
 	if hb != (HeartbeatPolicy{}) {
-		h := hb // only this copy escapes: no allocation for steps without one
-		r.Heartbeat = &h
+		h := hb
+		rare.Heartbeat = &h
+	}
+	// Only the copies made in the branches escape: a step without rare
+	// options allocates nothing here.
+	r.Rare = nil
+	if rare != (Rare{}) {
+		p := rare
+		r.Rare = &p
 	}
 	return r
 }

@@ -75,10 +75,8 @@ type StepExec struct {
 
 // heartbeatTimeout is method m's heartbeat timeout, 0 when none (E38).
 func (s *StepExec) heartbeatTimeout(m Method) time.Duration {
-	h := s.Options.Heartbeat
+	h := s.Options.HeartbeatTimeouts()
 	switch {
-	case h == nil:
-		return 0
 	case m == MethodWaitFor:
 		return h.WaitFor
 	default:

@@ -245,14 +245,35 @@ type ResolvedOptions struct {
 	Execute        MethodPolicy  `json:"execute"`
 	WaitForFailure FailurePolicy `json:"waitForFailure"`
 	RecoveryStep   string        `json:"recoveryStep,omitempty"`
+	// *Rare holds the options few steps set (E30 locks, E38 heartbeats),
+	// nil when a step sets none of them: one pointer, so that a step
+	// without them (copied with each state clone) keeps StepExec within
+	// its 512-byte allocation class. Embedded, so its fields encode flat
+	// under their own keys as before it existed. Read them through
+	// MethodLocks, HasLocks and HeartbeatTimeouts, never as promoted
+	// fields: those panic when Rare is nil.
+	*Rare
+}
+
+// Rare are the resolved options few steps set (see ResolvedOptions.Rare).
+type Rare struct {
 	// Locks are the methods' resolved lock sets (E30), nil when neither
-	// has one: a pointer, so that the options of every step that locks
-	// nothing (copied with each state clone) stay as small as before.
+	// has one.
 	Locks *ResolvedLocks `json:"locks,omitempty"`
 	// Heartbeat holds the methods' heartbeat timeouts (E38), nil when
-	// neither has one: behind a pointer so that a step without one costs
-	// nothing in its state.
+	// neither has one.
 	Heartbeat *HeartbeatPolicy `json:"heartbeat,omitempty"`
+}
+
+// HasLocks reports whether either method holds locks (E30).
+func (r ResolvedOptions) HasLocks() bool { return r.Rare != nil && r.Locks != nil }
+
+// HeartbeatTimeouts returns the methods' heartbeat timeouts, zero when none (E38).
+func (r ResolvedOptions) HeartbeatTimeouts() HeartbeatPolicy {
+	if r.Rare == nil || r.Heartbeat == nil {
+		return HeartbeatPolicy{}
+	}
+	return *r.Heartbeat
 }
 
 // ResolvedLocks are the lock sets of a step execution's methods (E30).
@@ -264,7 +285,7 @@ type ResolvedLocks struct {
 // MethodLocks returns method m's lock set.
 func (r ResolvedOptions) MethodLocks(m Method) []string {
 	switch {
-	case r.Locks == nil:
+	case !r.HasLocks():
 		return nil
 	case m == MethodWaitFor:
 		return r.Locks.WaitFor

@@ -118,7 +118,7 @@ func resolvedOut(r engine.ResolvedOptions) *dexpb.StepOptions {
 		out.ExecuteFailurePolicy = dexpb.ExecuteFailurePolicy_EXECUTE_FAILURE_POLICY_PROCEED_TO_RECOVERY_STEP
 		out.ExecuteRecoveryStepType = r.RecoveryStep
 	}
-	if h := r.Heartbeat; h != nil {
+	if h := r.HeartbeatTimeouts(); h != (engine.HeartbeatPolicy{}) {
 		out.WaitFor.HeartbeatTimeout, out.Execute.HeartbeatTimeout = durOut(h.WaitFor), durOut(h.Execute)
 	}
 	return out
