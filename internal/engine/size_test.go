@@ -16,3 +16,13 @@ func TestStepExecSize(t *testing.T) {
 		t.Errorf("StepExec is %d bytes, over the 512-byte allocation class", got)
 	}
 }
+
+// TestFlowStateSize pins FlowState within the 448-byte allocation class
+// it reached with tier 2 (376 bytes, the 384 class, before it): each
+// applied record clones it. A field few runs need goes behind a pointer
+// (FlowState.Opts, FlowState.Parent).
+func TestFlowStateSize(t *testing.T) {
+	if got := unsafe.Sizeof(FlowState{}); got > 448 {
+		t.Errorf("FlowState is %d bytes, over the 448-byte allocation class", got)
+	}
+}
