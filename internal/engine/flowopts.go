@@ -259,6 +259,17 @@ func applyTimeoutHandler(st *FlowState, b TimeoutHandlerStarted) []Effect {
 	if st.Opts == nil {
 		st.Opts = &RunOptions{}
 	}
+	// The canceled executions' workers are told, as for a cancellation
+	// (E29) or a close: their handlers' contexts end instead of running
+	// on to a result that is refused.
+	var eff []Effect
+	for _, s := range st.Steps {
+		if e, ok := st.cancelTask(s, fmt.Sprintf("flow %s run %s timed out: its timeout handler %s runs instead",
+			st.FlowID, st.RunID, b.StepExecID)); ok {
+			eff = append(eff, e)
+		}
+	}
 	st.Steps, st.TimeoutAt, st.Opts.HandlerDeadlineAt = nil, time.Time{}, b.DeadlineAt
-	return []Effect{ArmTimer{FlowID: st.FlowID, RunID: st.RunID, Timer: Timer{Kind: TimerTimeoutHandler}, At: b.DeadlineAt}}
+	st.HeartbeatDetails = nil
+	return append(eff, ArmTimer{FlowID: st.FlowID, RunID: st.RunID, Timer: Timer{Kind: TimerTimeoutHandler}, At: b.DeadlineAt})
 }
