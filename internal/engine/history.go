@@ -20,6 +20,7 @@ const (
 	EventFlowClosed       EventType = "FLOW_CLOSED"
 	EventSubFlowCompleted EventType = "SUB_FLOW_COMPLETED" // E31
 	EventStepCanceled     EventType = "STEP_CANCELED"      // E29
+	EventUser             EventType = "USER_EVENT"         // E32
 )
 
 // HistoryEvent is one semantic event of a run (E26). IDs count from 1
@@ -74,6 +75,9 @@ type HistoryEvent struct {
 	// step types the RPC cancelled (E29). One pointer for both, so that
 	// the event (allocated for every event of every flow) does not grow.
 	Canceled *CancelInfo `json:"canceled,omitempty"`
+	// USER_EVENT: the event a handler recorded (E32); StepExecID and
+	// StepType name a step handler, RPC an RPC handler.
+	User *UserEvent `json:"user,omitempty"`
 }
 
 // StartInfo is what a FLOW_STARTED event keeps of the start that the run's

@@ -306,11 +306,22 @@ type HeartbeatPolicy struct {
 type Staged struct {
 	Attributes []AttributeWrite `json:"attributes,omitempty"`
 	Publishes  []Publish        `json:"publishes,omitempty"`
+	// Events are user events the handler recorded (E32, RecordEvent):
+	// each becomes a USER_EVENT in history after the completion's event.
+	Events []UserEvent `json:"events,omitempty"`
 }
 
 // IsZero reports whether s holds no write (empty and nil lists alike, see
 // Value.IsZero).
-func (s Staged) IsZero() bool { return len(s.Attributes) == 0 && len(s.Publishes) == 0 }
+func (s Staged) IsZero() bool {
+	return len(s.Attributes) == 0 && len(s.Publishes) == 0 && len(s.Events) == 0
+}
+
+// UserEvent is one event a handler recorded into its run's history (E32).
+type UserEvent struct {
+	Name  string `json:"name"`
+	Value Value  `json:"value,omitzero"`
+}
 
 // AttributeWrite sets one attribute (E21).
 type AttributeWrite struct {
