@@ -146,7 +146,7 @@ func (r *registry) runWaitFor(ctx *taskContext, f *flowDef, t *dexpb.Task, res *
 			return "", &invalidResultError{fmt.Errorf("flow %q: step %q: WaitFor waits on channel %q, which the flow does not declare", f.name, s.name, ch.GetChannel())}
 		}
 	}
-	res.Result = &dexpb.TaskResult_WaitFor{WaitFor: &dexpb.WaitForResult{Wait: pw}}
+	res.Result = &dexpb.TaskResult_WaitFor{WaitFor: &dexpb.WaitForResult{Wait: pw, Locals: ctx.st.stagedLocals()}}
 	return "", nil
 }
 
@@ -158,6 +158,8 @@ func waitConditions(w *dexpb.Wait) []*dexpb.WaitCondition {
 		return k.AllOf.GetConditions()
 	case *dexpb.Wait_AnyOf:
 		return k.AnyOf.GetConditions()
+	case *dexpb.Wait_AnyCombinationOf:
+		return k.AnyCombinationOf.GetConditions()
 	}
 	return nil
 }
