@@ -157,7 +157,7 @@ func (r StepRef) Name() string { return r.name }
 // follows the fallback movements (at least one) (E32). The server decides
 // it atomically against the committed queues, so a message published
 // concurrently is never lost: either the flow completes first (the
-// publish then fails with ErrFlowClosed) or the fallback runs and can
+// publish then fails with ErrFailedPrecondition: the flow is closed) or the fallback runs and can
 // consume it:
 //
 //	return dex.ForceCompleteIfChannelsEmpty(total, []dex.ChannelDef{Items}, dex.To[Drain](total)), nil
