@@ -58,11 +58,11 @@ func (Gate) WaitFor(ctx dex.Context, in ComboIn) (dex.Wait, error) {
 func (Gate) Execute(ctx dex.Context, _ ComboIn, r dex.Results) (dex.Decision, error) {
 	ticket, ok, err := comboTicket.Get(ctx)
 	if err != nil || !ok {
-		return nil, dex.NonRetryable(fmt.Errorf("ticket local: %v %v", ok, err))
+		return nil, dex.NonRetryable(fmt.Errorf("ticket local (set: %v): %w", ok, err))
 	}
 	var note map[string]int
 	if ok, err := ctx.Local("note", &note); err != nil || !ok || note["waitForAttempt"] != 1 {
-		return nil, dex.NonRetryable(fmt.Errorf("note local: %v %v %v", note, ok, err))
+		return nil, dex.NonRetryable(fmt.Errorf("note local %v (set: %v): %w", note, ok, err))
 	}
 	g, _ := r.WinningGroup()
 	out := ComboOut{Ticket: ticket, Group: g, More: comboMore.Messages(r), Pair: comboPair.Messages(r)}
