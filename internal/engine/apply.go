@@ -108,7 +108,7 @@ func Apply(st *FlowState, rec Record) (*FlowState, []Effect) {
 		st.event(rec, HistoryEvent{Type: EventWaitForCompleted, StepExecID: s.ID, StepType: s.Type,
 			Attempt: b.Attempt, Duration: b.Duration, Wait: b.Wait.clone(), Staged: b.Staged})
 		st.commit(b.Staged)
-		st.userEvents(rec, b.Staged.Events, s.ID, s.Type, "")
+		st.userEvents(rec, b.Staged.UserEvents(), s.ID, s.Type, "")
 		s.LastFailure = nil
 		if b.Wait != nil {
 			released := s.heldLocks()
@@ -161,9 +161,9 @@ func Apply(st *FlowState, rec Record) (*FlowState, []Effect) {
 		st.event(rec, HistoryEvent{Type: EventExecuteCompleted, StepExecID: s.ID, StepType: s.Type,
 			Attempt: b.Attempt, Duration: b.Duration, Scheduled: b.Scheduled, Staged: b.Staged,
 			Decision: &Decision{Kind: b.Kind, Movements: b.Movements, Output: b.Output, Reason: b.Reason, Cancel: b.Cancel,
-				Channels: b.Channels, ChannelsEmpty: b.ChannelsEmpty}})
+				IfChannelsEmpty: b.IfChannelsEmpty}})
 		st.commit(b.Staged)
-		st.userEvents(rec, b.Staged.Events, s.ID, s.Type, "")
+		st.userEvents(rec, b.Staged.UserEvents(), s.ID, s.Type, "")
 		switch b.effectiveKind() {
 		case DecideGracefulComplete:
 			st.GracefulRequested = true
@@ -187,7 +187,7 @@ func Apply(st *FlowState, rec Record) (*FlowState, []Effect) {
 		st.event(rec, HistoryEvent{Type: EventRPCCompleted, RPC: b.Name, Duration: b.Duration, Input: b.Input,
 			Output: b.Output, Movements: b.Movements, Scheduled: b.Scheduled, Staged: b.Staged, Canceled: rpcCanceled(b.CancelSteps)})
 		st.commit(b.Staged)
-		st.userEvents(rec, b.Staged.Events, "", "", b.Name)
+		st.userEvents(rec, b.Staged.UserEvents(), "", "", b.Name)
 		if b.CallID != "" {
 			st.rememberRPC(b.CallID)
 		}

@@ -85,9 +85,9 @@ func sampleRecords() []Record {
 		// events; a FORCE_COMPLETE_IF_CHANNELS_EMPTY with what Decide found.
 		WaitForCompleted{StepExecID: "A-3", Attempt: 1, Duration: d,
 			Wait: &StoredWait{Mode: AnyCombination, Conditions: wait.Conditions, Groups: [][]int{{0, 1}, {1}}},
-			Staged: Staged{Events: []UserEvent{{Name: "e", Value: v}}}, Locals: map[string]Value{"k": v}},
+			Staged: Staged{StagedEvents: &StagedEvents{Events: []UserEvent{{Name: "e", Value: v}}}}, Locals: map[string]Value{"k": v}},
 		ExecuteCompleted{StepExecID: "A-3", Attempt: 1, Duration: d, Kind: DecideForceCompleteIfChannelsEmpty, Movements: moves,
-			Output: v, Channels: []string{"c"}, ChannelsEmpty: true},
+			Output: v, IfChannelsEmpty: &IfChannelsEmpty{Channels: []string{"c"}, ChannelsEmpty: true}},
 	}
 	recs := make([]Record, len(bodies))
 	for i, b := range bodies {

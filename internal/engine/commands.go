@@ -150,11 +150,28 @@ type Decision struct {
 	// Cancel selects step executions to cancel when the decision commits
 	// (E29, cancel.go); any kind of decision may carry it.
 	Cancel *CancelSelector `json:"cancel,omitempty"`
-	// Channels are the channels a FORCE_COMPLETE_IF_CHANNELS_EMPTY checks;
-	// ChannelsEmpty (history only) says they were all empty, so the flow
-	// completed rather than following the movements (E32).
+	// *IfChannelsEmpty is a FORCE_COMPLETE_IF_CHANNELS_EMPTY's channels
+	// (E32), nil for other kinds: one pointer, embedded so its fields
+	// encode flat; read them through CloseIfEmpty.
+	*IfChannelsEmpty
+}
+
+// IfChannelsEmpty are the channels a FORCE_COMPLETE_IF_CHANNELS_EMPTY
+// checks and, once decided (records and history), whether they were all
+// empty, so that the flow completed rather than following the movements
+// (E32).
+type IfChannelsEmpty struct {
 	Channels      []string `json:"channels,omitempty"`
 	ChannelsEmpty bool     `json:"channelsEmpty,omitempty"`
+}
+
+// CloseIfEmpty returns the decision's FORCE_COMPLETE_IF_CHANNELS_EMPTY
+// part, the zero value when it has none.
+func (d Decision) CloseIfEmpty() IfChannelsEmpty {
+	if d.IfChannelsEmpty == nil {
+		return IfChannelsEmpty{}
+	}
+	return *d.IfChannelsEmpty
 }
 
 // Movement starts a step execution (E5). Options override the step's own

@@ -360,7 +360,10 @@ func (d *decider) checkStaged(field string, s Staged) error {
 	if err := d.checkPublishes(field+".publishes", s.Publishes); err != nil {
 		return err
 	}
-	return d.checkEvents(field+".events", s.Events)
+	if evs := s.UserEvents(); len(evs) > 0 {
+		return d.checkEvents(field+".events", evs)
+	}
+	return nil
 }
 
 func (d *decider) checkMovements(field string, ms []Movement) error {

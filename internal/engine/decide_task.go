@@ -162,8 +162,9 @@ func (d *decider) executeResult(c ExecuteResult) error {
 	case DecideForceCompleteIfChannelsEmpty:
 		// Decided here, against the queues this decision commits on
 		// (E32, locals.go): nothing can be published in between.
-		done.Output, done.Movements, done.Channels = dec.Output, dec.Movements, dec.Channels
-		done.ChannelsEmpty = d.st.channelsEmpty(dec.Channels)
+		chans := dec.CloseIfEmpty().Channels
+		done.Output, done.Movements = dec.Output, dec.Movements
+		done.IfChannelsEmpty = &IfChannelsEmpty{Channels: chans, ChannelsEmpty: d.st.channelsEmpty(chans)}
 		if !done.ChannelsEmpty {
 			done.Scheduled = d.movementIDs(dec.Movements)
 		}

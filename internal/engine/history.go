@@ -54,7 +54,9 @@ type HistoryEvent struct {
 	// Scheduled are the step execution IDs given to an Execute's or an
 	// RPC's movements, in order.
 	Scheduled []string `json:"scheduled,omitempty"`
-	// Staged are the writes that committed with a WaitFor, Execute or RPC.
+	// Staged are the writes that committed with a WaitFor, Execute or
+	// RPC. USER_EVENT: its one event (E32), with StepExecID and StepType
+	// naming a step handler, RPC an RPC handler.
 	Staged Staged `json:"staged,omitzero"`
 	// CHANNEL_PUBLISHED (client publishes only: a handler's publishes are
 	// in its completion's Staged): the messages in order and the request ID.
@@ -75,9 +77,6 @@ type HistoryEvent struct {
 	// step types the RPC cancelled (E29). One pointer for both, so that
 	// the event (allocated for every event of every flow) does not grow.
 	Canceled *CancelInfo `json:"canceled,omitempty"`
-	// USER_EVENT: the event a handler recorded (E32); StepExecID and
-	// StepType name a step handler, RPC an RPC handler.
-	User *UserEvent `json:"user,omitempty"`
 }
 
 // StartInfo is what a FLOW_STARTED event keeps of the start that the run's

@@ -79,7 +79,7 @@ func movementBytes(ms []Movement) int {
 }
 
 func stagedBytes(s Staged) int {
-	return attributeBytes(s.Attributes) + publishBytes(s.Publishes) + eventBytes(s.Events)
+	return attributeBytes(s.Attributes) + publishBytes(s.Publishes) + eventBytes(s.UserEvents())
 }
 
 // AttributeBytes is the total size of a run's attribute values, the

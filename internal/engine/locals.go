@@ -46,7 +46,7 @@ func (b ExecuteCompleted) effectiveKind() DecisionKind {
 	if b.Kind != DecideForceCompleteIfChannelsEmpty {
 		return b.Kind
 	}
-	if b.ChannelsEmpty {
+	if b.IfChannelsEmpty != nil && b.ChannelsEmpty {
 		return DecideForceComplete
 	}
 	return DecideMovements
@@ -64,17 +64,18 @@ func (st *FlowState) channelsEmpty(names []string) bool {
 
 // checkCloseIfEmpty validates a FORCE_COMPLETE_IF_CHANNELS_EMPTY decision.
 func (d *decider) checkCloseIfEmpty(dec Decision) error {
-	if len(dec.Channels) == 0 {
+	chans := dec.CloseIfEmpty().Channels
+	if len(chans) == 0 {
 		return invalidArg("decision.channels", "FORCE_COMPLETE_IF_CHANNELS_EMPTY needs at least one channel")
 	}
-	for i, ch := range dec.Channels {
+	for i, ch := range chans {
 		f := fmt.Sprintf("decision.channels[%d]", i)
 		switch {
 		case ch == "":
 			return invalidArg(f, "empty channel name")
 		case !d.channelDeclared(ch):
 			return invalidArg(f, "channel %q is not declared", ch)
-		case slices.Contains(dec.Channels[:i], ch):
+		case slices.Contains(chans[:i], ch):
 			return invalidArg(f, "channel %q is named twice", ch)
 		}
 	}
@@ -148,7 +149,7 @@ func eventBytes(evs []UserEvent) int {
 // userEvents adds a completion's user events to history (E32).
 func (st *FlowState) userEvents(rec Record, evs []UserEvent, stepExecID, stepType, rpc string) {
 	for i := range evs {
-		ev := evs[i]
-		st.event(rec, HistoryEvent{Type: EventUser, StepExecID: stepExecID, StepType: stepType, RPC: rpc, User: &ev})
+		st.event(rec, HistoryEvent{Type: EventUser, StepExecID: stepExecID, StepType: stepType, RPC: rpc,
+			Staged: Staged{StagedEvents: &StagedEvents{Events: evs[i : i+1 : i+1]}}})
 	}
 }

@@ -170,12 +170,11 @@ type ExecuteCompleted struct {
 	// Cancel is the decision's cancellation selector, kept for history
 	// (E29); the steps_canceled record that follows applies it.
 	Cancel *CancelSelector `json:"cancel,omitempty"`
-	// Channels and ChannelsEmpty: a FORCE_COMPLETE_IF_CHANNELS_EMPTY
-	// decision's channels and what Decide found (E32): all empty, the
-	// flow completes with Output; else Movements were followed (and
-	// Scheduled lists them).
-	Channels      []string `json:"channels,omitempty"`
-	ChannelsEmpty bool     `json:"channelsEmpty,omitempty"`
+	// *IfChannelsEmpty: a FORCE_COMPLETE_IF_CHANNELS_EMPTY decision's
+	// channels and what Decide found (E32): all empty, the flow completes
+	// with Output; else Movements were followed (and Scheduled lists
+	// them). Nil for other kinds (see Decision.IfChannelsEmpty).
+	*IfChannelsEmpty
 }
 
 // ChannelPublished appends client messages to channel queues (E16). A

@@ -379,6 +379,9 @@ func (h *harness) rpcCall(call InvokeRPC, kv map[string]string, pos []arg) (Comm
 		case strings.HasPrefix(p.key, "pub:"):
 			c.Staged.Publishes = append(c.Staged.Publishes, Publish{Channel: p.key[4:], Value: val(p.val)})
 		case strings.HasPrefix(p.key, "event:"):
+			if c.Staged.StagedEvents == nil {
+				c.Staged.StagedEvents = &StagedEvents{}
+			}
 			c.Staged.Events = append(c.Staged.Events, UserEvent{Name: p.key[6:], Value: val(p.val)})
 		case p.key == "goto":
 			st, in, _ := strings.Cut(p.val, ":")
@@ -587,6 +590,9 @@ func parseStaged(p arg, s *Staged) bool {
 		return true
 	}
 	if k, ok := strings.CutPrefix(p.key, "event:"); ok {
+		if s.StagedEvents == nil {
+			s.StagedEvents = &StagedEvents{}
+		}
 		s.Events = append(s.Events, UserEvent{Name: k, Value: val(p.val)})
 		return true
 	}
@@ -626,6 +632,7 @@ func parseDecision(pos []arg) (Decision, Staged) {
 			// ifempty=CH,CH output=OUT goto=B:in ...: E32's
 			// ForceCompleteIfChannelsEmpty ("-" for no channel).
 			d.Kind = DecideForceCompleteIfChannelsEmpty
+			d.IfChannelsEmpty = &IfChannelsEmpty{}
 			if p.val != "-" {
 				d.Channels = splitList(p.val)
 			}

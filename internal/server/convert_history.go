@@ -78,8 +78,8 @@ func historyOut(st *engine.FlowState, ev engine.HistoryEvent) *dexpb.HistoryEven
 		out.Event = subFlowEventOut(ev)
 	case engine.EventUser:
 		e := &dexpb.UserEventRecorded{StepType: ev.StepType, StepExecutionId: ev.StepExecID, RpcName: ev.RPC}
-		if ev.User != nil {
-			e.Name, e.Value = ev.User.Name, valueOut(ev.User.Value)
+		if evs := ev.Staged.UserEvents(); len(evs) > 0 {
+			e.Name, e.Value = evs[0].Name, valueOut(evs[0].Value)
 		}
 		out.Event = &dexpb.HistoryEvent_User{User: e}
 	}
@@ -200,8 +200,8 @@ func decisionKindOut(d *engine.Decision) *dexpb.StepDecision {
 		return &dexpb.StepDecision{Decision: &dexpb.StepDecision_DeadEnd{DeadEnd: &dexpb.DeadEnd{}}}
 	case engine.DecideForceCompleteIfChannelsEmpty:
 		return &dexpb.StepDecision{Decision: &dexpb.StepDecision_ForceCompleteIfChannelsEmpty{
-			ForceCompleteIfChannelsEmpty: &dexpb.ForceCompleteIfChannelsEmpty{Output: valueOut(d.Output), Channels: d.Channels,
-				Fallback: movementsOut(d.Movements), ChannelsEmpty: d.ChannelsEmpty}}}
+			ForceCompleteIfChannelsEmpty: &dexpb.ForceCompleteIfChannelsEmpty{Output: valueOut(d.Output), Channels: d.CloseIfEmpty().Channels,
+				Fallback: movementsOut(d.Movements), ChannelsEmpty: d.CloseIfEmpty().ChannelsEmpty}}}
 	}
 	return nil
 }

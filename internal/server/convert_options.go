@@ -214,7 +214,8 @@ func decisionKindIn(d *dexpb.StepDecision) (engine.Decision, error) {
 		if err != nil {
 			return engine.Decision{}, err
 		}
-		return engine.Decision{Kind: engine.DecideForceCompleteIfChannelsEmpty, Output: out, Movements: ms, Channels: c.GetChannels()}, nil
+		return engine.Decision{Kind: engine.DecideForceCompleteIfChannelsEmpty, Output: out, Movements: ms,
+			IfChannelsEmpty: &engine.IfChannelsEmpty{Channels: c.GetChannels()}}, nil
 	default:
 		return engine.Decision{}, argError("decision", "exactly one decision must be set")
 	}

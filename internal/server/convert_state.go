@@ -123,7 +123,7 @@ func outputsOut(st *engine.FlowState) []*dexpb.StepOutput {
 		for _, ev := range st.History {
 			if ev.Type == engine.EventExecuteCompleted && ev.StepExecID == o.StepExecID {
 				so.ForceComplete = ev.Decision != nil && (ev.Decision.Kind == engine.DecideForceComplete ||
-					ev.Decision.Kind == engine.DecideForceCompleteIfChannelsEmpty && ev.Decision.ChannelsEmpty)
+					ev.Decision.Kind == engine.DecideForceCompleteIfChannelsEmpty && ev.Decision.CloseIfEmpty().ChannelsEmpty)
 				so.Time = tsOut(ev.At)
 			}
 		}

@@ -131,7 +131,11 @@ func stagedIn(field string, w *dexpb.StagedWrites) (engine.Staged, error) {
 	if err != nil {
 		return engine.Staged{}, err
 	}
-	return engine.Staged{Attributes: as, Publishes: ps, Events: evs}, nil
+	out := engine.Staged{Attributes: as, Publishes: ps}
+	if len(evs) > 0 {
+		out.StagedEvents = &engine.StagedEvents{Events: evs}
+	}
+	return out, nil
 }
 
 // optDuration converts an optional protobuf duration; negative is invalid.
