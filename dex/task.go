@@ -191,6 +191,11 @@ func (r *registry) runExecute(ctx *taskContext, f *flowDef, t *dexpb.Task, res *
 	if err != nil {
 		return "", &invalidResultError{fmt.Errorf("flow %q: step %q: %w", f.name, s.name, err)}
 	}
+	for _, ch := range pd.GetForceCompleteIfChannelsEmpty().GetChannels() {
+		if !f.channels[ch] {
+			return "", &invalidResultError{fmt.Errorf("flow %q: step %q: ForceCompleteIfChannelsEmpty names channel %q, which the flow does not declare", f.name, s.name, ch)}
+		}
+	}
 	res.Result = &dexpb.TaskResult_Execute{Execute: &dexpb.ExecuteResult{Decision: pd}}
 	return "", nil
 }
