@@ -334,7 +334,10 @@ type FlowStartedEvent struct {
 	// the client's start; 0 without a policy (E34).
 	RetryAttempt uint32 `protobuf:"varint,11,opt,name=retry_attempt,json=retryAttempt,proto3" json:"retry_attempt,omitempty"`
 	// RetriedRunId is the failed run this run retries (E34).
-	RetriedRunId  string `protobuf:"bytes,12,opt,name=retried_run_id,json=retriedRunId,proto3" json:"retried_run_id,omitempty"`
+	RetriedRunId string `protobuf:"bytes,12,opt,name=retried_run_id,json=retriedRunId,proto3" json:"retried_run_id,omitempty"`
+	// Reset is set when a reset started this run (E37): the run it was
+	// reset from, the point and the reason.
+	ResetInfo     *FlowResetInfo `protobuf:"bytes,20,opt,name=reset_info,json=resetInfo,proto3" json:"reset_info,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -451,6 +454,13 @@ func (x *FlowStartedEvent) GetRetriedRunId() string {
 		return x.RetriedRunId
 	}
 	return ""
+}
+
+func (x *FlowStartedEvent) GetResetInfo() *FlowResetInfo {
+	if x != nil {
+		return x.ResetInfo
+	}
+	return nil
 }
 
 // WaitForCompletedEvent records a committed WaitFor result.
@@ -1230,7 +1240,7 @@ var File_dex_history_proto protoreflect.FileDescriptor
 
 const file_dex_history_proto_rawDesc = "" +
 	"\n" +
-	"\x11dex/history.proto\x12\x03dex\x1a\x10dex/common.proto\x1a\x12dex/decision.proto\x1a\x10dex/result.proto\x1a\x0edex/wait.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x91\a\n" +
+	"\x11dex/history.proto\x12\x03dex\x1a\x10dex/common.proto\x1a\x12dex/decision.proto\x1a\x0fdex/reset.proto\x1a\x10dex/result.proto\x1a\x0edex/wait.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x91\a\n" +
 	"\fHistoryEvent\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\x04R\aeventId\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12:\n" +
@@ -1248,7 +1258,7 @@ const file_dex_history_proto_rawDesc = "" +
 	"flowClosed\x12J\n" +
 	"\x12sub_flow_completed\x18\r \x01(\v2\x1a.dex.SubFlowCompletedEventH\x00R\x10subFlowCompleted\x12=\n" +
 	"\rstep_canceled\x18\x0e \x01(\v2\x16.dex.StepCanceledEventH\x00R\fstepCanceledB\a\n" +
-	"\x05event\"\xe7\x04\n" +
+	"\x05event\"\x9a\x05\n" +
 	"\x10FlowStartedEvent\x12\x1b\n" +
 	"\tflow_type\x18\x01 \x01(\tR\bflowType\x12,\n" +
 	"\n" +
@@ -1265,7 +1275,9 @@ const file_dex_history_proto_rawDesc = "" +
 	" \x01(\v2\x19.google.protobuf.DurationR\n" +
 	"startDelay\x12#\n" +
 	"\rretry_attempt\x18\v \x01(\rR\fretryAttempt\x12$\n" +
-	"\x0eretried_run_id\x18\f \x01(\tR\fretriedRunId\"\xfb\x01\n" +
+	"\x0eretried_run_id\x18\f \x01(\tR\fretriedRunId\x121\n" +
+	"\n" +
+	"reset_info\x18\x14 \x01(\v2\x12.dex.FlowResetInfoR\tresetInfo\"\xfb\x01\n" +
 	"\x15WaitForCompletedEvent\x12\x1b\n" +
 	"\tstep_type\x18\x01 \x01(\tR\bstepType\x12*\n" +
 	"\x11step_execution_id\x18\x02 \x01(\tR\x0fstepExecutionId\x12\x18\n" +
@@ -1357,16 +1369,17 @@ var file_dex_history_proto_goTypes = []any{
 	(*durationpb.Duration)(nil),    // 15: google.protobuf.Duration
 	(FlowTimeoutPolicy)(0),         // 16: dex.FlowTimeoutPolicy
 	(IdReusePolicy)(0),             // 17: dex.IdReusePolicy
-	(*Wait)(nil),                   // 18: dex.Wait
-	(*StagedWrites)(nil),           // 19: dex.StagedWrites
-	(*StepDecision)(nil),           // 20: dex.StepDecision
-	(*AttemptFailure)(nil),         // 21: dex.AttemptFailure
-	(*EncodedValue)(nil),           // 22: dex.EncodedValue
-	(*ChannelPublish)(nil),         // 23: dex.ChannelPublish
-	(FlowStatus)(0),                // 24: dex.FlowStatus
-	(*FlowError)(nil),              // 25: dex.FlowError
-	(*StepOutput)(nil),             // 26: dex.StepOutput
-	(*FlowResult)(nil),             // 27: dex.FlowResult
+	(*FlowResetInfo)(nil),          // 18: dex.FlowResetInfo
+	(*Wait)(nil),                   // 19: dex.Wait
+	(*StagedWrites)(nil),           // 20: dex.StagedWrites
+	(*StepDecision)(nil),           // 21: dex.StepDecision
+	(*AttemptFailure)(nil),         // 22: dex.AttemptFailure
+	(*EncodedValue)(nil),           // 23: dex.EncodedValue
+	(*ChannelPublish)(nil),         // 24: dex.ChannelPublish
+	(FlowStatus)(0),                // 25: dex.FlowStatus
+	(*FlowError)(nil),              // 26: dex.FlowError
+	(*StepOutput)(nil),             // 27: dex.StepOutput
+	(*FlowResult)(nil),             // 28: dex.FlowResult
 }
 var file_dex_history_proto_depIdxs = []int32{
 	12, // 0: dex.HistoryEvent.time:type_name -> google.protobuf.Timestamp
@@ -1388,31 +1401,32 @@ var file_dex_history_proto_depIdxs = []int32{
 	16, // 16: dex.FlowStartedEvent.flow_timeout_policy:type_name -> dex.FlowTimeoutPolicy
 	17, // 17: dex.FlowStartedEvent.id_reuse_policy:type_name -> dex.IdReusePolicy
 	15, // 18: dex.FlowStartedEvent.start_delay:type_name -> google.protobuf.Duration
-	15, // 19: dex.WaitForCompletedEvent.duration:type_name -> google.protobuf.Duration
-	18, // 20: dex.WaitForCompletedEvent.wait:type_name -> dex.Wait
-	19, // 21: dex.WaitForCompletedEvent.writes:type_name -> dex.StagedWrites
-	15, // 22: dex.ExecuteCompletedEvent.duration:type_name -> google.protobuf.Duration
-	20, // 23: dex.ExecuteCompletedEvent.decision:type_name -> dex.StepDecision
-	19, // 24: dex.ExecuteCompletedEvent.writes:type_name -> dex.StagedWrites
-	21, // 25: dex.StepAttemptFailedEvent.failure:type_name -> dex.AttemptFailure
-	15, // 26: dex.StepAttemptFailedEvent.duration:type_name -> google.protobuf.Duration
-	12, // 27: dex.StepAttemptFailedEvent.next_attempt_time:type_name -> google.protobuf.Timestamp
-	22, // 28: dex.RpcCompletedEvent.input:type_name -> dex.EncodedValue
-	22, // 29: dex.RpcCompletedEvent.output:type_name -> dex.EncodedValue
-	15, // 30: dex.RpcCompletedEvent.duration:type_name -> google.protobuf.Duration
-	13, // 31: dex.RpcCompletedEvent.movements:type_name -> dex.Movement
-	19, // 32: dex.RpcCompletedEvent.writes:type_name -> dex.StagedWrites
-	23, // 33: dex.ChannelPublishedEvent.publishes:type_name -> dex.ChannelPublish
-	14, // 34: dex.AttributesSetEvent.attributes:type_name -> dex.Attribute
-	24, // 35: dex.FlowClosedEvent.status:type_name -> dex.FlowStatus
-	25, // 36: dex.FlowClosedEvent.error:type_name -> dex.FlowError
-	26, // 37: dex.FlowClosedEvent.outputs:type_name -> dex.StepOutput
-	27, // 38: dex.SubFlowCompletedEvent.result:type_name -> dex.FlowResult
-	39, // [39:39] is the sub-list for method output_type
-	39, // [39:39] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	18, // 19: dex.FlowStartedEvent.reset_info:type_name -> dex.FlowResetInfo
+	15, // 20: dex.WaitForCompletedEvent.duration:type_name -> google.protobuf.Duration
+	19, // 21: dex.WaitForCompletedEvent.wait:type_name -> dex.Wait
+	20, // 22: dex.WaitForCompletedEvent.writes:type_name -> dex.StagedWrites
+	15, // 23: dex.ExecuteCompletedEvent.duration:type_name -> google.protobuf.Duration
+	21, // 24: dex.ExecuteCompletedEvent.decision:type_name -> dex.StepDecision
+	20, // 25: dex.ExecuteCompletedEvent.writes:type_name -> dex.StagedWrites
+	22, // 26: dex.StepAttemptFailedEvent.failure:type_name -> dex.AttemptFailure
+	15, // 27: dex.StepAttemptFailedEvent.duration:type_name -> google.protobuf.Duration
+	12, // 28: dex.StepAttemptFailedEvent.next_attempt_time:type_name -> google.protobuf.Timestamp
+	23, // 29: dex.RpcCompletedEvent.input:type_name -> dex.EncodedValue
+	23, // 30: dex.RpcCompletedEvent.output:type_name -> dex.EncodedValue
+	15, // 31: dex.RpcCompletedEvent.duration:type_name -> google.protobuf.Duration
+	13, // 32: dex.RpcCompletedEvent.movements:type_name -> dex.Movement
+	20, // 33: dex.RpcCompletedEvent.writes:type_name -> dex.StagedWrites
+	24, // 34: dex.ChannelPublishedEvent.publishes:type_name -> dex.ChannelPublish
+	14, // 35: dex.AttributesSetEvent.attributes:type_name -> dex.Attribute
+	25, // 36: dex.FlowClosedEvent.status:type_name -> dex.FlowStatus
+	26, // 37: dex.FlowClosedEvent.error:type_name -> dex.FlowError
+	27, // 38: dex.FlowClosedEvent.outputs:type_name -> dex.StepOutput
+	28, // 39: dex.SubFlowCompletedEvent.result:type_name -> dex.FlowResult
+	40, // [40:40] is the sub-list for method output_type
+	40, // [40:40] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_dex_history_proto_init() }
@@ -1422,6 +1436,7 @@ func file_dex_history_proto_init() {
 	}
 	file_dex_common_proto_init()
 	file_dex_decision_proto_init()
+	file_dex_reset_proto_init()
 	file_dex_result_proto_init()
 	file_dex_wait_proto_init()
 	file_dex_history_proto_msgTypes[0].OneofWrappers = []any{
