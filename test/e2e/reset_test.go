@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -230,5 +231,64 @@ func TestReset_ReappliesLaterClientWrites(t *testing.T) {
 	}
 	if note, _ := dex.Output[string](res); note != "from the client" {
 		t.Fatalf("output %q, want the client's re-applied write", note)
+	}
+}
+
+// A reset is in the log like any change: after a SIGKILL and a restart
+// the new run is the latest with its links and its waiting step, and it
+// completes.
+//
+// Covers: E37
+func TestReset_SurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	addr := testproc.FreeAddr(t)
+	args := []string{"dev", "--data-dir", dir, "--listen", addr, "--durability", "strict"}
+	p1 := testproc.Start(t, args...)
+	p1.Serving(t, 30*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	fast := dex.Backoff{Initial: 20 * time.Millisecond, Max: 200 * time.Millisecond}
+	c := workerAndClient(t, ctx, dex.WorkerOptions{Addresses: []string{addr}, ReconnectBackoff: fast},
+		dex.ClientOptions{RetryBackoff: fast}, resetFlow)
+
+	run, err := dex.Start[Pack](ctx, c, resetFlow, "reset-3", "parcel")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitWaiting(t, ctx, c, run.FlowID, "Ship-1")
+	newRun, err := c.Reset(ctx, run.FlowID, run.RunID, dex.ResetToBeginning(), dex.WithResetReason("restart test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitWaiting(t, ctx, c, run.FlowID, "Ship-1") // Pack ran again, Ship waits for Go
+	p1.Signal(t, syscall.SIGKILL)
+	p1.Wait(t, 10*time.Second)
+	p2 := testproc.Start(t, args...)
+	p2.Serving(t, 30*time.Second)
+
+	st, err := c.GetFlowState(ctx, run.FlowID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Summary.RunID != newRun || st.ResetFromRunID != run.RunID {
+		t.Fatalf("after the restart: latest run %s reset from %q, want %s reset from %s", st.Summary.RunID, st.ResetFromRunID, newRun, run.RunID)
+	}
+	old, err := c.GetFlowState(ctx, run.FlowID, dex.WithRunID(run.RunID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if old.Summary.Status != dex.StatusTerminated || old.ResetRunID != newRun {
+		t.Fatalf("old run after the restart: %v linking to %q", old.Summary.Status, old.ResetRunID)
+	}
+	waitWaiting(t, ctx, c, run.FlowID, "Ship-1")
+	if err := c.Publish(ctx, run.FlowID, []dex.Message{Go.Message("go")}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.WaitForFlow(ctx, run.FlowID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.RunID != newRun || res.Status != dex.StatusCompleted {
+		t.Fatalf("reset run after the restart: %s %v", res.RunID, res.Status)
 	}
 }
