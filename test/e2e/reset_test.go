@@ -188,6 +188,18 @@ func TestReset_ReappliesLaterClientWrites(t *testing.T) {
 	if err := c.SetAttributes(ctx, run.FlowID, Note.Value("from the client")); err != nil {
 		t.Fatal(err)
 	}
+	// A WaitForFlow that waits for the running run follows its reset to
+	// the new run, as it follows a flow retry.
+	type waited struct {
+		res *dex.FlowResult
+		err error
+	}
+	follow := make(chan waited, 1)
+	go func() {
+		res, err := c.WaitForFlow(ctx, run.FlowID)
+		follow <- waited{res, err}
+	}()
+	time.Sleep(50 * time.Millisecond) // let the long poll reach the server (the test holds either way)
 	// The run is still running (Ship waits for Go): the reset closes it.
 	skipped, err := c.Reset(ctx, run.FlowID, run.RunID, dex.ResetToStepType(dex.Ref[Ship]()), dex.SkipReapply(),
 		dex.WithResetReason("without the writes"))
@@ -217,6 +229,12 @@ func TestReset_ReappliesLaterClientWrites(t *testing.T) {
 	res, err := c.WaitForFlow(ctx, run.FlowID)
 	if err != nil || res.Status != dex.StatusCompleted {
 		t.Fatalf("second run: %v, %v", res, err)
+	}
+	if w := <-follow; w.err != nil || w.res.RunID != skipped || w.res.Status != dex.StatusCompleted {
+		if w.err != nil {
+			t.Fatalf("WaitForFlow begun on the reset run: %v", w.err)
+		}
+		t.Fatalf("WaitForFlow begun on the reset run: %s %v, want %s COMPLETED", w.res.RunID, w.res.Status, skipped)
 	}
 	reset, err := c.Reset(ctx, run.FlowID, skipped, dex.ResetToStepType(dex.Ref[Ship]()), dex.WithResetReason("replay"))
 	if err != nil {
