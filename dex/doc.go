@@ -350,6 +350,29 @@
 // minute) it fails with FLOW_TIMEOUT. StartFlow refuses a handler the flow
 // does not declare before sending anything.
 //
+// # Reset
+//
+// Client.Reset makes a new run of a flow ID from a point of its latest run
+// (named by its exact run ID) and returns the new run's ID (E37):
+//
+//	newRun, err := c.Reset(ctx, "order-42", runID, dex.ResetToStepType(dex.Ref[Charge]()),
+//		dex.WithResetReason("charge bug fixed in v2"))
+//
+// The points (FlowService.ResetFlow, ResetPoint) are ResetToBeginning,
+// ResetToStepType, ResetToStepExecution (before its WaitFor),
+// ResetToExecute (before its Execute; its WaitFor returned no wait or
+// timers only) and ResetToTime (the last point at or before a time where
+// steps were created). The new run starts with the attributes, the step
+// executions (again from their WaitFor, same IDs and inputs) and the
+// unconsumed messages of the point; the client writes after the point
+// (SetAttributes, Publish, an RPC's writes) are re-applied unless
+// SkipReapply. The old run keeps its history (FlowState.ResetRunID links
+// forward; a running one is TERMINATED); the new run's FlowStarted event
+// links back (ResetFromRunID, ResetReason) and so does its
+// FlowState.ResetFromRunID. WaitForFlow without WithRunID follows to the
+// new run. A run that is not the latest, or a point its history does not
+// have, is ErrFailedPrecondition.
+//
 // # Attribute locks
 //
 // A handler that reads an attribute and writes it back races every other

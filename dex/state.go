@@ -25,6 +25,11 @@ type FlowState struct {
 	// RetryRunID is the run that retries this failed run under the flow
 	// retry policy (WithFlowRetry), empty when there is none.
 	RetryRunID string
+	// ResetRunID is the run a reset of this run started (Client.Reset),
+	// empty when there is none; ResetFromRunID is the run this run was
+	// reset from, empty when a reset did not start it.
+	ResetRunID     string
+	ResetFromRunID string
 }
 
 // StepPhase is where an active step execution is.
@@ -101,7 +106,8 @@ type ChannelQueue struct {
 }
 
 func flowStateOf(p *dexpb.FlowState) *FlowState {
-	s := &FlowState{Attributes: map[string]Value{}, Outputs: outputsOf(p.GetOutputs()), RetryRunID: p.GetRetryRunId()}
+	s := &FlowState{Attributes: map[string]Value{}, Outputs: outputsOf(p.GetOutputs()), RetryRunID: p.GetRetryRunId(),
+		ResetRunID: p.GetResetRunId(), ResetFromRunID: p.GetResetFromRunId()}
 	if sum := summaryOf(p.GetSummary()); sum != nil {
 		s.Summary = *sum
 	}
@@ -212,6 +218,10 @@ type HistoryEvent struct {
 	StartDelay   time.Duration
 	RetryAttempt int
 	RetriedRunID string
+	// For FlowStarted of a run Client.Reset started (E37): the run it was
+	// reset from and the reset's reason.
+	ResetFromRunID string
+	ResetReason    string
 	// CanceledBy is the step execution whose decision cancelled this one,
 	// or "rpc:<name>", and SiblingsOnly whether CancelSiblingSteps
 	// selected it, for StepCanceled.
@@ -272,6 +282,9 @@ func historyEventOf(p *dexpb.HistoryEvent) HistoryEvent {
 		e.StepExecutionID = ev.FlowStarted.GetStartStepExecutionId()
 		e.StartDelay = ev.FlowStarted.GetStartDelay().AsDuration()
 		e.RetryAttempt, e.RetriedRunID = int(ev.FlowStarted.GetRetryAttempt()), ev.FlowStarted.GetRetriedRunId()
+		if r := ev.FlowStarted.GetResetInfo(); r != nil {
+			e.ResetFromRunID, e.ResetReason = r.GetResetRunId(), r.GetReason()
+		}
 	case *dexpb.HistoryEvent_WaitForCompleted:
 		e.Kind = EventWaitForCompleted
 		c := ev.WaitForCompleted

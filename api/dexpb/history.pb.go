@@ -351,7 +351,10 @@ type FlowStartedEvent struct {
 	// the client's start; 0 without a policy (E34).
 	RetryAttempt uint32 `protobuf:"varint,11,opt,name=retry_attempt,json=retryAttempt,proto3" json:"retry_attempt,omitempty"`
 	// RetriedRunId is the failed run this run retries (E34).
-	RetriedRunId  string `protobuf:"bytes,12,opt,name=retried_run_id,json=retriedRunId,proto3" json:"retried_run_id,omitempty"`
+	RetriedRunId string `protobuf:"bytes,12,opt,name=retried_run_id,json=retriedRunId,proto3" json:"retried_run_id,omitempty"`
+	// Reset is set when a reset started this run (E37): the run it was
+	// reset from, the point and the reason.
+	ResetInfo     *FlowResetInfo `protobuf:"bytes,20,opt,name=reset_info,json=resetInfo,proto3" json:"reset_info,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -468,6 +471,13 @@ func (x *FlowStartedEvent) GetRetriedRunId() string {
 		return x.RetriedRunId
 	}
 	return ""
+}
+
+func (x *FlowStartedEvent) GetResetInfo() *FlowResetInfo {
+	if x != nil {
+		return x.ResetInfo
+	}
+	return nil
 }
 
 // WaitForCompletedEvent records a committed WaitFor result.
@@ -1332,7 +1342,7 @@ var File_dex_history_proto protoreflect.FileDescriptor
 
 const file_dex_history_proto_rawDesc = "" +
 	"\n" +
-	"\x11dex/history.proto\x12\x03dex\x1a\x10dex/common.proto\x1a\x12dex/decision.proto\x1a\x10dex/result.proto\x1a\x0edex/wait.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xbf\a\n" +
+	"\x11dex/history.proto\x12\x03dex\x1a\x10dex/common.proto\x1a\x12dex/decision.proto\x1a\x0fdex/reset.proto\x1a\x10dex/result.proto\x1a\x0edex/wait.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xbf\a\n" +
 	"\fHistoryEvent\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\x04R\aeventId\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12:\n" +
@@ -1351,7 +1361,7 @@ const file_dex_history_proto_rawDesc = "" +
 	"\x12sub_flow_completed\x18\r \x01(\v2\x1a.dex.SubFlowCompletedEventH\x00R\x10subFlowCompleted\x12=\n" +
 	"\rstep_canceled\x18\x0e \x01(\v2\x16.dex.StepCanceledEventH\x00R\fstepCanceled\x12,\n" +
 	"\x04user\x18\x0f \x01(\v2\x16.dex.UserEventRecordedH\x00R\x04userB\a\n" +
-	"\x05event\"\xe7\x04\n" +
+	"\x05event\"\x9a\x05\n" +
 	"\x10FlowStartedEvent\x12\x1b\n" +
 	"\tflow_type\x18\x01 \x01(\tR\bflowType\x12,\n" +
 	"\n" +
@@ -1368,7 +1378,9 @@ const file_dex_history_proto_rawDesc = "" +
 	" \x01(\v2\x19.google.protobuf.DurationR\n" +
 	"startDelay\x12#\n" +
 	"\rretry_attempt\x18\v \x01(\rR\fretryAttempt\x12$\n" +
-	"\x0eretried_run_id\x18\f \x01(\tR\fretriedRunId\"\xfb\x01\n" +
+	"\x0eretried_run_id\x18\f \x01(\tR\fretriedRunId\x121\n" +
+	"\n" +
+	"reset_info\x18\x14 \x01(\v2\x12.dex.FlowResetInfoR\tresetInfo\"\xfb\x01\n" +
 	"\x15WaitForCompletedEvent\x12\x1b\n" +
 	"\tstep_type\x18\x01 \x01(\tR\bstepType\x12*\n" +
 	"\x11step_execution_id\x18\x02 \x01(\tR\x0fstepExecutionId\x12\x18\n" +
@@ -1467,16 +1479,17 @@ var file_dex_history_proto_goTypes = []any{
 	(*durationpb.Duration)(nil),    // 16: google.protobuf.Duration
 	(FlowTimeoutPolicy)(0),         // 17: dex.FlowTimeoutPolicy
 	(IdReusePolicy)(0),             // 18: dex.IdReusePolicy
-	(*Wait)(nil),                   // 19: dex.Wait
-	(*StagedWrites)(nil),           // 20: dex.StagedWrites
-	(*StepDecision)(nil),           // 21: dex.StepDecision
-	(*AttemptFailure)(nil),         // 22: dex.AttemptFailure
-	(*EncodedValue)(nil),           // 23: dex.EncodedValue
-	(*ChannelPublish)(nil),         // 24: dex.ChannelPublish
-	(FlowStatus)(0),                // 25: dex.FlowStatus
-	(*FlowError)(nil),              // 26: dex.FlowError
-	(*StepOutput)(nil),             // 27: dex.StepOutput
-	(*FlowResult)(nil),             // 28: dex.FlowResult
+	(*FlowResetInfo)(nil),          // 19: dex.FlowResetInfo
+	(*Wait)(nil),                   // 20: dex.Wait
+	(*StagedWrites)(nil),           // 21: dex.StagedWrites
+	(*StepDecision)(nil),           // 22: dex.StepDecision
+	(*AttemptFailure)(nil),         // 23: dex.AttemptFailure
+	(*EncodedValue)(nil),           // 24: dex.EncodedValue
+	(*ChannelPublish)(nil),         // 25: dex.ChannelPublish
+	(FlowStatus)(0),                // 26: dex.FlowStatus
+	(*FlowError)(nil),              // 27: dex.FlowError
+	(*StepOutput)(nil),             // 28: dex.StepOutput
+	(*FlowResult)(nil),             // 29: dex.FlowResult
 }
 var file_dex_history_proto_depIdxs = []int32{
 	13, // 0: dex.HistoryEvent.time:type_name -> google.protobuf.Timestamp
@@ -1499,32 +1512,33 @@ var file_dex_history_proto_depIdxs = []int32{
 	17, // 17: dex.FlowStartedEvent.flow_timeout_policy:type_name -> dex.FlowTimeoutPolicy
 	18, // 18: dex.FlowStartedEvent.id_reuse_policy:type_name -> dex.IdReusePolicy
 	16, // 19: dex.FlowStartedEvent.start_delay:type_name -> google.protobuf.Duration
-	16, // 20: dex.WaitForCompletedEvent.duration:type_name -> google.protobuf.Duration
-	19, // 21: dex.WaitForCompletedEvent.wait:type_name -> dex.Wait
-	20, // 22: dex.WaitForCompletedEvent.writes:type_name -> dex.StagedWrites
-	16, // 23: dex.ExecuteCompletedEvent.duration:type_name -> google.protobuf.Duration
-	21, // 24: dex.ExecuteCompletedEvent.decision:type_name -> dex.StepDecision
-	20, // 25: dex.ExecuteCompletedEvent.writes:type_name -> dex.StagedWrites
-	22, // 26: dex.StepAttemptFailedEvent.failure:type_name -> dex.AttemptFailure
-	16, // 27: dex.StepAttemptFailedEvent.duration:type_name -> google.protobuf.Duration
-	13, // 28: dex.StepAttemptFailedEvent.next_attempt_time:type_name -> google.protobuf.Timestamp
-	23, // 29: dex.RpcCompletedEvent.input:type_name -> dex.EncodedValue
-	23, // 30: dex.RpcCompletedEvent.output:type_name -> dex.EncodedValue
-	16, // 31: dex.RpcCompletedEvent.duration:type_name -> google.protobuf.Duration
-	14, // 32: dex.RpcCompletedEvent.movements:type_name -> dex.Movement
-	20, // 33: dex.RpcCompletedEvent.writes:type_name -> dex.StagedWrites
-	24, // 34: dex.ChannelPublishedEvent.publishes:type_name -> dex.ChannelPublish
-	15, // 35: dex.AttributesSetEvent.attributes:type_name -> dex.Attribute
-	23, // 36: dex.UserEventRecorded.value:type_name -> dex.EncodedValue
-	25, // 37: dex.FlowClosedEvent.status:type_name -> dex.FlowStatus
-	26, // 38: dex.FlowClosedEvent.error:type_name -> dex.FlowError
-	27, // 39: dex.FlowClosedEvent.outputs:type_name -> dex.StepOutput
-	28, // 40: dex.SubFlowCompletedEvent.result:type_name -> dex.FlowResult
-	41, // [41:41] is the sub-list for method output_type
-	41, // [41:41] is the sub-list for method input_type
-	41, // [41:41] is the sub-list for extension type_name
-	41, // [41:41] is the sub-list for extension extendee
-	0,  // [0:41] is the sub-list for field type_name
+	19, // 20: dex.FlowStartedEvent.reset_info:type_name -> dex.FlowResetInfo
+	16, // 21: dex.WaitForCompletedEvent.duration:type_name -> google.protobuf.Duration
+	20, // 22: dex.WaitForCompletedEvent.wait:type_name -> dex.Wait
+	21, // 23: dex.WaitForCompletedEvent.writes:type_name -> dex.StagedWrites
+	16, // 24: dex.ExecuteCompletedEvent.duration:type_name -> google.protobuf.Duration
+	22, // 25: dex.ExecuteCompletedEvent.decision:type_name -> dex.StepDecision
+	21, // 26: dex.ExecuteCompletedEvent.writes:type_name -> dex.StagedWrites
+	23, // 27: dex.StepAttemptFailedEvent.failure:type_name -> dex.AttemptFailure
+	16, // 28: dex.StepAttemptFailedEvent.duration:type_name -> google.protobuf.Duration
+	13, // 29: dex.StepAttemptFailedEvent.next_attempt_time:type_name -> google.protobuf.Timestamp
+	24, // 30: dex.RpcCompletedEvent.input:type_name -> dex.EncodedValue
+	24, // 31: dex.RpcCompletedEvent.output:type_name -> dex.EncodedValue
+	16, // 32: dex.RpcCompletedEvent.duration:type_name -> google.protobuf.Duration
+	14, // 33: dex.RpcCompletedEvent.movements:type_name -> dex.Movement
+	21, // 34: dex.RpcCompletedEvent.writes:type_name -> dex.StagedWrites
+	25, // 35: dex.ChannelPublishedEvent.publishes:type_name -> dex.ChannelPublish
+	15, // 36: dex.AttributesSetEvent.attributes:type_name -> dex.Attribute
+	24, // 37: dex.UserEventRecorded.value:type_name -> dex.EncodedValue
+	26, // 38: dex.FlowClosedEvent.status:type_name -> dex.FlowStatus
+	27, // 39: dex.FlowClosedEvent.error:type_name -> dex.FlowError
+	28, // 40: dex.FlowClosedEvent.outputs:type_name -> dex.StepOutput
+	29, // 41: dex.SubFlowCompletedEvent.result:type_name -> dex.FlowResult
+	42, // [42:42] is the sub-list for method output_type
+	42, // [42:42] is the sub-list for method input_type
+	42, // [42:42] is the sub-list for extension type_name
+	42, // [42:42] is the sub-list for extension extendee
+	0,  // [0:42] is the sub-list for field type_name
 }
 
 func init() { file_dex_history_proto_init() }
@@ -1534,6 +1548,7 @@ func file_dex_history_proto_init() {
 	}
 	file_dex_common_proto_init()
 	file_dex_decision_proto_init()
+	file_dex_reset_proto_init()
 	file_dex_result_proto_init()
 	file_dex_wait_proto_init()
 	file_dex_history_proto_msgTypes[0].OneofWrappers = []any{

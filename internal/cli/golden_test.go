@@ -219,6 +219,9 @@ func fixtureServer() *fakeServer {
 		skipTimer: func(context.Context, *dexpb.SkipTimerRequest) (*dexpb.SkipTimerResponse, error) {
 			return &dexpb.SkipTimerResponse{}, nil
 		},
+		resetFlow: func(_ context.Context, r *dexpb.ResetFlowRequest) (*dexpb.ResetFlowResponse, error) {
+			return &dexpb.ResetFlowResponse{RunId: "run-2", ResetRunId: r.GetRunId()}, nil
+		},
 		describe: activeNode().describe,
 	}
 }
@@ -245,6 +248,7 @@ func TestOutput_Golden(t *testing.T) {
 		{"flow_set_attrs", []string{"flow", "set-attrs", "order-42", `status="held"`, "priority=3"}},
 		{"flow_rpc", []string{"flow", "rpc", "order-42", "status"}},
 		{"flow_skip_timer", []string{"flow", "skip-timer", "order-42", "AwaitApproval-1", "--timer-id", "deadline"}},
+		{"flow_reset", []string{"flow", "reset", "order-42", "--run-id", "run-1", "--step-type", "Charge", "--reason", "charge bug fixed", "--yes"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -36,7 +36,10 @@ func Apply(st *FlowState, rec Record) (*FlowState, []Effect) {
 		if st.StepCounters == nil {
 			st.StepCounters = map[string]int{}
 		}
-		st.StepCounters[b.StepType] = b.N
+		// A reset run creates the executions active at its point again
+		// with their own numbers, below the counters its start set (E37);
+		// every other creation is the counter's next.
+		st.StepCounters[b.StepType] = max(st.StepCounters[b.StepType], b.N)
 		phase := PhaseExecute
 		if b.HasWaitFor {
 			phase = PhaseWaitFor
@@ -203,6 +206,8 @@ func Apply(st *FlowState, rec Record) (*FlowState, []Effect) {
 		eff = append(eff, st.lockWaiters(released)...)
 	case FlowRetried:
 		applyFlowRetried(st, b)
+	case FlowReset:
+		applyFlowReset(st, b)
 	case TimeoutHandlerStarted:
 		eff = applyTimeoutHandler(st, b)
 	case SubFlowUpdated:
@@ -248,6 +253,10 @@ func applyStarted(prev *FlowState, rec Record, b FlowStarted) (*FlowState, []Eff
 		TerminatedRunID: b.TerminatedRunID, StartDelay: b.StartDelay}
 	if b.Retry != nil {
 		start.RetryAttempt, start.RetriedRunID = b.Retry.Attempt, b.Retry.RetriedRunID
+	}
+	if r := b.Reset; r != nil {
+		applyResetStart(st, r)
+		start.Reset = r
 	}
 	if b.StartStep != nil {
 		start.StartStepExecID = stepExecID(b.StartStep.StepType, 1) // a new run's first step

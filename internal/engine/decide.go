@@ -61,6 +61,8 @@ func (e *Engine) Decide(st *FlowState, cmd Command, now time.Time) ([]Record, er
 		err = d.unlockRPC(c)
 	case Heartbeat:
 		err = d.heartbeat(c)
+	case ResetFlow:
+		err = d.reset(c)
 	default:
 		err = invalidArg("command", "unknown command %T", cmd)
 	}

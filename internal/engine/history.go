@@ -98,6 +98,10 @@ type StartInfo struct {
 	StartDelay   time.Duration `json:"startDelay,omitempty"`
 	RetryAttempt int           `json:"retryAttempt,omitempty"`
 	RetriedRunID string        `json:"retriedRunId,omitempty"`
+	// Reset links a reset run to the run it was reset from, with the
+	// point, the reason and the state at the point (E37). Never changed,
+	// so the record and the event share it.
+	Reset *ResetStart `json:"reset,omitempty"`
 }
 
 // SkippedTimer names a timer condition of a Wait (E19).

@@ -54,6 +54,9 @@ type FlowStarted struct {
 	// Parent names the run and condition whose Wait started this run as
 	// a subflow (E31); nil for a flow a client started.
 	Parent *ParentRef `json:"parent,omitempty"`
+	// Reset is the state at the point of the run a reset started this
+	// run from (E37); nil for any other start.
+	Reset *ResetStart `json:"reset,omitempty"`
 }
 
 // DefinitionSet replaces the run's definition. Config, when set, becomes
@@ -283,6 +286,7 @@ var recordTypes = map[string]func([]byte, func([]byte, any) error) (RecordBody, 
 	StepEnded{}.recordType():             decodeBody[StepEnded],
 	FlowClosed{}.recordType():            decodeBody[FlowClosed],
 	FlowRetried{}.recordType():           decodeBody[FlowRetried],
+	FlowReset{}.recordType():             decodeBody[FlowReset],
 	TimeoutHandlerStarted{}.recordType(): decodeBody[TimeoutHandlerStarted],
 	SubFlowUpdated{}.recordType():        decodeBody[SubFlowUpdated],
 	RPCLocked{}.recordType():             decodeBody[RPCLocked],

@@ -121,6 +121,37 @@ func (h *harness) command(name string, kv map[string]string, pos []arg) (Command
 			c.Attributes = append(c.Attributes, AttributeWrite{Name: p.key, Value: val(p.val)})
 		}
 		return c, nil, nil
+	case "reset":
+		// E37: "reset run=R beginning | type=T | exec=ID [beforeExecute] |
+		// time=D (after base) [skip] [reason=...] [newrun=ID]".
+		c := ResetFlow{FlowID: h.flowID, RunID: kv["run"], NewRunID: h.nextRunID(), Reason: kv["reason"],
+			Definition: h.def}
+		if v, ok := kv["newrun"]; ok {
+			c.NewRunID = v
+		}
+		for _, p := range pos {
+			switch p.val {
+			case "beginning":
+				c.Point.Kind = ResetBeginning
+			case "beforeExecute":
+				c.Point.BeforeExecute = true
+			case "skip":
+				c.SkipReapply = true
+			}
+		}
+		if v, ok := kv["type"]; ok {
+			c.Point.Kind, c.Point.StepType = ResetStepType, v
+		}
+		if v, ok := kv["exec"]; ok {
+			c.Point.Kind, c.Point.StepExecID = ResetStepExecution, v
+		}
+		if v, ok := kv["time"]; ok {
+			c.Point.Kind, c.Point.Time = ResetEventTime, base.Add(dur(v))
+		}
+		if v, ok := kv["kind"]; ok {
+			c.Point.Kind = ResetPointKind(v)
+		}
+		return c, nil, nil
 	case "stop":
 		return StopFlow{FlowID: h.flowID, RunID: kv["run"], Kind: StopKind(strings.ToUpper(first)), Reason: kv["reason"]}, nil, nil
 	case "rpc":

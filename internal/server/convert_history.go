@@ -101,6 +101,7 @@ func flowStartedOut(st *engine.FlowState, s *engine.StartInfo) *dexpb.FlowStarte
 	out.StartDelay = durOut(s.StartDelay)
 	out.RetryAttempt, out.RetriedRunId = uint32(s.RetryAttempt), s.RetriedRunID // E34
 	out.TerminatedRunId = s.TerminatedRunID
+	out.ResetInfo = resetInfoOut(s.Reset) // E37
 	return out
 }
 

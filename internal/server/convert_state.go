@@ -152,7 +152,7 @@ func phaseOut(p engine.Phase) dexpb.StepPhase {
 // flowStateOut renders the live state of a run (E14, E26, W5).
 func flowStateOut(st *engine.FlowState, info TaskInfo, maxMessages int, now time.Time) *dexpb.FlowState {
 	out := &dexpb.FlowState{Summary: fullSummaryOut(st), Attributes: attributesOut(st.Attributes, nil), Outputs: outputsOut(st),
-		RetryRunId: st.RetryRunID()}
+		RetryRunId: st.RetryRunID(), ResetRunId: st.ResetRunID(), ResetFromRunId: resetFromRunID(st)}
 	for _, s := range st.Steps {
 		out.StepExecutions = append(out.StepExecutions, stepOut(st, s, info, now))
 	}

@@ -120,6 +120,21 @@ func stateText(w io.Writer, st *dexpb.FlowState) error {
 	if err := summaryText(w, st.GetSummary()); err != nil {
 		return err
 	}
+	var links []string // E34, E37
+	if id := st.GetRetryRunId(); id != "" {
+		links = append(links, "Retried by run", id)
+	}
+	if id := st.GetResetFromRunId(); id != "" {
+		links = append(links, "Reset from run", id)
+	}
+	if id := st.GetResetRunId(); id != "" {
+		links = append(links, "Reset to run", id)
+	}
+	if len(links) > 0 {
+		if err := output.KeyValues(w, links...); err != nil {
+			return err
+		}
+	}
 	fmt.Fprintf(w, "\nSteps (%d active):\n", len(st.GetStepExecutions()))
 	for _, x := range st.GetStepExecutions() {
 		stepText(w, x)
@@ -331,6 +346,13 @@ func eventText(e *dexpb.HistoryEvent) (kind, details string) {
 		}
 		if x.GetRequestId() != "" {
 			parts = append(parts, "request "+x.GetRequestId())
+		}
+		if r := x.GetResetInfo(); r != nil { // E37
+			p := fmt.Sprintf("reset from run %s (before event %d)", r.GetResetRunId(), r.GetPointEventId())
+			if r.GetReason() != "" {
+				p += ": " + r.GetReason()
+			}
+			parts = append(parts, p)
 		}
 		return "FlowStarted", strings.Join(parts, "; ")
 	case *dexpb.HistoryEvent_WaitForCompleted:
