@@ -161,6 +161,20 @@ func stateText(w io.Writer, st *dexpb.FlowState) error {
 			return err
 		}
 	}
+	if len(st.GetHeldLocks()) > 0 {
+		fmt.Fprintln(w, "\nLocks held:")
+		rows := make([][]string, len(st.GetHeldLocks()))
+		for i, l := range st.GetHeldLocks() {
+			by := fmt.Sprintf("%s %s attempt %d", output.EnumText(l.GetMethod()), l.GetStepExecutionId(), l.GetAttempt())
+			if l.GetStepExecutionId() == "" {
+				by = fmt.Sprintf("RPC %s (call %s)", l.GetRpcName(), l.GetCallId())
+			}
+			rows[i] = []string{"  " + l.GetAttribute(), by}
+		}
+		if err := output.Table(w, []string{"  ATTRIBUTE", "HELD BY"}, rows); err != nil {
+			return err
+		}
+	}
 	if err := outputsText(w, st.GetOutputs()); err != nil {
 		return err
 	}
