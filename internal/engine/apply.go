@@ -195,6 +195,8 @@ func Apply(st *FlowState, rec Record) (*FlowState, []Effect) {
 		eff = append(eff, st.lockWaiters(released)...)
 	case FlowRetried:
 		applyFlowRetried(st, b)
+	case FlowContinuedAsNew:
+		eff = applyContinuedAsNew(st, rec, b)
 	case TimeoutHandlerStarted:
 		eff = applyTimeoutHandler(st, b)
 	case SubFlowUpdated:
@@ -254,6 +256,13 @@ func applyStarted(prev *FlowState, rec Record, b FlowStarted) (*FlowState, []Eff
 	}
 	if !b.TimeoutAt.IsZero() {
 		eff = append(eff, ArmTimer{FlowID: st.FlowID, RunID: st.RunID, Timer: Timer{Kind: TimerFlowTimeout}, At: b.TimeoutAt})
+	}
+	if b.ContinuedFrom != "" {
+		start.ContinuedFrom = b.ContinuedFrom
+		if prev != nil && prev.RunID == b.ContinuedFrom {
+			eff = append(eff, applyContinued(st, prev.carry)...)
+			prev.carry = nil
+		}
 	}
 	return st, eff
 }

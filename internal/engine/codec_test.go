@@ -81,6 +81,9 @@ func sampleRecords() []Record {
 		StepCreated{StepExecID: "A-2", StepType: "A", N: 2, Input: v, Options: resolveOptions(DefaultOptions(), &StepOptions{
 			WaitFor: &MethodOptions{Locks: []string{"a"}, HeartbeatTimeout: &d},
 			Execute: &MethodOptions{Locks: []string{"a", "b"}}})},
+		// E37 continue-as-new: the closing run's record and the new run's start.
+		FlowContinuedAsNew{NewRunID: "r1.continued-1", Trigger: ContinueDecision, Reason: "monthly", StepExecID: "A-1"},
+		FlowStarted{FlowType: "order", PreviousRunID: "r1", ContinuedFrom: "r1", TimeoutAt: t0.Add(time.Hour)},
 	}
 	recs := make([]Record, len(bodies))
 	for i, b := range bodies {

@@ -143,6 +143,9 @@ type Decision struct {
 	// Cancel selects step executions to cancel when the decision commits
 	// (E29, cancel.go); any kind of decision may carry it.
 	Cancel *CancelSelector `json:"cancel,omitempty"`
+	// ContinueAsNew continues the run as a new run once the decision
+	// commits (E37): with MOVEMENTS or DEAD_END only.
+	ContinueAsNew bool `json:"continueAsNew,omitempty"`
 }
 
 // Movement starts a step execution (E5). Options override the step's own

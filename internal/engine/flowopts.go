@@ -63,6 +63,8 @@ type RunOptions struct {
 	RetryRunID        string          `json:"retryRunId,omitempty"`
 	TimeoutHandler    *TimeoutHandler `json:"timeoutHandler,omitempty"`
 	HandlerDeadlineAt time.Time       `json:"handlerDeadlineAt,omitzero"`
+	// Continued is the run's place in its continue-as-new chain (E37).
+	Continued *Continuation `json:"continued,omitempty"`
 }
 
 // RetryRunID is the run that retries this failed run under the flow retry

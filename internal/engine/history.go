@@ -95,6 +95,8 @@ type StartInfo struct {
 	StartDelay   time.Duration `json:"startDelay,omitempty"`
 	RetryAttempt int           `json:"retryAttempt,omitempty"`
 	RetriedRunID string        `json:"retriedRunId,omitempty"`
+	// ContinuedFrom is the run this run continues as new (E37).
+	ContinuedFrom string `json:"continuedFrom,omitempty"`
 }
 
 // SkippedTimer names a timer condition of a Wait (E19).

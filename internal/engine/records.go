@@ -54,6 +54,10 @@ type FlowStarted struct {
 	// Parent names the run and condition whose Wait started this run as
 	// a subflow (E31); nil for a flow a client started.
 	Parent *ParentRef `json:"parent,omitempty"`
+	// ContinuedFrom is the run this run continues (E37): its
+	// flow_continued_as_new comes just before in the same batch, and this
+	// run takes its live state over.
+	ContinuedFrom string `json:"continuedFrom,omitempty"`
 }
 
 // DefinitionSet replaces the run's definition. Config, when set, becomes
@@ -276,6 +280,7 @@ var recordTypes = map[string]func([]byte, func([]byte, any) error) (RecordBody, 
 	StepEnded{}.recordType():             decodeBody[StepEnded],
 	FlowClosed{}.recordType():            decodeBody[FlowClosed],
 	FlowRetried{}.recordType():           decodeBody[FlowRetried],
+	FlowContinuedAsNew{}.recordType():    decodeBody[FlowContinuedAsNew],
 	TimeoutHandlerStarted{}.recordType(): decodeBody[TimeoutHandlerStarted],
 	SubFlowUpdated{}.recordType():        decodeBody[SubFlowUpdated],
 	RPCLocked{}.recordType():             decodeBody[RPCLocked],
