@@ -25,6 +25,9 @@ type FlowState struct {
 	// RetryRunID is the run that retries this failed run under the flow
 	// retry policy (WithFlowRetry), empty when there is none.
 	RetryRunID string
+	// ContinuedRunID is the run this run continued as (E37), empty when
+	// it did not.
+	ContinuedRunID string
 }
 
 // StepPhase is where an active step execution is.
@@ -101,7 +104,8 @@ type ChannelQueue struct {
 }
 
 func flowStateOf(p *dexpb.FlowState) *FlowState {
-	s := &FlowState{Attributes: map[string]Value{}, Outputs: outputsOf(p.GetOutputs()), RetryRunID: p.GetRetryRunId()}
+	s := &FlowState{Attributes: map[string]Value{}, Outputs: outputsOf(p.GetOutputs()), RetryRunID: p.GetRetryRunId(),
+		ContinuedRunID: p.GetContinuedRunId()}
 	if sum := summaryOf(p.GetSummary()); sum != nil {
 		s.Summary = *sum
 	}

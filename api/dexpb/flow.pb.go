@@ -2095,7 +2095,7 @@ var File_dex_flow_proto protoreflect.FileDescriptor
 
 const file_dex_flow_proto_rawDesc = "" +
 	"\n" +
-	"\x0edex/flow.proto\x12\x03dex\x1a\x10dex/common.proto\x1a\x12dex/decision.proto\x1a\x13dex/flow_view.proto\x1a\x11dex/history.proto\x1a\x11dex/options.proto\x1a\x10dex/result.proto\x1a\x10dex/search.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc5\x04\n" +
+	"\x0edex/flow.proto\x12\x03dex\x1a\x10dex/common.proto\x1a\x12dex/continue.proto\x1a\x12dex/decision.proto\x1a\x13dex/flow_view.proto\x1a\x11dex/history.proto\x1a\x11dex/options.proto\x1a\x10dex/result.proto\x1a\x10dex/search.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc5\x04\n" +
 	"\x10StartFlowRequest\x12\x1b\n" +
 	"\tflow_type\x18\x01 \x01(\tR\bflowType\x12\x17\n" +
 	"\aflow_id\x18\x02 \x01(\tR\x06flowId\x12,\n" +
@@ -2234,7 +2234,7 @@ const file_dex_flow_proto_rawDesc = "" +
 	"\x15STOP_TYPE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10STOP_TYPE_CANCEL\x10\x01\x12\x17\n" +
 	"\x13STOP_TYPE_TERMINATE\x10\x02\x12\x12\n" +
-	"\x0eSTOP_TYPE_FAIL\x10\x032\xad\b\n" +
+	"\x0eSTOP_TYPE_FAIL\x10\x032\xf5\b\n" +
 	"\vFlowService\x12:\n" +
 	"\tStartFlow\x12\x15.dex.StartFlowRequest\x1a\x16.dex.StartFlowResponse\x127\n" +
 	"\bStopFlow\x12\x14.dex.StopFlowRequest\x1a\x15.dex.StopFlowResponse\x12O\n" +
@@ -2250,7 +2250,8 @@ const file_dex_flow_proto_rawDesc = "" +
 	"\fGetFlowState\x12\x18.dex.GetFlowStateRequest\x1a\x19.dex.GetFlowStateResponse\x12O\n" +
 	"\x10GetHistoryEvents\x12\x1c.dex.GetHistoryEventsRequest\x1a\x1d.dex.GetHistoryEventsResponse\x12:\n" +
 	"\tListFlows\x12\x15.dex.ListFlowsRequest\x1a\x16.dex.ListFlowsResponse\x12@\n" +
-	"\vSearchFlows\x12\x17.dex.SearchFlowsRequest\x1a\x18.dex.SearchFlowsResponseB(Z&github.com/dexzd/dexzd/api/dexpb;dexpbb\x06proto3"
+	"\vSearchFlows\x12\x17.dex.SearchFlowsRequest\x1a\x18.dex.SearchFlowsResponse\x12F\n" +
+	"\rContinueAsNew\x12\x19.dex.ContinueAsNewRequest\x1a\x1a.dex.ContinueAsNewResponseB(Z&github.com/dexzd/dexzd/api/dexpb;dexpbb\x06proto3"
 
 var (
 	file_dex_flow_proto_rawDescOnce sync.Once
@@ -2312,7 +2313,9 @@ var file_dex_flow_proto_goTypes = []any{
 	(*HistoryEvent)(nil),                  // 42: dex.HistoryEvent
 	(*timestamppb.Timestamp)(nil),         // 43: google.protobuf.Timestamp
 	(*SearchFlowsRequest)(nil),            // 44: dex.SearchFlowsRequest
-	(*SearchFlowsResponse)(nil),           // 45: dex.SearchFlowsResponse
+	(*ContinueAsNewRequest)(nil),          // 45: dex.ContinueAsNewRequest
+	(*SearchFlowsResponse)(nil),           // 46: dex.SearchFlowsResponse
+	(*ContinueAsNewResponse)(nil),         // 47: dex.ContinueAsNewResponse
 }
 var file_dex_flow_proto_depIdxs = []int32{
 	30, // 0: dex.StartFlowRequest.start_step:type_name -> dex.Movement
@@ -2360,23 +2363,25 @@ var file_dex_flow_proto_depIdxs = []int32{
 	26, // 42: dex.FlowService.GetHistoryEvents:input_type -> dex.GetHistoryEventsRequest
 	28, // 43: dex.FlowService.ListFlows:input_type -> dex.ListFlowsRequest
 	44, // 44: dex.FlowService.SearchFlows:input_type -> dex.SearchFlowsRequest
-	3,  // 45: dex.FlowService.StartFlow:output_type -> dex.StartFlowResponse
-	5,  // 46: dex.FlowService.StopFlow:output_type -> dex.StopFlowResponse
-	7,  // 47: dex.FlowService.PublishToChannel:output_type -> dex.PublishToChannelResponse
-	9,  // 48: dex.FlowService.GetAttributes:output_type -> dex.GetAttributesResponse
-	11, // 49: dex.FlowService.SetAttributes:output_type -> dex.SetAttributesResponse
-	13, // 50: dex.FlowService.InvokeRPC:output_type -> dex.InvokeRPCResponse
-	15, // 51: dex.FlowService.SkipTimer:output_type -> dex.SkipTimerResponse
-	17, // 52: dex.FlowService.WaitForFlow:output_type -> dex.WaitForFlowResponse
-	19, // 53: dex.FlowService.WaitForStepCompletion:output_type -> dex.WaitForStepCompletionResponse
-	21, // 54: dex.FlowService.WaitForAttribute:output_type -> dex.WaitForAttributeResponse
-	23, // 55: dex.FlowService.GetFlowSummary:output_type -> dex.GetFlowSummaryResponse
-	25, // 56: dex.FlowService.GetFlowState:output_type -> dex.GetFlowStateResponse
-	27, // 57: dex.FlowService.GetHistoryEvents:output_type -> dex.GetHistoryEventsResponse
-	29, // 58: dex.FlowService.ListFlows:output_type -> dex.ListFlowsResponse
-	45, // 59: dex.FlowService.SearchFlows:output_type -> dex.SearchFlowsResponse
-	45, // [45:60] is the sub-list for method output_type
-	30, // [30:45] is the sub-list for method input_type
+	45, // 45: dex.FlowService.ContinueAsNew:input_type -> dex.ContinueAsNewRequest
+	3,  // 46: dex.FlowService.StartFlow:output_type -> dex.StartFlowResponse
+	5,  // 47: dex.FlowService.StopFlow:output_type -> dex.StopFlowResponse
+	7,  // 48: dex.FlowService.PublishToChannel:output_type -> dex.PublishToChannelResponse
+	9,  // 49: dex.FlowService.GetAttributes:output_type -> dex.GetAttributesResponse
+	11, // 50: dex.FlowService.SetAttributes:output_type -> dex.SetAttributesResponse
+	13, // 51: dex.FlowService.InvokeRPC:output_type -> dex.InvokeRPCResponse
+	15, // 52: dex.FlowService.SkipTimer:output_type -> dex.SkipTimerResponse
+	17, // 53: dex.FlowService.WaitForFlow:output_type -> dex.WaitForFlowResponse
+	19, // 54: dex.FlowService.WaitForStepCompletion:output_type -> dex.WaitForStepCompletionResponse
+	21, // 55: dex.FlowService.WaitForAttribute:output_type -> dex.WaitForAttributeResponse
+	23, // 56: dex.FlowService.GetFlowSummary:output_type -> dex.GetFlowSummaryResponse
+	25, // 57: dex.FlowService.GetFlowState:output_type -> dex.GetFlowStateResponse
+	27, // 58: dex.FlowService.GetHistoryEvents:output_type -> dex.GetHistoryEventsResponse
+	29, // 59: dex.FlowService.ListFlows:output_type -> dex.ListFlowsResponse
+	46, // 60: dex.FlowService.SearchFlows:output_type -> dex.SearchFlowsResponse
+	47, // 61: dex.FlowService.ContinueAsNew:output_type -> dex.ContinueAsNewResponse
+	46, // [46:62] is the sub-list for method output_type
+	30, // [30:46] is the sub-list for method input_type
 	30, // [30:30] is the sub-list for extension type_name
 	30, // [30:30] is the sub-list for extension extendee
 	0,  // [0:30] is the sub-list for field type_name
@@ -2388,6 +2393,7 @@ func file_dex_flow_proto_init() {
 		return
 	}
 	file_dex_common_proto_init()
+	file_dex_continue_proto_init()
 	file_dex_decision_proto_init()
 	file_dex_flow_view_proto_init()
 	file_dex_history_proto_init()

@@ -334,9 +334,12 @@ type FlowStartedEvent struct {
 	// the client's start; 0 without a policy (E34).
 	RetryAttempt uint32 `protobuf:"varint,11,opt,name=retry_attempt,json=retryAttempt,proto3" json:"retry_attempt,omitempty"`
 	// RetriedRunId is the failed run this run retries (E34).
-	RetriedRunId  string `protobuf:"bytes,12,opt,name=retried_run_id,json=retriedRunId,proto3" json:"retried_run_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	RetriedRunId string `protobuf:"bytes,12,opt,name=retried_run_id,json=retriedRunId,proto3" json:"retried_run_id,omitempty"`
+	// ContinuedFromRunId is the run this run continues as new (E37): it
+	// took that run's live state over.
+	ContinuedFromRunId string `protobuf:"bytes,20,opt,name=continued_from_run_id,json=continuedFromRunId,proto3" json:"continued_from_run_id,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *FlowStartedEvent) Reset() {
@@ -449,6 +452,13 @@ func (x *FlowStartedEvent) GetRetryAttempt() uint32 {
 func (x *FlowStartedEvent) GetRetriedRunId() string {
 	if x != nil {
 		return x.RetriedRunId
+	}
+	return ""
+}
+
+func (x *FlowStartedEvent) GetContinuedFromRunId() string {
+	if x != nil {
+		return x.ContinuedFromRunId
 	}
 	return ""
 }
@@ -1248,7 +1258,7 @@ const file_dex_history_proto_rawDesc = "" +
 	"flowClosed\x12J\n" +
 	"\x12sub_flow_completed\x18\r \x01(\v2\x1a.dex.SubFlowCompletedEventH\x00R\x10subFlowCompleted\x12=\n" +
 	"\rstep_canceled\x18\x0e \x01(\v2\x16.dex.StepCanceledEventH\x00R\fstepCanceledB\a\n" +
-	"\x05event\"\xe7\x04\n" +
+	"\x05event\"\x9a\x05\n" +
 	"\x10FlowStartedEvent\x12\x1b\n" +
 	"\tflow_type\x18\x01 \x01(\tR\bflowType\x12,\n" +
 	"\n" +
@@ -1265,7 +1275,8 @@ const file_dex_history_proto_rawDesc = "" +
 	" \x01(\v2\x19.google.protobuf.DurationR\n" +
 	"startDelay\x12#\n" +
 	"\rretry_attempt\x18\v \x01(\rR\fretryAttempt\x12$\n" +
-	"\x0eretried_run_id\x18\f \x01(\tR\fretriedRunId\"\xfb\x01\n" +
+	"\x0eretried_run_id\x18\f \x01(\tR\fretriedRunId\x121\n" +
+	"\x15continued_from_run_id\x18\x14 \x01(\tR\x12continuedFromRunId\"\xfb\x01\n" +
 	"\x15WaitForCompletedEvent\x12\x1b\n" +
 	"\tstep_type\x18\x01 \x01(\tR\bstepType\x12*\n" +
 	"\x11step_execution_id\x18\x02 \x01(\tR\x0fstepExecutionId\x12\x18\n" +

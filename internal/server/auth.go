@@ -52,6 +52,7 @@ var Permissions = map[string]auth.Permission{
 	dexpb.FlowService_SetAttributes_FullMethodName:    auth.Client,
 	dexpb.FlowService_InvokeRPC_FullMethodName:        auth.Client,
 	dexpb.FlowService_SkipTimer_FullMethodName:        auth.Client,
+	dexpb.FlowService_ContinueAsNew_FullMethodName:    auth.Client,
 
 	dexpb.WorkerTaskService_PollWorkerTask_FullMethodName: auth.Worker,
 

@@ -61,6 +61,11 @@ func (l Local) StopFlow(ctx context.Context, req *dexpb.StopFlowRequest) (*dexpb
 	return call(ctx, l, dexpb.FlowService_StopFlow_FullMethodName, req, l.flows().StopFlow)
 }
 
+// ContinueAsNew is FlowService.ContinueAsNew (E37).
+func (l Local) ContinueAsNew(ctx context.Context, req *dexpb.ContinueAsNewRequest) (*dexpb.ContinueAsNewResponse, error) {
+	return call(ctx, l, dexpb.FlowService_ContinueAsNew_FullMethodName, req, l.flows().ContinueAsNew)
+}
+
 // SkipTimer is FlowService.SkipTimer.
 func (l Local) SkipTimer(ctx context.Context, req *dexpb.SkipTimerRequest) (*dexpb.SkipTimerResponse, error) {
 	return call(ctx, l, dexpb.FlowService_SkipTimer_FullMethodName, req, l.flows().SkipTimer)

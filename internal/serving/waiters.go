@@ -28,8 +28,9 @@ const retryWaiters = time.Second
 
 // WaitForFlow implements server.Backend (E25). A call that names no run
 // waits for the latest run as of the call and follows its flow retries
-// (E34): a failed run that the flow retry policy retried is not the end of
-// the flow, so the call waits for the retry run, and so on. A call that
+// (E34) and continuations (E37): a failed run that the flow retry policy
+// retried, or a run that continued as new, is not the end of the flow, so
+// the call waits for the next run, and so on. A call that
 // names a run answers that run's close.
 func (c *Core) WaitForFlow(ctx context.Context, flowID, runID string) (*engine.FlowState, error) {
 	follow := runID == ""
@@ -57,9 +58,9 @@ func (c *Core) WaitForFlow(ctx context.Context, flowID, runID string) (*engine.F
 			return nil, err
 		}
 		runID = st.RunID // wait for the latest run as of the call
-		if !st.Running() && follow && st.RetryRunID() != "" {
+		if !st.Running() && follow && st.NextRunID() != "" {
 			c.waiters.release(flowID, ch)
-			runID = st.RetryRunID() // E34: the retry is in the same batch
+			runID = st.NextRunID() // E34 retry, E37 continuation: in the same batch
 			continue
 		}
 		if !st.Running() {
