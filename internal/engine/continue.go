@@ -287,3 +287,17 @@ func (st *FlowState) runID() string {
 	}
 	return st.RunID
 }
+
+// sameChain reports whether run is linked or one of the runs that
+// continue it as new (E37): a subflow condition linked to a child's run
+// follows the child's continuations.
+func sameChain(linked, run string) bool {
+	if run == linked {
+		return true
+	}
+	base := linked
+	if i := strings.LastIndex(linked, ".continued-"); i >= 0 {
+		base = linked[:i]
+	}
+	return strings.HasPrefix(run, base+".continued-")
+}
