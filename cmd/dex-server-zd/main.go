@@ -26,9 +26,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
-	"net/http/pprof"
 	"os"
 	"os/signal"
 	"syscall"
@@ -37,6 +34,7 @@ import (
 	"github.com/dexzd/dexzd/internal/diskfull"
 	"github.com/dexzd/dexzd/internal/metrics"
 	"github.com/dexzd/dexzd/internal/node"
+	"github.com/dexzd/dexzd/internal/pprofenv"
 	"github.com/dexzd/dexzd/internal/tracing"
 	"go.opentelemetry.io/otel"
 )
@@ -50,29 +48,8 @@ const usage = `usage:
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
-// startPprof serves net/http/pprof on the address in DEXZD_PPROF, if set
-// (for profiling; off by default, never on the API or metrics listener).
-func startPprof(stderr io.Writer) {
-	addr := os.Getenv("DEXZD_PPROF")
-	if addr == "" {
-		return
-	}
-	lis, err := net.Listen("tcp", addr)
-	if err != nil {
-		fmt.Fprintf(stderr, "DEXZD_PPROF: %v\n", err)
-		return
-	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	go func() { _ = http.Serve(lis, mux) }() //nolint:gosec // opt-in debugging endpoint
-}
-
 func run(args []string, stdout, stderr io.Writer) int {
-	startPprof(stderr)
+	pprofenv.Start(stderr)
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return 2

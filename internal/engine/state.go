@@ -76,12 +76,10 @@ type StepExec struct {
 // heartbeatTimeout is method m's heartbeat timeout, 0 when none (E38).
 func (s *StepExec) heartbeatTimeout(m Method) time.Duration {
 	h := s.Options.HeartbeatTimeouts()
-	switch {
-	case m == MethodWaitFor:
+	if m == MethodWaitFor {
 		return h.WaitFor
-	default:
-		return h.Execute
 	}
+	return h.Execute
 }
 
 // policy returns the resolved policy of method m.
