@@ -73,7 +73,7 @@ func run(ctx context.Context, c *dex.Client, out io.Writer, s flows.Subscription
 		return err
 	}
 	if res.Status != dex.StatusCompleted {
-		return fmt.Errorf("subscription %s: %v", res.RunID, res.Err())
+		return fmt.Errorf("subscription %s: %w", res.RunID, res.Err())
 	}
 	st, err := dex.Output[flows.Statement](res)
 	if err != nil {

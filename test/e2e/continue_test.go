@@ -160,6 +160,19 @@ func TestContinueAsNew_LongFlowCarriesStateAndCompletes(t *testing.T) {
 	if old.Summary.Status != dex.StatusContinuedAsNew || old.ContinuedRunID != run.RunID+".continued-1" {
 		t.Fatalf("first run: status %v, continued as %q; want CONTINUED_AS_NEW and %s.continued-1", old.Summary.Status, old.ContinuedRunID, run.RunID)
 	}
+	continued := 0
+	for f, err := range c.Search(ctx, "FlowId = 'can-1' AND Status = 'CONTINUED_AS_NEW'", 100) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Status != dex.StatusContinuedAsNew {
+			t.Fatalf("search found %s %v", f.RunID, f.Status)
+		}
+		continued++
+	}
+	if continued != n {
+		t.Fatalf("search finds %d CONTINUED_AS_NEW runs, want %d", continued, n)
+	}
 	last, err := c.GetFlowState(ctx, run.FlowID)
 	if err != nil {
 		t.Fatal(err)
