@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -211,5 +212,68 @@ func TestContinueAsNew_LongFlowCarriesStateAndCompletes(t *testing.T) {
 	}
 	if res2.Status != dex.StatusCompleted {
 		t.Fatalf("second flow: status %v, error %v; want COMPLETED", res2.Status, res2.Err())
+	}
+}
+
+// A SIGKILL of the dev server after the flow continued as new: the
+// restarted server rebuilds the runs from its log (the switch and its
+// carried state are records like any other) and the flow completes with
+// the same result.
+//
+// Covers: E37
+func TestContinueAsNew_SurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "dex.yaml")
+	if err := os.WriteFile(cfg, []byte("limits:\n  continueAsNewHistoryEvents: 10\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr := testproc.FreeAddr(t)
+	args := []string{"dev", "--config", cfg, "--data-dir", filepath.Join(dir, "data"), "--listen", addr, "--durability", "strict"}
+	p1 := testproc.Start(t, args...)
+	p1.Serving(t, 30*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	fast := dex.Backoff{Initial: 20 * time.Millisecond, Max: 200 * time.Millisecond}
+	c := workerAndClient(t, ctx, dex.WorkerOptions{Addresses: []string{addr}, ReconnectBackoff: fast},
+		dex.ClientOptions{RetryBackoff: fast}, canFlow)
+
+	run, err := dex.Start[Kickoff](ctx, c, canFlow, "can-kill", 0, dex.WithAttributes(canTicksAttr.Value(0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Publish(ctx, run.FlowID, []dex.Message{canDone.Message("d1")}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		st, err := c.GetFlowState(ctx, run.FlowID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(st.Summary.RunID, ".continued-") {
+			break
+		}
+		if st.Summary.Status != dex.StatusRunning {
+			t.Fatalf("the flow closed %v before it continued as new", st.Summary.Status)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	p1.Signal(t, syscall.SIGKILL)
+	p1.Wait(t, 10*time.Second)
+	p2 := testproc.Start(t, args...)
+	p2.Serving(t, 30*time.Second)
+
+	res, err := c.WaitForFlow(ctx, run.FlowID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != dex.StatusCompleted || !strings.Contains(res.RunID, ".continued-") {
+		t.Fatalf("status %v in run %s, error %v; want COMPLETED in a continued run", res.Status, res.RunID, res.Err())
+	}
+	out, err := dex.Output[string](res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("d1/%d/%d", canTicks, canTicks); out != want {
+		t.Fatalf("output %q, want %q", out, want)
 	}
 }
