@@ -213,6 +213,9 @@ type HistoryEvent struct {
 	StartDelay   time.Duration
 	RetryAttempt int
 	RetriedRunID string
+	// ContinuedFromRunID is the run this run continues as new (E37), for
+	// FlowStarted.
+	ContinuedFromRunID string
 	// CanceledBy is the step execution whose decision cancelled this one,
 	// or "rpc:<name>", and SiblingsOnly whether CancelSiblingSteps
 	// selected it, for StepCanceled.
@@ -265,6 +268,7 @@ func historyEventOf(p *dexpb.HistoryEvent) HistoryEvent {
 		e.StepExecutionID = ev.FlowStarted.GetStartStepExecutionId()
 		e.StartDelay = ev.FlowStarted.GetStartDelay().AsDuration()
 		e.RetryAttempt, e.RetriedRunID = int(ev.FlowStarted.GetRetryAttempt()), ev.FlowStarted.GetRetriedRunId()
+		e.ContinuedFromRunID = ev.FlowStarted.GetContinuedFromRunId()
 	case *dexpb.HistoryEvent_WaitForCompleted:
 		e.Kind = EventWaitForCompleted
 		c := ev.WaitForCompleted

@@ -181,6 +181,13 @@ func TestContinueAsNew_LongFlowCarriesStateAndCompletes(t *testing.T) {
 	if last.Summary.RunID != res.RunID {
 		t.Fatalf("GetFlowState follows to %s, WaitForFlow answered %s", last.Summary.RunID, res.RunID)
 	}
+	h, err := c.GetFlowHistory(ctx, run.FlowID, dex.HistoryQuery{}, dex.WithRunID(run.RunID+".continued-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h.Events) == 0 || h.Events[0].Kind != dex.EventFlowStarted || h.Events[0].ContinuedFromRunID != run.RunID {
+		t.Fatalf("the second run's history starts with %+v, want FlowStarted continuing %s", h.Events[:min(1, len(h.Events))], run.RunID)
+	}
 	if len(last.Channels) != 1 || last.Channels[0].Channel != "done" || last.Channels[0].Size != 1 {
 		t.Fatalf("queued messages %+v, want the second done message, carried through every run", last.Channels)
 	}
