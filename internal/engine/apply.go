@@ -259,9 +259,9 @@ func applyStarted(prev *FlowState, rec Record, b FlowStarted) (*FlowState, []Eff
 	}
 	if b.ContinuedFrom != "" {
 		start.ContinuedFrom = b.ContinuedFrom
-		if prev != nil && prev.RunID == b.ContinuedFrom {
-			eff = append(eff, applyContinued(st, prev.carry)...)
-			prev.carry = nil
+		if prev != nil && prev.RunID == b.ContinuedFrom && prev.Opts != nil {
+			eff = append(eff, applyContinued(st, prev.Opts.carry)...)
+			prev.Opts.carry = nil
 		}
 	}
 	return st, eff

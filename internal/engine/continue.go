@@ -173,7 +173,7 @@ func (d *decider) switchRun(t ContinueTrigger, reason, stepExecID string) {
 	}
 	newRun := continuedRunID(first, n)
 	d.emit(FlowContinuedAsNew{NewRunID: newRun, Trigger: t, Reason: reason, StepExecID: stepExecID})
-	prev := d.st.carry
+	prev := d.st.Opts.carry
 	d.emitFor(st.FlowID, newRun, FlowStarted{FlowType: st.FlowType, RequestID: st.StartRequestID,
 		PreviousRunID: st.RunID, ContinuedFrom: st.RunID, Definition: st.Definition, Config: st.Config,
 		TimeoutAt: prev.TimeoutAt, TimeoutPolicy: st.TimeoutPolicy, PublishRequestIDs: st.PublishRequestIDs,
@@ -181,7 +181,7 @@ func (d *decider) switchRun(t ContinueTrigger, reason, stepExecID string) {
 }
 
 // applyContinuedAsNew closes the run CONTINUED_AS_NEW. Its live state
-// moves to FlowState.carry (not encoded) for the new run's flow_started,
+// moves to RunOptions.carry (not encoded) for the new run's flow_started,
 // which the same batch applies next; the closed run keeps what a closed
 // run keeps (attributes, outputs, history).
 func applyContinuedAsNew(st *FlowState, rec Record, b FlowContinuedAsNew) []Effect {
@@ -201,7 +201,7 @@ func applyContinuedAsNew(st *FlowState, rec Record, b FlowContinuedAsNew) []Effe
 	st.Opts.Continued = &c
 	carry := st.Clone()
 	carry.History = nil
-	st.carry = carry
+	st.Opts.carry = carry
 	ci := CloseInfo{Status: StatusContinuedAsNew, Message: continueMessage(b)}
 	st.Status, st.Close, st.ClosedAt = StatusContinuedAsNew, &ci, rec.At
 	st.Steps, st.TimeoutAt, st.RPCLocks, st.Channels = nil, time.Time{}, nil, nil

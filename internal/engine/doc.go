@@ -475,7 +475,7 @@
 // deadline. Its history starts with FLOW_STARTED; the old run keeps its
 // own history, attributes and outputs, readable by run ID. The state does
 // not travel in the record: flow_continued_as_new's Apply moves it aside
-// (FlowState.carry, never encoded) and the flow_started that follows in
+// (RunOptions.carry, never encoded) and the flow_started that follows in
 // the same batch takes it. Both records are always in one envelope, so a
 // replay, a snapshot (taken between batches) and a hot standby see the
 // same pair; a log record stays as small as any start, whatever the state

@@ -150,10 +150,6 @@ type FlowState struct {
 	// them cost nothing; values are replaced, never changed in place, so
 	// clones share them.
 	HeartbeatDetails map[string]*HeartbeatDetails `json:"heartbeatDetails,omitempty"`
-	// carry is the live state a run that continues as new hands to its
-	// successor (E37, continue.go): set by flow_continued_as_new, read by
-	// the flow_started that follows in the same batch. Never encoded.
-	carry *FlowState
 }
 
 // PublishRequestIDWindow is how many accepted publish request IDs a run
