@@ -170,11 +170,14 @@ const (
 	// EventStepCanceled: a decision or an RPC cancelled a step execution
 	// (CancelSteps, CancelSiblingSteps); CanceledBy names it.
 	EventStepCanceled
+	// EventUser: a handler recorded an event with Context.RecordEvent
+	// (E32); EventName and EventValue hold it.
+	EventUser
 )
 
 var eventKindNames = [...]string{"", "FlowStarted", "WaitForCompleted", "WaitForFailed",
 	"ExecuteCompleted", "ExecuteFailed", "RPCCompleted", "ChannelPublished",
-	"AttributesSet", "TimerSkipped", "FlowClosed", "SubFlowCompleted", "StepCanceled"}
+	"AttributesSet", "TimerSkipped", "FlowClosed", "SubFlowCompleted", "StepCanceled", "UserEvent"}
 
 func (k HistoryEventKind) String() string {
 	if k > 0 && int(k) < len(eventKindNames) {
@@ -221,6 +224,11 @@ type HistoryEvent struct {
 	// selected it, for StepCanceled.
 	CanceledBy   string
 	SiblingsOnly bool
+	// EventName and EventValue are the event a handler recorded, for
+	// EventUser (E32); StepType and StepExecutionID, or RPCName, name the
+	// handler.
+	EventName  string
+	EventValue Value
 }
 
 // String renders the event for logs: "#3 ExecuteFailed Charge-1 attempt 2: ...".
@@ -241,6 +249,9 @@ func (e HistoryEvent) String() string {
 	}
 	if e.CanceledBy != "" {
 		b.WriteString(" by " + e.CanceledBy)
+	}
+	if e.Kind == EventUser {
+		b.WriteString(" " + e.EventName + " " + e.EventValue.String())
 	}
 	if e.Kind == EventFlowClosed {
 		b.WriteString(" " + e.Status.String())
@@ -305,6 +316,11 @@ func historyEventOf(p *dexpb.HistoryEvent) HistoryEvent {
 		e.Kind = EventFlowClosed
 		e.Status = FlowStatus(ev.FlowClosed.GetStatus())
 		e.Error = flowErrorOf(ev.FlowClosed.GetError())
+	case *dexpb.HistoryEvent_User:
+		u := ev.User
+		e.Kind = EventUser
+		e.StepType, e.StepExecutionID, e.RPCName = u.GetStepType(), u.GetStepExecutionId(), u.GetRpcName()
+		e.EventName, e.EventValue = u.GetName(), valueOf(u.GetValue())
 	case *dexpb.HistoryEvent_SubFlowCompleted:
 		e.Kind = EventSubFlowCompleted
 		c := ev.SubFlowCompleted

@@ -108,10 +108,12 @@ func Apply(st *FlowState, rec Record) (*FlowState, []Effect) {
 		st.event(rec, HistoryEvent{Type: EventWaitForCompleted, StepExecID: s.ID, StepType: s.Type,
 			Attempt: b.Attempt, Duration: b.Duration, Wait: b.Wait.clone(), Staged: b.Staged})
 		st.commit(b.Staged)
+		st.userEvents(rec, b.Staged.UserEvents(), s.ID, s.Type, "")
 		s.LastFailure = nil
 		if b.Wait != nil {
 			released := s.heldLocks()
 			s.Phase, s.Wait, s.Attempt = PhaseWaiting, b.Wait.clone(), Attempt{}
+			s.Wait.Locals = b.Locals
 			for i, c := range s.Wait.Conditions {
 				if s.Wait.pendingTimer(i) {
 					eff = append(eff, ArmTimer{FlowID: st.FlowID, RunID: st.RunID,
@@ -121,6 +123,9 @@ func Apply(st *FlowState, rec Record) (*FlowState, []Effect) {
 			// Without a Wait, the AttemptScheduled of Execute that
 			// follows releases the WaitFor's locks.
 			eff = append(eff, st.lockWaiters(released)...)
+		}
+		if b.Wait == nil && len(b.Locals) > 0 {
+			s.Wait = &StoredWait{Locals: b.Locals} // no conditions: see StoredWait.Locals
 		}
 	case ConditionSatisfied:
 		s := st.Step(b.StepExecID)
@@ -155,9 +160,11 @@ func Apply(st *FlowState, rec Record) (*FlowState, []Effect) {
 		}
 		st.event(rec, HistoryEvent{Type: EventExecuteCompleted, StepExecID: s.ID, StepType: s.Type,
 			Attempt: b.Attempt, Duration: b.Duration, Scheduled: b.Scheduled, Staged: b.Staged,
-			Decision: &Decision{Kind: b.Kind, Movements: b.Movements, Output: b.Output, Reason: b.Reason, Cancel: b.Cancel}})
+			Decision: &Decision{Kind: b.Kind, Movements: b.Movements, Output: b.Output, Reason: b.Reason, Cancel: b.Cancel,
+				IfChannelsEmpty: b.IfChannelsEmpty}})
 		st.commit(b.Staged)
-		switch b.Kind {
+		st.userEvents(rec, b.Staged.UserEvents(), s.ID, s.Type, "")
+		switch b.effectiveKind() {
 		case DecideGracefulComplete:
 			st.GracefulRequested = true
 			st.Outputs = append(st.Outputs, Output{StepType: s.Type, StepExecID: s.ID, Value: b.Output})
@@ -180,6 +187,7 @@ func Apply(st *FlowState, rec Record) (*FlowState, []Effect) {
 		st.event(rec, HistoryEvent{Type: EventRPCCompleted, RPC: b.Name, Duration: b.Duration, Input: b.Input,
 			Output: b.Output, Movements: b.Movements, Scheduled: b.Scheduled, Staged: b.Staged, Canceled: rpcCanceled(b.CancelSteps)})
 		st.commit(b.Staged)
+		st.userEvents(rec, b.Staged.UserEvents(), "", "", b.Name)
 		if b.CallID != "" {
 			st.rememberRPC(b.CallID)
 		}

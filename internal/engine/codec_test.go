@@ -81,6 +81,13 @@ func sampleRecords() []Record {
 		StepCreated{StepExecID: "A-2", StepType: "A", N: 2, Input: v, Options: resolveOptions(DefaultOptions(), &StepOptions{
 			WaitFor: &MethodOptions{Locks: []string{"a"}, HeartbeatTimeout: &d},
 			Execute: &MethodOptions{Locks: []string{"a", "b"}}})},
+		// E32: an AnyCombination Wait with its groups, locals and user
+		// events; a FORCE_COMPLETE_IF_CHANNELS_EMPTY with what Decide found.
+		WaitForCompleted{StepExecID: "A-3", Attempt: 1, Duration: d,
+			Wait:   &StoredWait{Mode: AnyCombination, Conditions: wait.Conditions, Groups: [][]int{{0, 1}, {1}}},
+			Staged: Staged{StagedEvents: &StagedEvents{Events: []UserEvent{{Name: "e", Value: v}}}}, Locals: map[string]Value{"k": v}},
+		ExecuteCompleted{StepExecID: "A-3", Attempt: 1, Duration: d, Kind: DecideForceCompleteIfChannelsEmpty, Movements: moves,
+			Output: v, IfChannelsEmpty: &IfChannelsEmpty{Channels: []string{"c"}, ChannelsEmpty: true}},
 		// E37 continue-as-new: the closing run's record and the new run's start.
 		FlowContinuedAsNew{NewRunID: "r1.continued-1", Trigger: ContinueDecision, Reason: "monthly", StepExecID: "A-1"},
 		FlowStarted{FlowType: "order", PreviousRunID: "r1", ContinuedFrom: "r1", TimeoutAt: t0.Add(time.Hour)},

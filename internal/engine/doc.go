@@ -699,6 +699,21 @@
 // attempt's heartbeat timer at its last logged heartbeat (or start) +
 // timeout.
 //
+// # Combinations, conditional close, locals, events (E32)
+//
+// The rules are written beside the code: combination.go (AnyCombination
+// waits: groups tried in order, channel conditions consuming only when a
+// whole group can hold, minimum counts reserved before the extra capacity
+// is shared in declaration order) and locals.go
+// (FORCE_COMPLETE_IF_CHANNELS_EMPTY decided against the state the decision
+// commits on and recorded with what was found, step-execution locals
+// carried by WaitForCompleted and kept on the step's StoredWait, user
+// events as USER_EVENT history events after their completion's event).
+// Choices the spec leaves open: a ForceCompleteIfChannelsEmpty needs at
+// least one declared channel, named once; a condition of an
+// AnyCombination in no group is invalid (it could never matter); only a
+// WaitFor writes locals (Execute and RPCs read or record events only).
+//
 // # Encoding
 //
 // MarshalRecord/UnmarshalRecord, MarshalState/UnmarshalState and

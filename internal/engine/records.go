@@ -138,6 +138,8 @@ type WaitForCompleted struct {
 	Duration   time.Duration `json:"duration"`
 	Wait       *StoredWait   `json:"wait,omitempty"`
 	Staged     Staged        `json:"staged,omitzero"`
+	// Locals are the WaitFor's step-execution locals (E32).
+	Locals map[string]Value `json:"locals,omitempty"`
 }
 
 // ConditionSatisfied: channel condition Index of a step's wait takes the
@@ -172,6 +174,11 @@ type ExecuteCompleted struct {
 	// Cancel is the decision's cancellation selector, kept for history
 	// (E29); the steps_canceled record that follows applies it.
 	Cancel *CancelSelector `json:"cancel,omitempty"`
+	// *IfChannelsEmpty: a FORCE_COMPLETE_IF_CHANNELS_EMPTY decision's
+	// channels and what Decide found (E32): all empty, the flow completes
+	// with Output; else Movements were followed (and Scheduled lists
+	// them). Nil for other kinds (see Decision.IfChannelsEmpty).
+	*IfChannelsEmpty
 }
 
 // ChannelPublished appends client messages to channel queues (E16). A

@@ -124,7 +124,8 @@ func outputsOut(st *engine.FlowState) []*dexpb.StepOutput {
 		so := &dexpb.StepOutput{StepType: o.StepType, StepExecutionId: o.StepExecID, Output: valueOut(o.Value)}
 		for _, ev := range st.History {
 			if ev.Type == engine.EventExecuteCompleted && ev.StepExecID == o.StepExecID {
-				so.ForceComplete = ev.Decision != nil && ev.Decision.Kind == engine.DecideForceComplete
+				so.ForceComplete = ev.Decision != nil && (ev.Decision.Kind == engine.DecideForceComplete ||
+					ev.Decision.Kind == engine.DecideForceCompleteIfChannelsEmpty && ev.Decision.CloseIfEmpty().ChannelsEmpty)
 				so.Time = tsOut(ev.At)
 			}
 		}
@@ -218,6 +219,7 @@ func taskOut(t *engine.Task) *dexpb.Task {
 	if t.HeartbeatDetails != nil {
 		out.HeartbeatDetails = valueOut(*t.HeartbeatDetails)
 	}
+	out.Locals = localsOut(t.Locals)
 	if t.Method == engine.MethodRPC {
 		out.Attempt = 1
 	} else {

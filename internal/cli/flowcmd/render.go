@@ -231,6 +231,12 @@ func waitText(w *dexpb.Wait) string {
 		return "allOf(" + conds(k.AllOf.GetConditions()) + ")"
 	case *dexpb.Wait_AnyOf:
 		return "anyOf(" + conds(k.AnyOf.GetConditions()) + ")"
+	case *dexpb.Wait_AnyCombinationOf:
+		gs := make([]string, 0, len(k.AnyCombinationOf.GetGroups()))
+		for _, g := range k.AnyCombinationOf.GetGroups() {
+			gs = append(gs, "["+strings.Join(g.GetConditionIds(), ", ")+"]")
+		}
+		return "anyCombinationOf(" + conds(k.AnyCombinationOf.GetConditions()) + "; groups " + strings.Join(gs, " or ") + ")"
 	}
 	return "nothing"
 }
@@ -368,6 +374,13 @@ func eventText(e *dexpb.HistoryEvent) (kind, details string) {
 			scope = "as a sibling"
 		}
 		return "StepCanceled", fmt.Sprintf("%s canceled %s by %s", x.GetStepExecutionId(), scope, x.GetCausedBy())
+	case *dexpb.HistoryEvent_User:
+		x := ev.User
+		by := x.GetStepExecutionId()
+		if by == "" {
+			by = "rpc:" + x.GetRpcName()
+		}
+		return "UserEvent", fmt.Sprintf("%s: %s = %s", by, x.GetName(), output.ValueText(x.GetValue()))
 	case *dexpb.HistoryEvent_FlowClosed:
 		x := ev.FlowClosed
 		s := output.EnumText(x.GetStatus())
@@ -420,6 +433,14 @@ func decisionKindText(d *dexpb.StepDecision, ids []string) string {
 		return fmt.Sprintf("forceFail %q", k.ForceFail.GetReason())
 	case *dexpb.StepDecision_DeadEnd:
 		return "deadEnd"
+	case *dexpb.StepDecision_ForceCompleteIfChannelsEmpty:
+		c := k.ForceCompleteIfChannelsEmpty
+		if c.GetChannelsEmpty() {
+			return fmt.Sprintf("forceCompleteIfChannelsEmpty(%s): empty, completed, output %s",
+				strings.Join(c.GetChannels(), ", "), output.ValueText(c.GetOutput()))
+		}
+		return fmt.Sprintf("forceCompleteIfChannelsEmpty(%s): not empty, fallback %s",
+			strings.Join(c.GetChannels(), ", "), movementsText(c.GetFallback(), ids))
 	}
 	return "no decision"
 }

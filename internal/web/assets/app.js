@@ -474,7 +474,7 @@ function decisionSummary(e) {
 
 function eventKind(ev) {
   for (const k of ["flowStarted", "waitForCompleted", "waitForFailed", "executeCompleted", "executeFailed", "rpcCompleted",
-    "channelPublished", "attributesSet", "timerSkipped", "flowClosed"]) if (ev[k]) return k;
+    "channelPublished", "attributesSet", "timerSkipped", "flowClosed", "user"]) if (ev[k]) return k;
   return "unknown";
 }
 function eventExec(ev) {
@@ -554,6 +554,7 @@ function runPage(main, id) {
       const ex = exid && g.ex.get(exid);
       timeline.append(h("li", { id: "ev-" + ev.eventId, "data-exec": exid || "" },
         h("span", { class: "mono" }, "#" + ev.eventId), " ", timeEl(ev.time), " ", h("strong", {}, k),
+        k === "user" ? [" ", h("span", { class: "mono" }, ev.user.name || "")] : "",
         ex ? [" ", h("a", { href: "#", onclick: (e) => { e.preventDefault(); gr.select(exid + (k.startsWith("waitFor") ? "/wf" : "/exe")); } }, ex.stepType)] : "",
         cause && byId.get(cause) ? [" · caused by ", h("a", { href: "#ev-" + cause, onclick: (e) => { e.preventDefault(); const t = document.getElementById("ev-" + cause); t.scrollIntoView({ block: "nearest" }); t.classList.add("hl"); } }, "#" + cause)] : "",
         " ", h("button", { class: "secondary", "aria-expanded": "false", onclick: (e) => { raw.hidden = !raw.hidden; e.target.setAttribute("aria-expanded", String(!raw.hidden)); } }, "JSON"),
