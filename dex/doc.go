@@ -372,6 +372,29 @@
 // FlowState.ResetFromRunID. WaitForFlow without WithRunID follows to the
 // new run. A run that is not the latest, or a point its history does not
 // have, is ErrFailedPrecondition.
+// # Continue-as-new
+//
+// A long-lived flow keeps its history bounded by continuing as a new run
+// of the same flow ID (E37). A step asks for it with its decision:
+//
+//	func (BillMonth) Execute(ctx dex.Context, s Subscription, res dex.Results) (dex.Decision, error) {
+//		// ... bill the month ...
+//		return dex.ContinueAsNew(dex.Move(dex.To[BillMonth](s))), nil
+//	}
+//
+// ContinueAsNew wraps a Move or a DeadEnd (StepDecision.continue_as_new).
+// The server does the same by itself when a run's history reaches
+// limits.continueAsNewHistoryEvents (default 10,000 events), and
+// Client.ContinueAsNew asks for the exact latest run. The new run,
+// "<first run ID>.continued-<n>", takes over the queued and waiting step
+// executions (waits, satisfied conditions, taken messages), unconsumed
+// messages, attributes, outputs, step counters (execution IDs go on) and
+// the flow timeout's deadline; attempts running at the switch deliver
+// their results to the new run, once. The old run is
+// StatusContinuedAsNew and FlowState.ContinuedRunID names the new one;
+// WaitForFlow without WithRunID and GetFlowState follow to the latest run.
+// examples/flows/subscription.go bills a subscription monthly, one run
+// per month.
 //
 // # Attribute locks
 //

@@ -16,6 +16,9 @@ const (
 	StatusFailed     FlowStatus = 3
 	StatusCanceled   FlowStatus = 4
 	StatusTerminated FlowStatus = 5
+	// StatusContinuedAsNew: the run continued as a new run of the same
+	// flow ID (E37); FlowState.ContinuedRunID names it.
+	StatusContinuedAsNew FlowStatus = 6
 )
 
 func (s FlowStatus) String() string { return dexpb.FlowStatus(s).String() }

@@ -33,6 +33,9 @@ type FlowState struct {
 	// HeldLocks are the attribute locks held now (E30), by attribute
 	// name: who holds the lock a locked RPC was refused for (ErrLockHeld).
 	HeldLocks []HeldLock
+	// ContinuedRunID is the run this run continued as (E37), empty when
+	// it did not.
+	ContinuedRunID string
 }
 
 // HeldLock is one attribute lock and its holder: a step execution's
@@ -121,7 +124,7 @@ type ChannelQueue struct {
 
 func flowStateOf(p *dexpb.FlowState) *FlowState {
 	s := &FlowState{Attributes: map[string]Value{}, Outputs: outputsOf(p.GetOutputs()), RetryRunID: p.GetRetryRunId(),
-		ResetRunID: p.GetResetRunId(), ResetFromRunID: p.GetResetFromRunId()}
+		ResetRunID: p.GetResetRunId(), ResetFromRunID: p.GetResetFromRunId(), ContinuedRunID: p.GetContinuedRunId()}
 	if sum := summaryOf(p.GetSummary()); sum != nil {
 		s.Summary = *sum
 	}
@@ -240,6 +243,9 @@ type HistoryEvent struct {
 	// reset from and the reset's reason.
 	ResetFromRunID string
 	ResetReason    string
+	// ContinuedFromRunID is the run this run continues as new (E37), for
+	// FlowStarted.
+	ContinuedFromRunID string
 	// CanceledBy is the step execution whose decision cancelled this one,
 	// or "rpc:<name>", and SiblingsOnly whether CancelSiblingSteps
 	// selected it, for StepCanceled.
@@ -303,6 +309,7 @@ func historyEventOf(p *dexpb.HistoryEvent) HistoryEvent {
 		if r := ev.FlowStarted.GetResetInfo(); r != nil {
 			e.ResetFromRunID, e.ResetReason = r.GetResetRunId(), r.GetReason()
 		}
+		e.ContinuedFromRunID = ev.FlowStarted.GetContinuedFromRunId()
 	case *dexpb.HistoryEvent_WaitForCompleted:
 		e.Kind = EventWaitForCompleted
 		c := ev.WaitForCompleted

@@ -202,7 +202,8 @@ const (
 	// FLOW_STATUS_TERMINATED: a client terminated it (StopFlow TERMINATE), or
 	// a StartFlow with ID_REUSE_POLICY_TERMINATE_IF_RUNNING replaced it.
 	FlowStatus_FLOW_STATUS_TERMINATED FlowStatus = 5
-	// FLOW_STATUS_CONTINUED_AS_NEW: tier 2; not produced yet.
+	// FLOW_STATUS_CONTINUED_AS_NEW: it continued as a new run of the same
+	// flow ID, which took its live state over (E37).
 	FlowStatus_FLOW_STATUS_CONTINUED_AS_NEW FlowStatus = 6
 )
 

@@ -252,8 +252,12 @@ type StepDecision struct {
 	// that the deciding execution's own parent scheduled (same "from"
 	// execution). A type in both lists is cancelled flow-wide.
 	CancelSiblingStepTypes []string `protobuf:"bytes,7,rep,name=cancel_sibling_step_types,json=cancelSiblingStepTypes,proto3" json:"cancel_sibling_step_types,omitempty"`
-	unknownFields          protoimpl.UnknownFields
-	sizeCache              protoimpl.SizeCache
+	// ContinueAsNew continues the flow as a new run once the decision
+	// commits (E37), with the movements and every other live step
+	// execution carried over. Only with movements or dead_end.
+	ContinueAsNew bool `protobuf:"varint,10,opt,name=continue_as_new,json=continueAsNew,proto3" json:"continue_as_new,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StepDecision) Reset() {
@@ -359,6 +363,13 @@ func (x *StepDecision) GetCancelSiblingStepTypes() []string {
 		return x.CancelSiblingStepTypes
 	}
 	return nil
+}
+
+func (x *StepDecision) GetContinueAsNew() bool {
+	if x != nil {
+		return x.ContinueAsNew
+	}
+	return false
 }
 
 type isStepDecision_Decision interface {
@@ -738,7 +749,7 @@ const file_dex_decision_proto_rawDesc = "" +
 	"\x06events\x18\x03 \x03(\v2\x0e.dex.UserEventR\x06events\"H\n" +
 	"\tUserEvent\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12'\n" +
-	"\x05value\x18\x02 \x01(\v2\x11.dex.EncodedValueR\x05value\"\xfd\x03\n" +
+	"\x05value\x18\x02 \x01(\v2\x11.dex.EncodedValueR\x05value\"\xa5\x04\n" +
 	"\fStepDecision\x12.\n" +
 	"\tmovements\x18\x01 \x01(\v2\x0e.dex.MovementsH\x00R\tmovements\x12D\n" +
 	"\x11graceful_complete\x18\x02 \x01(\v2\x15.dex.GracefulCompleteH\x00R\x10gracefulComplete\x12;\n" +
@@ -748,7 +759,9 @@ const file_dex_decision_proto_rawDesc = "" +
 	"\bdead_end\x18\x05 \x01(\v2\f.dex.DeadEndH\x00R\adeadEnd\x12k\n" +
 	" force_complete_if_channels_empty\x18\b \x01(\v2!.dex.ForceCompleteIfChannelsEmptyH\x00R\x1cforceCompleteIfChannelsEmpty\x12*\n" +
 	"\x11cancel_step_types\x18\x06 \x03(\tR\x0fcancelStepTypes\x129\n" +
-	"\x19cancel_sibling_step_types\x18\a \x03(\tR\x16cancelSiblingStepTypesB\n" +
+	"\x19cancel_sibling_step_types\x18\a \x03(\tR\x16cancelSiblingStepTypes\x12&\n" +
+	"\x0fcontinue_as_new\x18\n" +
+	" \x01(\bR\rcontinueAsNewB\n" +
 	"\n" +
 	"\bdecision\"8\n" +
 	"\tMovements\x12+\n" +

@@ -17,6 +17,7 @@ import (
 var protoFiles = []string{
 	"dex/admin.proto",
 	"dex/common.proto",
+	"dex/continue.proto",
 	"dex/decision.proto",
 	"dex/flow.proto",
 	"dex/flow_view.proto",
@@ -79,7 +80,7 @@ func TestServices_HaveTheirMethods(t *testing.T) {
 			unary("GetAttributes"), unary("SetAttributes"), unary("InvokeRPC"),
 			unary("SkipTimer"), unary("ResetFlow"), unary("WaitForFlow"), unary("GetFlowSummary"),
 			unary("GetFlowState"), unary("GetHistoryEvents"), unary("ListFlows"),
-			unary("WaitForStepCompletion"), unary("WaitForAttribute"), unary("SearchFlows"),
+			unary("WaitForStepCompletion"), unary("WaitForAttribute"), unary("SearchFlows"), unary("ContinueAsNew"),
 		},
 		"dex.WorkerTaskService": {{
 			name: "PollWorkerTask", input: "PollWorkerTaskRequest", output: "PollWorkerTaskResponse",

@@ -2095,7 +2095,7 @@ var File_dex_flow_proto protoreflect.FileDescriptor
 
 const file_dex_flow_proto_rawDesc = "" +
 	"\n" +
-	"\x0edex/flow.proto\x12\x03dex\x1a\x10dex/common.proto\x1a\x12dex/decision.proto\x1a\x13dex/flow_view.proto\x1a\x11dex/history.proto\x1a\x11dex/options.proto\x1a\x0fdex/reset.proto\x1a\x10dex/result.proto\x1a\x10dex/search.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc5\x04\n" +
+	"\x0edex/flow.proto\x12\x03dex\x1a\x10dex/common.proto\x1a\x12dex/continue.proto\x1a\x12dex/decision.proto\x1a\x13dex/flow_view.proto\x1a\x11dex/history.proto\x1a\x11dex/options.proto\x1a\x0fdex/reset.proto\x1a\x10dex/result.proto\x1a\x10dex/search.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc5\x04\n" +
 	"\x10StartFlowRequest\x12\x1b\n" +
 	"\tflow_type\x18\x01 \x01(\tR\bflowType\x12\x17\n" +
 	"\aflow_id\x18\x02 \x01(\tR\x06flowId\x12,\n" +
@@ -2234,7 +2234,7 @@ const file_dex_flow_proto_rawDesc = "" +
 	"\x15STOP_TYPE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10STOP_TYPE_CANCEL\x10\x01\x12\x17\n" +
 	"\x13STOP_TYPE_TERMINATE\x10\x02\x12\x12\n" +
-	"\x0eSTOP_TYPE_FAIL\x10\x032\xe9\b\n" +
+	"\x0eSTOP_TYPE_FAIL\x10\x032\xb1\t\n" +
 	"\vFlowService\x12:\n" +
 	"\tStartFlow\x12\x15.dex.StartFlowRequest\x1a\x16.dex.StartFlowResponse\x127\n" +
 	"\bStopFlow\x12\x14.dex.StopFlowRequest\x1a\x15.dex.StopFlowResponse\x12O\n" +
@@ -2251,7 +2251,8 @@ const file_dex_flow_proto_rawDesc = "" +
 	"\fGetFlowState\x12\x18.dex.GetFlowStateRequest\x1a\x19.dex.GetFlowStateResponse\x12O\n" +
 	"\x10GetHistoryEvents\x12\x1c.dex.GetHistoryEventsRequest\x1a\x1d.dex.GetHistoryEventsResponse\x12:\n" +
 	"\tListFlows\x12\x15.dex.ListFlowsRequest\x1a\x16.dex.ListFlowsResponse\x12@\n" +
-	"\vSearchFlows\x12\x17.dex.SearchFlowsRequest\x1a\x18.dex.SearchFlowsResponseB(Z&github.com/dexzd/dexzd/api/dexpb;dexpbb\x06proto3"
+	"\vSearchFlows\x12\x17.dex.SearchFlowsRequest\x1a\x18.dex.SearchFlowsResponse\x12F\n" +
+	"\rContinueAsNew\x12\x19.dex.ContinueAsNewRequest\x1a\x1a.dex.ContinueAsNewResponseB(Z&github.com/dexzd/dexzd/api/dexpb;dexpbb\x06proto3"
 
 var (
 	file_dex_flow_proto_rawDescOnce sync.Once
@@ -2314,8 +2315,10 @@ var file_dex_flow_proto_goTypes = []any{
 	(*timestamppb.Timestamp)(nil),         // 43: google.protobuf.Timestamp
 	(*ResetFlowRequest)(nil),              // 44: dex.ResetFlowRequest
 	(*SearchFlowsRequest)(nil),            // 45: dex.SearchFlowsRequest
-	(*ResetFlowResponse)(nil),             // 46: dex.ResetFlowResponse
-	(*SearchFlowsResponse)(nil),           // 47: dex.SearchFlowsResponse
+	(*ContinueAsNewRequest)(nil),          // 46: dex.ContinueAsNewRequest
+	(*ResetFlowResponse)(nil),             // 47: dex.ResetFlowResponse
+	(*SearchFlowsResponse)(nil),           // 48: dex.SearchFlowsResponse
+	(*ContinueAsNewResponse)(nil),         // 49: dex.ContinueAsNewResponse
 }
 var file_dex_flow_proto_depIdxs = []int32{
 	30, // 0: dex.StartFlowRequest.start_step:type_name -> dex.Movement
@@ -2364,24 +2367,26 @@ var file_dex_flow_proto_depIdxs = []int32{
 	26, // 43: dex.FlowService.GetHistoryEvents:input_type -> dex.GetHistoryEventsRequest
 	28, // 44: dex.FlowService.ListFlows:input_type -> dex.ListFlowsRequest
 	45, // 45: dex.FlowService.SearchFlows:input_type -> dex.SearchFlowsRequest
-	3,  // 46: dex.FlowService.StartFlow:output_type -> dex.StartFlowResponse
-	5,  // 47: dex.FlowService.StopFlow:output_type -> dex.StopFlowResponse
-	7,  // 48: dex.FlowService.PublishToChannel:output_type -> dex.PublishToChannelResponse
-	9,  // 49: dex.FlowService.GetAttributes:output_type -> dex.GetAttributesResponse
-	11, // 50: dex.FlowService.SetAttributes:output_type -> dex.SetAttributesResponse
-	13, // 51: dex.FlowService.InvokeRPC:output_type -> dex.InvokeRPCResponse
-	15, // 52: dex.FlowService.SkipTimer:output_type -> dex.SkipTimerResponse
-	46, // 53: dex.FlowService.ResetFlow:output_type -> dex.ResetFlowResponse
-	17, // 54: dex.FlowService.WaitForFlow:output_type -> dex.WaitForFlowResponse
-	19, // 55: dex.FlowService.WaitForStepCompletion:output_type -> dex.WaitForStepCompletionResponse
-	21, // 56: dex.FlowService.WaitForAttribute:output_type -> dex.WaitForAttributeResponse
-	23, // 57: dex.FlowService.GetFlowSummary:output_type -> dex.GetFlowSummaryResponse
-	25, // 58: dex.FlowService.GetFlowState:output_type -> dex.GetFlowStateResponse
-	27, // 59: dex.FlowService.GetHistoryEvents:output_type -> dex.GetHistoryEventsResponse
-	29, // 60: dex.FlowService.ListFlows:output_type -> dex.ListFlowsResponse
-	47, // 61: dex.FlowService.SearchFlows:output_type -> dex.SearchFlowsResponse
-	46, // [46:62] is the sub-list for method output_type
-	30, // [30:46] is the sub-list for method input_type
+	46, // 46: dex.FlowService.ContinueAsNew:input_type -> dex.ContinueAsNewRequest
+	3,  // 47: dex.FlowService.StartFlow:output_type -> dex.StartFlowResponse
+	5,  // 48: dex.FlowService.StopFlow:output_type -> dex.StopFlowResponse
+	7,  // 49: dex.FlowService.PublishToChannel:output_type -> dex.PublishToChannelResponse
+	9,  // 50: dex.FlowService.GetAttributes:output_type -> dex.GetAttributesResponse
+	11, // 51: dex.FlowService.SetAttributes:output_type -> dex.SetAttributesResponse
+	13, // 52: dex.FlowService.InvokeRPC:output_type -> dex.InvokeRPCResponse
+	15, // 53: dex.FlowService.SkipTimer:output_type -> dex.SkipTimerResponse
+	47, // 54: dex.FlowService.ResetFlow:output_type -> dex.ResetFlowResponse
+	17, // 55: dex.FlowService.WaitForFlow:output_type -> dex.WaitForFlowResponse
+	19, // 56: dex.FlowService.WaitForStepCompletion:output_type -> dex.WaitForStepCompletionResponse
+	21, // 57: dex.FlowService.WaitForAttribute:output_type -> dex.WaitForAttributeResponse
+	23, // 58: dex.FlowService.GetFlowSummary:output_type -> dex.GetFlowSummaryResponse
+	25, // 59: dex.FlowService.GetFlowState:output_type -> dex.GetFlowStateResponse
+	27, // 60: dex.FlowService.GetHistoryEvents:output_type -> dex.GetHistoryEventsResponse
+	29, // 61: dex.FlowService.ListFlows:output_type -> dex.ListFlowsResponse
+	48, // 62: dex.FlowService.SearchFlows:output_type -> dex.SearchFlowsResponse
+	49, // 63: dex.FlowService.ContinueAsNew:output_type -> dex.ContinueAsNewResponse
+	47, // [47:64] is the sub-list for method output_type
+	30, // [30:47] is the sub-list for method input_type
 	30, // [30:30] is the sub-list for extension type_name
 	30, // [30:30] is the sub-list for extension extendee
 	0,  // [0:30] is the sub-list for field type_name
@@ -2393,6 +2398,7 @@ func file_dex_flow_proto_init() {
 		return
 	}
 	file_dex_common_proto_init()
+	file_dex_continue_proto_init()
 	file_dex_decision_proto_init()
 	file_dex_flow_view_proto_init()
 	file_dex_history_proto_init()

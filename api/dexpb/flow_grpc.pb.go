@@ -38,6 +38,7 @@ const (
 	FlowService_GetHistoryEvents_FullMethodName      = "/dex.FlowService/GetHistoryEvents"
 	FlowService_ListFlows_FullMethodName             = "/dex.FlowService/ListFlows"
 	FlowService_SearchFlows_FullMethodName           = "/dex.FlowService/SearchFlows"
+	FlowService_ContinueAsNew_FullMethodName         = "/dex.FlowService/ContinueAsNew"
 )
 
 // FlowServiceClient is the client API for FlowService service.
@@ -139,6 +140,11 @@ type FlowServiceClient interface {
 	// INVALID_ARGUMENT for a malformed query (naming the position) or a page
 	// token of another query.
 	SearchFlows(ctx context.Context, in *SearchFlowsRequest, opts ...grpc.CallOption) (*SearchFlowsResponse, error)
+	// ContinueAsNew continues a running flow execution as a new run of the
+	// same flow ID (E37, continue.proto). Errors: INVALID_ARGUMENT without a
+	// run ID, NOT_FOUND when the run is not the latest, FAILED_PRECONDITION
+	// when it is closed.
+	ContinueAsNew(ctx context.Context, in *ContinueAsNewRequest, opts ...grpc.CallOption) (*ContinueAsNewResponse, error)
 }
 
 type flowServiceClient struct {
@@ -309,6 +315,16 @@ func (c *flowServiceClient) SearchFlows(ctx context.Context, in *SearchFlowsRequ
 	return out, nil
 }
 
+func (c *flowServiceClient) ContinueAsNew(ctx context.Context, in *ContinueAsNewRequest, opts ...grpc.CallOption) (*ContinueAsNewResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ContinueAsNewResponse)
+	err := c.cc.Invoke(ctx, FlowService_ContinueAsNew_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // FlowServiceServer is the server API for FlowService service.
 // All implementations must embed UnimplementedFlowServiceServer
 // for forward compatibility.
@@ -408,6 +424,11 @@ type FlowServiceServer interface {
 	// INVALID_ARGUMENT for a malformed query (naming the position) or a page
 	// token of another query.
 	SearchFlows(context.Context, *SearchFlowsRequest) (*SearchFlowsResponse, error)
+	// ContinueAsNew continues a running flow execution as a new run of the
+	// same flow ID (E37, continue.proto). Errors: INVALID_ARGUMENT without a
+	// run ID, NOT_FOUND when the run is not the latest, FAILED_PRECONDITION
+	// when it is closed.
+	ContinueAsNew(context.Context, *ContinueAsNewRequest) (*ContinueAsNewResponse, error)
 	mustEmbedUnimplementedFlowServiceServer()
 }
 
@@ -465,6 +486,9 @@ func (UnimplementedFlowServiceServer) ListFlows(context.Context, *ListFlowsReque
 }
 func (UnimplementedFlowServiceServer) SearchFlows(context.Context, *SearchFlowsRequest) (*SearchFlowsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SearchFlows not implemented")
+}
+func (UnimplementedFlowServiceServer) ContinueAsNew(context.Context, *ContinueAsNewRequest) (*ContinueAsNewResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ContinueAsNew not implemented")
 }
 func (UnimplementedFlowServiceServer) mustEmbedUnimplementedFlowServiceServer() {}
 func (UnimplementedFlowServiceServer) testEmbeddedByValue()                     {}
@@ -775,6 +799,24 @@ func _FlowService_SearchFlows_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _FlowService_ContinueAsNew_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ContinueAsNewRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FlowServiceServer).ContinueAsNew(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: FlowService_ContinueAsNew_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FlowServiceServer).ContinueAsNew(ctx, req.(*ContinueAsNewRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // FlowService_ServiceDesc is the grpc.ServiceDesc for FlowService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -845,6 +887,10 @@ var FlowService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SearchFlows",
 			Handler:    _FlowService_SearchFlows_Handler,
+		},
+		{
+			MethodName: "ContinueAsNew",
+			Handler:    _FlowService_ContinueAsNew_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

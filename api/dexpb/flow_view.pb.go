@@ -368,9 +368,12 @@ type FlowState struct {
 	// HeldLocks are the attribute locks held now (E30), by attribute name:
 	// a running step attempt holds its method's lock set, an RPC call its
 	// own until it commits or fails.
-	HeldLocks     []*HeldLock `protobuf:"bytes,14,rep,name=held_locks,json=heldLocks,proto3" json:"held_locks,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	HeldLocks []*HeldLock `protobuf:"bytes,14,rep,name=held_locks,json=heldLocks,proto3" json:"held_locks,omitempty"`
+	// ContinuedRunId is the run this run continued as (status
+	// FLOW_STATUS_CONTINUED_AS_NEW), empty otherwise (E37).
+	ContinuedRunId string `protobuf:"bytes,10,opt,name=continued_run_id,json=continuedRunId,proto3" json:"continued_run_id,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *FlowState) Reset() {
@@ -471,6 +474,13 @@ func (x *FlowState) GetHeldLocks() []*HeldLock {
 		return x.HeldLocks
 	}
 	return nil
+}
+
+func (x *FlowState) GetContinuedRunId() string {
+	if x != nil {
+		return x.ContinuedRunId
+	}
+	return ""
 }
 
 // HeldLock is one attribute lock and who holds it (E30): a step
@@ -1419,7 +1429,7 @@ const file_dex_flow_view_proto_rawDesc = "" +
 	"\x13flow_timeout_policy\x18\b \x01(\x0e2\x16.dex.FlowTimeoutPolicyR\x11flowTimeoutPolicy\x12$\n" +
 	"\x05error\x18\t \x01(\v2\x0e.dex.FlowErrorR\x05error\x12$\n" +
 	"\x0eparent_flow_id\x18\n" +
-	" \x01(\tR\fparentFlowId\"\xd7\x03\n" +
+	" \x01(\tR\fparentFlowId\"\x81\x04\n" +
 	"\tFlowState\x12*\n" +
 	"\asummary\x18\x01 \x01(\v2\x10.dex.FlowSummaryR\asummary\x12@\n" +
 	"\x0fstep_executions\x18\x02 \x03(\v2\x17.dex.StepExecutionStateR\x0estepExecutions\x12-\n" +
@@ -1435,7 +1445,9 @@ const file_dex_flow_view_proto_rawDesc = "" +
 	"resetRunId\x12)\n" +
 	"\x11reset_from_run_id\x18\x12 \x01(\tR\x0eresetFromRunId\x12,\n" +
 	"\n" +
-	"held_locks\x18\x0e \x03(\v2\r.dex.HeldLockR\theldLocks\"\xc9\x01\n" +
+	"held_locks\x18\x0e \x03(\v2\r.dex.HeldLockR\theldLocks\x12(\n" +
+	"\x10continued_run_id\x18\n" +
+	" \x01(\tR\x0econtinuedRunId\"\xc9\x01\n" +
 	"\bHeldLock\x12\x1c\n" +
 	"\tattribute\x18\x01 \x01(\tR\tattribute\x12*\n" +
 	"\x11step_execution_id\x18\x02 \x01(\tR\x0fstepExecutionId\x12%\n" +

@@ -354,9 +354,12 @@ type FlowStartedEvent struct {
 	RetriedRunId string `protobuf:"bytes,12,opt,name=retried_run_id,json=retriedRunId,proto3" json:"retried_run_id,omitempty"`
 	// Reset is set when a reset started this run (E37): the run it was
 	// reset from, the point and the reason.
-	ResetInfo     *FlowResetInfo `protobuf:"bytes,20,opt,name=reset_info,json=resetInfo,proto3" json:"reset_info,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ResetInfo *FlowResetInfo `protobuf:"bytes,20,opt,name=reset_info,json=resetInfo,proto3" json:"reset_info,omitempty"`
+	// ContinuedFromRunId is the run this run continues as new (E37): it
+	// took that run's live state over.
+	ContinuedFromRunId string `protobuf:"bytes,21,opt,name=continued_from_run_id,json=continuedFromRunId,proto3" json:"continued_from_run_id,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *FlowStartedEvent) Reset() {
@@ -478,6 +481,13 @@ func (x *FlowStartedEvent) GetResetInfo() *FlowResetInfo {
 		return x.ResetInfo
 	}
 	return nil
+}
+
+func (x *FlowStartedEvent) GetContinuedFromRunId() string {
+	if x != nil {
+		return x.ContinuedFromRunId
+	}
+	return ""
 }
 
 // WaitForCompletedEvent records a committed WaitFor result.
@@ -1361,7 +1371,7 @@ const file_dex_history_proto_rawDesc = "" +
 	"\x12sub_flow_completed\x18\r \x01(\v2\x1a.dex.SubFlowCompletedEventH\x00R\x10subFlowCompleted\x12=\n" +
 	"\rstep_canceled\x18\x0e \x01(\v2\x16.dex.StepCanceledEventH\x00R\fstepCanceled\x12,\n" +
 	"\x04user\x18\x0f \x01(\v2\x16.dex.UserEventRecordedH\x00R\x04userB\a\n" +
-	"\x05event\"\x9a\x05\n" +
+	"\x05event\"\xcd\x05\n" +
 	"\x10FlowStartedEvent\x12\x1b\n" +
 	"\tflow_type\x18\x01 \x01(\tR\bflowType\x12,\n" +
 	"\n" +
@@ -1380,7 +1390,8 @@ const file_dex_history_proto_rawDesc = "" +
 	"\rretry_attempt\x18\v \x01(\rR\fretryAttempt\x12$\n" +
 	"\x0eretried_run_id\x18\f \x01(\tR\fretriedRunId\x121\n" +
 	"\n" +
-	"reset_info\x18\x14 \x01(\v2\x12.dex.FlowResetInfoR\tresetInfo\"\xfb\x01\n" +
+	"reset_info\x18\x14 \x01(\v2\x12.dex.FlowResetInfoR\tresetInfo\x121\n" +
+	"\x15continued_from_run_id\x18\x15 \x01(\tR\x12continuedFromRunId\"\xfb\x01\n" +
 	"\x15WaitForCompletedEvent\x12\x1b\n" +
 	"\tstep_type\x18\x01 \x01(\tR\bstepType\x12*\n" +
 	"\x11step_execution_id\x18\x02 \x01(\tR\x0fstepExecutionId\x12\x18\n" +

@@ -268,3 +268,34 @@ func TestDispatchFlow_RoutesPerRegionAndTotalsPerCustomer(t *testing.T) {
 		t.Fatalf("dispatch-status = %+v", v)
 	}
 }
+
+// BillMonth bills a month and continues the flow as a new run, until the
+// last month, which completes with the statement.
+//
+// Covers: E37
+func TestSubscriptionFlow_ContinuesEachMonth(t *testing.T) {
+	t.Parallel()
+	w := newWorker(t)
+	sub := flows.Subscription{ID: "s1", Months: 2, CentsPerMonth: 700}
+	fired := &dexpb.ConditionResults{
+		Timers:   []*dexpb.TimerResult{{TimerIndex: 0, ConditionId: "month", Fired: true}},
+		Channels: []*dexpb.ChannelResult{{Channel: "cancel"}},
+	}
+	bill := func(months, billed int) *dexpb.StepDecision {
+		task := execute("subscription", "BillMonth", 1, value(t, sub))
+		task.ConditionResults = fired
+		task.Attributes = []*dexpb.Attribute{{Name: "months", Value: value(t, months)}, {Name: "billedCents", Value: value(t, billed)}}
+		return dexraw.HandleTask(context.Background(), w, task).GetTaskResult().GetExecute().GetDecision()
+	}
+	d := bill(0, 0)
+	if !d.GetContinueAsNew() || len(d.GetMovements().GetMovements()) != 1 {
+		t.Fatalf("month 1: decision %v, want a move to the next month with continue-as-new", d)
+	}
+	d = bill(1, 700)
+	if d.GetContinueAsNew() {
+		t.Fatalf("month 2 (the last): decision %v continues as new", d)
+	}
+	if got := decode[flows.Statement](t, d.GetGracefulComplete().GetOutput()); got != (flows.Statement{SubscriptionID: "s1", Months: 2, BilledCents: 1400}) {
+		t.Fatalf("statement %+v", got)
+	}
+}

@@ -46,6 +46,7 @@ type fakeServer struct {
 	getState    func(context.Context, *dexpb.GetFlowStateRequest) (*dexpb.GetFlowStateResponse, error)
 	getHistory  func(context.Context, *dexpb.GetHistoryEventsRequest) (*dexpb.GetHistoryEventsResponse, error)
 	listFlows   func(context.Context, *dexpb.ListFlowsRequest) (*dexpb.ListFlowsResponse, error)
+	continueAs  func(context.Context, *dexpb.ContinueAsNewRequest) (*dexpb.ContinueAsNewResponse, error)
 }
 
 // fakeCall is one call the fake received.
@@ -103,6 +104,10 @@ func (f *fakeServer) StartFlow(ctx context.Context, r *dexpb.StartFlowRequest) (
 
 func (f *fakeServer) StopFlow(ctx context.Context, r *dexpb.StopFlowRequest) (*dexpb.StopFlowResponse, error) {
 	return handle(ctx, f, "StopFlow", r, f.stopFlow)
+}
+
+func (f *fakeServer) ContinueAsNew(ctx context.Context, r *dexpb.ContinueAsNewRequest) (*dexpb.ContinueAsNewResponse, error) {
+	return handle(ctx, f, "ContinueAsNew", r, f.continueAs)
 }
 
 func (f *fakeServer) PublishToChannel(ctx context.Context, r *dexpb.PublishToChannelRequest) (*dexpb.PublishToChannelResponse, error) {

@@ -248,6 +248,10 @@ type Limits struct {
 	// MaxFlowWaiters bounds the WaitForFlow calls that wait at once; one
 	// more that would wait is refused as overloaded (retry hint 1 s).
 	MaxFlowWaiters int `yaml:"maxFlowWaiters"`
+	// ContinueAsNewHistoryEvents: a run whose history reaches this many
+	// events continues as a new run of the same flow ID, carrying its
+	// live state (E37). At least 10.
+	ContinueAsNewHistoryEvents int `yaml:"continueAsNewHistoryEvents"`
 	// ValueObjectBytes: a user value of at least this many bytes is
 	// written to the durable store as an object of its own, beside the
 	// log, before its request is decided; the log and the local store keep
@@ -396,6 +400,7 @@ func Defaults() Config {
 	c.Limits.MaxQueuedTasks = DefaultMaxQueuedTasks
 	c.Limits.MaxConcurrentStreams = DefaultMaxConcurrentStreams
 	c.Limits.MaxFlowWaiters = DefaultMaxFlowWaiters
+	c.Limits.ContinueAsNewHistoryEvents = DefaultContinueAsNewHistoryEvents
 	c.Limits.ValueObjectBytes = DefaultValueObjectBytes
 	c.Limits.ValueCacheBytes = DefaultValueCacheBytes
 	return c
@@ -409,6 +414,10 @@ const (
 	DefaultMaxQueuedTasks       = 1000
 	DefaultMaxConcurrentStreams = 16384
 	DefaultMaxFlowWaiters       = 10_000
+	// DefaultContinueAsNewHistoryEvents is engine.DefaultContinueAsNewHistoryEvents.
+	DefaultContinueAsNewHistoryEvents = 10_000
+	// MinContinueAsNewHistoryEvents is engine.MinContinueAsNewHistoryEvents.
+	MinContinueAsNewHistoryEvents = 10
 	// DefaultValueObjectBytes: values from 256 KiB on travel beside the
 	// log. Below it a value costs the single-threaded path less than the
 	// store request an object adds to its call.

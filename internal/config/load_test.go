@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/dexzd/dexzd/internal/config"
+	"github.com/dexzd/dexzd/internal/engine"
 )
 
 // The bounded-load keys have their defaults in Defaults, are printed, can
@@ -43,5 +44,35 @@ func TestLimits_BoundedLoadKeys(t *testing.T) {
 		if _, err := config.Parse([]byte(doc), config.ModeDev); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: error %v, want %q", doc, err, want)
 		}
+	}
+}
+
+// limits.continueAsNewHistoryEvents (E37): the engine's default, printed by
+// config defaults, at least the engine's minimum.
+//
+// Covers: E37
+func TestLimits_ContinueAsNewHistoryEvents(t *testing.T) {
+	t.Parallel()
+	if config.DefaultContinueAsNewHistoryEvents != engine.DefaultContinueAsNewHistoryEvents ||
+		config.MinContinueAsNewHistoryEvents != engine.MinContinueAsNewHistoryEvents {
+		t.Fatal("the config's continue-as-new default or minimum differs from the engine's")
+	}
+	out, err := config.DefaultsYAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(out), "continueAsNewHistoryEvents: 10000") {
+		t.Errorf("defaults output lacks continueAsNewHistoryEvents: 10000")
+	}
+	c, err := config.Parse([]byte("limits:\n  continueAsNewHistoryEvents: 50\n"), config.ModeDev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Limits.ContinueAsNewHistoryEvents != 50 {
+		t.Errorf("parsed %d, want 50", c.Limits.ContinueAsNewHistoryEvents)
+	}
+	_, err = config.Parse([]byte("limits:\n  continueAsNewHistoryEvents: 9\n"), config.ModeDev)
+	if err == nil || !strings.Contains(err.Error(), "limits.continueAsNewHistoryEvents: must be at least 10") {
+		t.Errorf("9: error %v, want limits.continueAsNewHistoryEvents: must be at least 10", err)
 	}
 }

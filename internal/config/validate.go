@@ -167,6 +167,9 @@ func (c *Config) Validate(mode Mode) error {
 	if c.Limits.ValueCacheBytes < 0 {
 		bad("limits.valueCacheBytes: must not be negative (0 keeps no value in memory), got %d", c.Limits.ValueCacheBytes)
 	}
+	if c.Limits.ContinueAsNewHistoryEvents < MinContinueAsNewHistoryEvents {
+		bad("limits.continueAsNewHistoryEvents: must be at least %d, got %d", MinContinueAsNewHistoryEvents, c.Limits.ContinueAsNewHistoryEvents)
+	}
 	if c.Limits.MaxFlowWaiters < 1 {
 		bad("limits.maxFlowWaiters: must be at least 1, got %d", c.Limits.MaxFlowWaiters)
 	}

@@ -208,6 +208,8 @@ func Apply(st *FlowState, rec Record) (*FlowState, []Effect) {
 		applyFlowRetried(st, b)
 	case FlowReset:
 		applyFlowReset(st, b)
+	case FlowContinuedAsNew:
+		eff = applyContinuedAsNew(st, rec, b)
 	case TimeoutHandlerStarted:
 		eff = applyTimeoutHandler(st, b)
 	case SubFlowUpdated:
@@ -271,6 +273,13 @@ func applyStarted(prev *FlowState, rec Record, b FlowStarted) (*FlowState, []Eff
 	}
 	if !b.TimeoutAt.IsZero() {
 		eff = append(eff, ArmTimer{FlowID: st.FlowID, RunID: st.RunID, Timer: Timer{Kind: TimerFlowTimeout}, At: b.TimeoutAt})
+	}
+	if b.ContinuedFrom != "" {
+		start.ContinuedFrom = b.ContinuedFrom
+		if prev != nil && prev.RunID == b.ContinuedFrom && prev.Opts != nil {
+			eff = append(eff, applyContinued(st, prev.Opts.carry)...)
+			prev.Opts.carry = nil
+		}
 	}
 	return st, eff
 }

@@ -155,7 +155,11 @@ func (st *FlowState) cancelTask(s *StepExec, reason string) (CancelTask, bool) {
 	if s.Phase == PhaseWaiting || s.Attempt.Number == 0 {
 		return CancelTask{}, false
 	}
-	return CancelTask{FlowID: st.FlowID, RunID: st.RunID, StepExecID: s.ID, Method: s.Attempt.Method,
+	run := st.RunID
+	if r := st.carriedRun(s); r != "" {
+		run = r // handed out before a continue-as-new (E37)
+	}
+	return CancelTask{FlowID: st.FlowID, RunID: run, StepExecID: s.ID, Method: s.Attempt.Method,
 		Attempt: s.Attempt.Number, Reason: reason}, true
 }
 

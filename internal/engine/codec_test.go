@@ -96,6 +96,9 @@ func sampleRecords() []Record {
 				Reason: "fixed", SkipReapply: true, StepCounters: map[string]int{"A": 2}, LastMessageSeq: 3,
 				Channels: map[string][]Message{"c": {{Seq: 3, Value: v}}}, Outputs: []Output{{StepType: "A", StepExecID: "A-1", Value: v}},
 				GracefulRequested: true, Steps: []ResetStep{{StepExecID: "A-2", StepType: "A", N: 2, Input: v, ParentID: "A-1", Options: opts, SkipWaitFor: true}}}},
+		// E37 continue-as-new: the closing run's record and the new run's start.
+		FlowContinuedAsNew{NewRunID: "r1.continued-1", Trigger: ContinueDecision, Reason: "monthly", StepExecID: "A-1"},
+		FlowStarted{FlowType: "order", PreviousRunID: "r1", ContinuedFrom: "r1", TimeoutAt: t0.Add(time.Hour)},
 	}
 	recs := make([]Record, len(bodies))
 	for i, b := range bodies {

@@ -150,6 +150,9 @@ type Decision struct {
 	// Cancel selects step executions to cancel when the decision commits
 	// (E29, cancel.go); any kind of decision may carry it.
 	Cancel *CancelSelector `json:"cancel,omitempty"`
+	// ContinueAsNew continues the run as a new run once the decision
+	// commits (E37): with MOVEMENTS or DEAD_END only.
+	ContinueAsNew bool `json:"continueAsNew,omitempty"`
 	// *IfChannelsEmpty is a FORCE_COMPLETE_IF_CHANNELS_EMPTY's channels
 	// (E32), nil for other kinds: one pointer, embedded so its fields
 	// encode flat; read them through CloseIfEmpty.

@@ -24,6 +24,10 @@ func New(cfg Config) *Engine { return &Engine{cfg: cfg} }
 // already accepted; RecoverAttempts with nothing to recover).
 func (e *Engine) Decide(st *FlowState, cmd Command, now time.Time) ([]Record, error) {
 	d := &decider{e: e, now: now.UTC(), st: st.Clone()}
+	events := 0
+	if st != nil {
+		events = len(st.History)
+	}
 	var err error
 	switch c := cmd.(type) {
 	case StartFlow:
@@ -62,6 +66,8 @@ func (e *Engine) Decide(st *FlowState, cmd Command, now time.Time) ([]Record, er
 		err = d.heartbeat(c)
 	case ResetFlow:
 		err = d.reset(c)
+	case ContinueAsNew:
+		err = d.continueAsNew(c)
 	default:
 		err = invalidArg("command", "unknown command %T", cmd)
 	}
@@ -70,6 +76,9 @@ func (e *Engine) Decide(st *FlowState, cmd Command, now time.Time) ([]Record, er
 	}
 	if d.st != nil && d.st.Opts != nil {
 		d.retryFailed() // E34
+	}
+	if d.st != nil && d.st.RunID == st.runID() {
+		d.continueIfDue(events) // E37
 	}
 	return d.recs, nil
 }
@@ -81,7 +90,12 @@ type decider struct {
 	now  time.Time
 	st   *FlowState
 	recs []Record
+	// continueReq is an Execute decision's request to continue the run
+	// as new once the command is decided (E37).
+	continueReq *continueRequest
 }
+
+type continueRequest struct{ reason, stepExecID string }
 
 func (d *decider) emit(body RecordBody) {
 	d.emitFor(d.st.FlowID, d.st.RunID, body)

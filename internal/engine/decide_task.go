@@ -130,6 +130,15 @@ func (d *decider) validateDecision(dec Decision) error {
 	}
 }
 
+// checkContinue checks a decision's continue-as-new request (E37): it
+// goes with movements or a dead end, which leave the flow running.
+func checkContinue(dec Decision) error {
+	if dec.ContinueAsNew && dec.Kind != DecideMovements && dec.Kind != DecideDeadEnd {
+		return invalidArg("decision.continueAsNew", "continue-as-new goes with MOVEMENTS or DEAD_END, not %s", dec.Kind)
+	}
+	return nil
+}
+
 // executeResult decides an Execute result (E5, E6, E7).
 func (d *decider) executeResult(c ExecuteResult) error {
 	s, err := d.worker(c.Token, MethodExecute)
@@ -137,6 +146,10 @@ func (d *decider) executeResult(c ExecuteResult) error {
 		return err
 	}
 	if err := d.validateDecision(c.Decision); err != nil {
+		d.invalidResult(s, err)
+		return nil
+	}
+	if err := checkContinue(c.Decision); err != nil {
 		d.invalidResult(s, err)
 		return nil
 	}
@@ -184,6 +197,9 @@ func (d *decider) executeResult(c ExecuteResult) error {
 	if d.st.Running() {
 		d.evaluate()
 		d.branchEnded()
+	}
+	if dec.ContinueAsNew {
+		d.continueReq = &continueRequest{reason: validText(dec.Reason), stepExecID: s.ID}
 	}
 	return nil
 }

@@ -43,6 +43,7 @@
 //	UnlockRPC         an RPC call that will not commit gives its locks back (E30)
 //	Heartbeat         a running attempt's heartbeat details (E38)
 //	ResetFlow         a new run from a point of the latest run's history (E37)
+//	ContinueAsNew     a client continues the exact run as a new run (E37)
 //
 // RPC calls are not logged until they commit: Engine.RPCTask checks the call
 // and builds its task; the node sends it and submits RPCResult, or answers a
@@ -71,6 +72,7 @@
 //	flow_retried        a failed run's retry run under the flow retry policy (E34)
 //	flow_reset          a reset run's new run (E37); the new run's flow_started
 //	                    carries the state at the point
+//	flow_continued_as_new a run hands its live state to a new run (E37)
 //	timeout_handler_started a HANDLER flow timeout: steps end, the handler runs (E34)
 //	sub_flow_updated    a subflow condition follows a child run, or takes its result (E31)
 //	rpc_locked          an RPC call of epoch E holds a lock set (E30)
@@ -521,6 +523,56 @@
 // run's timeout policy and handler, and a new flow timeout of the start's
 // duration from now; no flow retry policy. WaitForFlow without a run ID
 // follows FlowState.NextRunID (a retry or a reset) to the newest run.
+// A run that continue-as-new started is refused (FAILED_PRECONDITION on
+// runId): it took its state over from the run before (RunOptions.carry),
+// which its history does not hold, so no point of it can be rebuilt.
+//
+// # Continue-as-new (E37, continue.go)
+//
+// A long-lived flow keeps its history bounded by continuing as a new run of
+// the same flow ID. Three triggers: the run's history reached
+// Config.ContinueAsNewHistoryEvents (limits.continueAsNewHistoryEvents,
+// default 10,000, at least 10), checked at the end of every Decide that
+// added history events, so a TaskStarted or a heartbeat never switches a
+// run; an Execute decision with ContinueAsNew (MOVEMENTS or DEAD_END only:
+// the movements are created first and travel with the rest); a client's
+// ContinueAsNew naming the exact run. The batch then holds
+// flow_continued_as_new on the run (it closes CONTINUED_AS_NEW with a
+// FLOW_CLOSED event saying why; FlowState.ContinuedRunID links forward)
+// and the new run's flow_started with ContinuedFrom (its FLOW_STARTED
+// event links back). Run IDs: "<first run of the chain>.continued-<n>",
+// decided from the state (Opts.Continued) like a retry's.
+//
+// The new run takes over the live state: every step execution as it
+// stands (queued and pending attempts, waiting steps with their Wait,
+// satisfied conditions, taken messages and fired or skipped timers),
+// queued messages and the message sequence, attributes, collected
+// outputs and a requested graceful completion, per-type step counters (so
+// execution IDs continue), heartbeat details, flow-level options and the
+// start request and publish request IDs. The flow timeout keeps its
+// deadline. Its history starts with FLOW_STARTED; the old run keeps its
+// own history, attributes and outputs, readable by run ID. The state does
+// not travel in the record: flow_continued_as_new's Apply moves it aside
+// (RunOptions.carry, never encoded) and the flow_started that follows in
+// the same batch takes it. Both records are always in one envelope, so a
+// replay, a snapshot (taken between batches) and a hot standby see the
+// same pair; a log record stays as small as any start, whatever the state
+// holds.
+//
+// Attempts in flight at the switch. A RUNNING attempt is carried as
+// running: its worker holds a token naming the old run, and the new run
+// accepts that token for that attempt only (Continuation.Carried lists
+// "<step>/<method>/<attempt>"; the epoch check still applies), so its
+// result lands exactly once, in the new run; a resend is refused as for
+// any finished attempt, and the old run, closed, never takes a result.
+// Its attempt timeout and heartbeat timer are armed again for the new
+// run, and a cancellation reaches it under its old token. PENDING
+// attempts are dispatched as the new run's (an ASYNC start the node
+// decided is applied to the head before any other record of the flow, so
+// it is RUNNING by then). RPC calls are not carried: a call in flight
+// holds a token of the old run and is refused as stale, and its lock set
+// is dropped with the old run. A subflow child that continues as new is
+// not followed by its parent's condition yet.
 //
 // # Indexed attributes (E36)
 //

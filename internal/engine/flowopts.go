@@ -64,6 +64,14 @@ type RunOptions struct {
 	ResetRunID        string          `json:"resetRunId,omitempty"` // E37: the run a reset of this run started
 	TimeoutHandler    *TimeoutHandler `json:"timeoutHandler,omitempty"`
 	HandlerDeadlineAt time.Time       `json:"handlerDeadlineAt,omitzero"`
+	// Continued is the run's place in its continue-as-new chain (E37).
+	Continued *Continuation `json:"continued,omitempty"`
+	// carry is the live state a run that continues as new hands to its
+	// successor (E37, continue.go): set by flow_continued_as_new, read by
+	// the flow_started that follows in the same batch. Never encoded.
+	// Here rather than in FlowState, so runs that never continue pay
+	// nothing for it.
+	carry *FlowState
 }
 
 // RetryRunID is the run that retries this failed run under the flow retry

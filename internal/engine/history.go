@@ -102,6 +102,8 @@ type StartInfo struct {
 	// point, the reason and the state at the point (E37). Never changed,
 	// so the record and the event share it.
 	Reset *ResetStart `json:"reset,omitempty"`
+	// ContinuedFrom is the run this run continues as new (E37).
+	ContinuedFrom string `json:"continuedFrom,omitempty"`
 }
 
 // SkippedTimer names a timer condition of a Wait (E19).

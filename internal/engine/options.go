@@ -32,6 +32,9 @@ type Config struct {
 	// Defaults are the server defaults, the last level of option
 	// precedence (E13); the zero value means DefaultOptions().
 	Defaults ResolvedOptions
+	// ContinueAsNewHistoryEvents is the history length at which a run
+	// continues as new (E37); 0 means DefaultContinueAsNewHistoryEvents.
+	ContinueAsNewHistoryEvents int
 }
 
 // DefaultOptions returns the server defaults (E9, E11): attempts time out

@@ -57,6 +57,10 @@ type FlowStarted struct {
 	// Reset is the state at the point of the run a reset started this
 	// run from (E37); nil for any other start.
 	Reset *ResetStart `json:"reset,omitempty"`
+	// ContinuedFrom is the run this run continues (E37): its
+	// flow_continued_as_new comes just before in the same batch, and this
+	// run takes its live state over.
+	ContinuedFrom string `json:"continuedFrom,omitempty"`
 }
 
 // DefinitionSet replaces the run's definition. Config, when set, becomes
@@ -287,6 +291,7 @@ var recordTypes = map[string]func([]byte, func([]byte, any) error) (RecordBody, 
 	FlowClosed{}.recordType():            decodeBody[FlowClosed],
 	FlowRetried{}.recordType():           decodeBody[FlowRetried],
 	FlowReset{}.recordType():             decodeBody[FlowReset],
+	FlowContinuedAsNew{}.recordType():    decodeBody[FlowContinuedAsNew],
 	TimeoutHandlerStarted{}.recordType(): decodeBody[TimeoutHandlerStarted],
 	SubFlowUpdated{}.recordType():        decodeBody[SubFlowUpdated],
 	RPCLocked{}.recordType():             decodeBody[RPCLocked],

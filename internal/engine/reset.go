@@ -113,15 +113,6 @@ func (st *FlowState) ResetRunID() string {
 	return st.Opts.ResetRunID
 }
 
-// NextRunID is the run that replaced this closed run by a flow retry or a
-// reset, "" when none did: WaitForFlow follows it (E34, E37).
-func (st *FlowState) NextRunID() string {
-	if id := st.RetryRunID(); id != "" {
-		return id
-	}
-	return st.ResetRunID()
-}
-
 func applyFlowReset(st *FlowState, b FlowReset) {
 	if st.Opts == nil {
 		st.Opts = &RunOptions{}
@@ -432,6 +423,12 @@ func (d *decider) reset(c ResetFlow) error {
 	}
 	if old.Parent != nil {
 		return resetPointErr("runId", "run %s is a subflow of flow %q: reset its parent instead", old.RunID, old.Parent.FlowID)
+	}
+	// A continuation took its state over from the run before it, outside
+	// its history (continue.go): the history cannot rebuild a point.
+	if len(old.History) > 0 && old.History[0].Start != nil && old.History[0].Start.ContinuedFrom != "" {
+		return resetPointErr("runId", "run %s continued run %s as new: its history does not hold the state it took over, so no point of it can be rebuilt; a run started by continue-as-new cannot be reset",
+			old.RunID, old.History[0].Start.ContinuedFrom)
 	}
 	def, config := old.Definition, old.Config
 	if c.Definition != nil && c.Definition.Type == old.FlowType {

@@ -22,7 +22,7 @@ func (h *harness) command(name string, kv map[string]string, pos []arg) (Command
 			return 0
 		}
 		h.e = New(Config{MaxPayloadBytes: opt("maxPayload"), MaxRequestBytes: opt("maxRequest"),
-			MaxFlowAttributeBytes: opt("maxAttrs")})
+			MaxFlowAttributeBytes: opt("maxAttrs"), ContinueAsNewHistoryEvents: opt("continueAt")})
 		return nil, nil, nil
 	case "def":
 		h.def = parseDef(kv, pos)
@@ -152,6 +152,17 @@ func (h *harness) command(name string, kv map[string]string, pos []arg) (Command
 			c.Point.Kind = ResetPointKind(v)
 		}
 		return c, nil, nil
+	case "continue":
+		// E37: "continue [run=R] [reason=TEXT]"; the run defaults to
+		// the latest.
+		run := kv["run"]
+		if run == "" && h.st != nil {
+			run = h.st.RunID
+		}
+		if run == "none" {
+			run = ""
+		}
+		return ContinueAsNew{FlowID: h.flowID, RunID: run, Reason: kv["reason"]}, nil, nil
 	case "stop":
 		return StopFlow{FlowID: h.flowID, RunID: kv["run"], Kind: StopKind(strings.ToUpper(first)), Reason: kv["reason"]}, nil, nil
 	case "rpc":
@@ -692,6 +703,10 @@ func parseDecision(pos []arg) (Decision, Staged) {
 			d.Kind, d.Reason = DecideForceFail, next()
 		case p.val == "deadend":
 			d.Kind = DecideDeadEnd
+		case p.val == "continue":
+			d.ContinueAsNew = true // E37
+		case p.key == "reason":
+			d.Reason = p.val
 		default:
 			panic("bad decision word " + p.val)
 		}

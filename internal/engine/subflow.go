@@ -234,7 +234,7 @@ func (d *decider) subFlowUpdate(c SubFlowUpdate) error {
 	}
 	cond := &s.Wait.Conditions[i]
 	sf := cond.SubFlow
-	if sf.RunID != "" && sf.RunID != c.ChildRunID {
+	if sf.RunID != "" && !sameChain(sf.RunID, c.ChildRunID) {
 		return nil // follows another run of the child
 	}
 	if sf.RunID == "" && c.Notice {
@@ -439,6 +439,12 @@ func LinkSubFlows(h SubFlowHost, parentID string) error {
 			}
 		} else if child, err = h.Run(sf.FlowID, sf.RunID); err != nil {
 			return err
+		}
+		// A child that continued as new (E37) goes on in its latest run.
+		for child != nil && child.ContinuedRunID() != "" {
+			if child, err = h.Run(sf.FlowID, child.ContinuedRunID()); err != nil {
+				return err
+			}
 		}
 		if child == nil {
 			continue

@@ -158,10 +158,13 @@ func (st *FlowState) Task(tok Token) (Task, error) {
 // startable returns the step whose current attempt tok names, scheduled or
 // running; a running attempt must carry tok's epoch.
 func (st *FlowState) startable(tok Token) (*StepExec, error) {
-	if !st.Running() || tok.FlowID != st.FlowID || tok.RunID != st.RunID {
+	if !st.Running() || tok.FlowID != st.FlowID {
 		return nil, staleErr("run %s/%s is not active", tok.FlowID, tok.RunID)
 	}
 	s := st.Step(tok.StepExecID)
+	if !st.tokenRun(tok.RunID, s) {
+		return nil, staleErr("run %s/%s is not active", tok.FlowID, tok.RunID)
+	}
 	if s == nil || s.Phase == PhaseWaiting || s.Attempt.Method != tok.Method || s.Attempt.Number != tok.Attempt {
 		return nil, staleErr("step %s has no current %s attempt %d", tok.StepExecID, tok.Method, tok.Attempt)
 	}

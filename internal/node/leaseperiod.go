@@ -177,7 +177,8 @@ func (p *leasePeriod) run(ctx context.Context) (sd *steppedDown, err error) {
 
 	srv := p.inst.srv
 	eng := engine.New(engine.Config{MaxPayloadBytes: p.cfg.Limits.MaxPayloadBytes,
-		MaxRequestBytes: p.cfg.Limits.MaxRequestBytes, MaxFlowAttributeBytes: p.cfg.Limits.MaxFlowAttributeBytes})
+		MaxRequestBytes: p.cfg.Limits.MaxRequestBytes, MaxFlowAttributeBytes: p.cfg.Limits.MaxFlowAttributeBytes,
+		ContinueAsNewHistoryEvents: p.cfg.Limits.ContinueAsNewHistoryEvents})
 	// A log record holds the records of one request: never refuse one the
 	// engine accepted (engine.MaxDecisionBytes).
 	maxBatch := max(2*srv.MaxMessageBytes(), eng.MaxDecisionBytes()) + (1 << 20)

@@ -60,7 +60,7 @@ var Builtins = map[string]Type{
 }
 
 // Statuses are the values a Status literal may take.
-var Statuses = []string{"RUNNING", "COMPLETED", "FAILED", "CANCELED", "TERMINATED"}
+var Statuses = []string{"RUNNING", "COMPLETED", "FAILED", "CANCELED", "TERMINATED", "CONTINUED_AS_NEW"}
 
 // IsBuiltin reports whether name is a built-in field, compared without
 // case so that an indexed key cannot be mistaken for one.

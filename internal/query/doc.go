@@ -31,7 +31,7 @@
 // KEYWORD_ARRAY and TEXT, an integer for INT, a number for DOUBLE, TRUE or
 // FALSE for BOOL, an RFC 3339 time in quotes for DATETIME; a Status
 // literal must be a status name (RUNNING, COMPLETED, FAILED, CANCELED,
-// TERMINATED; see Statuses).
+// TERMINATED, CONTINUED_AS_NEW; see Statuses).
 //
 // Operators by type: KEYWORD takes every operator; INT, DOUBLE and
 // DATETIME every operator but STARTS_WITH; BOOL = and !=; KEYWORD_ARRAY =,

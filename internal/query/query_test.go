@@ -12,7 +12,7 @@ var testSchema = Schema{
 	"Score": Double, "Paid": Bool, "DueAt": Datetime, "order-id": Keyword,
 }
 
-// Covers: E36
+// Covers: E36, E37
 func TestParse_Valid(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct{ q, want, order string }{
@@ -23,6 +23,7 @@ func TestParse_Valid(t *testing.T) {
 		{"Amount >= -5 or Amount < 10 and Paid = true", "(Amount >= -5 OR (Amount < 10 AND Paid = TRUE))", ""},
 		{"(Amount >= -5 OR Amount < 10) AND Paid != FALSE", "((Amount >= -5 OR Amount < 10) AND Paid != FALSE)", ""},
 		{"NOT Status = 'RUNNING'", "NOT Status = 'RUNNING'", ""},
+		{"Status = 'CONTINUED_AS_NEW'", "Status = 'CONTINUED_AS_NEW'", ""}, // E37
 		{"Status NOT IN ('RUNNING', 'FAILED')", "NOT Status IN ('RUNNING', 'FAILED')", ""},
 		{"Amount BETWEEN 1 AND 10", "Amount BETWEEN 1 AND 10", ""},
 		{"Amount NOT BETWEEN 1 AND 10 ORDER BY Amount", "NOT Amount BETWEEN 1 AND 10", "Amount ASC"},

@@ -65,6 +65,7 @@ var newWork = map[string]string{
 	dexpb.FlowService_InvokeRPC_FullMethodName:        "InvokeRPC",
 	dexpb.FlowService_SkipTimer_FullMethodName:        "SkipTimer",
 	dexpb.FlowService_ResetFlow_FullMethodName:        "ResetFlow",
+	dexpb.FlowService_ContinueAsNew_FullMethodName:    "ContinueAsNew",
 }
 
 // admit is the unary interceptor that asks the serving backend to admit

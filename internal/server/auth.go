@@ -54,7 +54,8 @@ var Permissions = map[string]auth.Permission{
 	dexpb.FlowService_SkipTimer_FullMethodName:        auth.Client,
 	// A reset (E37) is a flow write like a stop: operators call it with
 	// the client role.
-	dexpb.FlowService_ResetFlow_FullMethodName: auth.Client,
+	dexpb.FlowService_ResetFlow_FullMethodName:     auth.Client,
+	dexpb.FlowService_ContinueAsNew_FullMethodName: auth.Client,
 
 	dexpb.WorkerTaskService_PollWorkerTask_FullMethodName: auth.Worker,
 

@@ -73,6 +73,7 @@ var wantPermission = map[string]auth.Permission{
 	"/dex.FlowService/InvokeRPC":             auth.Client,
 	"/dex.FlowService/SkipTimer":             auth.Client,
 	"/dex.FlowService/ResetFlow":             auth.Client,
+	"/dex.FlowService/ContinueAsNew":         auth.Client,
 	"/dex.WorkerTaskService/PollWorkerTask":  auth.Worker,
 	"/dex.AdminService/Describe":             auth.Admin,
 	"/dex.AdminService/StepDown":             auth.Admin,

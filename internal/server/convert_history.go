@@ -100,6 +100,7 @@ func flowStartedOut(st *engine.FlowState, s *engine.StartInfo) *dexpb.FlowStarte
 	out.IdReusePolicy = reusePolicyOut(s.IDReusePolicy)
 	out.StartDelay = durOut(s.StartDelay)
 	out.RetryAttempt, out.RetriedRunId = uint32(s.RetryAttempt), s.RetriedRunID // E34
+	out.ContinuedFromRunId = s.ContinuedFrom                                    // E37
 	out.TerminatedRunId = s.TerminatedRunID
 	out.ResetInfo = resetInfoOut(s.Reset) // E37
 	return out

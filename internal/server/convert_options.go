@@ -183,6 +183,7 @@ func decisionIn(d *dexpb.StepDecision) (engine.Decision, error) {
 	if err == nil && (len(d.GetCancelStepTypes()) > 0 || len(d.GetCancelSiblingStepTypes()) > 0) {
 		dec.Cancel = &engine.CancelSelector{Steps: d.GetCancelStepTypes(), Siblings: d.GetCancelSiblingStepTypes()}
 	}
+	dec.ContinueAsNew = d.GetContinueAsNew() // E37
 	return dec, err
 }
 

@@ -22,6 +22,8 @@ func statusOut(s engine.Status) dexpb.FlowStatus {
 		return dexpb.FlowStatus_FLOW_STATUS_CANCELED
 	case engine.StatusTerminated:
 		return dexpb.FlowStatus_FLOW_STATUS_TERMINATED
+	case engine.StatusContinuedAsNew:
+		return dexpb.FlowStatus_FLOW_STATUS_CONTINUED_AS_NEW
 	}
 	return dexpb.FlowStatus_FLOW_STATUS_UNSPECIFIED
 }
@@ -39,7 +41,7 @@ func statusIn(field string, s dexpb.FlowStatus) (engine.Status, error) {
 	case dexpb.FlowStatus_FLOW_STATUS_TERMINATED:
 		return engine.StatusTerminated, nil
 	case dexpb.FlowStatus_FLOW_STATUS_CONTINUED_AS_NEW:
-		return "CONTINUED_AS_NEW", nil // tier 2: matches nothing yet
+		return engine.StatusContinuedAsNew, nil
 	}
 	return "", argError(field, "unknown or unspecified status %d", s)
 }
@@ -152,7 +154,8 @@ func phaseOut(p engine.Phase) dexpb.StepPhase {
 // flowStateOut renders the live state of a run (E14, E26, W5).
 func flowStateOut(st *engine.FlowState, info TaskInfo, maxMessages int, now time.Time) *dexpb.FlowState {
 	out := &dexpb.FlowState{Summary: fullSummaryOut(st), Attributes: attributesOut(st.Attributes, nil), Outputs: outputsOut(st),
-		RetryRunId: st.RetryRunID(), ResetRunId: st.ResetRunID(), ResetFromRunId: resetFromRunID(st)}
+		RetryRunId: st.RetryRunID(), ResetRunId: st.ResetRunID(), ResetFromRunId: resetFromRunID(st),
+		ContinuedRunId: st.ContinuedRunID()}
 	for _, s := range st.Steps {
 		out.StepExecutions = append(out.StepExecutions, stepOut(st, s, info, now))
 	}

@@ -117,6 +117,19 @@ func (f *flowService) StopFlow(ctx context.Context, req *dexpb.StopFlowRequest) 
 	return &dexpb.StopFlowResponse{RunId: res.RunID, Status: statusOut(res.Status)}, nil
 }
 
+// ContinueAsNew continues the exact run as a new run (E37).
+func (f *flowService) ContinueAsNew(ctx context.Context, req *dexpb.ContinueAsNewRequest) (*dexpb.ContinueAsNewResponse, error) {
+	if req.GetRunId() == "" {
+		return nil, statusOf(argError("runId", "must name the run to continue as new"))
+	}
+	c := engine.ContinueAsNew{FlowID: req.GetFlowId(), RunID: req.GetRunId(), Reason: req.GetReason()}
+	res, err := f.command(ctx, req.GetFlowId(), c)
+	if err != nil {
+		return nil, err
+	}
+	return &dexpb.ContinueAsNewResponse{NewRunId: res.RunID, Status: dexpb.FlowStatus_FLOW_STATUS_CONTINUED_AS_NEW}, nil
+}
+
 // command runs a client write command.
 func (f *flowService) command(ctx context.Context, flowID string, c engine.Command) (CommandResult, error) {
 	b, err := f.s.active()

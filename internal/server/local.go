@@ -66,6 +66,11 @@ func (l Local) ResetFlow(ctx context.Context, req *dexpb.ResetFlowRequest) (*dex
 	return call(ctx, l, dexpb.FlowService_ResetFlow_FullMethodName, req, l.flows().ResetFlow)
 }
 
+// ContinueAsNew is FlowService.ContinueAsNew (E37).
+func (l Local) ContinueAsNew(ctx context.Context, req *dexpb.ContinueAsNewRequest) (*dexpb.ContinueAsNewResponse, error) {
+	return call(ctx, l, dexpb.FlowService_ContinueAsNew_FullMethodName, req, l.flows().ContinueAsNew)
+}
+
 // SkipTimer is FlowService.SkipTimer.
 func (l Local) SkipTimer(ctx context.Context, req *dexpb.SkipTimerRequest) (*dexpb.SkipTimerResponse, error) {
 	return call(ctx, l, dexpb.FlowService_SkipTimer_FullMethodName, req, l.flows().SkipTimer)

@@ -70,7 +70,9 @@ type FlowCounts struct {
 func (c *FlowCounts) Count(b engine.RecordBody) {
 	switch b := b.(type) {
 	case engine.FlowStarted:
-		c.Started++
+		if b.ContinuedFrom == "" { // a continuation goes on with the same flow (E37)
+			c.Started++
+		}
 	case engine.FlowClosed:
 		c.Closed[closeIndex(b.Status)]++
 	case engine.WaitForCompleted, engine.ExecuteCompleted:

@@ -45,3 +45,23 @@ func BenchmarkFlowCounts(b *testing.B) {
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(recs)), "ns/record")
 	})
 }
+
+// A continue-as-new (E37) goes on with the same flow: its new run's start
+// is not counted as a flow started, nor the old run as one closed.
+//
+// Covers: E37
+func TestFlowCounts_ContinuationIsNotANewFlow(t *testing.T) {
+	t.Parallel()
+	var c FlowCounts
+	for _, b := range []engine.RecordBody{
+		engine.FlowStarted{FlowType: "a"},
+		engine.FlowContinuedAsNew{NewRunID: "r.continued-1", Trigger: engine.ContinueHistoryLimit},
+		engine.FlowStarted{FlowType: "a", PreviousRunID: "r", ContinuedFrom: "r"},
+		engine.FlowClosed{CloseInfo: engine.CloseInfo{Status: engine.StatusCompleted}},
+	} {
+		c.Count(b)
+	}
+	if c.Started != 1 || c.Closed[CloseCompleted] != 1 || c.Closed[CloseOther] != 0 {
+		t.Fatalf("started %d, closed %v; want 1 started and 1 completed", c.Started, c.Closed)
+	}
+}

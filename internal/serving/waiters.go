@@ -28,10 +28,10 @@ const retryWaiters = time.Second
 
 // WaitForFlow implements server.Backend (E25). A call that names no run
 // waits for the latest run as of the call and follows its flow retries
-// (E34): a failed run that the flow retry policy retried is not the end of
-// the flow, so the call waits for the retry run, and so on. A call that
-// names a run answers that run's close. A reset (E37) is followed the
-// same way: the run a reset closed continues in its reset run.
+// (E34), continuations and resets (E37): a failed run that the flow retry
+// policy retried, a run that continued as new, or a run a reset closed,
+// is not the end of the flow, so the call waits for the next run, and so
+// on. A call that names a run answers that run's close.
 func (c *Core) WaitForFlow(ctx context.Context, flowID, runID string) (*engine.FlowState, error) {
 	follow := runID == ""
 	counted := false
@@ -60,7 +60,7 @@ func (c *Core) WaitForFlow(ctx context.Context, flowID, runID string) (*engine.F
 		runID = st.RunID // wait for the latest run as of the call
 		if !st.Running() && follow && st.NextRunID() != "" {
 			c.waiters.release(flowID, ch)
-			runID = st.NextRunID() // E34, E37: the retry or reset run is in the same batch
+			runID = st.NextRunID() // E34 retry, E37 continuation or reset: in the same batch
 			continue
 		}
 		if !st.Running() {

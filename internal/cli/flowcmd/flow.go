@@ -31,6 +31,7 @@ func New(env *session.Env) *cobra.Command {
 		flowHistoryCmd(env), flowListCmd(env), flowPublishCmd(env), flowWaitCmd(env),
 		flowRPCCmd(env), flowSkipTimerCmd(env), flowGetAttrsCmd(env), flowSetAttrsCmd(env), flowSearchCmd(env),
 		flowWaitStepCmd(env), flowWaitAttributeCmd(env), flowResetCmd(env),
+		flowWaitStepCmd(env), flowWaitAttributeCmd(env), flowContinueAsNewCmd(env),
 	)
 	return g
 }
