@@ -22,7 +22,8 @@ var assets embed.FS
 // API is the in-process API the UI calls: server.Local of the process's
 // current phase implements it.
 type API interface {
-	ListFlows(context.Context, *dexpb.ListFlowsRequest) (*dexpb.ListFlowsResponse, error)
+	SearchFlows(context.Context, *dexpb.SearchFlowsRequest) (*dexpb.SearchFlowsResponse, error)
+	GetFlowSummary(context.Context, *dexpb.GetFlowSummaryRequest) (*dexpb.GetFlowSummaryResponse, error)
 	GetFlowState(context.Context, *dexpb.GetFlowStateRequest) (*dexpb.GetFlowStateResponse, error)
 	GetHistoryEvents(context.Context, *dexpb.GetHistoryEventsRequest) (*dexpb.GetHistoryEventsResponse, error)
 	StopFlow(context.Context, *dexpb.StopFlowRequest) (*dexpb.StopFlowResponse, error)

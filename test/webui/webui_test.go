@@ -77,6 +77,35 @@ func (Hop) Execute(_ dex.Context, n int) (dex.Decision, error) {
 
 var hopFlow = dex.NewFlow("hops").Start(Hop{})
 
+// RaceStart fans out to RaceSlow, which waits an hour, and RaceFast, whose
+// decision cancels RaceSlow (E29): a run with a canceled execution.
+type RaceStart struct{ dex.Step[int] }
+
+func (RaceStart) Execute(_ dex.Context, n int) (dex.Decision, error) {
+	return dex.Move(dex.To[RaceSlow](n), dex.To[RaceFast](n)), nil
+}
+
+// RaceSlow waits an hour; RaceFast cancels it first.
+type RaceSlow struct{ dex.Step[int] }
+
+func (RaceSlow) WaitFor(dex.Context, int) (dex.Wait, error) { return dex.Timer(time.Hour), nil }
+
+func (RaceSlow) Execute(_ dex.Context, n int, _ dex.Results) (dex.Decision, error) {
+	return dex.GracefulComplete(n), nil
+}
+
+// RaceFast waits a moment (so that RaceSlow is waiting on its timer),
+// then completes and cancels RaceSlow.
+type RaceFast struct{ dex.Step[int] }
+
+func (RaceFast) WaitFor(dex.Context, int) (dex.Wait, error) { return dex.Timer(300 * time.Millisecond), nil }
+
+func (RaceFast) Execute(_ dex.Context, n int, _ dex.Results) (dex.Decision, error) {
+	return dex.AndCancel(dex.GracefulComplete(n+1), dex.CancelSteps(dex.Ref[RaceSlow]())), nil
+}
+
+var raceFlow = dex.NewFlow("race").Start(RaceStart{}).Steps(RaceSlow{}, RaceFast{})
+
 // browser is one headless chromium tab with its console watched.
 type browser struct {
 	t   *testing.T
@@ -293,7 +322,7 @@ func devServer(t *testing.T) (api, ui string, c *dex.Client) {
 		t.Fatalf("the server does not print the UI's URL http://%s/:\n%s", ui, p.Log())
 	}
 	startWorkerProcess(t, buildWorker(t), api)
-	w, err := dex.NewWorker(dex.WorkerOptions{Addresses: []string{api}, MaxConcurrentTasks: 8, Logger: quiet()}, hopFlow)
+	w, err := dex.NewWorker(dex.WorkerOptions{Addresses: []string{api}, MaxConcurrentTasks: 8, Logger: quiet()}, hopFlow, raceFlow)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -339,17 +368,23 @@ func TestUI_DevServer(t *testing.T) {
 	start(flows.ApprovalFlow, "approval-7", flows.Request{ID: "7", Amount: 5000})
 	start(flows.ApprovalFlow, "approval-8", flows.Request{ID: "8", Amount: 80})
 	start(flows.ApprovalFlow, "approval-9", flows.Request{ID: "9", Amount: 90})
+	start(flows.OrderFlow, "order-44", flows.Order{ID: "44", Cents: 300, Card: "visa"})
 	start(hopFlow, "hops-200", 0)
-	waitDone(t, c, "order-42", "order-43", "hops-200")
+	start(flows.ShipmentFlow, "ship-1", flows.Shipment{ID: "1", Parcels: []flows.Parcel{{ID: "p1", Grams: 500}, {ID: "p2", Grams: 1500}}})
+	start(raceFlow, "race-1", 0)
+	waitDone(t, c, "order-42", "order-43", "order-44", "hops-200", "ship-1", "race-1")
 
 	b := newBrowser(t, chrome)
 	base := "http://" + ui
 
 	// Flows page.
 	b.do(chromedp.Navigate(base + "/"))
-	for _, id := range []string{"order-42", "order-43", "approval-7", "approval-8", "approval-9", "hops-200"} {
+	for _, id := range []string{"order-42", "order-43", "order-44", "approval-7", "approval-8", "approval-9", "hops-200", "ship-1"} {
 		b.waitText("#flows tbody", id)
 	}
+	// The indexed attributes of the order flow have their columns.
+	b.waitText("#flows thead", "OrderStatus")
+	b.waitText("#flows thead", "cents")
 	b.screenshot("flows.png")
 
 	// Keyboard: the first Tab reaches the skip link, Enter on it moves the
@@ -367,14 +402,58 @@ func TestUI_DevServer(t *testing.T) {
 		t.Fatalf("type approval shows:\n%s", s)
 	}
 	b.do(chromedp.Navigate(base + "/?prefix=order-&status=completed"))
-	b.waitText("#flows-info", "2 flows")
+	b.waitText("#flows-info", "3 flows")
 	if s := b.text("#flows tbody"); strings.Contains(s, "approval") || strings.Contains(s, "hops") {
 		t.Fatalf("prefix order- shows:\n%s", s)
 	}
 
+	// Search (E36): a query on an indexed attribute, typed into the search
+	// field and joined to a filter, selects a subset; the indexed columns
+	// show the runs' values; ORDER BY orders them.
+	b.do(chromedp.Navigate(base + "/?type=order"))
+	b.waitText("#flows-info", "3 flows")
+	b.do(chromedp.SetValue(chromedp.CSS("#f-q"), "cents >= 1000 ORDER BY FlowId ASC"), chromedp.Click(chromedp.CSS(`form.filters button[type="submit"]`)))
+	b.waitText("#flows-info", "2 flows")
+	if got := eval[string](b, `[...document.querySelectorAll("#flows tbody a[data-flow]")].map((a) => a.dataset.flow).join(",")`); got != "order-42,order-43" {
+		t.Fatalf("cents >= 1000 ORDER BY FlowId lists %q, want order-42,order-43", got)
+	}
+	if got := eval[string](b, `[...document.querySelectorAll('#flows td.indexed[data-key="cents"]')].map((td) => td.textContent).join(",")`); got != "1200,1200" {
+		t.Fatalf("the cents column shows %q", got)
+	}
+	if got := eval[string](b, `[...document.querySelectorAll('#flows td.indexed[data-key="OrderStatus"]')].map((td) => td.textContent).join(",")`); got != "shipped,canceled" {
+		t.Fatalf("the OrderStatus column shows %q", got)
+	}
+	b.do(chromedp.SetValue(chromedp.CSS("#f-q"), "OrderStatus = 'canceled'"), chromedp.Click(chromedp.CSS(`form.filters button[type="submit"]`)))
+	b.waitText("#flows-info", "· 1 flow")
+	b.waitText("#flows tbody", "order-43")
+	b.screenshot("flows-search.png")
+	// A malformed query shows the server's message with its position in
+	// the typed text (not in the query joined to the filters), and a caret
+	// under it; the page stops refreshing a query that cannot succeed.
+	b.do(chromedp.SetValue(chromedp.CSS("#f-q"), "cents > 'ten'"), chromedp.Click(chromedp.CSS(`form.filters button[type="submit"]`)))
+	msg := b.waitText("#search-error", "at position 9")
+	if !strings.Contains(msg, "expected") || !strings.Contains(msg, "cents") {
+		t.Fatalf("the syntax error reads %q", msg)
+	}
+	if caret := b.text("#search-error pre.caret"); !strings.HasSuffix(caret, "\n        ^") {
+		t.Fatalf("the caret block is %q, want the caret under position 9", caret)
+	}
+	if inv := eval[string](b, `document.getElementById("f-q").getAttribute("aria-invalid")`); inv != "true" {
+		t.Fatalf("the search field's aria-invalid is %q", inv)
+	}
+	// The 400 answer of the search is the one error the browser logs
+	// (every failed fetch is); nothing else.
+	for _, e := range b.consoleErrors() {
+		if !strings.Contains(e, "400") || !strings.Contains(e, "/api/flows?") {
+			t.Fatalf("console error: %s", e)
+		}
+	}
+
 	// Open a run from the list, click its failed step in the graph, see
 	// the failure with its stack.
-	b.do(chromedp.Click(chromedp.CSS(`#flows a[href="/flows/order-43"]`)))
+	b.do(chromedp.Navigate(base + "/?prefix=order-"))
+	b.waitText("#flows tbody", "order-43")
+	b.do(chromedp.Click(chromedp.CSS(`#flows a[data-flow="order-43"]`)))
 	b.waitText("#flow-id", "order-43")
 	charge := `svg.graph .node[aria-label^="Charge Execute"]`
 	b.do(chromedp.WaitVisible(chromedp.CSS(charge)), chromedp.Click(chromedp.CSS(charge)))
@@ -400,6 +479,45 @@ func TestUI_DevServer(t *testing.T) {
 	// Raw JSON of an event is one click away.
 	b.do(chromedp.Click(chromedp.CSS(`#ev-1 button`)))
 	b.waitText("#ev-1 pre", `"flowStarted"`)
+
+	// Subflows (E31): the step waiting on its children links to their run
+	// pages; a child's page links back to its parent.
+	b.do(chromedp.Navigate(base + "/flows/ship-1"))
+	packWF := `svg.graph .node[aria-label^="PackAll WaitFor"]`
+	b.do(chromedp.WaitVisible(chromedp.CSS(packWF)), chromedp.Click(chromedp.CSS(packWF)))
+	b.waitText("#detail", "Subflows (2)")
+	if n := eval[int](b, `document.querySelectorAll("#detail a.subflow").length`); n != 2 {
+		t.Fatalf("the PackAll detail links %d subflows, want 2", n)
+	}
+	b.waitText(packWF+" title", "sub parcel")
+	b.waitText("#timeline", "subFlowCompleted")
+	b.screenshot("run-subflows.png")
+	child := eval[string](b, `document.querySelector("#detail a.subflow").dataset.child`)
+	if !strings.HasPrefix(child, "SubFlow:ship-1-") || !strings.HasSuffix(child, "-0") {
+		t.Fatalf("the first subflow link is %q, want SubFlow:ship-1-<step execution>-0", child)
+	}
+	b.do(chromedp.Click(chromedp.CSS("#detail a.subflow")))
+	b.waitText("#flow-id", child)
+	b.waitText("#flow-status", "completed")
+	b.waitText("#parent-link", "ship-1")
+	b.do(chromedp.Click(chromedp.CSS("#parent-link")))
+	b.waitText("#flow-id", "ship-1")
+	if id := b.text("#flow-id"); id != "ship-1" {
+		t.Fatalf("the parent link leads to %q", id)
+	}
+
+	// A canceled execution (E29) is marked canceled, not failed, and says
+	// which decision canceled it.
+	b.do(chromedp.Navigate(base + "/flows/race-1"))
+	slow := `svg.graph .node[aria-label^="RaceSlow WaitFor"]`
+	b.do(chromedp.WaitVisible(chromedp.CSS(slow)))
+	if cls := eval[string](b, `document.querySelector('`+slow+`').getAttribute("class")`); !strings.Contains(cls, "canceled") || strings.Contains(cls, "failed") {
+		t.Fatalf("the canceled RaceSlow WaitFor has class %q", cls)
+	}
+	b.do(chromedp.Click(chromedp.CSS(slow)))
+	b.waitText("#detail-canceled", "Canceled")
+	b.waitText("#detail-canceled", "flow-wide")
+	b.waitText("#timeline", "stepCanceled")
 
 	// Stop a running flow: the confirmation names the run, the status
 	// changes.
