@@ -136,6 +136,17 @@ func (c ChannelCondition[T]) Satisfied(r Results) bool {
 	return false
 }
 
+// Messages returns the messages this condition consumed, in queue order
+// (matched as Satisfied matches): with several conditions on one channel
+// (an AllOf, an AnyCombinationOf group) each has its own share.
+func (c ChannelCondition[T]) Messages(r Results) []T {
+	var out []T
+	for _, ch := range c.results(r) {
+		out = append(out, decodeMessages[T](r, ch)...)
+	}
+	return out
+}
+
 func (c ChannelCondition[T]) results(r Results) []*dexpb.ChannelResult {
 	var out []*dexpb.ChannelResult
 	for _, ch := range r.pb.GetChannels() {

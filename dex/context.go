@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -53,6 +55,23 @@ type Context interface {
 	// worker heartbeats every running attempt. A value that does not
 	// encode fails the attempt.
 	Heartbeat(details any)
+	// SetLocal stages a step-execution local (E32): a small keyed value
+	// a WaitFor writes and the same step execution's Execute reads with
+	// Local (each of its attempts, also after a server restart). It
+	// commits with the WaitFor's result; a later SetLocal of the key
+	// wins. At most 64 keys and 64 KiB in total (keys and values): more
+	// fails the attempt. Calling it from Execute or an RPC fails the
+	// attempt. DefineLocal gives a typed key.
+	SetLocal(key string, value any)
+	// Local decodes the local key into ptr (like json.Unmarshal) and
+	// reports whether the WaitFor wrote it (E32). In a WaitFor it reads
+	// what the WaitFor staged.
+	Local(key string, ptr any) (bool, error)
+	// RecordEvent adds a user event (a name and a value, nil for none)
+	// to the flow's history when the handler's result commits (E32),
+	// from any handler: WaitFor, Execute or RPC. dexcli flow history and
+	// the web UI's timeline show it.
+	RecordEvent(name string, value any)
 
 	state() *handlerState
 }
@@ -83,6 +102,27 @@ func (c *taskContext) Info() TaskInfo       { return c.info }
 func (c *taskContext) Logger() *slog.Logger { return c.log }
 func (c *taskContext) state() *handlerState { return c.st }
 
+func (c *taskContext) SetLocal(key string, value any) {
+	ev, err := encodeAny(value)
+	c.st.setLocal(key, ev, err)
+}
+
+func (c *taskContext) Local(key string, ptr any) (bool, error) {
+	ev := c.st.local(key)
+	if ev == nil {
+		return false, nil
+	}
+	if err := valueOf(ev).Decode(ptr); err != nil {
+		return true, fmt.Errorf("local %q: %w", key, err)
+	}
+	return true, nil
+}
+
+func (c *taskContext) RecordEvent(name string, value any) {
+	ev, err := encodeAny(value)
+	c.st.recordEvent(name, ev, err)
+}
+
 // handlerState holds a task's attributes and the handler's staged writes.
 // Handlers may stage from several goroutines, so it is locked.
 type handlerState struct {
@@ -101,7 +141,11 @@ type handlerState struct {
 	// details are the details the previous attempt reported (E38).
 	beat    *taskBeat
 	details *dexpb.EncodedValue
-	errs    []error // staging and decoding errors; any fails the attempt
+	// locals are the step-execution locals (E32): the task's (Execute)
+	// or those the WaitFor staged; events the user events staged.
+	locals map[string]*dexpb.EncodedValue
+	events []*dexpb.UserEvent
+	errs   []error // staging and decoding errors; any fails the attempt
 }
 
 func newHandlerState(f *flowDef, t *dexpb.Task) *handlerState {
@@ -114,6 +158,12 @@ func newHandlerState(f *flowDef, t *dexpb.Task) *handlerState {
 	}
 	for _, a := range t.GetAttributes() {
 		st.attrs[a.GetName()] = a.GetValue()
+	}
+	if ls := t.GetLocals(); len(ls) > 0 {
+		st.locals = make(map[string]*dexpb.EncodedValue, len(ls))
+		for _, l := range ls {
+			st.locals[l.GetKey()] = l.GetValue()
+		}
 	}
 	return st
 }
@@ -176,10 +226,61 @@ func (st *handlerState) publish(channel string, v *dexpb.EncodedValue, err error
 func (st *handlerState) stagedWrites() *dexpb.StagedWrites {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if len(st.writes) == 0 && len(st.pubs) == 0 {
+	if len(st.writes) == 0 && len(st.pubs) == 0 && len(st.events) == 0 {
 		return nil
 	}
-	return &dexpb.StagedWrites{AttributeWrites: st.writes, ChannelPublishes: st.pubs}
+	return &dexpb.StagedWrites{AttributeWrites: st.writes, ChannelPublishes: st.pubs, Events: st.events}
+}
+
+func (st *handlerState) setLocal(key string, v *dexpb.EncodedValue, err error) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	switch {
+	case err != nil:
+		st.fail(&encodeError{what: fmt.Sprintf("local %q", key), err: err})
+	case st.kind != KindWaitFor:
+		st.fail(&invalidResultError{fmt.Errorf("SetLocal(%q) is for WaitFor handlers: Execute reads the locals its WaitFor wrote", key)})
+	case key == "":
+		st.fail(&invalidResultError{errors.New("SetLocal with an empty key")})
+	default:
+		if st.locals == nil {
+			st.locals = map[string]*dexpb.EncodedValue{}
+		}
+		st.locals[key] = v
+	}
+}
+
+func (st *handlerState) local(key string) *dexpb.EncodedValue {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.locals[key]
+}
+
+// stagedLocals returns a WaitFor's locals, sorted by key.
+func (st *handlerState) stagedLocals() []*dexpb.StepLocal {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if len(st.locals) == 0 {
+		return nil
+	}
+	out := make([]*dexpb.StepLocal, 0, len(st.locals))
+	for _, k := range slices.Sorted(maps.Keys(st.locals)) {
+		out = append(out, &dexpb.StepLocal{Key: k, Value: st.locals[k]})
+	}
+	return out
+}
+
+func (st *handlerState) recordEvent(name string, v *dexpb.EncodedValue, err error) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	switch {
+	case err != nil:
+		st.fail(&encodeError{what: fmt.Sprintf("event %q", name), err: err})
+	case name == "":
+		st.fail(&invalidResultError{errors.New("RecordEvent with an empty name")})
+	default:
+		st.events = append(st.events, &dexpb.UserEvent{Name: name, Value: v})
+	}
 }
 
 // err returns the staging errors, joined.

@@ -151,3 +151,48 @@ func Ref[S StepType]() StepRef { return StepRef{name: stepNameFor[S]()} }
 
 // Name is the step type's name ("" for the zero StepRef).
 func (r StepRef) Name() string { return r.name }
+
+// ForceCompleteIfChannelsEmpty completes the flow with output if every
+// channel of channels is empty when the decision commits, and otherwise
+// follows the fallback movements (at least one) (E32). The server decides
+// it atomically against the committed queues, so a message published
+// concurrently is never lost: either the flow completes first (the
+// publish then fails with ErrFailedPrecondition: the flow is closed) or the fallback runs and can
+// consume it:
+//
+//	return dex.ForceCompleteIfChannelsEmpty(total, []dex.ChannelDef{Items}, dex.To[Drain](total)), nil
+func ForceCompleteIfChannelsEmpty(output any, channels []ChannelDef, fallback ...Movement) Decision {
+	ev, err := encodeAny(output)
+	names := make([]string, len(channels))
+	for i, c := range channels {
+		names[i] = c.Name()
+	}
+	return closeIfEmptyDecision{output: ev, err: err, channels: names, fallback: fallback}
+}
+
+type closeIfEmptyDecision struct {
+	output   *dexpb.EncodedValue
+	err      error
+	channels []string
+	fallback []Movement
+}
+
+func (d closeIfEmptyDecision) movements() []Movement { return d.fallback }
+
+func (d closeIfEmptyDecision) decisionProto() (*dexpb.StepDecision, error) {
+	switch {
+	case d.err != nil:
+		return nil, fmt.Errorf("encode output: %w", d.err)
+	case len(d.channels) == 0:
+		return nil, fmt.Errorf("dex.ForceCompleteIfChannelsEmpty without channels")
+	case len(d.fallback) == 0:
+		return nil, fmt.Errorf("dex.ForceCompleteIfChannelsEmpty without a fallback movement")
+	}
+	ms, err := movementsProto(d.fallback)
+	if err != nil {
+		return nil, err
+	}
+	return &dexpb.StepDecision{Decision: &dexpb.StepDecision_ForceCompleteIfChannelsEmpty{
+		ForceCompleteIfChannelsEmpty: &dexpb.ForceCompleteIfChannelsEmpty{Output: d.output, Channels: d.channels, Fallback: ms},
+	}}, nil
+}

@@ -140,6 +140,46 @@
 // the server when they change, so they cost one log write per heartbeat
 // interval at most; keep them small.
 //
+// # Combinations, conditional close, locals and events
+//
+// E32. AnyCombinationOf(groups...) waits for every condition of one group
+// (each group an AllOf or a single condition; every condition has an ID,
+// and a condition may be in several groups under the same ID); groups are
+// tried in order, and Results.WinningGroup tells which one held. Channel
+// conditions consume nothing until their whole group can hold; several
+// conditions of the winning group on one channel reserve their minimum
+// counts first, then share the rest in declaration order, and
+// ChannelCondition.Messages returns each one's share.
+// ForceCompleteIfChannelsEmpty(output, channels, fallback...) completes
+// the flow if every channel is empty when the decision commits, otherwise
+// follows the fallback movements; the server decides it atomically, so a
+// concurrent publish is either refused (the flow closed) or seen by the
+// fallback. A WaitFor stages step-execution locals with ctx.SetLocal (or a
+// typed DefineLocal key) that every Execute attempt of the same step
+// execution reads with ctx.Local; they are durable, at most 64 keys and
+// 64 KiB. ctx.RecordEvent(name, value) from any handler adds a history
+// event (EventUser) when the handler's result commits:
+//
+//	var Ticket = dex.DefineLocal[string]("ticket")
+//
+//	func (Gate) WaitFor(ctx dex.Context, in Job) (dex.Wait, error) {
+//		Ticket.Set(ctx, in.Ticket)
+//		ctx.RecordEvent("gate-waiting", in.Ticket)
+//		approve := Approve.ForOne().WithID("approve")
+//		return dex.AnyCombinationOf(
+//			dex.AllOf(approve, Review.ForOne().WithID("review")),
+//			dex.AllOf(approve, dex.Timer(time.Hour).WithID("late")),
+//		), nil
+//	}
+//
+//	func (Gate) Execute(ctx dex.Context, in Job, r dex.Results) (dex.Decision, error) {
+//		ticket, _, err := Ticket.Get(ctx)
+//		if err != nil {
+//			return nil, err
+//		}
+//		return dex.ForceCompleteIfChannelsEmpty(ticket, []dex.ChannelDef{Review}, dex.To[Drain](in)), nil
+//	}
+//
 // # How the SDK maps onto the API
 //
 // Values. Every user value (inputs, outputs, attributes, messages, RPC
@@ -160,7 +200,9 @@
 // StepOptions.Recovery sets execute_recovery_step_type and, unless
 // ExecuteFailure says otherwise, EXECUTE_FAILURE_POLICY_PROCEED_TO_RECOVERY_STEP.
 //
-// Waits. Until, AllOf and AnyOf map to Wait.until/all_of/any_of; a nil Wait
+// Waits. Until, AllOf, AnyOf and AnyCombinationOf map to
+// Wait.until/all_of/any_of/any_combination_of (the groups as lists of
+// condition IDs, each condition listed once); a nil Wait
 // is the empty Wait (satisfied at once). Timer(d) is a TimerCondition with
 // duration d; Channel.ForOne/ForN/AtLeast/AtMost/AtLeastAtMost map to the
 // ChannelBound values. WithID sets WaitCondition.id (unique within a Wait).
@@ -307,6 +349,29 @@
 // with a zero input; unless the flow closes within the deadline (0: one
 // minute) it fails with FLOW_TIMEOUT. StartFlow refuses a handler the flow
 // does not declare before sending anything.
+//
+// # Reset
+//
+// Client.Reset makes a new run of a flow ID from a point of its latest run
+// (named by its exact run ID) and returns the new run's ID (E37):
+//
+//	newRun, err := c.Reset(ctx, "order-42", runID, dex.ResetToStepType(dex.Ref[Charge]()),
+//		dex.WithResetReason("charge bug fixed in v2"))
+//
+// The points (FlowService.ResetFlow, ResetPoint) are ResetToBeginning,
+// ResetToStepType, ResetToStepExecution (before its WaitFor),
+// ResetToExecute (before its Execute; its WaitFor returned no wait or
+// timers only) and ResetToTime (the last point at or before a time where
+// steps were created). The new run starts with the attributes, the step
+// executions (again from their WaitFor, same IDs and inputs) and the
+// unconsumed messages of the point; the client writes after the point
+// (SetAttributes, Publish, an RPC's writes) are re-applied unless
+// SkipReapply. The old run keeps its history (FlowState.ResetRunID links
+// forward; a running one is TERMINATED); the new run's FlowStarted event
+// links back (ResetFromRunID, ResetReason) and so does its
+// FlowState.ResetFromRunID. WaitForFlow without WithRunID follows to the
+// new run. A run that is not the latest, or a point its history does not
+// have, is ErrFailedPrecondition.
 //
 // # Attribute locks
 //

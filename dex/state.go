@@ -25,6 +25,11 @@ type FlowState struct {
 	// RetryRunID is the run that retries this failed run under the flow
 	// retry policy (WithFlowRetry), empty when there is none.
 	RetryRunID string
+	// ResetRunID is the run a reset of this run started (Client.Reset),
+	// empty when there is none; ResetFromRunID is the run this run was
+	// reset from, empty when a reset did not start it.
+	ResetRunID     string
+	ResetFromRunID string
 }
 
 // StepPhase is where an active step execution is.
@@ -101,7 +106,8 @@ type ChannelQueue struct {
 }
 
 func flowStateOf(p *dexpb.FlowState) *FlowState {
-	s := &FlowState{Attributes: map[string]Value{}, Outputs: outputsOf(p.GetOutputs()), RetryRunID: p.GetRetryRunId()}
+	s := &FlowState{Attributes: map[string]Value{}, Outputs: outputsOf(p.GetOutputs()), RetryRunID: p.GetRetryRunId(),
+		ResetRunID: p.GetResetRunId(), ResetFromRunID: p.GetResetFromRunId()}
 	if sum := summaryOf(p.GetSummary()); sum != nil {
 		s.Summary = *sum
 	}
@@ -166,11 +172,14 @@ const (
 	// EventStepCanceled: a decision or an RPC cancelled a step execution
 	// (CancelSteps, CancelSiblingSteps); CanceledBy names it.
 	EventStepCanceled
+	// EventUser: a handler recorded an event with Context.RecordEvent
+	// (E32); EventName and EventValue hold it.
+	EventUser
 )
 
 var eventKindNames = [...]string{"", "FlowStarted", "WaitForCompleted", "WaitForFailed",
 	"ExecuteCompleted", "ExecuteFailed", "RPCCompleted", "ChannelPublished",
-	"AttributesSet", "TimerSkipped", "FlowClosed", "SubFlowCompleted", "StepCanceled"}
+	"AttributesSet", "TimerSkipped", "FlowClosed", "SubFlowCompleted", "StepCanceled", "UserEvent"}
 
 func (k HistoryEventKind) String() string {
 	if k > 0 && int(k) < len(eventKindNames) {
@@ -209,11 +218,20 @@ type HistoryEvent struct {
 	StartDelay   time.Duration
 	RetryAttempt int
 	RetriedRunID string
+	// For FlowStarted of a run Client.Reset started (E37): the run it was
+	// reset from and the reset's reason.
+	ResetFromRunID string
+	ResetReason    string
 	// CanceledBy is the step execution whose decision cancelled this one,
 	// or "rpc:<name>", and SiblingsOnly whether CancelSiblingSteps
 	// selected it, for StepCanceled.
 	CanceledBy   string
 	SiblingsOnly bool
+	// EventName and EventValue are the event a handler recorded, for
+	// EventUser (E32); StepType and StepExecutionID, or RPCName, name the
+	// handler.
+	EventName  string
+	EventValue Value
 }
 
 // String renders the event for logs: "#3 ExecuteFailed Charge-1 attempt 2: ...".
@@ -234,6 +252,9 @@ func (e HistoryEvent) String() string {
 	}
 	if e.CanceledBy != "" {
 		b.WriteString(" by " + e.CanceledBy)
+	}
+	if e.Kind == EventUser {
+		b.WriteString(" " + e.EventName + " " + e.EventValue.String())
 	}
 	if e.Kind == EventFlowClosed {
 		b.WriteString(" " + e.Status.String())
@@ -261,6 +282,9 @@ func historyEventOf(p *dexpb.HistoryEvent) HistoryEvent {
 		e.StepExecutionID = ev.FlowStarted.GetStartStepExecutionId()
 		e.StartDelay = ev.FlowStarted.GetStartDelay().AsDuration()
 		e.RetryAttempt, e.RetriedRunID = int(ev.FlowStarted.GetRetryAttempt()), ev.FlowStarted.GetRetriedRunId()
+		if r := ev.FlowStarted.GetResetInfo(); r != nil {
+			e.ResetFromRunID, e.ResetReason = r.GetResetRunId(), r.GetReason()
+		}
 	case *dexpb.HistoryEvent_WaitForCompleted:
 		e.Kind = EventWaitForCompleted
 		c := ev.WaitForCompleted
@@ -297,6 +321,11 @@ func historyEventOf(p *dexpb.HistoryEvent) HistoryEvent {
 		e.Kind = EventFlowClosed
 		e.Status = FlowStatus(ev.FlowClosed.GetStatus())
 		e.Error = flowErrorOf(ev.FlowClosed.GetError())
+	case *dexpb.HistoryEvent_User:
+		u := ev.User
+		e.Kind = EventUser
+		e.StepType, e.StepExecutionID, e.RPCName = u.GetStepType(), u.GetStepExecutionId(), u.GetRpcName()
+		e.EventName, e.EventValue = u.GetName(), valueOf(u.GetValue())
 	case *dexpb.HistoryEvent_SubFlowCompleted:
 		e.Kind = EventSubFlowCompleted
 		c := ev.SubFlowCompleted

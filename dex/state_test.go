@@ -46,6 +46,13 @@ func TestHistoryEventOf_CarriesTheFieldsOfEachKind(t *testing.T) {
 	if rpc.Kind != EventRPCCompleted || rpc.RPCName != "add" {
 		t.Errorf("RpcCompleted = %+v", rpc)
 	}
+	user := historyEventOf(&dexpb.HistoryEvent{EventId: 10, Event: &dexpb.HistoryEvent_User{User: &dexpb.UserEventRecorded{
+		StepType: "Gate", StepExecutionId: "Gate-1", Name: "passed", Value: &dexpb.EncodedValue{Encoding: EncodingJSON, Data: []byte(`7`)}}}})
+	var n int
+	if err := user.EventValue.Decode(&n); err != nil || user.Kind != EventUser || user.EventName != "passed" || n != 7 ||
+		user.StepExecutionID != "Gate-1" || user.String() != "#10 UserEvent Gate-1 passed 7" {
+		t.Errorf("UserEvent = %+v (%s), value %d %v", user, user, n, err)
+	}
 }
 
 // TestFlowStateOf_CarriesStepsQueuesAndAttributes checks the conversion of

@@ -146,7 +146,7 @@ func (r *registry) runWaitFor(ctx *taskContext, f *flowDef, t *dexpb.Task, res *
 			return "", &invalidResultError{fmt.Errorf("flow %q: step %q: WaitFor waits on channel %q, which the flow does not declare", f.name, s.name, ch.GetChannel())}
 		}
 	}
-	res.Result = &dexpb.TaskResult_WaitFor{WaitFor: &dexpb.WaitForResult{Wait: pw}}
+	res.Result = &dexpb.TaskResult_WaitFor{WaitFor: &dexpb.WaitForResult{Wait: pw, Locals: ctx.st.stagedLocals()}}
 	return "", nil
 }
 
@@ -158,6 +158,8 @@ func waitConditions(w *dexpb.Wait) []*dexpb.WaitCondition {
 		return k.AllOf.GetConditions()
 	case *dexpb.Wait_AnyOf:
 		return k.AnyOf.GetConditions()
+	case *dexpb.Wait_AnyCombinationOf:
+		return k.AnyCombinationOf.GetConditions()
 	}
 	return nil
 }
@@ -188,6 +190,11 @@ func (r *registry) runExecute(ctx *taskContext, f *flowDef, t *dexpb.Task, res *
 	pd, err := d.decisionProto()
 	if err != nil {
 		return "", &invalidResultError{fmt.Errorf("flow %q: step %q: %w", f.name, s.name, err)}
+	}
+	for _, ch := range pd.GetForceCompleteIfChannelsEmpty().GetChannels() {
+		if !f.channels[ch] {
+			return "", &invalidResultError{fmt.Errorf("flow %q: step %q: ForceCompleteIfChannelsEmpty names channel %q, which the flow does not declare", f.name, s.name, ch)}
+		}
 	}
 	res.Result = &dexpb.TaskResult_Execute{Execute: &dexpb.ExecuteResult{Decision: pd}}
 	return "", nil

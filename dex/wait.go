@@ -5,11 +5,13 @@ import (
 	"time"
 
 	"github.com/dexzd/dexzd/api/dexpb"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 // Wait is what a WaitFor returns: the conditions that must hold before the
-// step's Execute runs. Build one with Until, AllOf or AnyOf; a
+// step's Execute runs. Build one with Until, AllOf, AnyOf or
+// AnyCombinationOf; a
 // single Condition is a Wait too (Until of it). A nil Wait is satisfied at
 // once: Execute runs right after the WaitFor, with empty Results.
 type Wait interface {
@@ -193,4 +195,83 @@ func attemptFailureOf(p *dexpb.AttemptFailure) *AttemptFailure {
 		f.Time = p.GetTime().AsTime()
 	}
 	return f
+}
+
+// AnyCombinationOf waits until every condition of one of its groups holds
+// (an OR of ANDs, E32). Each group is an AllOf (or a single Condition):
+//
+//	dex.AnyCombinationOf(
+//		dex.AllOf(Approve.ForOne().WithID("approve"), Review.ForOne().WithID("review")),
+//		dex.AllOf(Approve.ForOne().WithID("approve"), dex.Timer(time.Hour).WithID("late")),
+//	)
+//
+// Every condition needs an ID, unique within the Wait; a condition may be
+// in several groups (give it the same ID there: a different condition
+// under an ID already used is an error). Groups are tried in declared
+// order; channel conditions consume nothing until their whole group can
+// hold, and when several conditions of the winning group read one channel
+// their minimum counts are reserved first, then the extra capacity goes to
+// them in declaration order, so a message never goes to two conditions.
+// Results.WinningGroup tells which group held.
+func AnyCombinationOf(groups ...Wait) Wait { return combination{groups: groups} }
+
+type combination struct{ groups []Wait }
+
+func (c combination) waitProto() (*dexpb.Wait, error) {
+	if len(c.groups) == 0 {
+		return nil, fmt.Errorf("anyCombinationOf: no groups")
+	}
+	wc := &dexpb.WaitCombinations{}
+	byID := map[string]*dexpb.WaitCondition{}
+	for g, group := range c.groups {
+		var conds []Condition
+		switch w := group.(type) {
+		case combined:
+			if w.kind != "allOf" {
+				return nil, fmt.Errorf("anyCombinationOf: group %d is an %s; a group is an AllOf or one condition", g, w.kind)
+			}
+			conds = w.conds
+		case Condition:
+			conds = []Condition{w}
+		default:
+			return nil, fmt.Errorf("anyCombinationOf: group %d is not an AllOf or a condition", g)
+		}
+		if len(conds) == 0 {
+			return nil, fmt.Errorf("anyCombinationOf: group %d has no conditions", g)
+		}
+		ids := make([]string, 0, len(conds))
+		for i, cond := range conds {
+			if cond == nil {
+				return nil, fmt.Errorf("anyCombinationOf: group %d: condition %d is nil", g, i)
+			}
+			pc, err := cond.conditionProto()
+			if err != nil {
+				return nil, err
+			}
+			id := pc.GetId()
+			if id == "" {
+				return nil, fmt.Errorf("anyCombinationOf: group %d: condition %d has no ID (use WithID)", g, i)
+			}
+			if prev, ok := byID[id]; ok {
+				if !proto.Equal(prev, pc) {
+					return nil, fmt.Errorf("anyCombinationOf: group %d: condition ID %q is used by two different conditions", g, id)
+				}
+			} else {
+				byID[id] = pc
+				wc.Conditions = append(wc.Conditions, pc)
+			}
+			ids = append(ids, id)
+		}
+		wc.Groups = append(wc.Groups, &dexpb.ConditionGroup{ConditionIds: ids})
+	}
+	return &dexpb.Wait{Kind: &dexpb.Wait_AnyCombinationOf{AnyCombinationOf: wc}}, nil
+}
+
+// WinningGroup returns the index (from 0, in declared order) of the
+// AnyCombinationOf group that held; false for other Waits.
+func (r Results) WinningGroup() (int, bool) {
+	if r.pb == nil || r.pb.WinningGroup == nil {
+		return 0, false
+	}
+	return int(r.pb.GetWinningGroup()), true
 }

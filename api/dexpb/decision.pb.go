@@ -114,8 +114,11 @@ type StagedWrites struct {
 	AttributeWrites []*Attribute `protobuf:"bytes,1,rep,name=attribute_writes,json=attributeWrites,proto3" json:"attribute_writes,omitempty"`
 	// ChannelPublishes append messages to channels, in order.
 	ChannelPublishes []*ChannelPublish `protobuf:"bytes,2,rep,name=channel_publishes,json=channelPublishes,proto3" json:"channel_publishes,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Events are user events (RecordEvent, E32): each is added to the
+	// flow's history, after the event of the completion that commits it.
+	Events        []*UserEvent `protobuf:"bytes,3,rep,name=events,proto3" json:"events,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StagedWrites) Reset() {
@@ -162,6 +165,68 @@ func (x *StagedWrites) GetChannelPublishes() []*ChannelPublish {
 	return nil
 }
 
+func (x *StagedWrites) GetEvents() []*UserEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+// UserEvent is a named value a handler records into its flow's history.
+type UserEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Name is the event's name: 1 to 256 bytes.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Value is the event's value; may be unset.
+	Value         *EncodedValue `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UserEvent) Reset() {
+	*x = UserEvent{}
+	mi := &file_dex_decision_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UserEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UserEvent) ProtoMessage() {}
+
+func (x *UserEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_dex_decision_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UserEvent.ProtoReflect.Descriptor instead.
+func (*UserEvent) Descriptor() ([]byte, []int) {
+	return file_dex_decision_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *UserEvent) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UserEvent) GetValue() *EncodedValue {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
 // StepDecision is what an Execute returns: movements, or one of the
 // four close decisions. Exactly one must be set; an empty decision fails the
 // attempt with INVALID_USER_FLOW_CODE.
@@ -176,6 +241,7 @@ type StepDecision struct {
 	//	*StepDecision_ForceComplete
 	//	*StepDecision_ForceFail
 	//	*StepDecision_DeadEnd
+	//	*StepDecision_ForceCompleteIfChannelsEmpty
 	Decision isStepDecision_Decision `protobuf_oneof:"decision"`
 	// CancelStepTypes cancels, when the decision commits, every queued,
 	// waiting or running execution of these step types in the flow (E29).
@@ -192,7 +258,7 @@ type StepDecision struct {
 
 func (x *StepDecision) Reset() {
 	*x = StepDecision{}
-	mi := &file_dex_decision_proto_msgTypes[2]
+	mi := &file_dex_decision_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -204,7 +270,7 @@ func (x *StepDecision) String() string {
 func (*StepDecision) ProtoMessage() {}
 
 func (x *StepDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_decision_proto_msgTypes[2]
+	mi := &file_dex_decision_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -217,7 +283,7 @@ func (x *StepDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StepDecision.ProtoReflect.Descriptor instead.
 func (*StepDecision) Descriptor() ([]byte, []int) {
-	return file_dex_decision_proto_rawDescGZIP(), []int{2}
+	return file_dex_decision_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *StepDecision) GetDecision() isStepDecision_Decision {
@@ -272,6 +338,15 @@ func (x *StepDecision) GetDeadEnd() *DeadEnd {
 	return nil
 }
 
+func (x *StepDecision) GetForceCompleteIfChannelsEmpty() *ForceCompleteIfChannelsEmpty {
+	if x != nil {
+		if x, ok := x.Decision.(*StepDecision_ForceCompleteIfChannelsEmpty); ok {
+			return x.ForceCompleteIfChannelsEmpty
+		}
+	}
+	return nil
+}
+
 func (x *StepDecision) GetCancelStepTypes() []string {
 	if x != nil {
 		return x.CancelStepTypes
@@ -318,6 +393,13 @@ type StepDecision_DeadEnd struct {
 	DeadEnd *DeadEnd `protobuf:"bytes,5,opt,name=dead_end,json=deadEnd,proto3,oneof"`
 }
 
+type StepDecision_ForceCompleteIfChannelsEmpty struct {
+	// ForceCompleteIfChannelsEmpty force-completes the flow if every
+	// named channel is empty when the decision commits, else follows the
+	// fallback movements (E32).
+	ForceCompleteIfChannelsEmpty *ForceCompleteIfChannelsEmpty `protobuf:"bytes,8,opt,name=force_complete_if_channels_empty,json=forceCompleteIfChannelsEmpty,proto3,oneof"`
+}
+
 func (*StepDecision_Movements) isStepDecision_Decision() {}
 
 func (*StepDecision_GracefulComplete) isStepDecision_Decision() {}
@@ -327,6 +409,8 @@ func (*StepDecision_ForceComplete) isStepDecision_Decision() {}
 func (*StepDecision_ForceFail) isStepDecision_Decision() {}
 
 func (*StepDecision_DeadEnd) isStepDecision_Decision() {}
+
+func (*StepDecision_ForceCompleteIfChannelsEmpty) isStepDecision_Decision() {}
 
 // Movements is a non-empty list of movements; each becomes a new step
 // execution, in order (which decides their step execution IDs).
@@ -340,7 +424,7 @@ type Movements struct {
 
 func (x *Movements) Reset() {
 	*x = Movements{}
-	mi := &file_dex_decision_proto_msgTypes[3]
+	mi := &file_dex_decision_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -352,7 +436,7 @@ func (x *Movements) String() string {
 func (*Movements) ProtoMessage() {}
 
 func (x *Movements) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_decision_proto_msgTypes[3]
+	mi := &file_dex_decision_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -365,7 +449,7 @@ func (x *Movements) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Movements.ProtoReflect.Descriptor instead.
 func (*Movements) Descriptor() ([]byte, []int) {
-	return file_dex_decision_proto_rawDescGZIP(), []int{3}
+	return file_dex_decision_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Movements) GetMovements() []*Movement {
@@ -389,7 +473,7 @@ type GracefulComplete struct {
 
 func (x *GracefulComplete) Reset() {
 	*x = GracefulComplete{}
-	mi := &file_dex_decision_proto_msgTypes[4]
+	mi := &file_dex_decision_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -401,7 +485,7 @@ func (x *GracefulComplete) String() string {
 func (*GracefulComplete) ProtoMessage() {}
 
 func (x *GracefulComplete) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_decision_proto_msgTypes[4]
+	mi := &file_dex_decision_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -414,7 +498,7 @@ func (x *GracefulComplete) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GracefulComplete.ProtoReflect.Descriptor instead.
 func (*GracefulComplete) Descriptor() ([]byte, []int) {
-	return file_dex_decision_proto_rawDescGZIP(), []int{4}
+	return file_dex_decision_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GracefulComplete) GetOutput() *EncodedValue {
@@ -437,7 +521,7 @@ type ForceComplete struct {
 
 func (x *ForceComplete) Reset() {
 	*x = ForceComplete{}
-	mi := &file_dex_decision_proto_msgTypes[5]
+	mi := &file_dex_decision_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -449,7 +533,7 @@ func (x *ForceComplete) String() string {
 func (*ForceComplete) ProtoMessage() {}
 
 func (x *ForceComplete) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_decision_proto_msgTypes[5]
+	mi := &file_dex_decision_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -462,7 +546,7 @@ func (x *ForceComplete) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForceComplete.ProtoReflect.Descriptor instead.
 func (*ForceComplete) Descriptor() ([]byte, []int) {
-	return file_dex_decision_proto_rawDescGZIP(), []int{5}
+	return file_dex_decision_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ForceComplete) GetOutput() *EncodedValue {
@@ -485,7 +569,7 @@ type ForceFail struct {
 
 func (x *ForceFail) Reset() {
 	*x = ForceFail{}
-	mi := &file_dex_decision_proto_msgTypes[6]
+	mi := &file_dex_decision_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -497,7 +581,7 @@ func (x *ForceFail) String() string {
 func (*ForceFail) ProtoMessage() {}
 
 func (x *ForceFail) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_decision_proto_msgTypes[6]
+	mi := &file_dex_decision_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -510,7 +594,7 @@ func (x *ForceFail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForceFail.ProtoReflect.Descriptor instead.
 func (*ForceFail) Descriptor() ([]byte, []int) {
-	return file_dex_decision_proto_rawDescGZIP(), []int{6}
+	return file_dex_decision_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ForceFail) GetReason() string {
@@ -530,7 +614,7 @@ type DeadEnd struct {
 
 func (x *DeadEnd) Reset() {
 	*x = DeadEnd{}
-	mi := &file_dex_decision_proto_msgTypes[7]
+	mi := &file_dex_decision_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -542,7 +626,7 @@ func (x *DeadEnd) String() string {
 func (*DeadEnd) ProtoMessage() {}
 
 func (x *DeadEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_decision_proto_msgTypes[7]
+	mi := &file_dex_decision_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -555,7 +639,87 @@ func (x *DeadEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadEnd.ProtoReflect.Descriptor instead.
 func (*DeadEnd) Descriptor() ([]byte, []int) {
-	return file_dex_decision_proto_rawDescGZIP(), []int{7}
+	return file_dex_decision_proto_rawDescGZIP(), []int{8}
+}
+
+// ForceCompleteIfChannelsEmpty is decided atomically against the
+// committed queues: if every channel of Channels is empty, the flow
+// force-completes with Output; otherwise the Fallback movements run. A
+// message published concurrently is never lost: either the flow closes
+// first (the publish is then refused as for any closed flow) or the
+// fallback runs and can consume it.
+type ForceCompleteIfChannelsEmpty struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Output is the flow's output when it completes.
+	Output *EncodedValue `protobuf:"bytes,1,opt,name=output,proto3" json:"output,omitempty"`
+	// Channels are the channels that must all be empty; at least one.
+	Channels []string `protobuf:"bytes,2,rep,name=channels,proto3" json:"channels,omitempty"`
+	// Fallback are the movements followed when a channel holds a message;
+	// at least one.
+	Fallback []*Movement `protobuf:"bytes,3,rep,name=fallback,proto3" json:"fallback,omitempty"`
+	// ChannelsEmpty, in history only, says the channels were all empty and
+	// the flow completed.
+	ChannelsEmpty bool `protobuf:"varint,4,opt,name=channels_empty,json=channelsEmpty,proto3" json:"channels_empty,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForceCompleteIfChannelsEmpty) Reset() {
+	*x = ForceCompleteIfChannelsEmpty{}
+	mi := &file_dex_decision_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForceCompleteIfChannelsEmpty) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForceCompleteIfChannelsEmpty) ProtoMessage() {}
+
+func (x *ForceCompleteIfChannelsEmpty) ProtoReflect() protoreflect.Message {
+	mi := &file_dex_decision_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForceCompleteIfChannelsEmpty.ProtoReflect.Descriptor instead.
+func (*ForceCompleteIfChannelsEmpty) Descriptor() ([]byte, []int) {
+	return file_dex_decision_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ForceCompleteIfChannelsEmpty) GetOutput() *EncodedValue {
+	if x != nil {
+		return x.Output
+	}
+	return nil
+}
+
+func (x *ForceCompleteIfChannelsEmpty) GetChannels() []string {
+	if x != nil {
+		return x.Channels
+	}
+	return nil
+}
+
+func (x *ForceCompleteIfChannelsEmpty) GetFallback() []*Movement {
+	if x != nil {
+		return x.Fallback
+	}
+	return nil
+}
+
+func (x *ForceCompleteIfChannelsEmpty) GetChannelsEmpty() bool {
+	if x != nil {
+		return x.ChannelsEmpty
+	}
+	return false
 }
 
 var File_dex_decision_proto protoreflect.FileDescriptor
@@ -567,17 +731,22 @@ const file_dex_decision_proto_rawDesc = "" +
 	"\tstep_type\x18\x01 \x01(\tR\bstepType\x12'\n" +
 	"\x05input\x18\x02 \x01(\v2\x11.dex.EncodedValueR\x05input\x12*\n" +
 	"\aoptions\x18\x03 \x01(\v2\x10.dex.StepOptionsR\aoptions\x12\"\n" +
-	"\rskip_wait_for\x18\x04 \x01(\bR\vskipWaitFor\"\x8b\x01\n" +
+	"\rskip_wait_for\x18\x04 \x01(\bR\vskipWaitFor\"\xb3\x01\n" +
 	"\fStagedWrites\x129\n" +
 	"\x10attribute_writes\x18\x01 \x03(\v2\x0e.dex.AttributeR\x0fattributeWrites\x12@\n" +
-	"\x11channel_publishes\x18\x02 \x03(\v2\x13.dex.ChannelPublishR\x10channelPublishes\"\x90\x03\n" +
+	"\x11channel_publishes\x18\x02 \x03(\v2\x13.dex.ChannelPublishR\x10channelPublishes\x12&\n" +
+	"\x06events\x18\x03 \x03(\v2\x0e.dex.UserEventR\x06events\"H\n" +
+	"\tUserEvent\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12'\n" +
+	"\x05value\x18\x02 \x01(\v2\x11.dex.EncodedValueR\x05value\"\xfd\x03\n" +
 	"\fStepDecision\x12.\n" +
 	"\tmovements\x18\x01 \x01(\v2\x0e.dex.MovementsH\x00R\tmovements\x12D\n" +
 	"\x11graceful_complete\x18\x02 \x01(\v2\x15.dex.GracefulCompleteH\x00R\x10gracefulComplete\x12;\n" +
 	"\x0eforce_complete\x18\x03 \x01(\v2\x12.dex.ForceCompleteH\x00R\rforceComplete\x12/\n" +
 	"\n" +
 	"force_fail\x18\x04 \x01(\v2\x0e.dex.ForceFailH\x00R\tforceFail\x12)\n" +
-	"\bdead_end\x18\x05 \x01(\v2\f.dex.DeadEndH\x00R\adeadEnd\x12*\n" +
+	"\bdead_end\x18\x05 \x01(\v2\f.dex.DeadEndH\x00R\adeadEnd\x12k\n" +
+	" force_complete_if_channels_empty\x18\b \x01(\v2!.dex.ForceCompleteIfChannelsEmptyH\x00R\x1cforceCompleteIfChannelsEmpty\x12*\n" +
 	"\x11cancel_step_types\x18\x06 \x03(\tR\x0fcancelStepTypes\x129\n" +
 	"\x19cancel_sibling_step_types\x18\a \x03(\tR\x16cancelSiblingStepTypesB\n" +
 	"\n" +
@@ -590,7 +759,12 @@ const file_dex_decision_proto_rawDesc = "" +
 	"\x06output\x18\x01 \x01(\v2\x11.dex.EncodedValueR\x06output\"#\n" +
 	"\tForceFail\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\"\t\n" +
-	"\aDeadEndB(Z&github.com/dexzd/dexzd/api/dexpb;dexpbb\x06proto3"
+	"\aDeadEnd\"\xb7\x01\n" +
+	"\x1cForceCompleteIfChannelsEmpty\x12)\n" +
+	"\x06output\x18\x01 \x01(\v2\x11.dex.EncodedValueR\x06output\x12\x1a\n" +
+	"\bchannels\x18\x02 \x03(\tR\bchannels\x12)\n" +
+	"\bfallback\x18\x03 \x03(\v2\r.dex.MovementR\bfallback\x12%\n" +
+	"\x0echannels_empty\x18\x04 \x01(\bR\rchannelsEmptyB(Z&github.com/dexzd/dexzd/api/dexpb;dexpbb\x06proto3"
 
 var (
 	file_dex_decision_proto_rawDescOnce sync.Once
@@ -604,39 +778,46 @@ func file_dex_decision_proto_rawDescGZIP() []byte {
 	return file_dex_decision_proto_rawDescData
 }
 
-var file_dex_decision_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_dex_decision_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_dex_decision_proto_goTypes = []any{
-	(*Movement)(nil),         // 0: dex.Movement
-	(*StagedWrites)(nil),     // 1: dex.StagedWrites
-	(*StepDecision)(nil),     // 2: dex.StepDecision
-	(*Movements)(nil),        // 3: dex.Movements
-	(*GracefulComplete)(nil), // 4: dex.GracefulComplete
-	(*ForceComplete)(nil),    // 5: dex.ForceComplete
-	(*ForceFail)(nil),        // 6: dex.ForceFail
-	(*DeadEnd)(nil),          // 7: dex.DeadEnd
-	(*EncodedValue)(nil),     // 8: dex.EncodedValue
-	(*StepOptions)(nil),      // 9: dex.StepOptions
-	(*Attribute)(nil),        // 10: dex.Attribute
-	(*ChannelPublish)(nil),   // 11: dex.ChannelPublish
+	(*Movement)(nil),                     // 0: dex.Movement
+	(*StagedWrites)(nil),                 // 1: dex.StagedWrites
+	(*UserEvent)(nil),                    // 2: dex.UserEvent
+	(*StepDecision)(nil),                 // 3: dex.StepDecision
+	(*Movements)(nil),                    // 4: dex.Movements
+	(*GracefulComplete)(nil),             // 5: dex.GracefulComplete
+	(*ForceComplete)(nil),                // 6: dex.ForceComplete
+	(*ForceFail)(nil),                    // 7: dex.ForceFail
+	(*DeadEnd)(nil),                      // 8: dex.DeadEnd
+	(*ForceCompleteIfChannelsEmpty)(nil), // 9: dex.ForceCompleteIfChannelsEmpty
+	(*EncodedValue)(nil),                 // 10: dex.EncodedValue
+	(*StepOptions)(nil),                  // 11: dex.StepOptions
+	(*Attribute)(nil),                    // 12: dex.Attribute
+	(*ChannelPublish)(nil),               // 13: dex.ChannelPublish
 }
 var file_dex_decision_proto_depIdxs = []int32{
-	8,  // 0: dex.Movement.input:type_name -> dex.EncodedValue
-	9,  // 1: dex.Movement.options:type_name -> dex.StepOptions
-	10, // 2: dex.StagedWrites.attribute_writes:type_name -> dex.Attribute
-	11, // 3: dex.StagedWrites.channel_publishes:type_name -> dex.ChannelPublish
-	3,  // 4: dex.StepDecision.movements:type_name -> dex.Movements
-	4,  // 5: dex.StepDecision.graceful_complete:type_name -> dex.GracefulComplete
-	5,  // 6: dex.StepDecision.force_complete:type_name -> dex.ForceComplete
-	6,  // 7: dex.StepDecision.force_fail:type_name -> dex.ForceFail
-	7,  // 8: dex.StepDecision.dead_end:type_name -> dex.DeadEnd
-	0,  // 9: dex.Movements.movements:type_name -> dex.Movement
-	8,  // 10: dex.GracefulComplete.output:type_name -> dex.EncodedValue
-	8,  // 11: dex.ForceComplete.output:type_name -> dex.EncodedValue
-	12, // [12:12] is the sub-list for method output_type
-	12, // [12:12] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	10, // 0: dex.Movement.input:type_name -> dex.EncodedValue
+	11, // 1: dex.Movement.options:type_name -> dex.StepOptions
+	12, // 2: dex.StagedWrites.attribute_writes:type_name -> dex.Attribute
+	13, // 3: dex.StagedWrites.channel_publishes:type_name -> dex.ChannelPublish
+	2,  // 4: dex.StagedWrites.events:type_name -> dex.UserEvent
+	10, // 5: dex.UserEvent.value:type_name -> dex.EncodedValue
+	4,  // 6: dex.StepDecision.movements:type_name -> dex.Movements
+	5,  // 7: dex.StepDecision.graceful_complete:type_name -> dex.GracefulComplete
+	6,  // 8: dex.StepDecision.force_complete:type_name -> dex.ForceComplete
+	7,  // 9: dex.StepDecision.force_fail:type_name -> dex.ForceFail
+	8,  // 10: dex.StepDecision.dead_end:type_name -> dex.DeadEnd
+	9,  // 11: dex.StepDecision.force_complete_if_channels_empty:type_name -> dex.ForceCompleteIfChannelsEmpty
+	0,  // 12: dex.Movements.movements:type_name -> dex.Movement
+	10, // 13: dex.GracefulComplete.output:type_name -> dex.EncodedValue
+	10, // 14: dex.ForceComplete.output:type_name -> dex.EncodedValue
+	10, // 15: dex.ForceCompleteIfChannelsEmpty.output:type_name -> dex.EncodedValue
+	0,  // 16: dex.ForceCompleteIfChannelsEmpty.fallback:type_name -> dex.Movement
+	17, // [17:17] is the sub-list for method output_type
+	17, // [17:17] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_dex_decision_proto_init() }
@@ -646,12 +827,13 @@ func file_dex_decision_proto_init() {
 	}
 	file_dex_common_proto_init()
 	file_dex_options_proto_init()
-	file_dex_decision_proto_msgTypes[2].OneofWrappers = []any{
+	file_dex_decision_proto_msgTypes[3].OneofWrappers = []any{
 		(*StepDecision_Movements)(nil),
 		(*StepDecision_GracefulComplete)(nil),
 		(*StepDecision_ForceComplete)(nil),
 		(*StepDecision_ForceFail)(nil),
 		(*StepDecision_DeadEnd)(nil),
+		(*StepDecision_ForceCompleteIfChannelsEmpty)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -659,7 +841,7 @@ func file_dex_decision_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dex_decision_proto_rawDesc), len(file_dex_decision_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

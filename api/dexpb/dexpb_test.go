@@ -22,6 +22,7 @@ var protoFiles = []string{
 	"dex/flow_view.proto",
 	"dex/history.proto",
 	"dex/options.proto",
+	"dex/reset.proto",
 	"dex/result.proto",
 	"dex/search.proto",
 	"dex/wait.proto",
@@ -76,7 +77,7 @@ func TestServices_HaveTheirMethods(t *testing.T) {
 		"dex.FlowService": {
 			unary("StartFlow"), unary("StopFlow"), unary("PublishToChannel"),
 			unary("GetAttributes"), unary("SetAttributes"), unary("InvokeRPC"),
-			unary("SkipTimer"), unary("WaitForFlow"), unary("GetFlowSummary"),
+			unary("SkipTimer"), unary("ResetFlow"), unary("WaitForFlow"), unary("GetFlowSummary"),
 			unary("GetFlowState"), unary("GetHistoryEvents"), unary("ListFlows"),
 			unary("WaitForStepCompletion"), unary("WaitForAttribute"), unary("SearchFlows"),
 		},

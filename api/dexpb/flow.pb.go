@@ -2095,7 +2095,7 @@ var File_dex_flow_proto protoreflect.FileDescriptor
 
 const file_dex_flow_proto_rawDesc = "" +
 	"\n" +
-	"\x0edex/flow.proto\x12\x03dex\x1a\x10dex/common.proto\x1a\x12dex/decision.proto\x1a\x13dex/flow_view.proto\x1a\x11dex/history.proto\x1a\x11dex/options.proto\x1a\x10dex/result.proto\x1a\x10dex/search.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc5\x04\n" +
+	"\x0edex/flow.proto\x12\x03dex\x1a\x10dex/common.proto\x1a\x12dex/decision.proto\x1a\x13dex/flow_view.proto\x1a\x11dex/history.proto\x1a\x11dex/options.proto\x1a\x0fdex/reset.proto\x1a\x10dex/result.proto\x1a\x10dex/search.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc5\x04\n" +
 	"\x10StartFlowRequest\x12\x1b\n" +
 	"\tflow_type\x18\x01 \x01(\tR\bflowType\x12\x17\n" +
 	"\aflow_id\x18\x02 \x01(\tR\x06flowId\x12,\n" +
@@ -2234,7 +2234,7 @@ const file_dex_flow_proto_rawDesc = "" +
 	"\x15STOP_TYPE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10STOP_TYPE_CANCEL\x10\x01\x12\x17\n" +
 	"\x13STOP_TYPE_TERMINATE\x10\x02\x12\x12\n" +
-	"\x0eSTOP_TYPE_FAIL\x10\x032\xad\b\n" +
+	"\x0eSTOP_TYPE_FAIL\x10\x032\xe9\b\n" +
 	"\vFlowService\x12:\n" +
 	"\tStartFlow\x12\x15.dex.StartFlowRequest\x1a\x16.dex.StartFlowResponse\x127\n" +
 	"\bStopFlow\x12\x14.dex.StopFlowRequest\x1a\x15.dex.StopFlowResponse\x12O\n" +
@@ -2242,7 +2242,8 @@ const file_dex_flow_proto_rawDesc = "" +
 	"\rGetAttributes\x12\x19.dex.GetAttributesRequest\x1a\x1a.dex.GetAttributesResponse\x12F\n" +
 	"\rSetAttributes\x12\x19.dex.SetAttributesRequest\x1a\x1a.dex.SetAttributesResponse\x12:\n" +
 	"\tInvokeRPC\x12\x15.dex.InvokeRPCRequest\x1a\x16.dex.InvokeRPCResponse\x12:\n" +
-	"\tSkipTimer\x12\x15.dex.SkipTimerRequest\x1a\x16.dex.SkipTimerResponse\x12@\n" +
+	"\tSkipTimer\x12\x15.dex.SkipTimerRequest\x1a\x16.dex.SkipTimerResponse\x12:\n" +
+	"\tResetFlow\x12\x15.dex.ResetFlowRequest\x1a\x16.dex.ResetFlowResponse\x12@\n" +
 	"\vWaitForFlow\x12\x17.dex.WaitForFlowRequest\x1a\x18.dex.WaitForFlowResponse\x12^\n" +
 	"\x15WaitForStepCompletion\x12!.dex.WaitForStepCompletionRequest\x1a\".dex.WaitForStepCompletionResponse\x12O\n" +
 	"\x10WaitForAttribute\x12\x1c.dex.WaitForAttributeRequest\x1a\x1d.dex.WaitForAttributeResponse\x12I\n" +
@@ -2311,8 +2312,10 @@ var file_dex_flow_proto_goTypes = []any{
 	(*FlowState)(nil),                     // 41: dex.FlowState
 	(*HistoryEvent)(nil),                  // 42: dex.HistoryEvent
 	(*timestamppb.Timestamp)(nil),         // 43: google.protobuf.Timestamp
-	(*SearchFlowsRequest)(nil),            // 44: dex.SearchFlowsRequest
-	(*SearchFlowsResponse)(nil),           // 45: dex.SearchFlowsResponse
+	(*ResetFlowRequest)(nil),              // 44: dex.ResetFlowRequest
+	(*SearchFlowsRequest)(nil),            // 45: dex.SearchFlowsRequest
+	(*ResetFlowResponse)(nil),             // 46: dex.ResetFlowResponse
+	(*SearchFlowsResponse)(nil),           // 47: dex.SearchFlowsResponse
 }
 var file_dex_flow_proto_depIdxs = []int32{
 	30, // 0: dex.StartFlowRequest.start_step:type_name -> dex.Movement
@@ -2352,31 +2355,33 @@ var file_dex_flow_proto_depIdxs = []int32{
 	10, // 34: dex.FlowService.SetAttributes:input_type -> dex.SetAttributesRequest
 	12, // 35: dex.FlowService.InvokeRPC:input_type -> dex.InvokeRPCRequest
 	14, // 36: dex.FlowService.SkipTimer:input_type -> dex.SkipTimerRequest
-	16, // 37: dex.FlowService.WaitForFlow:input_type -> dex.WaitForFlowRequest
-	18, // 38: dex.FlowService.WaitForStepCompletion:input_type -> dex.WaitForStepCompletionRequest
-	20, // 39: dex.FlowService.WaitForAttribute:input_type -> dex.WaitForAttributeRequest
-	22, // 40: dex.FlowService.GetFlowSummary:input_type -> dex.GetFlowSummaryRequest
-	24, // 41: dex.FlowService.GetFlowState:input_type -> dex.GetFlowStateRequest
-	26, // 42: dex.FlowService.GetHistoryEvents:input_type -> dex.GetHistoryEventsRequest
-	28, // 43: dex.FlowService.ListFlows:input_type -> dex.ListFlowsRequest
-	44, // 44: dex.FlowService.SearchFlows:input_type -> dex.SearchFlowsRequest
-	3,  // 45: dex.FlowService.StartFlow:output_type -> dex.StartFlowResponse
-	5,  // 46: dex.FlowService.StopFlow:output_type -> dex.StopFlowResponse
-	7,  // 47: dex.FlowService.PublishToChannel:output_type -> dex.PublishToChannelResponse
-	9,  // 48: dex.FlowService.GetAttributes:output_type -> dex.GetAttributesResponse
-	11, // 49: dex.FlowService.SetAttributes:output_type -> dex.SetAttributesResponse
-	13, // 50: dex.FlowService.InvokeRPC:output_type -> dex.InvokeRPCResponse
-	15, // 51: dex.FlowService.SkipTimer:output_type -> dex.SkipTimerResponse
-	17, // 52: dex.FlowService.WaitForFlow:output_type -> dex.WaitForFlowResponse
-	19, // 53: dex.FlowService.WaitForStepCompletion:output_type -> dex.WaitForStepCompletionResponse
-	21, // 54: dex.FlowService.WaitForAttribute:output_type -> dex.WaitForAttributeResponse
-	23, // 55: dex.FlowService.GetFlowSummary:output_type -> dex.GetFlowSummaryResponse
-	25, // 56: dex.FlowService.GetFlowState:output_type -> dex.GetFlowStateResponse
-	27, // 57: dex.FlowService.GetHistoryEvents:output_type -> dex.GetHistoryEventsResponse
-	29, // 58: dex.FlowService.ListFlows:output_type -> dex.ListFlowsResponse
-	45, // 59: dex.FlowService.SearchFlows:output_type -> dex.SearchFlowsResponse
-	45, // [45:60] is the sub-list for method output_type
-	30, // [30:45] is the sub-list for method input_type
+	44, // 37: dex.FlowService.ResetFlow:input_type -> dex.ResetFlowRequest
+	16, // 38: dex.FlowService.WaitForFlow:input_type -> dex.WaitForFlowRequest
+	18, // 39: dex.FlowService.WaitForStepCompletion:input_type -> dex.WaitForStepCompletionRequest
+	20, // 40: dex.FlowService.WaitForAttribute:input_type -> dex.WaitForAttributeRequest
+	22, // 41: dex.FlowService.GetFlowSummary:input_type -> dex.GetFlowSummaryRequest
+	24, // 42: dex.FlowService.GetFlowState:input_type -> dex.GetFlowStateRequest
+	26, // 43: dex.FlowService.GetHistoryEvents:input_type -> dex.GetHistoryEventsRequest
+	28, // 44: dex.FlowService.ListFlows:input_type -> dex.ListFlowsRequest
+	45, // 45: dex.FlowService.SearchFlows:input_type -> dex.SearchFlowsRequest
+	3,  // 46: dex.FlowService.StartFlow:output_type -> dex.StartFlowResponse
+	5,  // 47: dex.FlowService.StopFlow:output_type -> dex.StopFlowResponse
+	7,  // 48: dex.FlowService.PublishToChannel:output_type -> dex.PublishToChannelResponse
+	9,  // 49: dex.FlowService.GetAttributes:output_type -> dex.GetAttributesResponse
+	11, // 50: dex.FlowService.SetAttributes:output_type -> dex.SetAttributesResponse
+	13, // 51: dex.FlowService.InvokeRPC:output_type -> dex.InvokeRPCResponse
+	15, // 52: dex.FlowService.SkipTimer:output_type -> dex.SkipTimerResponse
+	46, // 53: dex.FlowService.ResetFlow:output_type -> dex.ResetFlowResponse
+	17, // 54: dex.FlowService.WaitForFlow:output_type -> dex.WaitForFlowResponse
+	19, // 55: dex.FlowService.WaitForStepCompletion:output_type -> dex.WaitForStepCompletionResponse
+	21, // 56: dex.FlowService.WaitForAttribute:output_type -> dex.WaitForAttributeResponse
+	23, // 57: dex.FlowService.GetFlowSummary:output_type -> dex.GetFlowSummaryResponse
+	25, // 58: dex.FlowService.GetFlowState:output_type -> dex.GetFlowStateResponse
+	27, // 59: dex.FlowService.GetHistoryEvents:output_type -> dex.GetHistoryEventsResponse
+	29, // 60: dex.FlowService.ListFlows:output_type -> dex.ListFlowsResponse
+	47, // 61: dex.FlowService.SearchFlows:output_type -> dex.SearchFlowsResponse
+	46, // [46:62] is the sub-list for method output_type
+	30, // [30:46] is the sub-list for method input_type
 	30, // [30:30] is the sub-list for extension type_name
 	30, // [30:30] is the sub-list for extension extendee
 	0,  // [0:30] is the sub-list for field type_name
@@ -2392,6 +2397,7 @@ func file_dex_flow_proto_init() {
 	file_dex_flow_view_proto_init()
 	file_dex_history_proto_init()
 	file_dex_options_proto_init()
+	file_dex_reset_proto_init()
 	file_dex_result_proto_init()
 	file_dex_search_proto_init()
 	file_dex_flow_proto_msgTypes[13].OneofWrappers = []any{

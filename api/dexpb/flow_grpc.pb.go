@@ -29,6 +29,7 @@ const (
 	FlowService_SetAttributes_FullMethodName         = "/dex.FlowService/SetAttributes"
 	FlowService_InvokeRPC_FullMethodName             = "/dex.FlowService/InvokeRPC"
 	FlowService_SkipTimer_FullMethodName             = "/dex.FlowService/SkipTimer"
+	FlowService_ResetFlow_FullMethodName             = "/dex.FlowService/ResetFlow"
 	FlowService_WaitForFlow_FullMethodName           = "/dex.FlowService/WaitForFlow"
 	FlowService_WaitForStepCompletion_FullMethodName = "/dex.FlowService/WaitForStepCompletion"
 	FlowService_WaitForAttribute_FullMethodName      = "/dex.FlowService/WaitForAttribute"
@@ -88,6 +89,13 @@ type FlowServiceClient interface {
 	// or the timer is not pending (already fired, skipped, or the Wait is
 	// no longer waiting).
 	SkipTimer(ctx context.Context, in *SkipTimerRequest, opts ...grpc.CallOption) (*SkipTimerResponse, error)
+	// ResetFlow makes a new run of a flow ID from a point of its latest
+	// run's history and returns the new run's ID once it is durable (E37).
+	// The reset run is kept; a running one is TERMINATED. Errors:
+	// INVALID_ARGUMENT (naming the field), NOT_FOUND, FAILED_PRECONDITION
+	// naming the field when the run is not the latest or the point does not
+	// exist in its history.
+	ResetFlow(ctx context.Context, in *ResetFlowRequest, opts ...grpc.CallOption) (*ResetFlowResponse, error)
 	// WaitForFlow waits until a flow execution is closed and returns its
 	// result. The wait is a long poll capped by the server (60 s by
 	// default): when it expires first the call answers DEADLINE_EXCEEDED and
@@ -205,6 +213,16 @@ func (c *flowServiceClient) SkipTimer(ctx context.Context, in *SkipTimerRequest,
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(SkipTimerResponse)
 	err := c.cc.Invoke(ctx, FlowService_SkipTimer_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *flowServiceClient) ResetFlow(ctx context.Context, in *ResetFlowRequest, opts ...grpc.CallOption) (*ResetFlowResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResetFlowResponse)
+	err := c.cc.Invoke(ctx, FlowService_ResetFlow_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -340,6 +358,13 @@ type FlowServiceServer interface {
 	// or the timer is not pending (already fired, skipped, or the Wait is
 	// no longer waiting).
 	SkipTimer(context.Context, *SkipTimerRequest) (*SkipTimerResponse, error)
+	// ResetFlow makes a new run of a flow ID from a point of its latest
+	// run's history and returns the new run's ID once it is durable (E37).
+	// The reset run is kept; a running one is TERMINATED. Errors:
+	// INVALID_ARGUMENT (naming the field), NOT_FOUND, FAILED_PRECONDITION
+	// naming the field when the run is not the latest or the point does not
+	// exist in its history.
+	ResetFlow(context.Context, *ResetFlowRequest) (*ResetFlowResponse, error)
 	// WaitForFlow waits until a flow execution is closed and returns its
 	// result. The wait is a long poll capped by the server (60 s by
 	// default): when it expires first the call answers DEADLINE_EXCEEDED and
@@ -413,6 +438,9 @@ func (UnimplementedFlowServiceServer) InvokeRPC(context.Context, *InvokeRPCReque
 }
 func (UnimplementedFlowServiceServer) SkipTimer(context.Context, *SkipTimerRequest) (*SkipTimerResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SkipTimer not implemented")
+}
+func (UnimplementedFlowServiceServer) ResetFlow(context.Context, *ResetFlowRequest) (*ResetFlowResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResetFlow not implemented")
 }
 func (UnimplementedFlowServiceServer) WaitForFlow(context.Context, *WaitForFlowRequest) (*WaitForFlowResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method WaitForFlow not implemented")
@@ -581,6 +609,24 @@ func _FlowService_SkipTimer_Handler(srv interface{}, ctx context.Context, dec fu
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(FlowServiceServer).SkipTimer(ctx, req.(*SkipTimerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _FlowService_ResetFlow_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResetFlowRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FlowServiceServer).ResetFlow(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: FlowService_ResetFlow_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FlowServiceServer).ResetFlow(ctx, req.(*ResetFlowRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -763,6 +809,10 @@ var FlowService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SkipTimer",
 			Handler:    _FlowService_SkipTimer_Handler,
+		},
+		{
+			MethodName: "ResetFlow",
+			Handler:    _FlowService_ResetFlow_Handler,
 		},
 		{
 			MethodName: "WaitForFlow",

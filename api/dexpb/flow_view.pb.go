@@ -358,9 +358,15 @@ type FlowState struct {
 	PendingTasks []*PendingTask `protobuf:"bytes,6,rep,name=pending_tasks,json=pendingTasks,proto3" json:"pending_tasks,omitempty"`
 	// RetryRunId is the run that retries this failed run under the flow
 	// retry policy, empty when there is none (E34).
-	RetryRunId    string `protobuf:"bytes,7,opt,name=retry_run_id,json=retryRunId,proto3" json:"retry_run_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	RetryRunId string `protobuf:"bytes,7,opt,name=retry_run_id,json=retryRunId,proto3" json:"retry_run_id,omitempty"`
+	// ResetRunId is the run a reset of this run started, empty when there
+	// is none (E37).
+	ResetRunId string `protobuf:"bytes,17,opt,name=reset_run_id,json=resetRunId,proto3" json:"reset_run_id,omitempty"`
+	// ResetFromRunId is the run this run was reset from, empty when it was
+	// not started by a reset (E37).
+	ResetFromRunId string `protobuf:"bytes,18,opt,name=reset_from_run_id,json=resetFromRunId,proto3" json:"reset_from_run_id,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *FlowState) Reset() {
@@ -438,6 +444,20 @@ func (x *FlowState) GetPendingTasks() []*PendingTask {
 func (x *FlowState) GetRetryRunId() string {
 	if x != nil {
 		return x.RetryRunId
+	}
+	return ""
+}
+
+func (x *FlowState) GetResetRunId() string {
+	if x != nil {
+		return x.ResetRunId
+	}
+	return ""
+}
+
+func (x *FlowState) GetResetFromRunId() string {
+	if x != nil {
+		return x.ResetFromRunId
 	}
 	return ""
 }
@@ -1296,7 +1316,7 @@ const file_dex_flow_view_proto_rawDesc = "" +
 	"\x13flow_timeout_policy\x18\b \x01(\x0e2\x16.dex.FlowTimeoutPolicyR\x11flowTimeoutPolicy\x12$\n" +
 	"\x05error\x18\t \x01(\v2\x0e.dex.FlowErrorR\x05error\x12$\n" +
 	"\x0eparent_flow_id\x18\n" +
-	" \x01(\tR\fparentFlowId\"\xdc\x02\n" +
+	" \x01(\tR\fparentFlowId\"\xa9\x03\n" +
 	"\tFlowState\x12*\n" +
 	"\asummary\x18\x01 \x01(\v2\x10.dex.FlowSummaryR\asummary\x12@\n" +
 	"\x0fstep_executions\x18\x02 \x03(\v2\x17.dex.StepExecutionStateR\x0estepExecutions\x12-\n" +
@@ -1307,7 +1327,10 @@ const file_dex_flow_view_proto_rawDesc = "" +
 	"\aoutputs\x18\x05 \x03(\v2\x0f.dex.StepOutputR\aoutputs\x125\n" +
 	"\rpending_tasks\x18\x06 \x03(\v2\x10.dex.PendingTaskR\fpendingTasks\x12 \n" +
 	"\fretry_run_id\x18\a \x01(\tR\n" +
-	"retryRunId\"\x89\x04\n" +
+	"retryRunId\x12 \n" +
+	"\freset_run_id\x18\x11 \x01(\tR\n" +
+	"resetRunId\x12)\n" +
+	"\x11reset_from_run_id\x18\x12 \x01(\tR\x0eresetFromRunId\"\x89\x04\n" +
 	"\x12StepExecutionState\x12\x1b\n" +
 	"\tstep_type\x18\x01 \x01(\tR\bstepType\x12*\n" +
 	"\x11step_execution_id\x18\x02 \x01(\tR\x0fstepExecutionId\x12$\n" +

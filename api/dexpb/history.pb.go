@@ -51,6 +51,7 @@ type HistoryEvent struct {
 	//	*HistoryEvent_FlowClosed
 	//	*HistoryEvent_SubFlowCompleted
 	//	*HistoryEvent_StepCanceled
+	//	*HistoryEvent_User
 	Event         isHistoryEvent_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -215,6 +216,15 @@ func (x *HistoryEvent) GetStepCanceled() *StepCanceledEvent {
 	return nil
 }
 
+func (x *HistoryEvent) GetUser() *UserEventRecorded {
+	if x != nil {
+		if x, ok := x.Event.(*HistoryEvent_User); ok {
+			return x.User
+		}
+	}
+	return nil
+}
+
 type isHistoryEvent_Event interface {
 	isHistoryEvent_Event()
 }
@@ -280,6 +290,11 @@ type HistoryEvent_StepCanceled struct {
 	StepCanceled *StepCanceledEvent `protobuf:"bytes,14,opt,name=step_canceled,json=stepCanceled,proto3,oneof"`
 }
 
+type HistoryEvent_User struct {
+	// User: a handler recorded an event with RecordEvent (E32).
+	User *UserEventRecorded `protobuf:"bytes,15,opt,name=user,proto3,oneof"`
+}
+
 func (*HistoryEvent_FlowStarted) isHistoryEvent_Event() {}
 
 func (*HistoryEvent_WaitForCompleted) isHistoryEvent_Event() {}
@@ -303,6 +318,8 @@ func (*HistoryEvent_FlowClosed) isHistoryEvent_Event() {}
 func (*HistoryEvent_SubFlowCompleted) isHistoryEvent_Event() {}
 
 func (*HistoryEvent_StepCanceled) isHistoryEvent_Event() {}
+
+func (*HistoryEvent_User) isHistoryEvent_Event() {}
 
 // FlowStartedEvent records StartFlow.
 type FlowStartedEvent struct {
@@ -334,7 +351,10 @@ type FlowStartedEvent struct {
 	// the client's start; 0 without a policy (E34).
 	RetryAttempt uint32 `protobuf:"varint,11,opt,name=retry_attempt,json=retryAttempt,proto3" json:"retry_attempt,omitempty"`
 	// RetriedRunId is the failed run this run retries (E34).
-	RetriedRunId  string `protobuf:"bytes,12,opt,name=retried_run_id,json=retriedRunId,proto3" json:"retried_run_id,omitempty"`
+	RetriedRunId string `protobuf:"bytes,12,opt,name=retried_run_id,json=retriedRunId,proto3" json:"retried_run_id,omitempty"`
+	// Reset is set when a reset started this run (E37): the run it was
+	// reset from, the point and the reason.
+	ResetInfo     *FlowResetInfo `protobuf:"bytes,20,opt,name=reset_info,json=resetInfo,proto3" json:"reset_info,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -451,6 +471,13 @@ func (x *FlowStartedEvent) GetRetriedRunId() string {
 		return x.RetriedRunId
 	}
 	return ""
+}
+
+func (x *FlowStartedEvent) GetResetInfo() *FlowResetInfo {
+	if x != nil {
+		return x.ResetInfo
+	}
+	return nil
 }
 
 // WaitForCompletedEvent records a committed WaitFor result.
@@ -1079,6 +1106,91 @@ func (x *StepCanceledEvent) GetCausedBy() string {
 	return ""
 }
 
+// UserEventRecorded is an event a WaitFor, Execute or RPC handler recorded (E32);
+// it follows the event of the completion that committed it.
+type UserEventRecorded struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// StepType is the step of the handler that recorded it; empty for an
+	// RPC.
+	StepType string `protobuf:"bytes,1,opt,name=step_type,json=stepType,proto3" json:"step_type,omitempty"`
+	// StepExecutionId is the step execution that recorded it; empty for an
+	// RPC.
+	StepExecutionId string `protobuf:"bytes,2,opt,name=step_execution_id,json=stepExecutionId,proto3" json:"step_execution_id,omitempty"`
+	// RpcName names the RPC handler that recorded it; empty for a step.
+	RpcName string `protobuf:"bytes,3,opt,name=rpc_name,json=rpcName,proto3" json:"rpc_name,omitempty"`
+	// Name is the event's name.
+	Name string `protobuf:"bytes,4,opt,name=name,proto3" json:"name,omitempty"`
+	// Value is the event's value.
+	Value         *EncodedValue `protobuf:"bytes,5,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UserEventRecorded) Reset() {
+	*x = UserEventRecorded{}
+	mi := &file_dex_history_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UserEventRecorded) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UserEventRecorded) ProtoMessage() {}
+
+func (x *UserEventRecorded) ProtoReflect() protoreflect.Message {
+	mi := &file_dex_history_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UserEventRecorded.ProtoReflect.Descriptor instead.
+func (*UserEventRecorded) Descriptor() ([]byte, []int) {
+	return file_dex_history_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *UserEventRecorded) GetStepType() string {
+	if x != nil {
+		return x.StepType
+	}
+	return ""
+}
+
+func (x *UserEventRecorded) GetStepExecutionId() string {
+	if x != nil {
+		return x.StepExecutionId
+	}
+	return ""
+}
+
+func (x *UserEventRecorded) GetRpcName() string {
+	if x != nil {
+		return x.RpcName
+	}
+	return ""
+}
+
+func (x *UserEventRecorded) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UserEventRecorded) GetValue() *EncodedValue {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
 // FlowClosedEvent records the end of the run.
 type FlowClosedEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1094,7 +1206,7 @@ type FlowClosedEvent struct {
 
 func (x *FlowClosedEvent) Reset() {
 	*x = FlowClosedEvent{}
-	mi := &file_dex_history_proto_msgTypes[10]
+	mi := &file_dex_history_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1106,7 +1218,7 @@ func (x *FlowClosedEvent) String() string {
 func (*FlowClosedEvent) ProtoMessage() {}
 
 func (x *FlowClosedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_history_proto_msgTypes[10]
+	mi := &file_dex_history_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1119,7 +1231,7 @@ func (x *FlowClosedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlowClosedEvent.ProtoReflect.Descriptor instead.
 func (*FlowClosedEvent) Descriptor() ([]byte, []int) {
-	return file_dex_history_proto_rawDescGZIP(), []int{10}
+	return file_dex_history_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *FlowClosedEvent) GetStatus() FlowStatus {
@@ -1163,7 +1275,7 @@ type SubFlowCompletedEvent struct {
 
 func (x *SubFlowCompletedEvent) Reset() {
 	*x = SubFlowCompletedEvent{}
-	mi := &file_dex_history_proto_msgTypes[11]
+	mi := &file_dex_history_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1175,7 +1287,7 @@ func (x *SubFlowCompletedEvent) String() string {
 func (*SubFlowCompletedEvent) ProtoMessage() {}
 
 func (x *SubFlowCompletedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_history_proto_msgTypes[11]
+	mi := &file_dex_history_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1188,7 +1300,7 @@ func (x *SubFlowCompletedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubFlowCompletedEvent.ProtoReflect.Descriptor instead.
 func (*SubFlowCompletedEvent) Descriptor() ([]byte, []int) {
-	return file_dex_history_proto_rawDescGZIP(), []int{11}
+	return file_dex_history_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SubFlowCompletedEvent) GetStepType() string {
@@ -1230,7 +1342,7 @@ var File_dex_history_proto protoreflect.FileDescriptor
 
 const file_dex_history_proto_rawDesc = "" +
 	"\n" +
-	"\x11dex/history.proto\x12\x03dex\x1a\x10dex/common.proto\x1a\x12dex/decision.proto\x1a\x10dex/result.proto\x1a\x0edex/wait.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x91\a\n" +
+	"\x11dex/history.proto\x12\x03dex\x1a\x10dex/common.proto\x1a\x12dex/decision.proto\x1a\x0fdex/reset.proto\x1a\x10dex/result.proto\x1a\x0edex/wait.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xbf\a\n" +
 	"\fHistoryEvent\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\x04R\aeventId\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12:\n" +
@@ -1247,8 +1359,9 @@ const file_dex_history_proto_rawDesc = "" +
 	"\vflow_closed\x18\f \x01(\v2\x14.dex.FlowClosedEventH\x00R\n" +
 	"flowClosed\x12J\n" +
 	"\x12sub_flow_completed\x18\r \x01(\v2\x1a.dex.SubFlowCompletedEventH\x00R\x10subFlowCompleted\x12=\n" +
-	"\rstep_canceled\x18\x0e \x01(\v2\x16.dex.StepCanceledEventH\x00R\fstepCanceledB\a\n" +
-	"\x05event\"\xe7\x04\n" +
+	"\rstep_canceled\x18\x0e \x01(\v2\x16.dex.StepCanceledEventH\x00R\fstepCanceled\x12,\n" +
+	"\x04user\x18\x0f \x01(\v2\x16.dex.UserEventRecordedH\x00R\x04userB\a\n" +
+	"\x05event\"\x9a\x05\n" +
 	"\x10FlowStartedEvent\x12\x1b\n" +
 	"\tflow_type\x18\x01 \x01(\tR\bflowType\x12,\n" +
 	"\n" +
@@ -1265,7 +1378,9 @@ const file_dex_history_proto_rawDesc = "" +
 	" \x01(\v2\x19.google.protobuf.DurationR\n" +
 	"startDelay\x12#\n" +
 	"\rretry_attempt\x18\v \x01(\rR\fretryAttempt\x12$\n" +
-	"\x0eretried_run_id\x18\f \x01(\tR\fretriedRunId\"\xfb\x01\n" +
+	"\x0eretried_run_id\x18\f \x01(\tR\fretriedRunId\x121\n" +
+	"\n" +
+	"reset_info\x18\x14 \x01(\v2\x12.dex.FlowResetInfoR\tresetInfo\"\xfb\x01\n" +
 	"\x15WaitForCompletedEvent\x12\x1b\n" +
 	"\tstep_type\x18\x01 \x01(\tR\bstepType\x12*\n" +
 	"\x11step_execution_id\x18\x02 \x01(\tR\x0fstepExecutionId\x12\x18\n" +
@@ -1313,7 +1428,13 @@ const file_dex_history_proto_rawDesc = "" +
 	"\tstep_type\x18\x01 \x01(\tR\bstepType\x12*\n" +
 	"\x11step_execution_id\x18\x02 \x01(\tR\x0fstepExecutionId\x12#\n" +
 	"\rsiblings_only\x18\x03 \x01(\bR\fsiblingsOnly\x12\x1b\n" +
-	"\tcaused_by\x18\x04 \x01(\tR\bcausedBy\"\x8b\x01\n" +
+	"\tcaused_by\x18\x04 \x01(\tR\bcausedBy\"\xb4\x01\n" +
+	"\x11UserEventRecorded\x12\x1b\n" +
+	"\tstep_type\x18\x01 \x01(\tR\bstepType\x12*\n" +
+	"\x11step_execution_id\x18\x02 \x01(\tR\x0fstepExecutionId\x12\x19\n" +
+	"\brpc_name\x18\x03 \x01(\tR\arpcName\x12\x12\n" +
+	"\x04name\x18\x04 \x01(\tR\x04name\x12'\n" +
+	"\x05value\x18\x05 \x01(\v2\x11.dex.EncodedValueR\x05value\"\x8b\x01\n" +
 	"\x0fFlowClosedEvent\x12'\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x0f.dex.FlowStatusR\x06status\x12$\n" +
 	"\x05error\x18\x02 \x01(\v2\x0e.dex.FlowErrorR\x05error\x12)\n" +
@@ -1337,7 +1458,7 @@ func file_dex_history_proto_rawDescGZIP() []byte {
 	return file_dex_history_proto_rawDescData
 }
 
-var file_dex_history_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_dex_history_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_dex_history_proto_goTypes = []any{
 	(*HistoryEvent)(nil),           // 0: dex.HistoryEvent
 	(*FlowStartedEvent)(nil),       // 1: dex.FlowStartedEvent
@@ -1349,27 +1470,29 @@ var file_dex_history_proto_goTypes = []any{
 	(*AttributesSetEvent)(nil),     // 7: dex.AttributesSetEvent
 	(*TimerSkippedEvent)(nil),      // 8: dex.TimerSkippedEvent
 	(*StepCanceledEvent)(nil),      // 9: dex.StepCanceledEvent
-	(*FlowClosedEvent)(nil),        // 10: dex.FlowClosedEvent
-	(*SubFlowCompletedEvent)(nil),  // 11: dex.SubFlowCompletedEvent
-	(*timestamppb.Timestamp)(nil),  // 12: google.protobuf.Timestamp
-	(*Movement)(nil),               // 13: dex.Movement
-	(*Attribute)(nil),              // 14: dex.Attribute
-	(*durationpb.Duration)(nil),    // 15: google.protobuf.Duration
-	(FlowTimeoutPolicy)(0),         // 16: dex.FlowTimeoutPolicy
-	(IdReusePolicy)(0),             // 17: dex.IdReusePolicy
-	(*Wait)(nil),                   // 18: dex.Wait
-	(*StagedWrites)(nil),           // 19: dex.StagedWrites
-	(*StepDecision)(nil),           // 20: dex.StepDecision
-	(*AttemptFailure)(nil),         // 21: dex.AttemptFailure
-	(*EncodedValue)(nil),           // 22: dex.EncodedValue
-	(*ChannelPublish)(nil),         // 23: dex.ChannelPublish
-	(FlowStatus)(0),                // 24: dex.FlowStatus
-	(*FlowError)(nil),              // 25: dex.FlowError
-	(*StepOutput)(nil),             // 26: dex.StepOutput
-	(*FlowResult)(nil),             // 27: dex.FlowResult
+	(*UserEventRecorded)(nil),      // 10: dex.UserEventRecorded
+	(*FlowClosedEvent)(nil),        // 11: dex.FlowClosedEvent
+	(*SubFlowCompletedEvent)(nil),  // 12: dex.SubFlowCompletedEvent
+	(*timestamppb.Timestamp)(nil),  // 13: google.protobuf.Timestamp
+	(*Movement)(nil),               // 14: dex.Movement
+	(*Attribute)(nil),              // 15: dex.Attribute
+	(*durationpb.Duration)(nil),    // 16: google.protobuf.Duration
+	(FlowTimeoutPolicy)(0),         // 17: dex.FlowTimeoutPolicy
+	(IdReusePolicy)(0),             // 18: dex.IdReusePolicy
+	(*FlowResetInfo)(nil),          // 19: dex.FlowResetInfo
+	(*Wait)(nil),                   // 20: dex.Wait
+	(*StagedWrites)(nil),           // 21: dex.StagedWrites
+	(*StepDecision)(nil),           // 22: dex.StepDecision
+	(*AttemptFailure)(nil),         // 23: dex.AttemptFailure
+	(*EncodedValue)(nil),           // 24: dex.EncodedValue
+	(*ChannelPublish)(nil),         // 25: dex.ChannelPublish
+	(FlowStatus)(0),                // 26: dex.FlowStatus
+	(*FlowError)(nil),              // 27: dex.FlowError
+	(*StepOutput)(nil),             // 28: dex.StepOutput
+	(*FlowResult)(nil),             // 29: dex.FlowResult
 }
 var file_dex_history_proto_depIdxs = []int32{
-	12, // 0: dex.HistoryEvent.time:type_name -> google.protobuf.Timestamp
+	13, // 0: dex.HistoryEvent.time:type_name -> google.protobuf.Timestamp
 	1,  // 1: dex.HistoryEvent.flow_started:type_name -> dex.FlowStartedEvent
 	2,  // 2: dex.HistoryEvent.wait_for_completed:type_name -> dex.WaitForCompletedEvent
 	4,  // 3: dex.HistoryEvent.wait_for_failed:type_name -> dex.StepAttemptFailedEvent
@@ -1379,40 +1502,43 @@ var file_dex_history_proto_depIdxs = []int32{
 	6,  // 7: dex.HistoryEvent.channel_published:type_name -> dex.ChannelPublishedEvent
 	7,  // 8: dex.HistoryEvent.attributes_set:type_name -> dex.AttributesSetEvent
 	8,  // 9: dex.HistoryEvent.timer_skipped:type_name -> dex.TimerSkippedEvent
-	10, // 10: dex.HistoryEvent.flow_closed:type_name -> dex.FlowClosedEvent
-	11, // 11: dex.HistoryEvent.sub_flow_completed:type_name -> dex.SubFlowCompletedEvent
+	11, // 10: dex.HistoryEvent.flow_closed:type_name -> dex.FlowClosedEvent
+	12, // 11: dex.HistoryEvent.sub_flow_completed:type_name -> dex.SubFlowCompletedEvent
 	9,  // 12: dex.HistoryEvent.step_canceled:type_name -> dex.StepCanceledEvent
-	13, // 13: dex.FlowStartedEvent.start_step:type_name -> dex.Movement
-	14, // 14: dex.FlowStartedEvent.initial_attributes:type_name -> dex.Attribute
-	15, // 15: dex.FlowStartedEvent.flow_timeout:type_name -> google.protobuf.Duration
-	16, // 16: dex.FlowStartedEvent.flow_timeout_policy:type_name -> dex.FlowTimeoutPolicy
-	17, // 17: dex.FlowStartedEvent.id_reuse_policy:type_name -> dex.IdReusePolicy
-	15, // 18: dex.FlowStartedEvent.start_delay:type_name -> google.protobuf.Duration
-	15, // 19: dex.WaitForCompletedEvent.duration:type_name -> google.protobuf.Duration
-	18, // 20: dex.WaitForCompletedEvent.wait:type_name -> dex.Wait
-	19, // 21: dex.WaitForCompletedEvent.writes:type_name -> dex.StagedWrites
-	15, // 22: dex.ExecuteCompletedEvent.duration:type_name -> google.protobuf.Duration
-	20, // 23: dex.ExecuteCompletedEvent.decision:type_name -> dex.StepDecision
-	19, // 24: dex.ExecuteCompletedEvent.writes:type_name -> dex.StagedWrites
-	21, // 25: dex.StepAttemptFailedEvent.failure:type_name -> dex.AttemptFailure
-	15, // 26: dex.StepAttemptFailedEvent.duration:type_name -> google.protobuf.Duration
-	12, // 27: dex.StepAttemptFailedEvent.next_attempt_time:type_name -> google.protobuf.Timestamp
-	22, // 28: dex.RpcCompletedEvent.input:type_name -> dex.EncodedValue
-	22, // 29: dex.RpcCompletedEvent.output:type_name -> dex.EncodedValue
-	15, // 30: dex.RpcCompletedEvent.duration:type_name -> google.protobuf.Duration
-	13, // 31: dex.RpcCompletedEvent.movements:type_name -> dex.Movement
-	19, // 32: dex.RpcCompletedEvent.writes:type_name -> dex.StagedWrites
-	23, // 33: dex.ChannelPublishedEvent.publishes:type_name -> dex.ChannelPublish
-	14, // 34: dex.AttributesSetEvent.attributes:type_name -> dex.Attribute
-	24, // 35: dex.FlowClosedEvent.status:type_name -> dex.FlowStatus
-	25, // 36: dex.FlowClosedEvent.error:type_name -> dex.FlowError
-	26, // 37: dex.FlowClosedEvent.outputs:type_name -> dex.StepOutput
-	27, // 38: dex.SubFlowCompletedEvent.result:type_name -> dex.FlowResult
-	39, // [39:39] is the sub-list for method output_type
-	39, // [39:39] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	10, // 13: dex.HistoryEvent.user:type_name -> dex.UserEventRecorded
+	14, // 14: dex.FlowStartedEvent.start_step:type_name -> dex.Movement
+	15, // 15: dex.FlowStartedEvent.initial_attributes:type_name -> dex.Attribute
+	16, // 16: dex.FlowStartedEvent.flow_timeout:type_name -> google.protobuf.Duration
+	17, // 17: dex.FlowStartedEvent.flow_timeout_policy:type_name -> dex.FlowTimeoutPolicy
+	18, // 18: dex.FlowStartedEvent.id_reuse_policy:type_name -> dex.IdReusePolicy
+	16, // 19: dex.FlowStartedEvent.start_delay:type_name -> google.protobuf.Duration
+	19, // 20: dex.FlowStartedEvent.reset_info:type_name -> dex.FlowResetInfo
+	16, // 21: dex.WaitForCompletedEvent.duration:type_name -> google.protobuf.Duration
+	20, // 22: dex.WaitForCompletedEvent.wait:type_name -> dex.Wait
+	21, // 23: dex.WaitForCompletedEvent.writes:type_name -> dex.StagedWrites
+	16, // 24: dex.ExecuteCompletedEvent.duration:type_name -> google.protobuf.Duration
+	22, // 25: dex.ExecuteCompletedEvent.decision:type_name -> dex.StepDecision
+	21, // 26: dex.ExecuteCompletedEvent.writes:type_name -> dex.StagedWrites
+	23, // 27: dex.StepAttemptFailedEvent.failure:type_name -> dex.AttemptFailure
+	16, // 28: dex.StepAttemptFailedEvent.duration:type_name -> google.protobuf.Duration
+	13, // 29: dex.StepAttemptFailedEvent.next_attempt_time:type_name -> google.protobuf.Timestamp
+	24, // 30: dex.RpcCompletedEvent.input:type_name -> dex.EncodedValue
+	24, // 31: dex.RpcCompletedEvent.output:type_name -> dex.EncodedValue
+	16, // 32: dex.RpcCompletedEvent.duration:type_name -> google.protobuf.Duration
+	14, // 33: dex.RpcCompletedEvent.movements:type_name -> dex.Movement
+	21, // 34: dex.RpcCompletedEvent.writes:type_name -> dex.StagedWrites
+	25, // 35: dex.ChannelPublishedEvent.publishes:type_name -> dex.ChannelPublish
+	15, // 36: dex.AttributesSetEvent.attributes:type_name -> dex.Attribute
+	24, // 37: dex.UserEventRecorded.value:type_name -> dex.EncodedValue
+	26, // 38: dex.FlowClosedEvent.status:type_name -> dex.FlowStatus
+	27, // 39: dex.FlowClosedEvent.error:type_name -> dex.FlowError
+	28, // 40: dex.FlowClosedEvent.outputs:type_name -> dex.StepOutput
+	29, // 41: dex.SubFlowCompletedEvent.result:type_name -> dex.FlowResult
+	42, // [42:42] is the sub-list for method output_type
+	42, // [42:42] is the sub-list for method input_type
+	42, // [42:42] is the sub-list for extension type_name
+	42, // [42:42] is the sub-list for extension extendee
+	0,  // [0:42] is the sub-list for field type_name
 }
 
 func init() { file_dex_history_proto_init() }
@@ -1422,6 +1548,7 @@ func file_dex_history_proto_init() {
 	}
 	file_dex_common_proto_init()
 	file_dex_decision_proto_init()
+	file_dex_reset_proto_init()
 	file_dex_result_proto_init()
 	file_dex_wait_proto_init()
 	file_dex_history_proto_msgTypes[0].OneofWrappers = []any{
@@ -1437,6 +1564,7 @@ func file_dex_history_proto_init() {
 		(*HistoryEvent_FlowClosed)(nil),
 		(*HistoryEvent_SubFlowCompleted)(nil),
 		(*HistoryEvent_StepCanceled)(nil),
+		(*HistoryEvent_User)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1444,7 +1572,7 @@ func file_dex_history_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dex_history_proto_rawDesc), len(file_dex_history_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -176,6 +176,7 @@ type Wait struct {
 	//	*Wait_Until
 	//	*Wait_AllOf
 	//	*Wait_AnyOf
+	//	*Wait_AnyCombinationOf
 	Kind          isWait_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -245,6 +246,15 @@ func (x *Wait) GetAnyOf() *WaitConditions {
 	return nil
 }
 
+func (x *Wait) GetAnyCombinationOf() *WaitCombinations {
+	if x != nil {
+		if x, ok := x.Kind.(*Wait_AnyCombinationOf); ok {
+			return x.AnyCombinationOf
+		}
+	}
+	return nil
+}
+
 type isWait_Kind interface {
 	isWait_Kind()
 }
@@ -267,11 +277,129 @@ type Wait_AnyOf struct {
 	AnyOf *WaitConditions `protobuf:"bytes,3,opt,name=any_of,json=anyOf,proto3,oneof"`
 }
 
+type Wait_AnyCombinationOf struct {
+	// AnyCombinationOf waits until every condition of one of its groups
+	// holds (an OR of ANDs, E32).
+	AnyCombinationOf *WaitCombinations `protobuf:"bytes,4,opt,name=any_combination_of,json=anyCombinationOf,proto3,oneof"`
+}
+
 func (*Wait_Until) isWait_Kind() {}
 
 func (*Wait_AllOf) isWait_Kind() {}
 
 func (*Wait_AnyOf) isWait_Kind() {}
+
+func (*Wait_AnyCombinationOf) isWait_Kind() {}
+
+// WaitCombinations is an AnyCombinationOf: one list of conditions and
+// groups of them. Every condition must have an ID, unique within the
+// Wait, and be in at least one group; a condition may be in several
+// groups. Timer and SubFlow conditions hold by themselves; channel
+// conditions consume nothing until a whole group can hold. The groups are
+// tried in declared order and the first that can hold wins: for each
+// channel its conditions in that group read, their minimum counts are
+// reserved first, then the extra capacity goes to them in declaration
+// order, so a message never goes to two conditions. Conditions outside
+// the winning group consume nothing.
+type WaitCombinations struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Conditions, in declaration order.
+	Conditions []*WaitCondition `protobuf:"bytes,1,rep,name=conditions,proto3" json:"conditions,omitempty"`
+	// Groups, in the order they are tried.
+	Groups        []*ConditionGroup `protobuf:"bytes,2,rep,name=groups,proto3" json:"groups,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WaitCombinations) Reset() {
+	*x = WaitCombinations{}
+	mi := &file_dex_wait_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WaitCombinations) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WaitCombinations) ProtoMessage() {}
+
+func (x *WaitCombinations) ProtoReflect() protoreflect.Message {
+	mi := &file_dex_wait_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WaitCombinations.ProtoReflect.Descriptor instead.
+func (*WaitCombinations) Descriptor() ([]byte, []int) {
+	return file_dex_wait_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *WaitCombinations) GetConditions() []*WaitCondition {
+	if x != nil {
+		return x.Conditions
+	}
+	return nil
+}
+
+func (x *WaitCombinations) GetGroups() []*ConditionGroup {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
+// ConditionGroup is one AND group of an AnyCombinationOf.
+type ConditionGroup struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// ConditionIds name the group's conditions by WaitCondition.id.
+	ConditionIds  []string `protobuf:"bytes,1,rep,name=condition_ids,json=conditionIds,proto3" json:"condition_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConditionGroup) Reset() {
+	*x = ConditionGroup{}
+	mi := &file_dex_wait_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConditionGroup) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConditionGroup) ProtoMessage() {}
+
+func (x *ConditionGroup) ProtoReflect() protoreflect.Message {
+	mi := &file_dex_wait_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConditionGroup.ProtoReflect.Descriptor instead.
+func (*ConditionGroup) Descriptor() ([]byte, []int) {
+	return file_dex_wait_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ConditionGroup) GetConditionIds() []string {
+	if x != nil {
+		return x.ConditionIds
+	}
+	return nil
+}
 
 // WaitConditions is a list of conditions for AllOf and AnyOf.
 type WaitConditions struct {
@@ -284,7 +412,7 @@ type WaitConditions struct {
 
 func (x *WaitConditions) Reset() {
 	*x = WaitConditions{}
-	mi := &file_dex_wait_proto_msgTypes[1]
+	mi := &file_dex_wait_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -296,7 +424,7 @@ func (x *WaitConditions) String() string {
 func (*WaitConditions) ProtoMessage() {}
 
 func (x *WaitConditions) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_wait_proto_msgTypes[1]
+	mi := &file_dex_wait_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -309,7 +437,7 @@ func (x *WaitConditions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitConditions.ProtoReflect.Descriptor instead.
 func (*WaitConditions) Descriptor() ([]byte, []int) {
-	return file_dex_wait_proto_rawDescGZIP(), []int{1}
+	return file_dex_wait_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *WaitConditions) GetConditions() []*WaitCondition {
@@ -341,7 +469,7 @@ type WaitCondition struct {
 
 func (x *WaitCondition) Reset() {
 	*x = WaitCondition{}
-	mi := &file_dex_wait_proto_msgTypes[2]
+	mi := &file_dex_wait_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -353,7 +481,7 @@ func (x *WaitCondition) String() string {
 func (*WaitCondition) ProtoMessage() {}
 
 func (x *WaitCondition) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_wait_proto_msgTypes[2]
+	mi := &file_dex_wait_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -366,7 +494,7 @@ func (x *WaitCondition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitCondition.ProtoReflect.Descriptor instead.
 func (*WaitCondition) Descriptor() ([]byte, []int) {
-	return file_dex_wait_proto_rawDescGZIP(), []int{2}
+	return file_dex_wait_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *WaitCondition) GetId() string {
@@ -463,7 +591,7 @@ type SubFlowCondition struct {
 
 func (x *SubFlowCondition) Reset() {
 	*x = SubFlowCondition{}
-	mi := &file_dex_wait_proto_msgTypes[3]
+	mi := &file_dex_wait_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -475,7 +603,7 @@ func (x *SubFlowCondition) String() string {
 func (*SubFlowCondition) ProtoMessage() {}
 
 func (x *SubFlowCondition) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_wait_proto_msgTypes[3]
+	mi := &file_dex_wait_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -488,7 +616,7 @@ func (x *SubFlowCondition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubFlowCondition.ProtoReflect.Descriptor instead.
 func (*SubFlowCondition) Descriptor() ([]byte, []int) {
-	return file_dex_wait_proto_rawDescGZIP(), []int{3}
+	return file_dex_wait_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SubFlowCondition) GetFlowType() string {
@@ -554,7 +682,7 @@ type TimerCondition struct {
 
 func (x *TimerCondition) Reset() {
 	*x = TimerCondition{}
-	mi := &file_dex_wait_proto_msgTypes[4]
+	mi := &file_dex_wait_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -566,7 +694,7 @@ func (x *TimerCondition) String() string {
 func (*TimerCondition) ProtoMessage() {}
 
 func (x *TimerCondition) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_wait_proto_msgTypes[4]
+	mi := &file_dex_wait_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -579,7 +707,7 @@ func (x *TimerCondition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimerCondition.ProtoReflect.Descriptor instead.
 func (*TimerCondition) Descriptor() ([]byte, []int) {
-	return file_dex_wait_proto_rawDescGZIP(), []int{4}
+	return file_dex_wait_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *TimerCondition) GetDuration() *durationpb.Duration {
@@ -611,7 +739,7 @@ type ChannelCondition struct {
 
 func (x *ChannelCondition) Reset() {
 	*x = ChannelCondition{}
-	mi := &file_dex_wait_proto_msgTypes[5]
+	mi := &file_dex_wait_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -623,7 +751,7 @@ func (x *ChannelCondition) String() string {
 func (*ChannelCondition) ProtoMessage() {}
 
 func (x *ChannelCondition) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_wait_proto_msgTypes[5]
+	mi := &file_dex_wait_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -636,7 +764,7 @@ func (x *ChannelCondition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelCondition.ProtoReflect.Descriptor instead.
 func (*ChannelCondition) Descriptor() ([]byte, []int) {
-	return file_dex_wait_proto_rawDescGZIP(), []int{5}
+	return file_dex_wait_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ChannelCondition) GetChannel() string {
@@ -685,14 +813,17 @@ type ConditionResults struct {
 	Channels []*ChannelResult `protobuf:"bytes,2,rep,name=channels,proto3" json:"channels,omitempty"`
 	// SubFlows has one entry per SubFlow condition of the Wait, by SubFlow
 	// condition index.
-	SubFlows      []*SubFlowResult `protobuf:"bytes,3,rep,name=sub_flows,json=subFlows,proto3" json:"sub_flows,omitempty"`
+	SubFlows []*SubFlowResult `protobuf:"bytes,3,rep,name=sub_flows,json=subFlows,proto3" json:"sub_flows,omitempty"`
+	// WinningGroup is the index of the AnyCombinationOf group that held,
+	// from 0; unset for other Waits (E32).
+	WinningGroup  *uint32 `protobuf:"varint,4,opt,name=winning_group,json=winningGroup,proto3,oneof" json:"winning_group,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ConditionResults) Reset() {
 	*x = ConditionResults{}
-	mi := &file_dex_wait_proto_msgTypes[6]
+	mi := &file_dex_wait_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -704,7 +835,7 @@ func (x *ConditionResults) String() string {
 func (*ConditionResults) ProtoMessage() {}
 
 func (x *ConditionResults) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_wait_proto_msgTypes[6]
+	mi := &file_dex_wait_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -717,7 +848,7 @@ func (x *ConditionResults) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConditionResults.ProtoReflect.Descriptor instead.
 func (*ConditionResults) Descriptor() ([]byte, []int) {
-	return file_dex_wait_proto_rawDescGZIP(), []int{6}
+	return file_dex_wait_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ConditionResults) GetTimers() []*TimerResult {
@@ -739,6 +870,13 @@ func (x *ConditionResults) GetSubFlows() []*SubFlowResult {
 		return x.SubFlows
 	}
 	return nil
+}
+
+func (x *ConditionResults) GetWinningGroup() uint32 {
+	if x != nil && x.WinningGroup != nil {
+		return *x.WinningGroup
+	}
+	return 0
 }
 
 // SubFlowResult is the outcome of one SubFlow condition.
@@ -763,7 +901,7 @@ type SubFlowResult struct {
 
 func (x *SubFlowResult) Reset() {
 	*x = SubFlowResult{}
-	mi := &file_dex_wait_proto_msgTypes[7]
+	mi := &file_dex_wait_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -775,7 +913,7 @@ func (x *SubFlowResult) String() string {
 func (*SubFlowResult) ProtoMessage() {}
 
 func (x *SubFlowResult) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_wait_proto_msgTypes[7]
+	mi := &file_dex_wait_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -788,7 +926,7 @@ func (x *SubFlowResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubFlowResult.ProtoReflect.Descriptor instead.
 func (*SubFlowResult) Descriptor() ([]byte, []int) {
-	return file_dex_wait_proto_rawDescGZIP(), []int{7}
+	return file_dex_wait_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SubFlowResult) GetSubFlowConditionIndex() uint32 {
@@ -837,7 +975,7 @@ type TimerResult struct {
 
 func (x *TimerResult) Reset() {
 	*x = TimerResult{}
-	mi := &file_dex_wait_proto_msgTypes[8]
+	mi := &file_dex_wait_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -849,7 +987,7 @@ func (x *TimerResult) String() string {
 func (*TimerResult) ProtoMessage() {}
 
 func (x *TimerResult) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_wait_proto_msgTypes[8]
+	mi := &file_dex_wait_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -862,7 +1000,7 @@ func (x *TimerResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimerResult.ProtoReflect.Descriptor instead.
 func (*TimerResult) Descriptor() ([]byte, []int) {
-	return file_dex_wait_proto_rawDescGZIP(), []int{8}
+	return file_dex_wait_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *TimerResult) GetTimerIndex() uint32 {
@@ -904,7 +1042,8 @@ type ChannelResult struct {
 	// Channel is the channel's name.
 	Channel string `protobuf:"bytes,3,opt,name=channel,proto3" json:"channel,omitempty"`
 	// Satisfied is true when the condition held and consumed its messages:
-	// always for Until and AllOf, only for the winner of an AnyOf.
+	// always for Until and AllOf, only for the winner of an AnyOf and the
+	// conditions of the winning group of an AnyCombinationOf.
 	Satisfied bool `protobuf:"varint,4,opt,name=satisfied,proto3" json:"satisfied,omitempty"`
 	// Messages are the consumed messages, in queue order. Empty when the
 	// condition was not satisfied.
@@ -915,7 +1054,7 @@ type ChannelResult struct {
 
 func (x *ChannelResult) Reset() {
 	*x = ChannelResult{}
-	mi := &file_dex_wait_proto_msgTypes[9]
+	mi := &file_dex_wait_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -927,7 +1066,7 @@ func (x *ChannelResult) String() string {
 func (*ChannelResult) ProtoMessage() {}
 
 func (x *ChannelResult) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_wait_proto_msgTypes[9]
+	mi := &file_dex_wait_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -940,7 +1079,7 @@ func (x *ChannelResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelResult.ProtoReflect.Descriptor instead.
 func (*ChannelResult) Descriptor() ([]byte, []int) {
-	return file_dex_wait_proto_rawDescGZIP(), []int{9}
+	return file_dex_wait_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ChannelResult) GetChannelConditionIndex() uint32 {
@@ -982,12 +1121,20 @@ var File_dex_wait_proto protoreflect.FileDescriptor
 
 const file_dex_wait_proto_rawDesc = "" +
 	"\n" +
-	"\x0edex/wait.proto\x12\x03dex\x1a\x10dex/common.proto\x1a\x10dex/result.proto\x1a\x1egoogle/protobuf/duration.proto\"\x96\x01\n" +
+	"\x0edex/wait.proto\x12\x03dex\x1a\x10dex/common.proto\x1a\x10dex/result.proto\x1a\x1egoogle/protobuf/duration.proto\"\xdd\x01\n" +
 	"\x04Wait\x12*\n" +
 	"\x05until\x18\x01 \x01(\v2\x12.dex.WaitConditionH\x00R\x05until\x12,\n" +
 	"\x06all_of\x18\x02 \x01(\v2\x13.dex.WaitConditionsH\x00R\x05allOf\x12,\n" +
-	"\x06any_of\x18\x03 \x01(\v2\x13.dex.WaitConditionsH\x00R\x05anyOfB\x06\n" +
-	"\x04kind\"D\n" +
+	"\x06any_of\x18\x03 \x01(\v2\x13.dex.WaitConditionsH\x00R\x05anyOf\x12E\n" +
+	"\x12any_combination_of\x18\x04 \x01(\v2\x15.dex.WaitCombinationsH\x00R\x10anyCombinationOfB\x06\n" +
+	"\x04kind\"s\n" +
+	"\x10WaitCombinations\x122\n" +
+	"\n" +
+	"conditions\x18\x01 \x03(\v2\x12.dex.WaitConditionR\n" +
+	"conditions\x12+\n" +
+	"\x06groups\x18\x02 \x03(\v2\x13.dex.ConditionGroupR\x06groups\"5\n" +
+	"\x0eConditionGroup\x12#\n" +
+	"\rcondition_ids\x18\x01 \x03(\tR\fconditionIds\"D\n" +
 	"\x0eWaitConditions\x122\n" +
 	"\n" +
 	"conditions\x18\x01 \x03(\v2\x12.dex.WaitConditionR\n" +
@@ -1014,11 +1161,13 @@ const file_dex_wait_proto_rawDesc = "" +
 	"\x05bound\x18\x02 \x01(\x0e2\x11.dex.ChannelBoundR\x05bound\x12\f\n" +
 	"\x01n\x18\x03 \x01(\rR\x01n\x12\x10\n" +
 	"\x03min\x18\x04 \x01(\rR\x03min\x12\x10\n" +
-	"\x03max\x18\x05 \x01(\rR\x03max\"\x9d\x01\n" +
+	"\x03max\x18\x05 \x01(\rR\x03max\"\xd9\x01\n" +
 	"\x10ConditionResults\x12(\n" +
 	"\x06timers\x18\x01 \x03(\v2\x10.dex.TimerResultR\x06timers\x12.\n" +
 	"\bchannels\x18\x02 \x03(\v2\x12.dex.ChannelResultR\bchannels\x12/\n" +
-	"\tsub_flows\x18\x03 \x03(\v2\x12.dex.SubFlowResultR\bsubFlows\"\xb2\x01\n" +
+	"\tsub_flows\x18\x03 \x03(\v2\x12.dex.SubFlowResultR\bsubFlows\x12(\n" +
+	"\rwinning_group\x18\x04 \x01(\rH\x00R\fwinningGroup\x88\x01\x01B\x10\n" +
+	"\x0e_winning_group\"\xb2\x01\n" +
 	"\rSubFlowResult\x127\n" +
 	"\x18sub_flow_condition_index\x18\x01 \x01(\rR\x15subFlowConditionIndex\x12!\n" +
 	"\fcondition_id\x18\x02 \x01(\tR\vconditionId\x12\x1c\n" +
@@ -1062,51 +1211,56 @@ func file_dex_wait_proto_rawDescGZIP() []byte {
 }
 
 var file_dex_wait_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_dex_wait_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_dex_wait_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_dex_wait_proto_goTypes = []any{
 	(SubFlowReusePolicy)(0),     // 0: dex.SubFlowReusePolicy
 	(ChannelBound)(0),           // 1: dex.ChannelBound
 	(*Wait)(nil),                // 2: dex.Wait
-	(*WaitConditions)(nil),      // 3: dex.WaitConditions
-	(*WaitCondition)(nil),       // 4: dex.WaitCondition
-	(*SubFlowCondition)(nil),    // 5: dex.SubFlowCondition
-	(*TimerCondition)(nil),      // 6: dex.TimerCondition
-	(*ChannelCondition)(nil),    // 7: dex.ChannelCondition
-	(*ConditionResults)(nil),    // 8: dex.ConditionResults
-	(*SubFlowResult)(nil),       // 9: dex.SubFlowResult
-	(*TimerResult)(nil),         // 10: dex.TimerResult
-	(*ChannelResult)(nil),       // 11: dex.ChannelResult
-	(*EncodedValue)(nil),        // 12: dex.EncodedValue
-	(*durationpb.Duration)(nil), // 13: google.protobuf.Duration
-	(FlowTimeoutPolicy)(0),      // 14: dex.FlowTimeoutPolicy
-	(*Attribute)(nil),           // 15: dex.Attribute
-	(*FlowResult)(nil),          // 16: dex.FlowResult
+	(*WaitCombinations)(nil),    // 3: dex.WaitCombinations
+	(*ConditionGroup)(nil),      // 4: dex.ConditionGroup
+	(*WaitConditions)(nil),      // 5: dex.WaitConditions
+	(*WaitCondition)(nil),       // 6: dex.WaitCondition
+	(*SubFlowCondition)(nil),    // 7: dex.SubFlowCondition
+	(*TimerCondition)(nil),      // 8: dex.TimerCondition
+	(*ChannelCondition)(nil),    // 9: dex.ChannelCondition
+	(*ConditionResults)(nil),    // 10: dex.ConditionResults
+	(*SubFlowResult)(nil),       // 11: dex.SubFlowResult
+	(*TimerResult)(nil),         // 12: dex.TimerResult
+	(*ChannelResult)(nil),       // 13: dex.ChannelResult
+	(*EncodedValue)(nil),        // 14: dex.EncodedValue
+	(*durationpb.Duration)(nil), // 15: google.protobuf.Duration
+	(FlowTimeoutPolicy)(0),      // 16: dex.FlowTimeoutPolicy
+	(*Attribute)(nil),           // 17: dex.Attribute
+	(*FlowResult)(nil),          // 18: dex.FlowResult
 }
 var file_dex_wait_proto_depIdxs = []int32{
-	4,  // 0: dex.Wait.until:type_name -> dex.WaitCondition
-	3,  // 1: dex.Wait.all_of:type_name -> dex.WaitConditions
-	3,  // 2: dex.Wait.any_of:type_name -> dex.WaitConditions
-	4,  // 3: dex.WaitConditions.conditions:type_name -> dex.WaitCondition
-	6,  // 4: dex.WaitCondition.timer:type_name -> dex.TimerCondition
-	7,  // 5: dex.WaitCondition.channel:type_name -> dex.ChannelCondition
-	5,  // 6: dex.WaitCondition.sub_flow:type_name -> dex.SubFlowCondition
-	12, // 7: dex.SubFlowCondition.input:type_name -> dex.EncodedValue
-	13, // 8: dex.SubFlowCondition.flow_timeout:type_name -> google.protobuf.Duration
-	14, // 9: dex.SubFlowCondition.flow_timeout_policy:type_name -> dex.FlowTimeoutPolicy
-	15, // 10: dex.SubFlowCondition.initial_attributes:type_name -> dex.Attribute
-	0,  // 11: dex.SubFlowCondition.reuse_policy:type_name -> dex.SubFlowReusePolicy
-	13, // 12: dex.TimerCondition.duration:type_name -> google.protobuf.Duration
-	1,  // 13: dex.ChannelCondition.bound:type_name -> dex.ChannelBound
-	10, // 14: dex.ConditionResults.timers:type_name -> dex.TimerResult
-	11, // 15: dex.ConditionResults.channels:type_name -> dex.ChannelResult
-	9,  // 16: dex.ConditionResults.sub_flows:type_name -> dex.SubFlowResult
-	16, // 17: dex.SubFlowResult.result:type_name -> dex.FlowResult
-	12, // 18: dex.ChannelResult.messages:type_name -> dex.EncodedValue
-	19, // [19:19] is the sub-list for method output_type
-	19, // [19:19] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	6,  // 0: dex.Wait.until:type_name -> dex.WaitCondition
+	5,  // 1: dex.Wait.all_of:type_name -> dex.WaitConditions
+	5,  // 2: dex.Wait.any_of:type_name -> dex.WaitConditions
+	3,  // 3: dex.Wait.any_combination_of:type_name -> dex.WaitCombinations
+	6,  // 4: dex.WaitCombinations.conditions:type_name -> dex.WaitCondition
+	4,  // 5: dex.WaitCombinations.groups:type_name -> dex.ConditionGroup
+	6,  // 6: dex.WaitConditions.conditions:type_name -> dex.WaitCondition
+	8,  // 7: dex.WaitCondition.timer:type_name -> dex.TimerCondition
+	9,  // 8: dex.WaitCondition.channel:type_name -> dex.ChannelCondition
+	7,  // 9: dex.WaitCondition.sub_flow:type_name -> dex.SubFlowCondition
+	14, // 10: dex.SubFlowCondition.input:type_name -> dex.EncodedValue
+	15, // 11: dex.SubFlowCondition.flow_timeout:type_name -> google.protobuf.Duration
+	16, // 12: dex.SubFlowCondition.flow_timeout_policy:type_name -> dex.FlowTimeoutPolicy
+	17, // 13: dex.SubFlowCondition.initial_attributes:type_name -> dex.Attribute
+	0,  // 14: dex.SubFlowCondition.reuse_policy:type_name -> dex.SubFlowReusePolicy
+	15, // 15: dex.TimerCondition.duration:type_name -> google.protobuf.Duration
+	1,  // 16: dex.ChannelCondition.bound:type_name -> dex.ChannelBound
+	12, // 17: dex.ConditionResults.timers:type_name -> dex.TimerResult
+	13, // 18: dex.ConditionResults.channels:type_name -> dex.ChannelResult
+	11, // 19: dex.ConditionResults.sub_flows:type_name -> dex.SubFlowResult
+	18, // 20: dex.SubFlowResult.result:type_name -> dex.FlowResult
+	14, // 21: dex.ChannelResult.messages:type_name -> dex.EncodedValue
+	22, // [22:22] is the sub-list for method output_type
+	22, // [22:22] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_dex_wait_proto_init() }
@@ -1120,19 +1274,21 @@ func file_dex_wait_proto_init() {
 		(*Wait_Until)(nil),
 		(*Wait_AllOf)(nil),
 		(*Wait_AnyOf)(nil),
+		(*Wait_AnyCombinationOf)(nil),
 	}
-	file_dex_wait_proto_msgTypes[2].OneofWrappers = []any{
+	file_dex_wait_proto_msgTypes[4].OneofWrappers = []any{
 		(*WaitCondition_Timer)(nil),
 		(*WaitCondition_Channel)(nil),
 		(*WaitCondition_SubFlow)(nil),
 	}
+	file_dex_wait_proto_msgTypes[8].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dex_wait_proto_rawDesc), len(file_dex_wait_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   10,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

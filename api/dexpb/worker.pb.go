@@ -1207,8 +1207,11 @@ type Task struct {
 	// HeartbeatDetails are the details an earlier attempt of this handler
 	// last reported (Heartbeat.details); unset when there are none.
 	HeartbeatDetails *EncodedValue `protobuf:"bytes,23,opt,name=heartbeat_details,json=heartbeatDetails,proto3" json:"heartbeat_details,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Locals are the step-execution locals this execution's WaitFor wrote
+	// (EXECUTE, E32).
+	Locals        []*StepLocal `protobuf:"bytes,24,rep,name=locals,proto3" json:"locals,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Task) Reset() {
@@ -1402,6 +1405,68 @@ func (x *Task) GetHeartbeatDetails() *EncodedValue {
 	return nil
 }
 
+func (x *Task) GetLocals() []*StepLocal {
+	if x != nil {
+		return x.Locals
+	}
+	return nil
+}
+
+// StepLocal is one step-execution local: a key and its value (E32).
+type StepLocal struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Key names the local.
+	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// Value is the local's value.
+	Value         *EncodedValue `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StepLocal) Reset() {
+	*x = StepLocal{}
+	mi := &file_dex_worker_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StepLocal) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StepLocal) ProtoMessage() {}
+
+func (x *StepLocal) ProtoReflect() protoreflect.Message {
+	mi := &file_dex_worker_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StepLocal.ProtoReflect.Descriptor instead.
+func (*StepLocal) Descriptor() ([]byte, []int) {
+	return file_dex_worker_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *StepLocal) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *StepLocal) GetValue() *EncodedValue {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
 // TaskResult reports a handler's result. It commits atomically with its
 // staged writes, or not at all.
 type TaskResult struct {
@@ -1426,7 +1491,7 @@ type TaskResult struct {
 
 func (x *TaskResult) Reset() {
 	*x = TaskResult{}
-	mi := &file_dex_worker_proto_msgTypes[9]
+	mi := &file_dex_worker_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1438,7 +1503,7 @@ func (x *TaskResult) String() string {
 func (*TaskResult) ProtoMessage() {}
 
 func (x *TaskResult) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_worker_proto_msgTypes[9]
+	mi := &file_dex_worker_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1451,7 +1516,7 @@ func (x *TaskResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskResult.ProtoReflect.Descriptor instead.
 func (*TaskResult) Descriptor() ([]byte, []int) {
-	return file_dex_worker_proto_rawDescGZIP(), []int{9}
+	return file_dex_worker_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *TaskResult) GetTaskToken() []byte {
@@ -1531,14 +1596,18 @@ func (*TaskResult_Rpc) isTaskResult_Result() {}
 type WaitForResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Wait is the Wait to store.
-	Wait          *Wait `protobuf:"bytes,1,opt,name=wait,proto3" json:"wait,omitempty"`
+	Wait *Wait `protobuf:"bytes,1,opt,name=wait,proto3" json:"wait,omitempty"`
+	// Locals are step-execution locals for this execution's Execute
+	// (E32): at most 64 keys, 64 KiB in total with the keys; more fails
+	// the attempt with INVALID_USER_FLOW_CODE.
+	Locals        []*StepLocal `protobuf:"bytes,2,rep,name=locals,proto3" json:"locals,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WaitForResult) Reset() {
 	*x = WaitForResult{}
-	mi := &file_dex_worker_proto_msgTypes[10]
+	mi := &file_dex_worker_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1550,7 +1619,7 @@ func (x *WaitForResult) String() string {
 func (*WaitForResult) ProtoMessage() {}
 
 func (x *WaitForResult) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_worker_proto_msgTypes[10]
+	mi := &file_dex_worker_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1563,12 +1632,19 @@ func (x *WaitForResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitForResult.ProtoReflect.Descriptor instead.
 func (*WaitForResult) Descriptor() ([]byte, []int) {
-	return file_dex_worker_proto_rawDescGZIP(), []int{10}
+	return file_dex_worker_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *WaitForResult) GetWait() *Wait {
 	if x != nil {
 		return x.Wait
+	}
+	return nil
+}
+
+func (x *WaitForResult) GetLocals() []*StepLocal {
+	if x != nil {
+		return x.Locals
 	}
 	return nil
 }
@@ -1584,7 +1660,7 @@ type ExecuteResult struct {
 
 func (x *ExecuteResult) Reset() {
 	*x = ExecuteResult{}
-	mi := &file_dex_worker_proto_msgTypes[11]
+	mi := &file_dex_worker_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1596,7 +1672,7 @@ func (x *ExecuteResult) String() string {
 func (*ExecuteResult) ProtoMessage() {}
 
 func (x *ExecuteResult) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_worker_proto_msgTypes[11]
+	mi := &file_dex_worker_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1609,7 +1685,7 @@ func (x *ExecuteResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecuteResult.ProtoReflect.Descriptor instead.
 func (*ExecuteResult) Descriptor() ([]byte, []int) {
-	return file_dex_worker_proto_rawDescGZIP(), []int{11}
+	return file_dex_worker_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ExecuteResult) GetDecision() *StepDecision {
@@ -1637,7 +1713,7 @@ type RpcResult struct {
 
 func (x *RpcResult) Reset() {
 	*x = RpcResult{}
-	mi := &file_dex_worker_proto_msgTypes[12]
+	mi := &file_dex_worker_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1649,7 +1725,7 @@ func (x *RpcResult) String() string {
 func (*RpcResult) ProtoMessage() {}
 
 func (x *RpcResult) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_worker_proto_msgTypes[12]
+	mi := &file_dex_worker_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1662,7 +1738,7 @@ func (x *RpcResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RpcResult.ProtoReflect.Descriptor instead.
 func (*RpcResult) Descriptor() ([]byte, []int) {
-	return file_dex_worker_proto_rawDescGZIP(), []int{12}
+	return file_dex_worker_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RpcResult) GetOutput() *EncodedValue {
@@ -1714,7 +1790,7 @@ type TaskFailure struct {
 
 func (x *TaskFailure) Reset() {
 	*x = TaskFailure{}
-	mi := &file_dex_worker_proto_msgTypes[13]
+	mi := &file_dex_worker_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1726,7 +1802,7 @@ func (x *TaskFailure) String() string {
 func (*TaskFailure) ProtoMessage() {}
 
 func (x *TaskFailure) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_worker_proto_msgTypes[13]
+	mi := &file_dex_worker_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1739,7 +1815,7 @@ func (x *TaskFailure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskFailure.ProtoReflect.Descriptor instead.
 func (*TaskFailure) Descriptor() ([]byte, []int) {
-	return file_dex_worker_proto_rawDescGZIP(), []int{13}
+	return file_dex_worker_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *TaskFailure) GetTaskToken() []byte {
@@ -1800,7 +1876,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_dex_worker_proto_msgTypes[14]
+	mi := &file_dex_worker_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1812,7 +1888,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_worker_proto_msgTypes[14]
+	mi := &file_dex_worker_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1825,7 +1901,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_dex_worker_proto_rawDescGZIP(), []int{14}
+	return file_dex_worker_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Heartbeat) GetRunningTaskTokens() [][]byte {
@@ -1855,7 +1931,7 @@ type TaskHeartbeatDetails struct {
 
 func (x *TaskHeartbeatDetails) Reset() {
 	*x = TaskHeartbeatDetails{}
-	mi := &file_dex_worker_proto_msgTypes[15]
+	mi := &file_dex_worker_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1867,7 +1943,7 @@ func (x *TaskHeartbeatDetails) String() string {
 func (*TaskHeartbeatDetails) ProtoMessage() {}
 
 func (x *TaskHeartbeatDetails) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_worker_proto_msgTypes[15]
+	mi := &file_dex_worker_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1880,7 +1956,7 @@ func (x *TaskHeartbeatDetails) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskHeartbeatDetails.ProtoReflect.Descriptor instead.
 func (*TaskHeartbeatDetails) Descriptor() ([]byte, []int) {
-	return file_dex_worker_proto_rawDescGZIP(), []int{15}
+	return file_dex_worker_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *TaskHeartbeatDetails) GetTaskToken() []byte {
@@ -1910,7 +1986,7 @@ type TaskCancel struct {
 
 func (x *TaskCancel) Reset() {
 	*x = TaskCancel{}
-	mi := &file_dex_worker_proto_msgTypes[16]
+	mi := &file_dex_worker_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1922,7 +1998,7 @@ func (x *TaskCancel) String() string {
 func (*TaskCancel) ProtoMessage() {}
 
 func (x *TaskCancel) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_worker_proto_msgTypes[16]
+	mi := &file_dex_worker_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1935,7 +2011,7 @@ func (x *TaskCancel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskCancel.ProtoReflect.Descriptor instead.
 func (*TaskCancel) Descriptor() ([]byte, []int) {
-	return file_dex_worker_proto_rawDescGZIP(), []int{16}
+	return file_dex_worker_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *TaskCancel) GetTaskToken() []byte {
@@ -1963,7 +2039,7 @@ type Ping struct {
 
 func (x *Ping) Reset() {
 	*x = Ping{}
-	mi := &file_dex_worker_proto_msgTypes[17]
+	mi := &file_dex_worker_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1975,7 +2051,7 @@ func (x *Ping) String() string {
 func (*Ping) ProtoMessage() {}
 
 func (x *Ping) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_worker_proto_msgTypes[17]
+	mi := &file_dex_worker_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1988,7 +2064,7 @@ func (x *Ping) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ping.ProtoReflect.Descriptor instead.
 func (*Ping) Descriptor() ([]byte, []int) {
-	return file_dex_worker_proto_rawDescGZIP(), []int{17}
+	return file_dex_worker_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Ping) GetNonce() uint64 {
@@ -2009,7 +2085,7 @@ type Pong struct {
 
 func (x *Pong) Reset() {
 	*x = Pong{}
-	mi := &file_dex_worker_proto_msgTypes[18]
+	mi := &file_dex_worker_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2021,7 +2097,7 @@ func (x *Pong) String() string {
 func (*Pong) ProtoMessage() {}
 
 func (x *Pong) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_worker_proto_msgTypes[18]
+	mi := &file_dex_worker_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2034,7 +2110,7 @@ func (x *Pong) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pong.ProtoReflect.Descriptor instead.
 func (*Pong) Descriptor() ([]byte, []int) {
-	return file_dex_worker_proto_rawDescGZIP(), []int{18}
+	return file_dex_worker_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Pong) GetNonce() uint64 {
@@ -2059,7 +2135,7 @@ type TaskAck struct {
 
 func (x *TaskAck) Reset() {
 	*x = TaskAck{}
-	mi := &file_dex_worker_proto_msgTypes[19]
+	mi := &file_dex_worker_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2071,7 +2147,7 @@ func (x *TaskAck) String() string {
 func (*TaskAck) ProtoMessage() {}
 
 func (x *TaskAck) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_worker_proto_msgTypes[19]
+	mi := &file_dex_worker_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2084,7 +2160,7 @@ func (x *TaskAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskAck.ProtoReflect.Descriptor instead.
 func (*TaskAck) Descriptor() ([]byte, []int) {
-	return file_dex_worker_proto_rawDescGZIP(), []int{19}
+	return file_dex_worker_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *TaskAck) GetTaskToken() []byte {
@@ -2125,7 +2201,7 @@ type Drain struct {
 
 func (x *Drain) Reset() {
 	*x = Drain{}
-	mi := &file_dex_worker_proto_msgTypes[20]
+	mi := &file_dex_worker_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2137,7 +2213,7 @@ func (x *Drain) String() string {
 func (*Drain) ProtoMessage() {}
 
 func (x *Drain) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_worker_proto_msgTypes[20]
+	mi := &file_dex_worker_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2150,7 +2226,7 @@ func (x *Drain) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Drain.ProtoReflect.Descriptor instead.
 func (*Drain) Descriptor() ([]byte, []int) {
-	return file_dex_worker_proto_rawDescGZIP(), []int{20}
+	return file_dex_worker_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Drain) GetReason() DrainReason {
@@ -2257,7 +2333,8 @@ const file_dex_worker_proto_rawDesc = "" +
 	"\x12heartbeat_interval\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\x12>\n" +
 	"\rping_interval\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\fpingInterval\x12*\n" +
 	"\x11max_message_bytes\x18\x06 \x01(\rR\x0fmaxMessageBytes\x12$\n" +
-	"\x0emax_task_bytes\x18\a \x01(\rR\fmaxTaskBytes\"\xea\t\n" +
+	"\x0emax_task_bytes\x18\a \x01(\rR\fmaxTaskBytes\"\x92\n" +
+	"\n" +
 	"\x04Task\x12!\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\r.dex.TaskKindR\x04kind\x12\x1d\n" +
 	"\n" +
@@ -2286,13 +2363,17 @@ const file_dex_worker_proto_rawDesc = "" +
 	"retryDelay\x12@\n" +
 	"\rtrace_context\x18\x15 \x03(\v2\x1b.dex.Task.TraceContextEntryR\ftraceContext\x12F\n" +
 	"\x11heartbeat_timeout\x18\x16 \x01(\v2\x19.google.protobuf.DurationR\x10heartbeatTimeout\x12>\n" +
-	"\x11heartbeat_details\x18\x17 \x01(\v2\x11.dex.EncodedValueR\x10heartbeatDetails\x1aD\n" +
+	"\x11heartbeat_details\x18\x17 \x01(\v2\x11.dex.EncodedValueR\x10heartbeatDetails\x12&\n" +
+	"\x06locals\x18\x18 \x03(\v2\x0e.dex.StepLocalR\x06locals\x1aD\n" +
 	"\x16ChannelQueueSizesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\rR\x05value:\x028\x01\x1a?\n" +
 	"\x11TraceContextEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe5\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"F\n" +
+	"\tStepLocal\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12'\n" +
+	"\x05value\x18\x02 \x01(\v2\x11.dex.EncodedValueR\x05value\"\xe5\x01\n" +
 	"\n" +
 	"TaskResult\x12\x1d\n" +
 	"\n" +
@@ -2301,9 +2382,10 @@ const file_dex_worker_proto_rawDesc = "" +
 	"\aexecute\x18\x03 \x01(\v2\x12.dex.ExecuteResultH\x00R\aexecute\x12\"\n" +
 	"\x03rpc\x18\x04 \x01(\v2\x0e.dex.RpcResultH\x00R\x03rpc\x12)\n" +
 	"\x06writes\x18\x05 \x01(\v2\x11.dex.StagedWritesR\x06writesB\b\n" +
-	"\x06result\".\n" +
+	"\x06result\"V\n" +
 	"\rWaitForResult\x12\x1d\n" +
-	"\x04wait\x18\x01 \x01(\v2\t.dex.WaitR\x04wait\">\n" +
+	"\x04wait\x18\x01 \x01(\v2\t.dex.WaitR\x04wait\x12&\n" +
+	"\x06locals\x18\x02 \x03(\v2\x0e.dex.StepLocalR\x06locals\">\n" +
 	"\rExecuteResult\x12-\n" +
 	"\bdecision\x18\x01 \x01(\v2\x11.dex.StepDecisionR\bdecision\"\x8f\x01\n" +
 	"\tRpcResult\x12)\n" +
@@ -2382,7 +2464,7 @@ func file_dex_worker_proto_rawDescGZIP() []byte {
 }
 
 var file_dex_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_dex_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_dex_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_dex_worker_proto_goTypes = []any{
 	(JsonKind)(0),                  // 0: dex.JsonKind
 	(TaskAckStatus)(0),             // 1: dex.TaskAckStatus
@@ -2396,102 +2478,106 @@ var file_dex_worker_proto_goTypes = []any{
 	(*StepDeclaration)(nil),        // 9: dex.StepDeclaration
 	(*Welcome)(nil),                // 10: dex.Welcome
 	(*Task)(nil),                   // 11: dex.Task
-	(*TaskResult)(nil),             // 12: dex.TaskResult
-	(*WaitForResult)(nil),          // 13: dex.WaitForResult
-	(*ExecuteResult)(nil),          // 14: dex.ExecuteResult
-	(*RpcResult)(nil),              // 15: dex.RpcResult
-	(*TaskFailure)(nil),            // 16: dex.TaskFailure
-	(*Heartbeat)(nil),              // 17: dex.Heartbeat
-	(*TaskHeartbeatDetails)(nil),   // 18: dex.TaskHeartbeatDetails
-	(*TaskCancel)(nil),             // 19: dex.TaskCancel
-	(*Ping)(nil),                   // 20: dex.Ping
-	(*Pong)(nil),                   // 21: dex.Pong
-	(*TaskAck)(nil),                // 22: dex.TaskAck
-	(*Drain)(nil),                  // 23: dex.Drain
-	nil,                            // 24: dex.FlowTypeDeclaration.AttributeTypesEntry
-	nil,                            // 25: dex.FlowTypeDeclaration.ChannelTypesEntry
-	nil,                            // 26: dex.FlowTypeDeclaration.IndexedAttributesEntry
-	nil,                            // 27: dex.JsonShape.FieldsEntry
-	nil,                            // 28: dex.Task.ChannelQueueSizesEntry
-	nil,                            // 29: dex.Task.TraceContextEntry
-	(*StepOptions)(nil),            // 30: dex.StepOptions
-	(*durationpb.Duration)(nil),    // 31: google.protobuf.Duration
-	(TaskKind)(0),                  // 32: dex.TaskKind
-	(*timestamppb.Timestamp)(nil),  // 33: google.protobuf.Timestamp
-	(*EncodedValue)(nil),           // 34: dex.EncodedValue
-	(*Attribute)(nil),              // 35: dex.Attribute
-	(*ConditionResults)(nil),       // 36: dex.ConditionResults
-	(*AttemptFailure)(nil),         // 37: dex.AttemptFailure
-	(*StagedWrites)(nil),           // 38: dex.StagedWrites
-	(*Wait)(nil),                   // 39: dex.Wait
-	(*StepDecision)(nil),           // 40: dex.StepDecision
-	(*Movement)(nil),               // 41: dex.Movement
-	(*IndexedAttribute)(nil),       // 42: dex.IndexedAttribute
+	(*StepLocal)(nil),              // 12: dex.StepLocal
+	(*TaskResult)(nil),             // 13: dex.TaskResult
+	(*WaitForResult)(nil),          // 14: dex.WaitForResult
+	(*ExecuteResult)(nil),          // 15: dex.ExecuteResult
+	(*RpcResult)(nil),              // 16: dex.RpcResult
+	(*TaskFailure)(nil),            // 17: dex.TaskFailure
+	(*Heartbeat)(nil),              // 18: dex.Heartbeat
+	(*TaskHeartbeatDetails)(nil),   // 19: dex.TaskHeartbeatDetails
+	(*TaskCancel)(nil),             // 20: dex.TaskCancel
+	(*Ping)(nil),                   // 21: dex.Ping
+	(*Pong)(nil),                   // 22: dex.Pong
+	(*TaskAck)(nil),                // 23: dex.TaskAck
+	(*Drain)(nil),                  // 24: dex.Drain
+	nil,                            // 25: dex.FlowTypeDeclaration.AttributeTypesEntry
+	nil,                            // 26: dex.FlowTypeDeclaration.ChannelTypesEntry
+	nil,                            // 27: dex.FlowTypeDeclaration.IndexedAttributesEntry
+	nil,                            // 28: dex.JsonShape.FieldsEntry
+	nil,                            // 29: dex.Task.ChannelQueueSizesEntry
+	nil,                            // 30: dex.Task.TraceContextEntry
+	(*StepOptions)(nil),            // 31: dex.StepOptions
+	(*durationpb.Duration)(nil),    // 32: google.protobuf.Duration
+	(TaskKind)(0),                  // 33: dex.TaskKind
+	(*timestamppb.Timestamp)(nil),  // 34: google.protobuf.Timestamp
+	(*EncodedValue)(nil),           // 35: dex.EncodedValue
+	(*Attribute)(nil),              // 36: dex.Attribute
+	(*ConditionResults)(nil),       // 37: dex.ConditionResults
+	(*AttemptFailure)(nil),         // 38: dex.AttemptFailure
+	(*StagedWrites)(nil),           // 39: dex.StagedWrites
+	(*Wait)(nil),                   // 40: dex.Wait
+	(*StepDecision)(nil),           // 41: dex.StepDecision
+	(*Movement)(nil),               // 42: dex.Movement
+	(*IndexedAttribute)(nil),       // 43: dex.IndexedAttribute
 }
 var file_dex_worker_proto_depIdxs = []int32{
 	5,  // 0: dex.PollWorkerTaskRequest.hello:type_name -> dex.Hello
-	12, // 1: dex.PollWorkerTaskRequest.task_result:type_name -> dex.TaskResult
-	16, // 2: dex.PollWorkerTaskRequest.task_failure:type_name -> dex.TaskFailure
-	17, // 3: dex.PollWorkerTaskRequest.heartbeat:type_name -> dex.Heartbeat
-	21, // 4: dex.PollWorkerTaskRequest.pong:type_name -> dex.Pong
+	13, // 1: dex.PollWorkerTaskRequest.task_result:type_name -> dex.TaskResult
+	17, // 2: dex.PollWorkerTaskRequest.task_failure:type_name -> dex.TaskFailure
+	18, // 3: dex.PollWorkerTaskRequest.heartbeat:type_name -> dex.Heartbeat
+	22, // 4: dex.PollWorkerTaskRequest.pong:type_name -> dex.Pong
 	10, // 5: dex.PollWorkerTaskResponse.welcome:type_name -> dex.Welcome
 	11, // 6: dex.PollWorkerTaskResponse.task:type_name -> dex.Task
-	22, // 7: dex.PollWorkerTaskResponse.task_ack:type_name -> dex.TaskAck
-	20, // 8: dex.PollWorkerTaskResponse.ping:type_name -> dex.Ping
-	23, // 9: dex.PollWorkerTaskResponse.drain:type_name -> dex.Drain
-	19, // 10: dex.PollWorkerTaskResponse.task_cancel:type_name -> dex.TaskCancel
+	23, // 7: dex.PollWorkerTaskResponse.task_ack:type_name -> dex.TaskAck
+	21, // 8: dex.PollWorkerTaskResponse.ping:type_name -> dex.Ping
+	24, // 9: dex.PollWorkerTaskResponse.drain:type_name -> dex.Drain
+	20, // 10: dex.PollWorkerTaskResponse.task_cancel:type_name -> dex.TaskCancel
 	6,  // 11: dex.Hello.flow_types:type_name -> dex.FlowTypeDeclaration
 	9,  // 12: dex.FlowTypeDeclaration.steps:type_name -> dex.StepDeclaration
-	30, // 13: dex.FlowTypeDeclaration.default_step_options:type_name -> dex.StepOptions
-	24, // 14: dex.FlowTypeDeclaration.attribute_types:type_name -> dex.FlowTypeDeclaration.AttributeTypesEntry
-	25, // 15: dex.FlowTypeDeclaration.channel_types:type_name -> dex.FlowTypeDeclaration.ChannelTypesEntry
-	26, // 16: dex.FlowTypeDeclaration.indexed_attributes:type_name -> dex.FlowTypeDeclaration.IndexedAttributesEntry
+	31, // 13: dex.FlowTypeDeclaration.default_step_options:type_name -> dex.StepOptions
+	25, // 14: dex.FlowTypeDeclaration.attribute_types:type_name -> dex.FlowTypeDeclaration.AttributeTypesEntry
+	26, // 15: dex.FlowTypeDeclaration.channel_types:type_name -> dex.FlowTypeDeclaration.ChannelTypesEntry
+	27, // 16: dex.FlowTypeDeclaration.indexed_attributes:type_name -> dex.FlowTypeDeclaration.IndexedAttributesEntry
 	8,  // 17: dex.ValueType.json_shape:type_name -> dex.JsonShape
 	0,  // 18: dex.JsonShape.kind:type_name -> dex.JsonKind
 	8,  // 19: dex.JsonShape.elements:type_name -> dex.JsonShape
-	27, // 20: dex.JsonShape.fields:type_name -> dex.JsonShape.FieldsEntry
-	30, // 21: dex.StepDeclaration.options:type_name -> dex.StepOptions
+	28, // 20: dex.JsonShape.fields:type_name -> dex.JsonShape.FieldsEntry
+	31, // 21: dex.StepDeclaration.options:type_name -> dex.StepOptions
 	7,  // 22: dex.StepDeclaration.input_type:type_name -> dex.ValueType
-	31, // 23: dex.Welcome.heartbeat_interval:type_name -> google.protobuf.Duration
-	31, // 24: dex.Welcome.ping_interval:type_name -> google.protobuf.Duration
-	32, // 25: dex.Task.kind:type_name -> dex.TaskKind
-	33, // 26: dex.Task.first_attempt_time:type_name -> google.protobuf.Timestamp
-	31, // 27: dex.Task.attempt_timeout:type_name -> google.protobuf.Duration
-	34, // 28: dex.Task.input:type_name -> dex.EncodedValue
-	35, // 29: dex.Task.attributes:type_name -> dex.Attribute
-	36, // 30: dex.Task.condition_results:type_name -> dex.ConditionResults
-	37, // 31: dex.Task.wait_for_failure:type_name -> dex.AttemptFailure
-	28, // 32: dex.Task.channel_queue_sizes:type_name -> dex.Task.ChannelQueueSizesEntry
-	33, // 33: dex.Task.retry_deadline:type_name -> google.protobuf.Timestamp
-	31, // 34: dex.Task.retry_delay:type_name -> google.protobuf.Duration
-	29, // 35: dex.Task.trace_context:type_name -> dex.Task.TraceContextEntry
-	31, // 36: dex.Task.heartbeat_timeout:type_name -> google.protobuf.Duration
-	34, // 37: dex.Task.heartbeat_details:type_name -> dex.EncodedValue
-	13, // 38: dex.TaskResult.wait_for:type_name -> dex.WaitForResult
-	14, // 39: dex.TaskResult.execute:type_name -> dex.ExecuteResult
-	15, // 40: dex.TaskResult.rpc:type_name -> dex.RpcResult
-	38, // 41: dex.TaskResult.writes:type_name -> dex.StagedWrites
-	39, // 42: dex.WaitForResult.wait:type_name -> dex.Wait
-	40, // 43: dex.ExecuteResult.decision:type_name -> dex.StepDecision
-	34, // 44: dex.RpcResult.output:type_name -> dex.EncodedValue
-	41, // 45: dex.RpcResult.movements:type_name -> dex.Movement
-	31, // 46: dex.TaskFailure.retry_after:type_name -> google.protobuf.Duration
-	18, // 47: dex.Heartbeat.details:type_name -> dex.TaskHeartbeatDetails
-	34, // 48: dex.TaskHeartbeatDetails.details:type_name -> dex.EncodedValue
-	1,  // 49: dex.TaskAck.status:type_name -> dex.TaskAckStatus
-	2,  // 50: dex.Drain.reason:type_name -> dex.DrainReason
-	31, // 51: dex.Drain.timeout:type_name -> google.protobuf.Duration
-	7,  // 52: dex.FlowTypeDeclaration.AttributeTypesEntry.value:type_name -> dex.ValueType
-	7,  // 53: dex.FlowTypeDeclaration.ChannelTypesEntry.value:type_name -> dex.ValueType
-	42, // 54: dex.FlowTypeDeclaration.IndexedAttributesEntry.value:type_name -> dex.IndexedAttribute
-	8,  // 55: dex.JsonShape.FieldsEntry.value:type_name -> dex.JsonShape
-	3,  // 56: dex.WorkerTaskService.PollWorkerTask:input_type -> dex.PollWorkerTaskRequest
-	4,  // 57: dex.WorkerTaskService.PollWorkerTask:output_type -> dex.PollWorkerTaskResponse
-	57, // [57:58] is the sub-list for method output_type
-	56, // [56:57] is the sub-list for method input_type
-	56, // [56:56] is the sub-list for extension type_name
-	56, // [56:56] is the sub-list for extension extendee
-	0,  // [0:56] is the sub-list for field type_name
+	32, // 23: dex.Welcome.heartbeat_interval:type_name -> google.protobuf.Duration
+	32, // 24: dex.Welcome.ping_interval:type_name -> google.protobuf.Duration
+	33, // 25: dex.Task.kind:type_name -> dex.TaskKind
+	34, // 26: dex.Task.first_attempt_time:type_name -> google.protobuf.Timestamp
+	32, // 27: dex.Task.attempt_timeout:type_name -> google.protobuf.Duration
+	35, // 28: dex.Task.input:type_name -> dex.EncodedValue
+	36, // 29: dex.Task.attributes:type_name -> dex.Attribute
+	37, // 30: dex.Task.condition_results:type_name -> dex.ConditionResults
+	38, // 31: dex.Task.wait_for_failure:type_name -> dex.AttemptFailure
+	29, // 32: dex.Task.channel_queue_sizes:type_name -> dex.Task.ChannelQueueSizesEntry
+	34, // 33: dex.Task.retry_deadline:type_name -> google.protobuf.Timestamp
+	32, // 34: dex.Task.retry_delay:type_name -> google.protobuf.Duration
+	30, // 35: dex.Task.trace_context:type_name -> dex.Task.TraceContextEntry
+	32, // 36: dex.Task.heartbeat_timeout:type_name -> google.protobuf.Duration
+	35, // 37: dex.Task.heartbeat_details:type_name -> dex.EncodedValue
+	12, // 38: dex.Task.locals:type_name -> dex.StepLocal
+	35, // 39: dex.StepLocal.value:type_name -> dex.EncodedValue
+	14, // 40: dex.TaskResult.wait_for:type_name -> dex.WaitForResult
+	15, // 41: dex.TaskResult.execute:type_name -> dex.ExecuteResult
+	16, // 42: dex.TaskResult.rpc:type_name -> dex.RpcResult
+	39, // 43: dex.TaskResult.writes:type_name -> dex.StagedWrites
+	40, // 44: dex.WaitForResult.wait:type_name -> dex.Wait
+	12, // 45: dex.WaitForResult.locals:type_name -> dex.StepLocal
+	41, // 46: dex.ExecuteResult.decision:type_name -> dex.StepDecision
+	35, // 47: dex.RpcResult.output:type_name -> dex.EncodedValue
+	42, // 48: dex.RpcResult.movements:type_name -> dex.Movement
+	32, // 49: dex.TaskFailure.retry_after:type_name -> google.protobuf.Duration
+	19, // 50: dex.Heartbeat.details:type_name -> dex.TaskHeartbeatDetails
+	35, // 51: dex.TaskHeartbeatDetails.details:type_name -> dex.EncodedValue
+	1,  // 52: dex.TaskAck.status:type_name -> dex.TaskAckStatus
+	2,  // 53: dex.Drain.reason:type_name -> dex.DrainReason
+	32, // 54: dex.Drain.timeout:type_name -> google.protobuf.Duration
+	7,  // 55: dex.FlowTypeDeclaration.AttributeTypesEntry.value:type_name -> dex.ValueType
+	7,  // 56: dex.FlowTypeDeclaration.ChannelTypesEntry.value:type_name -> dex.ValueType
+	43, // 57: dex.FlowTypeDeclaration.IndexedAttributesEntry.value:type_name -> dex.IndexedAttribute
+	8,  // 58: dex.JsonShape.FieldsEntry.value:type_name -> dex.JsonShape
+	3,  // 59: dex.WorkerTaskService.PollWorkerTask:input_type -> dex.PollWorkerTaskRequest
+	4,  // 60: dex.WorkerTaskService.PollWorkerTask:output_type -> dex.PollWorkerTaskResponse
+	60, // [60:61] is the sub-list for method output_type
+	59, // [59:60] is the sub-list for method input_type
+	59, // [59:59] is the sub-list for extension type_name
+	59, // [59:59] is the sub-list for extension extendee
+	0,  // [0:59] is the sub-list for field type_name
 }
 
 func init() { file_dex_worker_proto_init() }
@@ -2519,7 +2605,7 @@ func file_dex_worker_proto_init() {
 		(*PollWorkerTaskResponse_Drain)(nil),
 		(*PollWorkerTaskResponse_TaskCancel)(nil),
 	}
-	file_dex_worker_proto_msgTypes[9].OneofWrappers = []any{
+	file_dex_worker_proto_msgTypes[10].OneofWrappers = []any{
 		(*TaskResult_WaitFor)(nil),
 		(*TaskResult_Execute)(nil),
 		(*TaskResult_Rpc)(nil),
@@ -2530,7 +2616,7 @@ func file_dex_worker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dex_worker_proto_rawDesc), len(file_dex_worker_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   27,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

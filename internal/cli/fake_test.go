@@ -40,6 +40,7 @@ type fakeServer struct {
 	setAttrs    func(context.Context, *dexpb.SetAttributesRequest) (*dexpb.SetAttributesResponse, error)
 	invokeRPC   func(context.Context, *dexpb.InvokeRPCRequest) (*dexpb.InvokeRPCResponse, error)
 	skipTimer   func(context.Context, *dexpb.SkipTimerRequest) (*dexpb.SkipTimerResponse, error)
+	resetFlow   func(context.Context, *dexpb.ResetFlowRequest) (*dexpb.ResetFlowResponse, error)
 	waitForFlow func(context.Context, *dexpb.WaitForFlowRequest) (*dexpb.WaitForFlowResponse, error)
 	getSummary  func(context.Context, *dexpb.GetFlowSummaryRequest) (*dexpb.GetFlowSummaryResponse, error)
 	getState    func(context.Context, *dexpb.GetFlowStateRequest) (*dexpb.GetFlowStateResponse, error)
@@ -122,6 +123,10 @@ func (f *fakeServer) InvokeRPC(ctx context.Context, r *dexpb.InvokeRPCRequest) (
 
 func (f *fakeServer) SkipTimer(ctx context.Context, r *dexpb.SkipTimerRequest) (*dexpb.SkipTimerResponse, error) {
 	return handle(ctx, f, "SkipTimer", r, f.skipTimer)
+}
+
+func (f *fakeServer) ResetFlow(ctx context.Context, r *dexpb.ResetFlowRequest) (*dexpb.ResetFlowResponse, error) {
+	return handle(ctx, f, "ResetFlow", r, f.resetFlow)
 }
 
 func (f *fakeServer) WaitForFlow(ctx context.Context, r *dexpb.WaitForFlowRequest) (*dexpb.WaitForFlowResponse, error) {

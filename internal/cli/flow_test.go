@@ -223,8 +223,8 @@ func TestFlowReads_Paging(t *testing.T) {
 	r := runCLI(t, "--server", addr, "flow", "history", "order-42", "--page-size", "4")
 	r.wantCode(t, exitOK)
 	r.wantStderr(t, "--page-token p2")
-	if m := decodeJSON(t, runCLI(t, "--server", addr, "flow", "history", "order-42", "--all", "-o", "json").stdout); len(m["events"].([]any)) != 9 {
-		t.Errorf("history --all returned %d events, want 9", len(m["events"].([]any)))
+	if m := decodeJSON(t, runCLI(t, "--server", addr, "flow", "history", "order-42", "--all", "-o", "json").stdout); len(m["events"].([]any)) != len(fixtureHistory()) {
+		t.Errorf("history --all returned %d events, want %d", len(m["events"].([]any)), len(fixtureHistory()))
 	}
 	h := f.callsTo("GetHistoryEvents")
 	if last := h[len(h)-1].req.(*dexpb.GetHistoryEventsRequest); last.GetRunId() != "run-1" || last.GetPageToken() != "p2" {

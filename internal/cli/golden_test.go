@@ -146,6 +146,25 @@ func fixtureHistory() []*dexpb.HistoryEvent {
 			Attributes: []*dexpb.Attribute{{Name: "priority", Value: &dexpb.EncodedValue{Data: []byte{1, 2}}}},
 		}}},
 		{Event: &dexpb.HistoryEvent_TimerSkipped{TimerSkipped: &dexpb.TimerSkippedEvent{StepExecutionId: "AwaitApproval-1", ConditionId: "deadline"}}},
+		// E32: a combination wait, a user event and a conditional close.
+		{Event: &dexpb.HistoryEvent_WaitForCompleted{WaitForCompleted: &dexpb.WaitForCompletedEvent{
+			StepType: "Gate", StepExecutionId: "Gate-1", Attempt: 1, Duration: durationpb.New(time.Millisecond),
+			Wait: &dexpb.Wait{Kind: &dexpb.Wait_AnyCombinationOf{AnyCombinationOf: &dexpb.WaitCombinations{
+				Conditions: []*dexpb.WaitCondition{
+					{Id: "approve", Condition: &dexpb.WaitCondition_Channel{Channel: &dexpb.ChannelCondition{Channel: "approve", Bound: dexpb.ChannelBound_CHANNEL_BOUND_FOR_ONE}}},
+					{Id: "late", Condition: &dexpb.WaitCondition_Timer{Timer: &dexpb.TimerCondition{Duration: durationpb.New(time.Hour)}}},
+				},
+				Groups: []*dexpb.ConditionGroup{{ConditionIds: []string{"approve"}}, {ConditionIds: []string{"late"}}},
+			}}},
+		}}},
+		{Event: &dexpb.HistoryEvent_User{User: &dexpb.UserEventRecorded{StepType: "Gate", StepExecutionId: "Gate-1", Name: "gate-passed", Value: jv(`{"ticket":"T-7"}`)}}},
+		{Event: &dexpb.HistoryEvent_ExecuteCompleted{ExecuteCompleted: &dexpb.ExecuteCompletedEvent{
+			StepType: "Gate", StepExecutionId: "Gate-1", Attempt: 1, Duration: durationpb.New(time.Millisecond),
+			Decision: &dexpb.StepDecision{Decision: &dexpb.StepDecision_ForceCompleteIfChannelsEmpty{ForceCompleteIfChannelsEmpty: &dexpb.ForceCompleteIfChannelsEmpty{
+				Output: jv(`"done"`), Channels: []string{"items"}, Fallback: []*dexpb.Movement{{StepType: "Drain", Input: jv("0")}},
+			}}},
+			ScheduledStepExecutionIds: []string{"Drain-1"},
+		}}},
 		{Event: &dexpb.HistoryEvent_FlowClosed{FlowClosed: &dexpb.FlowClosedEvent{
 			Status: dexpb.FlowStatus_FLOW_STATUS_CANCELED, Error: &dexpb.FlowError{Message: "customer withdrew"},
 		}}},
@@ -200,6 +219,9 @@ func fixtureServer() *fakeServer {
 		skipTimer: func(context.Context, *dexpb.SkipTimerRequest) (*dexpb.SkipTimerResponse, error) {
 			return &dexpb.SkipTimerResponse{}, nil
 		},
+		resetFlow: func(_ context.Context, r *dexpb.ResetFlowRequest) (*dexpb.ResetFlowResponse, error) {
+			return &dexpb.ResetFlowResponse{RunId: "run-2", ResetRunId: r.GetRunId()}, nil
+		},
 		describe: activeNode().describe,
 	}
 }
@@ -226,6 +248,7 @@ func TestOutput_Golden(t *testing.T) {
 		{"flow_set_attrs", []string{"flow", "set-attrs", "order-42", `status="held"`, "priority=3"}},
 		{"flow_rpc", []string{"flow", "rpc", "order-42", "status"}},
 		{"flow_skip_timer", []string{"flow", "skip-timer", "order-42", "AwaitApproval-1", "--timer-id", "deadline"}},
+		{"flow_reset", []string{"flow", "reset", "order-42", "--run-id", "run-1", "--step-type", "Charge", "--reason", "charge bug fixed", "--yes"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

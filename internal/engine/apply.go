@@ -36,7 +36,10 @@ func Apply(st *FlowState, rec Record) (*FlowState, []Effect) {
 		if st.StepCounters == nil {
 			st.StepCounters = map[string]int{}
 		}
-		st.StepCounters[b.StepType] = b.N
+		// A reset run creates the executions active at its point again
+		// with their own numbers, below the counters its start set (E37);
+		// every other creation is the counter's next.
+		st.StepCounters[b.StepType] = max(st.StepCounters[b.StepType], b.N)
 		phase := PhaseExecute
 		if b.HasWaitFor {
 			phase = PhaseWaitFor
@@ -108,10 +111,12 @@ func Apply(st *FlowState, rec Record) (*FlowState, []Effect) {
 		st.event(rec, HistoryEvent{Type: EventWaitForCompleted, StepExecID: s.ID, StepType: s.Type,
 			Attempt: b.Attempt, Duration: b.Duration, Wait: b.Wait.clone(), Staged: b.Staged})
 		st.commit(b.Staged)
+		st.userEvents(rec, b.Staged.UserEvents(), s.ID, s.Type, "")
 		s.LastFailure = nil
 		if b.Wait != nil {
 			released := s.heldLocks()
 			s.Phase, s.Wait, s.Attempt = PhaseWaiting, b.Wait.clone(), Attempt{}
+			s.Wait.Locals = b.Locals
 			for i, c := range s.Wait.Conditions {
 				if s.Wait.pendingTimer(i) {
 					eff = append(eff, ArmTimer{FlowID: st.FlowID, RunID: st.RunID,
@@ -121,6 +126,9 @@ func Apply(st *FlowState, rec Record) (*FlowState, []Effect) {
 			// Without a Wait, the AttemptScheduled of Execute that
 			// follows releases the WaitFor's locks.
 			eff = append(eff, st.lockWaiters(released)...)
+		}
+		if b.Wait == nil && len(b.Locals) > 0 {
+			s.Wait = &StoredWait{Locals: b.Locals} // no conditions: see StoredWait.Locals
 		}
 	case ConditionSatisfied:
 		s := st.Step(b.StepExecID)
@@ -155,9 +163,11 @@ func Apply(st *FlowState, rec Record) (*FlowState, []Effect) {
 		}
 		st.event(rec, HistoryEvent{Type: EventExecuteCompleted, StepExecID: s.ID, StepType: s.Type,
 			Attempt: b.Attempt, Duration: b.Duration, Scheduled: b.Scheduled, Staged: b.Staged,
-			Decision: &Decision{Kind: b.Kind, Movements: b.Movements, Output: b.Output, Reason: b.Reason, Cancel: b.Cancel}})
+			Decision: &Decision{Kind: b.Kind, Movements: b.Movements, Output: b.Output, Reason: b.Reason, Cancel: b.Cancel,
+				IfChannelsEmpty: b.IfChannelsEmpty}})
 		st.commit(b.Staged)
-		switch b.Kind {
+		st.userEvents(rec, b.Staged.UserEvents(), s.ID, s.Type, "")
+		switch b.effectiveKind() {
 		case DecideGracefulComplete:
 			st.GracefulRequested = true
 			st.Outputs = append(st.Outputs, Output{StepType: s.Type, StepExecID: s.ID, Value: b.Output})
@@ -180,6 +190,7 @@ func Apply(st *FlowState, rec Record) (*FlowState, []Effect) {
 		st.event(rec, HistoryEvent{Type: EventRPCCompleted, RPC: b.Name, Duration: b.Duration, Input: b.Input,
 			Output: b.Output, Movements: b.Movements, Scheduled: b.Scheduled, Staged: b.Staged, Canceled: rpcCanceled(b.CancelSteps)})
 		st.commit(b.Staged)
+		st.userEvents(rec, b.Staged.UserEvents(), "", "", b.Name)
 		if b.CallID != "" {
 			st.rememberRPC(b.CallID)
 		}
@@ -195,6 +206,8 @@ func Apply(st *FlowState, rec Record) (*FlowState, []Effect) {
 		eff = append(eff, st.lockWaiters(released)...)
 	case FlowRetried:
 		applyFlowRetried(st, b)
+	case FlowReset:
+		applyFlowReset(st, b)
 	case TimeoutHandlerStarted:
 		eff = applyTimeoutHandler(st, b)
 	case SubFlowUpdated:
@@ -240,6 +253,10 @@ func applyStarted(prev *FlowState, rec Record, b FlowStarted) (*FlowState, []Eff
 		TerminatedRunID: b.TerminatedRunID, StartDelay: b.StartDelay}
 	if b.Retry != nil {
 		start.RetryAttempt, start.RetriedRunID = b.Retry.Attempt, b.Retry.RetriedRunID
+	}
+	if r := b.Reset; r != nil {
+		applyResetStart(st, r)
+		start.Reset = r
 	}
 	if b.StartStep != nil {
 		start.StartStepExecID = stepExecID(b.StartStep.StepType, 1) // a new run's first step

@@ -81,6 +81,21 @@ func sampleRecords() []Record {
 		StepCreated{StepExecID: "A-2", StepType: "A", N: 2, Input: v, Options: resolveOptions(DefaultOptions(), &StepOptions{
 			WaitFor: &MethodOptions{Locks: []string{"a"}, HeartbeatTimeout: &d},
 			Execute: &MethodOptions{Locks: []string{"a", "b"}}})},
+		// E32: an AnyCombination Wait with its groups, locals and user
+		// events; a FORCE_COMPLETE_IF_CHANNELS_EMPTY with what Decide found.
+		WaitForCompleted{StepExecID: "A-3", Attempt: 1, Duration: d,
+			Wait:   &StoredWait{Mode: AnyCombination, Conditions: wait.Conditions, Groups: [][]int{{0, 1}, {1}}},
+			Staged: Staged{StagedEvents: &StagedEvents{Events: []UserEvent{{Name: "e", Value: v}}}}, Locals: map[string]Value{"k": v}},
+		ExecuteCompleted{StepExecID: "A-3", Attempt: 1, Duration: d, Kind: DecideForceCompleteIfChannelsEmpty, Movements: moves,
+			Output: v, IfChannelsEmpty: &IfChannelsEmpty{Channels: []string{"c"}, ChannelsEmpty: true}},
+		// E37 reset: the forward link on the reset run, and the reset
+		// run's start with the state at the point.
+		FlowReset{ResetRunID: "r2", Point: ResetPoint{Kind: ResetStepExecution, StepExecID: "A-1", BeforeExecute: true}, Reason: "fixed"},
+		FlowStarted{FlowType: "order", PreviousRunID: "r1", Attributes: []AttributeWrite{{Name: "a", Value: v}},
+			Reset: &ResetStart{ResetRunID: "r1", Point: ResetPoint{Kind: ResetEventTime, Time: t0}, PointEventID: 4,
+				Reason: "fixed", SkipReapply: true, StepCounters: map[string]int{"A": 2}, LastMessageSeq: 3,
+				Channels: map[string][]Message{"c": {{Seq: 3, Value: v}}}, Outputs: []Output{{StepType: "A", StepExecID: "A-1", Value: v}},
+				GracefulRequested: true, Steps: []ResetStep{{StepExecID: "A-2", StepType: "A", N: 2, Input: v, ParentID: "A-1", Options: opts, SkipWaitFor: true}}}},
 	}
 	recs := make([]Record, len(bodies))
 	for i, b := range bodies {

@@ -119,6 +119,9 @@ type WaitForResult struct {
 	Token  Token
 	Wait   *Wait
 	Staged Staged
+	// Locals are the step-execution locals the WaitFor wrote, for its
+	// Execute (E32, locals.go).
+	Locals map[string]Value
 }
 
 // DecisionKind is what an Execute decided (E5).
@@ -131,6 +134,10 @@ const (
 	DecideForceComplete    DecisionKind = "FORCE_COMPLETE"
 	DecideForceFail        DecisionKind = "FORCE_FAIL"
 	DecideDeadEnd          DecisionKind = "DEAD_END"
+	// DecideForceCompleteIfChannelsEmpty force-completes the flow with
+	// Output when every channel of Channels is empty as the decision
+	// commits, else follows Movements (the fallback) (E32, locals.go).
+	DecideForceCompleteIfChannelsEmpty DecisionKind = "FORCE_COMPLETE_IF_CHANNELS_EMPTY"
 )
 
 // Decision is an Execute's decision (E5). Movements only with
@@ -143,6 +150,28 @@ type Decision struct {
 	// Cancel selects step executions to cancel when the decision commits
 	// (E29, cancel.go); any kind of decision may carry it.
 	Cancel *CancelSelector `json:"cancel,omitempty"`
+	// *IfChannelsEmpty is a FORCE_COMPLETE_IF_CHANNELS_EMPTY's channels
+	// (E32), nil for other kinds: one pointer, embedded so its fields
+	// encode flat; read them through CloseIfEmpty.
+	*IfChannelsEmpty
+}
+
+// IfChannelsEmpty are the channels a FORCE_COMPLETE_IF_CHANNELS_EMPTY
+// checks and, once decided (records and history), whether they were all
+// empty, so that the flow completed rather than following the movements
+// (E32).
+type IfChannelsEmpty struct {
+	Channels      []string `json:"channels,omitempty"`
+	ChannelsEmpty bool     `json:"channelsEmpty,omitempty"`
+}
+
+// CloseIfEmpty returns the decision's FORCE_COMPLETE_IF_CHANNELS_EMPTY
+// part, the zero value when it has none.
+func (d Decision) CloseIfEmpty() IfChannelsEmpty {
+	if d.IfChannelsEmpty == nil {
+		return IfChannelsEmpty{}
+	}
+	return *d.IfChannelsEmpty
 }
 
 // Movement starts a step execution (E5). Options override the step's own

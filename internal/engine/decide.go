@@ -61,6 +61,8 @@ func (e *Engine) Decide(st *FlowState, cmd Command, now time.Time) ([]Record, er
 		err = d.unlockRPC(c)
 	case Heartbeat:
 		err = d.heartbeat(c)
+	case ResetFlow:
+		err = d.reset(c)
 	default:
 		err = invalidArg("command", "unknown command %T", cmd)
 	}
@@ -190,6 +192,15 @@ func (d *decider) evaluate() {
 	for _, id := range d.stepIDs() {
 		s := d.st.Step(id)
 		if s == nil || s.Phase != PhaseWaiting {
+			continue
+		}
+		if s.Wait.Mode == AnyCombination {
+			if !s.Wait.Done() {
+				d.evaluateCombination(s)
+			}
+			if s = d.st.Step(id); s != nil && s.Wait.Done() {
+				d.emit(AttemptScheduled{StepExecID: s.ID, Method: MethodExecute, Attempt: 1, FirstAt: d.now, NotBefore: d.now})
+			}
 			continue
 		}
 		w := s.Wait
@@ -348,7 +359,13 @@ func (d *decider) checkStaged(field string, s Staged) error {
 	if err := d.checkAttributes(field+".attributes", s.Attributes); err != nil {
 		return err
 	}
-	return d.checkPublishes(field+".publishes", s.Publishes)
+	if err := d.checkPublishes(field+".publishes", s.Publishes); err != nil {
+		return err
+	}
+	if evs := s.UserEvents(); len(evs) > 0 {
+		return d.checkEvents(field+".events", evs)
+	}
+	return nil
 }
 
 func (d *decider) checkMovements(field string, ms []Movement) error {

@@ -86,7 +86,11 @@ func (d *decider) waitForResult(c WaitForResult) error {
 		d.invalidResult(s, err)
 		return nil
 	}
-	if err := d.checkStagedLimits(subFlowBytes(c.Wait), c.Staged); err != nil {
+	if err := checkLocals(c.Locals); err != nil {
+		d.invalidResult(s, err)
+		return nil
+	}
+	if err := d.checkStagedLimits(subFlowBytes(c.Wait)+localBytes(c.Locals), c.Staged); err != nil {
 		d.invalidResult(s, err)
 		return nil
 	}
@@ -95,7 +99,7 @@ func (d *decider) waitForResult(c WaitForResult) error {
 		w = storeWait(c.Wait, d.now)
 		d.deriveSubFlows(w, s)
 	}
-	d.emit(WaitForCompleted{StepExecID: s.ID, Attempt: s.Attempt.Number, Duration: d.elapsed(s.Attempt), Wait: w, Staged: c.Staged})
+	d.emit(WaitForCompleted{StepExecID: s.ID, Attempt: s.Attempt.Number, Duration: d.elapsed(s.Attempt), Wait: w, Staged: c.Staged, Locals: c.Locals})
 	if w == nil {
 		d.emit(AttemptScheduled{StepExecID: s.ID, Method: MethodExecute, Attempt: 1, FirstAt: d.now, NotBefore: d.now})
 	}
@@ -114,6 +118,8 @@ func (d *decider) validateDecision(dec Decision) error {
 			return invalidArg("decision.movements", "a MOVEMENTS decision needs at least one movement")
 		}
 		return d.checkMovements("decision.movements", dec.Movements)
+	case DecideForceCompleteIfChannelsEmpty:
+		return d.checkCloseIfEmpty(dec)
 	case DecideGracefulComplete, DecideForceComplete, DecideForceFail, DecideDeadEnd:
 		if len(dec.Movements) > 0 {
 			return invalidArg("decision.movements", "a %s decision takes no movements", dec.Kind)
@@ -153,10 +159,19 @@ func (d *decider) executeResult(c ExecuteResult) error {
 		done.Output = dec.Output
 	case DecideMovements:
 		done.Movements, done.Scheduled = dec.Movements, d.movementIDs(dec.Movements)
+	case DecideForceCompleteIfChannelsEmpty:
+		// Decided here, against the queues this decision commits on
+		// (E32, locals.go): nothing can be published in between.
+		chans := dec.CloseIfEmpty().Channels
+		done.Output, done.Movements = dec.Output, dec.Movements
+		done.IfChannelsEmpty = &IfChannelsEmpty{Channels: chans, ChannelsEmpty: d.st.channelsEmpty(chans)}
+		if !done.ChannelsEmpty {
+			done.Scheduled = d.movementIDs(dec.Movements)
+		}
 	}
 	d.emit(done)
 	d.cancelSteps(done.Cancel, s.ID, "", s.ParentID) // before the movements: they are never selected (E29)
-	switch dec.Kind {
+	switch done.effectiveKind() {
 	case DecideMovements:
 		for _, m := range dec.Movements {
 			d.createStep(m.StepType, m.Input, m.Options, m.SkipWaitFor, s.ID)

@@ -42,6 +42,7 @@
 //	LockRPC           an RPC call takes its lock set, all or nothing (E30)
 //	UnlockRPC         an RPC call that will not commit gives its locks back (E30)
 //	Heartbeat         a running attempt's heartbeat details (E38)
+//	ResetFlow         a new run from a point of the latest run's history (E37)
 //
 // RPC calls are not logged until they commit: Engine.RPCTask checks the call
 // and builds its task; the node sends it and submits RPCResult, or answers a
@@ -68,6 +69,8 @@
 //	step_ended          a step execution ends without a decision (E12)
 //	flow_closed         status, error type, message; steps are cancelled
 //	flow_retried        a failed run's retry run under the flow retry policy (E34)
+//	flow_reset          a reset run's new run (E37); the new run's flow_started
+//	                    carries the state at the point
 //	timeout_handler_started a HANDLER flow timeout: steps end, the handler runs (E34)
 //	sub_flow_updated    a subflow condition follows a child run, or takes its result (E31)
 //	rpc_locked          an RPC call of epoch E holds a lock set (E30)
@@ -447,6 +450,67 @@
 // FLOW_TIMEOUT. Validation: a handler needs a flow timeout, a declared step
 // type and policy HANDLER (or none); HANDLER needs a handler.
 //
+// # Reset (E37, reset.go)
+//
+// ResetFlow makes a new run (NewRunID, chosen by the node) of a flow ID
+// from a point of its latest run's history. It names the run by its exact
+// ID: a run that is not the latest (a stale ID, or one a reset or retry
+// already replaced) is FAILED_PRECONDITION naming runId, as is a subflow
+// run (its parent waits for that run; reset the parent). The point is one
+// of BEGINNING (before event 2: the run's start), STEP_TYPE (just after
+// the event that created the type's first execution), STEP_EXECUTION
+// (just after the event that created it; BeforeExecute: just after its
+// first WAIT_FOR_COMPLETED) and EVENT_TIME (the last eligible point at or
+// before the time: the beginning or just after an event that created
+// step executions). A point the history does not have is
+// FAILED_PRECONDITION naming the point's field; a malformed one (none, two
+// kinds, an empty field) INVALID_ARGUMENT.
+//
+// The state at the point is rebuilt from the run's history (the run's
+// records may be truncated from the log, its history is in its state):
+// the attributes (start attributes, ATTRIBUTES_SET, the staged writes of
+// completions), the step executions active at the point (created by
+// FLOW_STARTED, the movements of EXECUTE_COMPLETED and RPC_COMPLETED, a
+// recovery step after an EXECUTE_FAILED that ran out of retries, resolved
+// under the definition; ended by EXECUTE_COMPLETED, STEP_CANCELED and
+// running out of retries), the step counters, the outputs and the
+// graceful flag, and the number of messages published before the point.
+// Channel messages: the history records publishes but not which wait took
+// which message, so the new run's queues hold the messages published
+// before the point that the old run still had queued (their sequence
+// numbers are at most the point's count); a message consumed by any step
+// of the old run is not carried. Not rebuilt: a timeout handler's start
+// (no event marks it: reset a run whose handler ran to a point before its
+// flow timeout), and subflow conditions beyond their waits.
+//
+// Records, in one batch: flow_closed TERMINATED on the old run when it is
+// running (its message names the new run, the point and the reason; its
+// workers are told, late results refused: one run of the flow ID is
+// active), flow_reset on the old run (ResetRunID: the forward link,
+// FlowState.ResetRunID), the new run's flow_started with Reset (the link
+// back, the point, the reason and the state at the point beside the
+// attributes; applied it sets the counters, queues, outputs, and its
+// FLOW_STARTED event carries it, so a reset run's own history rebuilds
+// its beginning for a later reset), then step_created for each execution
+// active at the point, with its own ID, input, parent and movement
+// options (StepCreated keeps the larger of the counter and N, which for
+// every other creation is the counter's next), and its first attempt: its
+// WaitFor (Execute when it has none). BeforeExecute starts the target at
+// its Execute: with no wait, at once; with a wait of timers only,
+// wait_for_completed with the stored wait and wait_timer_fired for each
+// timer, so evaluate schedules the Execute; a wait with a channel or
+// subflow condition is refused (its results are not in the history).
+// Then, unless SkipReapply, the client writes of the old run from the
+// point on, in order: ATTRIBUTES_SET as attributes_set, CHANNEL_PUBLISHED
+// as channel_published (without its request ID: the new run starts with
+// the old run's accepted IDs), an RPC's staged writes as attributes_set
+// and channel_published (its movements are not re-applied: they were the
+// RPC's decision in the old run). The new run takes the declaration known
+// now (a fixed worker's, ResetFlow.Definition) or the old run's, the old
+// run's timeout policy and handler, and a new flow timeout of the start's
+// duration from now; no flow retry policy. WaitForFlow without a run ID
+// follows FlowState.NextRunID (a retry or a reset) to the newest run.
+//
 // # Indexed attributes (E36)
 //
 // A definition may declare attributes indexed for search
@@ -649,6 +713,21 @@
 // in-memory timer positions need not survive it; Timers lists a running
 // attempt's heartbeat timer at its last logged heartbeat (or start) +
 // timeout.
+//
+// # Combinations, conditional close, locals, events (E32)
+//
+// The rules are written beside the code: combination.go (AnyCombination
+// waits: groups tried in order, channel conditions consuming only when a
+// whole group can hold, minimum counts reserved before the extra capacity
+// is shared in declaration order) and locals.go
+// (FORCE_COMPLETE_IF_CHANNELS_EMPTY decided against the state the decision
+// commits on and recorded with what was found, step-execution locals
+// carried by WaitForCompleted and kept on the step's StoredWait, user
+// events as USER_EVENT history events after their completion's event).
+// Choices the spec leaves open: a ForceCompleteIfChannelsEmpty needs at
+// least one declared channel, named once; a condition of an
+// AnyCombination in no group is invalid (it could never matter); only a
+// WaitFor writes locals (Execute and RPCs read or record events only).
 //
 // # Encoding
 //

@@ -61,6 +61,7 @@ type RunRetry struct {
 type RunOptions struct {
 	Retry             *RunRetry       `json:"retry,omitempty"`
 	RetryRunID        string          `json:"retryRunId,omitempty"`
+	ResetRunID        string          `json:"resetRunId,omitempty"` // E37: the run a reset of this run started
 	TimeoutHandler    *TimeoutHandler `json:"timeoutHandler,omitempty"`
 	HandlerDeadlineAt time.Time       `json:"handlerDeadlineAt,omitzero"`
 }

@@ -127,6 +127,12 @@ func summarize(st *FlowState) []string {
 	if !st.TimeoutAt.IsZero() {
 		out[0] += fmt.Sprintf(" timeout=%s/%s", rel(st.TimeoutAt), st.TimeoutPolicy)
 	}
+	if len(st.History) > 0 && st.History[0].Start != nil && st.History[0].Start.Reset != nil {
+		out[0] += " resetFrom=" + st.History[0].Start.Reset.ResetRunID
+	}
+	if id := st.ResetRunID(); id != "" {
+		out[0] += " resetTo=" + id
+	}
 	for _, s := range st.Steps {
 		line := fmt.Sprintf("step %s phase=%s", s.ID, s.Phase)
 		if s.Phase != PhaseWaiting {

@@ -20,6 +20,7 @@ const (
 	EventFlowClosed       EventType = "FLOW_CLOSED"
 	EventSubFlowCompleted EventType = "SUB_FLOW_COMPLETED" // E31
 	EventStepCanceled     EventType = "STEP_CANCELED"      // E29
+	EventUser             EventType = "USER_EVENT"         // E32
 )
 
 // HistoryEvent is one semantic event of a run (E26). IDs count from 1
@@ -53,7 +54,9 @@ type HistoryEvent struct {
 	// Scheduled are the step execution IDs given to an Execute's or an
 	// RPC's movements, in order.
 	Scheduled []string `json:"scheduled,omitempty"`
-	// Staged are the writes that committed with a WaitFor, Execute or RPC.
+	// Staged are the writes that committed with a WaitFor, Execute or
+	// RPC. USER_EVENT: its one event (E32), with StepExecID and StepType
+	// naming a step handler, RPC an RPC handler.
 	Staged Staged `json:"staged,omitzero"`
 	// CHANNEL_PUBLISHED (client publishes only: a handler's publishes are
 	// in its completion's Staged): the messages in order and the request ID.
@@ -95,6 +98,10 @@ type StartInfo struct {
 	StartDelay   time.Duration `json:"startDelay,omitempty"`
 	RetryAttempt int           `json:"retryAttempt,omitempty"`
 	RetriedRunID string        `json:"retriedRunId,omitempty"`
+	// Reset links a reset run to the run it was reset from, with the
+	// point, the reason and the state at the point (E37). Never changed,
+	// so the record and the event share it.
+	Reset *ResetStart `json:"reset,omitempty"`
 }
 
 // SkippedTimer names a timer condition of a Wait (E19).

@@ -78,7 +78,9 @@ func movementBytes(ms []Movement) int {
 	return n
 }
 
-func stagedBytes(s Staged) int { return attributeBytes(s.Attributes) + publishBytes(s.Publishes) }
+func stagedBytes(s Staged) int {
+	return attributeBytes(s.Attributes) + publishBytes(s.Publishes) + eventBytes(s.UserEvents())
+}
 
 // AttributeBytes is the total size of a run's attribute values, the
 // quantity MaxFlowAttributeBytes bounds.

@@ -54,6 +54,9 @@ type FlowStarted struct {
 	// Parent names the run and condition whose Wait started this run as
 	// a subflow (E31); nil for a flow a client started.
 	Parent *ParentRef `json:"parent,omitempty"`
+	// Reset is the state at the point of the run a reset started this
+	// run from (E37); nil for any other start.
+	Reset *ResetStart `json:"reset,omitempty"`
 }
 
 // DefinitionSet replaces the run's definition. Config, when set, becomes
@@ -134,6 +137,8 @@ type WaitForCompleted struct {
 	Duration   time.Duration `json:"duration"`
 	Wait       *StoredWait   `json:"wait,omitempty"`
 	Staged     Staged        `json:"staged,omitzero"`
+	// Locals are the WaitFor's step-execution locals (E32).
+	Locals map[string]Value `json:"locals,omitempty"`
 }
 
 // ConditionSatisfied: channel condition Index of a step's wait takes the
@@ -168,6 +173,11 @@ type ExecuteCompleted struct {
 	// Cancel is the decision's cancellation selector, kept for history
 	// (E29); the steps_canceled record that follows applies it.
 	Cancel *CancelSelector `json:"cancel,omitempty"`
+	// *IfChannelsEmpty: a FORCE_COMPLETE_IF_CHANNELS_EMPTY decision's
+	// channels and what Decide found (E32): all empty, the flow completes
+	// with Output; else Movements were followed (and Scheduled lists
+	// them). Nil for other kinds (see Decision.IfChannelsEmpty).
+	*IfChannelsEmpty
 }
 
 // ChannelPublished appends client messages to channel queues (E16). A
@@ -276,6 +286,7 @@ var recordTypes = map[string]func([]byte, func([]byte, any) error) (RecordBody, 
 	StepEnded{}.recordType():             decodeBody[StepEnded],
 	FlowClosed{}.recordType():            decodeBody[FlowClosed],
 	FlowRetried{}.recordType():           decodeBody[FlowRetried],
+	FlowReset{}.recordType():             decodeBody[FlowReset],
 	TimeoutHandlerStarted{}.recordType(): decodeBody[TimeoutHandlerStarted],
 	SubFlowUpdated{}.recordType():        decodeBody[SubFlowUpdated],
 	RPCLocked{}.recordType():             decodeBody[RPCLocked],

@@ -81,8 +81,8 @@ func (h *harness) command(name string, kv map[string]string, pos []arg) (Command
 		return TaskStarted{Token: tok, Async: async}, nil, nil
 	case "waitfor":
 		tok := h.token(first, MethodWaitFor, kv, false)
-		w, staged := parseWait(pos[1:])
-		return WaitForResult{Token: tok, Wait: w, Staged: staged}, nil, nil
+		w, staged, locals := parseWait(pos[1:])
+		return WaitForResult{Token: tok, Wait: w, Staged: staged, Locals: locals}, nil, nil
 	case "execute":
 		tok := h.token(first, MethodExecute, kv, false)
 		dec, staged := parseDecision(pos[1:])
@@ -119,6 +119,37 @@ func (h *harness) command(name string, kv map[string]string, pos []arg) (Command
 		c := SetAttributes{FlowID: h.flowID}
 		for _, p := range pos {
 			c.Attributes = append(c.Attributes, AttributeWrite{Name: p.key, Value: val(p.val)})
+		}
+		return c, nil, nil
+	case "reset":
+		// E37: "reset run=R beginning | type=T | exec=ID [beforeExecute] |
+		// time=D (after base) [skip] [reason=...] [newrun=ID]".
+		c := ResetFlow{FlowID: h.flowID, RunID: kv["run"], NewRunID: h.nextRunID(), Reason: kv["reason"],
+			Definition: h.def}
+		if v, ok := kv["newrun"]; ok {
+			c.NewRunID = v
+		}
+		for _, p := range pos {
+			switch p.val {
+			case "beginning":
+				c.Point.Kind = ResetBeginning
+			case "beforeExecute":
+				c.Point.BeforeExecute = true
+			case "skip":
+				c.SkipReapply = true
+			}
+		}
+		if v, ok := kv["type"]; ok {
+			c.Point.Kind, c.Point.StepType = ResetStepType, v
+		}
+		if v, ok := kv["exec"]; ok {
+			c.Point.Kind, c.Point.StepExecID = ResetStepExecution, v
+		}
+		if v, ok := kv["time"]; ok {
+			c.Point.Kind, c.Point.Time = ResetEventTime, base.Add(dur(v))
+		}
+		if v, ok := kv["kind"]; ok {
+			c.Point.Kind = ResetPointKind(v)
 		}
 		return c, nil, nil
 	case "stop":
@@ -378,6 +409,11 @@ func (h *harness) rpcCall(call InvokeRPC, kv map[string]string, pos []arg) (Comm
 			c.Staged.Attributes = append(c.Staged.Attributes, AttributeWrite{Name: p.key[5:], Value: val(p.val)})
 		case strings.HasPrefix(p.key, "pub:"):
 			c.Staged.Publishes = append(c.Staged.Publishes, Publish{Channel: p.key[4:], Value: val(p.val)})
+		case strings.HasPrefix(p.key, "event:"):
+			if c.Staged.StagedEvents == nil {
+				c.Staged.StagedEvents = &StagedEvents{}
+			}
+			c.Staged.Events = append(c.Staged.Events, UserEvent{Name: p.key[6:], Value: val(p.val)})
 		case p.key == "goto":
 			st, in, _ := strings.Cut(p.val, ":")
 			c.Movements = append(c.Movements, Movement{StepType: st, Input: val(in)})
@@ -495,11 +531,29 @@ func setOption(o *StepOptions, key, v string) {
 
 // parseWait reads "none" | "until|all|any COND..." plus staged writes.
 // Conditions: timer:10s[#id], ch:NAME:one|n=3|atleast=2|atmost=2|range=1-3[#id].
-func parseWait(pos []arg) (*Wait, Staged) {
+// "combo" is ANY_COMBINATION, with "group=ID,ID" per group (E32);
+// "local:KEY=VAL" writes a step-execution local.
+func parseWait(pos []arg) (*Wait, Staged, map[string]Value) {
 	var w *Wait
 	var staged Staged
+	var locals map[string]Value
 	for _, p := range pos {
 		if parseStaged(p, &staged) {
+			continue
+		}
+		if k, ok := strings.CutPrefix(p.key, "local:"); ok {
+			if locals == nil {
+				locals = map[string]Value{}
+			}
+			locals[k] = val(p.val)
+			continue
+		}
+		if p.key == "group" {
+			w.Groups = append(w.Groups, splitList(p.val))
+			continue
+		}
+		if p.key == "" && p.val == "combo" {
+			w = &Wait{Mode: AnyCombination}
 			continue
 		}
 		word := p.val
@@ -554,7 +608,7 @@ func parseWait(pos []arg) (*Wait, Staged) {
 		}
 		w.Conditions = append(w.Conditions, c)
 	}
-	return w, staged
+	return w, staged, locals
 }
 
 func parseStaged(p arg, s *Staged) bool {
@@ -564,6 +618,13 @@ func parseStaged(p arg, s *Staged) bool {
 	}
 	if k, ok := strings.CutPrefix(p.key, "pub:"); ok {
 		s.Publishes = append(s.Publishes, Publish{Channel: k, Value: val(p.val)})
+		return true
+	}
+	if k, ok := strings.CutPrefix(p.key, "event:"); ok {
+		if s.StagedEvents == nil {
+			s.StagedEvents = &StagedEvents{}
+		}
+		s.Events = append(s.Events, UserEvent{Name: k, Value: val(p.val)})
 		return true
 	}
 	return p.key == "epoch" || p.key == "attempt" || p.key == "run" || p.key == "method"
@@ -598,6 +659,14 @@ func parseDecision(pos []arg) (Decision, Staged) {
 			d.Movements = append(d.Movements, Movement{StepType: st, Input: val(in)})
 		case p.key == "output":
 			d.Output = val(p.val)
+		case p.key == "ifempty":
+			// ifempty=CH,CH output=OUT goto=B:in ...: E32's
+			// ForceCompleteIfChannelsEmpty ("-" for no channel).
+			d.Kind = DecideForceCompleteIfChannelsEmpty
+			d.IfChannelsEmpty = &IfChannelsEmpty{}
+			if p.val != "-" {
+				d.Channels = splitList(p.val)
+			}
 		case p.key == "cancel", p.key == "cancelsib":
 			if d.Cancel == nil {
 				d.Cancel = &CancelSelector{}

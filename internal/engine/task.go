@@ -112,6 +112,9 @@ type Task struct {
 	// last reported (E38).
 	HeartbeatTimeout time.Duration `json:"heartbeatTimeout,omitempty"`
 	HeartbeatDetails *Value        `json:"heartbeatDetails,omitempty"`
+	// Locals are the step-execution locals its WaitFor wrote (Execute,
+	// E32).
+	Locals map[string]Value `json:"locals,omitempty"`
 }
 
 // Task builds the payload of the running attempt that tok names, with the
@@ -145,6 +148,7 @@ func (st *FlowState) Task(tok Token) (Task, error) {
 		t.Results = s.Wait.clone()
 		if s.Wait != nil {
 			t.FiredTimers = s.Wait.FiredTimers()
+			t.Locals = s.Wait.Locals
 		}
 		t.WaitForFailed = s.WaitForFailed
 	}

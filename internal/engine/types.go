@@ -306,11 +306,39 @@ type HeartbeatPolicy struct {
 type Staged struct {
 	Attributes []AttributeWrite `json:"attributes,omitempty"`
 	Publishes  []Publish        `json:"publishes,omitempty"`
+	// *StagedEvents holds the user events the handler recorded (E32),
+	// nil when it recorded none: one pointer, so that Staged (in every
+	// history event) grows by 8 bytes, not 24. Embedded, so "events"
+	// encodes flat; read it through UserEvents, never as a promoted field
+	// (that panics when the pointer is nil).
+	*StagedEvents
+}
+
+// StagedEvents are a handler's user events (E32, RecordEvent): each
+// becomes a USER_EVENT in history after the completion's event.
+type StagedEvents struct {
+	Events []UserEvent `json:"events,omitempty"`
+}
+
+// UserEvents returns the staged user events (E32).
+func (s Staged) UserEvents() []UserEvent {
+	if s.StagedEvents == nil {
+		return nil
+	}
+	return s.Events
 }
 
 // IsZero reports whether s holds no write (empty and nil lists alike, see
 // Value.IsZero).
-func (s Staged) IsZero() bool { return len(s.Attributes) == 0 && len(s.Publishes) == 0 }
+func (s Staged) IsZero() bool {
+	return len(s.Attributes) == 0 && len(s.Publishes) == 0 && len(s.UserEvents()) == 0
+}
+
+// UserEvent is one event a handler recorded into its run's history (E32).
+type UserEvent struct {
+	Name  string `json:"name"`
+	Value Value  `json:"value,omitzero"`
+}
 
 // AttributeWrite sets one attribute (E21).
 type AttributeWrite struct {

@@ -13,6 +13,9 @@ const (
 	Until WaitMode = "UNTIL"  // exactly one condition
 	AllOf WaitMode = "ALL_OF" // every condition
 	AnyOf WaitMode = "ANY_OF" // the first condition satisfied wins
+	// AnyCombination holds once every condition of one of its groups
+	// holds (an OR of ANDs, E32, combination.go).
+	AnyCombination WaitMode = "ANY_COMBINATION"
 )
 
 // Bound is the kind of a channel condition (E17).
@@ -33,6 +36,9 @@ const (
 type Wait struct {
 	Mode       WaitMode    `json:"mode"`
 	Conditions []Condition `json:"conditions,omitempty"`
+	// Groups are an AnyCombination's AND groups, each a list of condition
+	// IDs, in the order they are tried (E32).
+	Groups [][]string `json:"groups,omitempty"`
 }
 
 // Condition is one timer, channel or subflow condition; exactly one of
@@ -70,6 +76,13 @@ const (
 type StoredWait struct {
 	Mode       WaitMode          `json:"mode"`
 	Conditions []StoredCondition `json:"conditions"`
+	// Groups are an AnyCombination's groups as condition indexes (E32).
+	Groups [][]int `json:"groups,omitempty"`
+	// Locals are the step-execution locals the WaitFor wrote, for the
+	// same execution's Execute (E32). They ride on the Wait so that a
+	// step without them pays nothing in StepExec; a WaitFor that wrote
+	// locals but returned no Wait stores a Wait without conditions.
+	Locals map[string]Value `json:"locals,omitempty"`
 }
 
 // StoredCondition is one condition of a stored Wait.
@@ -104,8 +117,11 @@ func (w *StoredWait) Done() bool {
 			n++
 		}
 	}
-	if w.Mode == AllOf {
+	switch w.Mode {
+	case AllOf:
 		return n == len(w.Conditions)
+	case AnyCombination:
+		return w.groupDone() >= 0
 	}
 	return n > 0
 }
@@ -134,7 +150,8 @@ func (w *StoredWait) clone() *StoredWait {
 	if w == nil {
 		return nil
 	}
-	c := &StoredWait{Mode: w.Mode, Conditions: make([]StoredCondition, len(w.Conditions))}
+	// Groups and Locals are never changed once stored: clones share them.
+	c := &StoredWait{Mode: w.Mode, Conditions: make([]StoredCondition, len(w.Conditions)), Groups: w.Groups, Locals: w.Locals}
 	copy(c.Conditions, w.Conditions)
 	for i := range c.Conditions {
 		c.Conditions[i].Messages = clip(c.Conditions[i].Messages)
@@ -152,6 +169,9 @@ func (w *Wait) isEmpty() bool { return w == nil || len(w.Conditions) == 0 }
 // validateWait checks a worker's Wait; channelOK says whether a channel name
 // is declared. The error names the offending field below field.
 func validateWait(field string, w *Wait, channelOK func(string) bool) error {
+	if w != nil && w.Mode == AnyCombination && len(w.Conditions) == 0 {
+		return invalidArg(field+".conditions", "ANY_COMBINATION needs at least one condition")
+	}
 	if w.isEmpty() {
 		return nil
 	}
@@ -161,6 +181,13 @@ func validateWait(field string, w *Wait, channelOK func(string) bool) error {
 			return invalidArg(field+".conditions", "UNTIL takes exactly one condition, got %d", len(w.Conditions))
 		}
 	case AllOf, AnyOf:
+		if len(w.Groups) > 0 {
+			return invalidArg(field+".groups", "only ANY_COMBINATION takes groups")
+		}
+	case AnyCombination:
+		if err := validateGroups(field, w); err != nil {
+			return err
+		}
 	default:
 		return invalidArg(field+".mode", "unknown mode %q", w.Mode)
 	}
@@ -237,6 +264,9 @@ func channelBounds(c *ChannelCondition) (lo, hi int, err error) {
 // absolute from now (E15).
 func storeWait(w *Wait, now time.Time) *StoredWait {
 	sw := &StoredWait{Mode: w.Mode, Conditions: make([]StoredCondition, len(w.Conditions))}
+	if w.Mode == AnyCombination {
+		sw.Groups = groupIndexes(w)
+	}
 	timers, subflows := 0, 0
 	for i, c := range w.Conditions {
 		sc := StoredCondition{ID: c.ID, TimerIndex: -1}

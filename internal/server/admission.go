@@ -64,6 +64,7 @@ var newWork = map[string]string{
 	dexpb.FlowService_SetAttributes_FullMethodName:    "SetAttributes",
 	dexpb.FlowService_InvokeRPC_FullMethodName:        "InvokeRPC",
 	dexpb.FlowService_SkipTimer_FullMethodName:        "SkipTimer",
+	dexpb.FlowService_ResetFlow_FullMethodName:        "ResetFlow",
 }
 
 // admit is the unary interceptor that asks the serving backend to admit

@@ -52,6 +52,9 @@ var Permissions = map[string]auth.Permission{
 	dexpb.FlowService_SetAttributes_FullMethodName:    auth.Client,
 	dexpb.FlowService_InvokeRPC_FullMethodName:        auth.Client,
 	dexpb.FlowService_SkipTimer_FullMethodName:        auth.Client,
+	// A reset (E37) is a flow write like a stop: operators call it with
+	// the client role.
+	dexpb.FlowService_ResetFlow_FullMethodName: auth.Client,
 
 	dexpb.WorkerTaskService_PollWorkerTask_FullMethodName: auth.Worker,
 

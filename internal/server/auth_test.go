@@ -72,6 +72,7 @@ var wantPermission = map[string]auth.Permission{
 	"/dex.FlowService/SetAttributes":         auth.Client,
 	"/dex.FlowService/InvokeRPC":             auth.Client,
 	"/dex.FlowService/SkipTimer":             auth.Client,
+	"/dex.FlowService/ResetFlow":             auth.Client,
 	"/dex.WorkerTaskService/PollWorkerTask":  auth.Worker,
 	"/dex.AdminService/Describe":             auth.Admin,
 	"/dex.AdminService/StepDown":             auth.Admin,

@@ -76,6 +76,12 @@ func historyOut(st *engine.FlowState, ev engine.HistoryEvent) *dexpb.HistoryEven
 		out.Event = &dexpb.HistoryEvent_FlowClosed{FlowClosed: e}
 	case engine.EventSubFlowCompleted:
 		out.Event = subFlowEventOut(ev)
+	case engine.EventUser:
+		e := &dexpb.UserEventRecorded{StepType: ev.StepType, StepExecutionId: ev.StepExecID, RpcName: ev.RPC}
+		if evs := ev.Staged.UserEvents(); len(evs) > 0 {
+			e.Name, e.Value = evs[0].Name, valueOut(evs[0].Value)
+		}
+		out.Event = &dexpb.HistoryEvent_User{User: e}
 	}
 	return out
 }
@@ -95,6 +101,7 @@ func flowStartedOut(st *engine.FlowState, s *engine.StartInfo) *dexpb.FlowStarte
 	out.StartDelay = durOut(s.StartDelay)
 	out.RetryAttempt, out.RetriedRunId = uint32(s.RetryAttempt), s.RetriedRunID // E34
 	out.TerminatedRunId = s.TerminatedRunID
+	out.ResetInfo = resetInfoOut(s.Reset) // E37
 	return out
 }
 
@@ -160,8 +167,10 @@ func publishesOut(ps []engine.Publish) []*dexpb.ChannelPublish {
 	return out
 }
 
+// stagedOut renders a completion's writes; its user events are USER_EVENT
+// events of their own (E32).
 func stagedOut(s engine.Staged) *dexpb.StagedWrites {
-	if s.IsZero() {
+	if len(s.Attributes) == 0 && len(s.Publishes) == 0 {
 		return nil
 	}
 	return &dexpb.StagedWrites{AttributeWrites: attributeWritesOut(s.Attributes), ChannelPublishes: publishesOut(s.Publishes)}
@@ -190,6 +199,10 @@ func decisionKindOut(d *engine.Decision) *dexpb.StepDecision {
 		return &dexpb.StepDecision{Decision: &dexpb.StepDecision_ForceFail{ForceFail: &dexpb.ForceFail{Reason: d.Reason}}}
 	case engine.DecideDeadEnd:
 		return &dexpb.StepDecision{Decision: &dexpb.StepDecision_DeadEnd{DeadEnd: &dexpb.DeadEnd{}}}
+	case engine.DecideForceCompleteIfChannelsEmpty:
+		return &dexpb.StepDecision{Decision: &dexpb.StepDecision_ForceCompleteIfChannelsEmpty{
+			ForceCompleteIfChannelsEmpty: &dexpb.ForceCompleteIfChannelsEmpty{Output: valueOut(d.Output), Channels: d.CloseIfEmpty().Channels,
+				Fallback: movementsOut(d.Movements), ChannelsEmpty: d.CloseIfEmpty().ChannelsEmpty}}}
 	}
 	return nil
 }

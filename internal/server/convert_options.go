@@ -204,6 +204,18 @@ func decisionKindIn(d *dexpb.StepDecision) (engine.Decision, error) {
 		return engine.Decision{Kind: engine.DecideForceFail, Reason: d.ForceFail.GetReason()}, nil
 	case *dexpb.StepDecision_DeadEnd:
 		return engine.Decision{Kind: engine.DecideDeadEnd}, nil
+	case *dexpb.StepDecision_ForceCompleteIfChannelsEmpty:
+		c := d.ForceCompleteIfChannelsEmpty
+		out, err := valueIn("decision.forceCompleteIfChannelsEmpty.output", c.GetOutput())
+		if err != nil {
+			return engine.Decision{}, err
+		}
+		ms, err := movementsIn("decision.forceCompleteIfChannelsEmpty.fallback", c.GetFallback())
+		if err != nil {
+			return engine.Decision{}, err
+		}
+		return engine.Decision{Kind: engine.DecideForceCompleteIfChannelsEmpty, Output: out, Movements: ms,
+			IfChannelsEmpty: &engine.IfChannelsEmpty{Channels: c.GetChannels()}}, nil
 	default:
 		return engine.Decision{}, argError("decision", "exactly one decision must be set")
 	}

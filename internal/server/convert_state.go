@@ -122,7 +122,8 @@ func outputsOut(st *engine.FlowState) []*dexpb.StepOutput {
 		so := &dexpb.StepOutput{StepType: o.StepType, StepExecutionId: o.StepExecID, Output: valueOut(o.Value)}
 		for _, ev := range st.History {
 			if ev.Type == engine.EventExecuteCompleted && ev.StepExecID == o.StepExecID {
-				so.ForceComplete = ev.Decision != nil && ev.Decision.Kind == engine.DecideForceComplete
+				so.ForceComplete = ev.Decision != nil && (ev.Decision.Kind == engine.DecideForceComplete ||
+					ev.Decision.Kind == engine.DecideForceCompleteIfChannelsEmpty && ev.Decision.CloseIfEmpty().ChannelsEmpty)
 				so.Time = tsOut(ev.At)
 			}
 		}
@@ -151,7 +152,7 @@ func phaseOut(p engine.Phase) dexpb.StepPhase {
 // flowStateOut renders the live state of a run (E14, E26, W5).
 func flowStateOut(st *engine.FlowState, info TaskInfo, maxMessages int, now time.Time) *dexpb.FlowState {
 	out := &dexpb.FlowState{Summary: fullSummaryOut(st), Attributes: attributesOut(st.Attributes, nil), Outputs: outputsOut(st),
-		RetryRunId: st.RetryRunID()}
+		RetryRunId: st.RetryRunID(), ResetRunId: st.ResetRunID(), ResetFromRunId: resetFromRunID(st)}
 	for _, s := range st.Steps {
 		out.StepExecutions = append(out.StepExecutions, stepOut(st, s, info, now))
 	}
@@ -216,6 +217,7 @@ func taskOut(t *engine.Task) *dexpb.Task {
 	if t.HeartbeatDetails != nil {
 		out.HeartbeatDetails = valueOut(*t.HeartbeatDetails)
 	}
+	out.Locals = localsOut(t.Locals)
 	if t.Method == engine.MethodRPC {
 		out.Attempt = 1
 	} else {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -126,7 +127,15 @@ func stagedIn(field string, w *dexpb.StagedWrites) (engine.Staged, error) {
 	if err != nil {
 		return engine.Staged{}, err
 	}
-	return engine.Staged{Attributes: as, Publishes: ps}, nil
+	evs, err := eventsIn(field+".events", w.GetEvents())
+	if err != nil {
+		return engine.Staged{}, err
+	}
+	out := engine.Staged{Attributes: as, Publishes: ps}
+	if len(evs) > 0 {
+		out.StagedEvents = &engine.StagedEvents{Events: evs}
+	}
+	return out, nil
 }
 
 // optDuration converts an optional protobuf duration; negative is invalid.
@@ -211,4 +220,54 @@ func flowTimeoutIn(prefix string, d *durationpb.Duration, p dexpb.FlowTimeoutPol
 		return t, engine.TimeoutRunHandler, nil // E34: the engine checks the handler
 	}
 	return 0, "", argError(prefix+"flowTimeoutPolicy", "unknown value %d", p)
+}
+
+// localsIn converts a WaitFor's step-execution locals (E32); a key given
+// twice is invalid. The engine checks their limits.
+func localsIn(field string, ls []*dexpb.StepLocal) (map[string]engine.Value, error) {
+	if len(ls) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]engine.Value, len(ls))
+	for i, l := range ls {
+		f := fmt.Sprintf("%s[%d]", field, i)
+		if _, dup := out[l.GetKey()]; dup {
+			return nil, argError(f+".key", "local %q is given twice", l.GetKey())
+		}
+		v, err := valueIn(f+".value", l.GetValue())
+		if err != nil {
+			return nil, err
+		}
+		out[l.GetKey()] = v
+	}
+	return out, nil
+}
+
+// localsOut renders an Execute task's locals, sorted by key.
+func localsOut(ls map[string]engine.Value) []*dexpb.StepLocal {
+	if len(ls) == 0 {
+		return nil
+	}
+	keys := slices.Sorted(maps.Keys(ls))
+	out := make([]*dexpb.StepLocal, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, &dexpb.StepLocal{Key: k, Value: valueOut(ls[k])})
+	}
+	return out
+}
+
+// eventsIn converts a handler's user events (E32).
+func eventsIn(field string, evs []*dexpb.UserEvent) ([]engine.UserEvent, error) {
+	if len(evs) == 0 {
+		return nil, nil
+	}
+	out := make([]engine.UserEvent, 0, len(evs))
+	for i, ev := range evs {
+		v, err := valueIn(fmt.Sprintf("%s[%d].value", field, i), ev.GetValue())
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, engine.UserEvent{Name: ev.GetName(), Value: v})
+	}
+	return out, nil
 }

@@ -14,6 +14,7 @@ import (
 func waitIn(w *dexpb.Wait) (*engine.Wait, error) {
 	var mode engine.WaitMode
 	var conds []*dexpb.WaitCondition
+	var groups [][]string
 	switch k := w.GetKind().(type) {
 	case nil:
 		return nil, nil
@@ -26,8 +27,17 @@ func waitIn(w *dexpb.Wait) (*engine.Wait, error) {
 		if len(conds) == 0 {
 			return nil, argError("wait.anyOf.conditions", "must not be empty")
 		}
+	case *dexpb.Wait_AnyCombinationOf:
+		mode, conds = engine.AnyCombination, k.AnyCombinationOf.GetConditions()
+		if len(conds) == 0 {
+			return nil, argError("wait.anyCombinationOf.conditions", "must not be empty")
+		}
+		groups = make([][]string, 0, len(k.AnyCombinationOf.GetGroups()))
+		for _, g := range k.AnyCombinationOf.GetGroups() {
+			groups = append(groups, g.GetConditionIds())
+		}
 	}
-	out := &engine.Wait{Mode: mode}
+	out := &engine.Wait{Mode: mode, Groups: groups}
 	for i, c := range conds {
 		ec := engine.Condition{ID: c.GetId()}
 		switch k := c.GetCondition().(type) {
@@ -82,7 +92,7 @@ func channelCondIn(field string, c *dexpb.ChannelCondition) (*engine.ChannelCond
 // durations are not kept by the engine (only absolute fire times, which
 // WaitState carries), so timer conditions come back without a duration.
 func waitOut(w *engine.StoredWait) *dexpb.Wait {
-	if w == nil {
+	if w == nil || len(w.Conditions) == 0 {
 		return nil
 	}
 	conds := make([]*dexpb.WaitCondition, 0, len(w.Conditions))
@@ -99,6 +109,18 @@ func waitOut(w *engine.StoredWait) *dexpb.Wait {
 		conds = append(conds, wc)
 	}
 	switch w.Mode {
+	case engine.AnyCombination:
+		wc := &dexpb.WaitCombinations{Conditions: conds}
+		for _, g := range w.Groups {
+			ids := make([]string, 0, len(g))
+			for _, i := range g {
+				if i >= 0 && i < len(w.Conditions) {
+					ids = append(ids, w.Conditions[i].ID)
+				}
+			}
+			wc.Groups = append(wc.Groups, &dexpb.ConditionGroup{ConditionIds: ids})
+		}
+		return &dexpb.Wait{Kind: &dexpb.Wait_AnyCombinationOf{AnyCombinationOf: wc}}
 	case engine.Until:
 		if len(conds) == 1 {
 			return &dexpb.Wait{Kind: &dexpb.Wait_Until{Until: conds[0]}}
@@ -132,6 +154,10 @@ func resultsOut(w *engine.StoredWait) *dexpb.ConditionResults {
 		return nil
 	}
 	out := &dexpb.ConditionResults{}
+	if g := w.Winner(); g >= 0 {
+		wg := uint32(g) //nolint:gosec // a group index
+		out.WinningGroup = &wg
+	}
 	ch := 0
 	for _, c := range w.Conditions {
 		if c.Kind == engine.CondTimer {
@@ -155,7 +181,7 @@ func resultsOut(w *engine.StoredWait) *dexpb.ConditionResults {
 
 // waitStateOut renders a stored Wait with the state of its conditions.
 func waitStateOut(w *engine.StoredWait) *dexpb.WaitState {
-	if w == nil {
+	if w == nil || len(w.Conditions) == 0 { // no Wait (a Wait holding only locals, E32)
 		return nil
 	}
 	done := w.Done()

@@ -71,6 +71,11 @@ func (l Local) StopFlow(ctx context.Context, req *dexpb.StopFlowRequest) (*dexpb
 	return call(ctx, l, dexpb.FlowService_StopFlow_FullMethodName, req, l.flows().StopFlow)
 }
 
+// ResetFlow is FlowService.ResetFlow (E37).
+func (l Local) ResetFlow(ctx context.Context, req *dexpb.ResetFlowRequest) (*dexpb.ResetFlowResponse, error) {
+	return call(ctx, l, dexpb.FlowService_ResetFlow_FullMethodName, req, l.flows().ResetFlow)
+}
+
 // SkipTimer is FlowService.SkipTimer.
 func (l Local) SkipTimer(ctx context.Context, req *dexpb.SkipTimerRequest) (*dexpb.SkipTimerResponse, error) {
 	return call(ctx, l, dexpb.FlowService_SkipTimer_FullMethodName, req, l.flows().SkipTimer)

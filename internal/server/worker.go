@@ -243,7 +243,11 @@ func resultIn(tok engine.Token, r *dexpb.TaskResult) (engine.Command, error) {
 		if err != nil {
 			return nil, err
 		}
-		return engine.WaitForResult{Token: tok, Wait: wait, Staged: staged}, nil
+		locals, err := localsIn("waitFor.locals", res.WaitFor.GetLocals())
+		if err != nil {
+			return nil, err
+		}
+		return engine.WaitForResult{Token: tok, Wait: wait, Staged: staged, Locals: locals}, nil
 	case *dexpb.TaskResult_Execute:
 		if tok.Method != engine.MethodExecute {
 			break

@@ -325,6 +325,17 @@ func (c *Core) declared(s engine.StartFlow, checked *engine.FlowDefinition) engi
 
 // Command implements server.Backend.
 func (c *Core) Command(ctx context.Context, flowID string, cmd engine.Command) (server.CommandResult, error) {
+	if r, ok := cmd.(engine.ResetFlow); ok {
+		// E37: the new run's ID, and the declaration known now (the
+		// fixed worker's) for the new run.
+		r.NewRunID = newRunID()
+		if st, err := c.cfg.Store.Flow(flowID); err == nil && st != nil {
+			if decl, ok := c.defs.get(st.FlowType); ok {
+				r.Definition, r.Config = decl.Definition, decl.Defaults
+			}
+		}
+		cmd = r
+	}
 	if err := c.refusedBeforeObjects(flowID, cmd); err != nil {
 		return server.CommandResult{}, err
 	}

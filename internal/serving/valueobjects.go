@@ -285,7 +285,7 @@ func valueBytes(x any) (n int, ok bool) {
 			return 0, false
 		}
 		return staged(c.Staged), true
-	case engine.TaskFailed, engine.StopFlow, engine.SkipTimer:
+	case engine.TaskFailed, engine.StopFlow, engine.SkipTimer, engine.ResetFlow:
 		return 0, true
 	}
 	return 0, false

@@ -30,7 +30,8 @@ const retryWaiters = time.Second
 // waits for the latest run as of the call and follows its flow retries
 // (E34): a failed run that the flow retry policy retried is not the end of
 // the flow, so the call waits for the retry run, and so on. A call that
-// names a run answers that run's close.
+// names a run answers that run's close. A reset (E37) is followed the
+// same way: the run a reset closed continues in its reset run.
 func (c *Core) WaitForFlow(ctx context.Context, flowID, runID string) (*engine.FlowState, error) {
 	follow := runID == ""
 	counted := false
@@ -57,9 +58,9 @@ func (c *Core) WaitForFlow(ctx context.Context, flowID, runID string) (*engine.F
 			return nil, err
 		}
 		runID = st.RunID // wait for the latest run as of the call
-		if !st.Running() && follow && st.RetryRunID() != "" {
+		if !st.Running() && follow && st.NextRunID() != "" {
 			c.waiters.release(flowID, ch)
-			runID = st.RetryRunID() // E34: the retry is in the same batch
+			runID = st.NextRunID() // E34, E37: the retry or reset run is in the same batch
 			continue
 		}
 		if !st.Running() {

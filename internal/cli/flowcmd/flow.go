@@ -29,7 +29,7 @@ func New(env *session.Env) *cobra.Command {
 		flowStartCmd(env), flowStopCmd(env), flowDescribeCmd(env), flowStateCmd(env),
 		flowHistoryCmd(env), flowListCmd(env), flowPublishCmd(env), flowWaitCmd(env),
 		flowRPCCmd(env), flowSkipTimerCmd(env), flowGetAttrsCmd(env), flowSetAttrsCmd(env), flowSearchCmd(env),
-		flowWaitStepCmd(env), flowWaitAttributeCmd(env),
+		flowWaitStepCmd(env), flowWaitAttributeCmd(env), flowResetCmd(env),
 	)
 	return g
 }

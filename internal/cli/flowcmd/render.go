@@ -120,6 +120,21 @@ func stateText(w io.Writer, st *dexpb.FlowState) error {
 	if err := summaryText(w, st.GetSummary()); err != nil {
 		return err
 	}
+	var links []string // E34, E37
+	if id := st.GetRetryRunId(); id != "" {
+		links = append(links, "Retried by run", id)
+	}
+	if id := st.GetResetFromRunId(); id != "" {
+		links = append(links, "Reset from run", id)
+	}
+	if id := st.GetResetRunId(); id != "" {
+		links = append(links, "Reset to run", id)
+	}
+	if len(links) > 0 {
+		if err := output.KeyValues(w, links...); err != nil {
+			return err
+		}
+	}
 	fmt.Fprintf(w, "\nSteps (%d active):\n", len(st.GetStepExecutions()))
 	for _, x := range st.GetStepExecutions() {
 		stepText(w, x)
@@ -231,6 +246,12 @@ func waitText(w *dexpb.Wait) string {
 		return "allOf(" + conds(k.AllOf.GetConditions()) + ")"
 	case *dexpb.Wait_AnyOf:
 		return "anyOf(" + conds(k.AnyOf.GetConditions()) + ")"
+	case *dexpb.Wait_AnyCombinationOf:
+		gs := make([]string, 0, len(k.AnyCombinationOf.GetGroups()))
+		for _, g := range k.AnyCombinationOf.GetGroups() {
+			gs = append(gs, "["+strings.Join(g.GetConditionIds(), ", ")+"]")
+		}
+		return "anyCombinationOf(" + conds(k.AnyCombinationOf.GetConditions()) + "; groups " + strings.Join(gs, " or ") + ")"
 	}
 	return "nothing"
 }
@@ -326,6 +347,13 @@ func eventText(e *dexpb.HistoryEvent) (kind, details string) {
 		if x.GetRequestId() != "" {
 			parts = append(parts, "request "+x.GetRequestId())
 		}
+		if r := x.GetResetInfo(); r != nil { // E37
+			p := fmt.Sprintf("reset from run %s (before event %d)", r.GetResetRunId(), r.GetPointEventId())
+			if r.GetReason() != "" {
+				p += ": " + r.GetReason()
+			}
+			parts = append(parts, p)
+		}
 		return "FlowStarted", strings.Join(parts, "; ")
 	case *dexpb.HistoryEvent_WaitForCompleted:
 		x := ev.WaitForCompleted
@@ -368,6 +396,13 @@ func eventText(e *dexpb.HistoryEvent) (kind, details string) {
 			scope = "as a sibling"
 		}
 		return "StepCanceled", fmt.Sprintf("%s canceled %s by %s", x.GetStepExecutionId(), scope, x.GetCausedBy())
+	case *dexpb.HistoryEvent_User:
+		x := ev.User
+		by := x.GetStepExecutionId()
+		if by == "" {
+			by = "rpc:" + x.GetRpcName()
+		}
+		return "UserEvent", fmt.Sprintf("%s: %s = %s", by, x.GetName(), output.ValueText(x.GetValue()))
 	case *dexpb.HistoryEvent_FlowClosed:
 		x := ev.FlowClosed
 		s := output.EnumText(x.GetStatus())
@@ -420,6 +455,14 @@ func decisionKindText(d *dexpb.StepDecision, ids []string) string {
 		return fmt.Sprintf("forceFail %q", k.ForceFail.GetReason())
 	case *dexpb.StepDecision_DeadEnd:
 		return "deadEnd"
+	case *dexpb.StepDecision_ForceCompleteIfChannelsEmpty:
+		c := k.ForceCompleteIfChannelsEmpty
+		if c.GetChannelsEmpty() {
+			return fmt.Sprintf("forceCompleteIfChannelsEmpty(%s): empty, completed, output %s",
+				strings.Join(c.GetChannels(), ", "), output.ValueText(c.GetOutput()))
+		}
+		return fmt.Sprintf("forceCompleteIfChannelsEmpty(%s): not empty, fallback %s",
+			strings.Join(c.GetChannels(), ", "), movementsText(c.GetFallback(), ids))
 	}
 	return "no decision"
 }

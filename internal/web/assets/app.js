@@ -556,7 +556,7 @@ function decisionSummary(e) {
 
 function eventKind(ev) {
   for (const k of ["flowStarted", "waitForCompleted", "waitForFailed", "executeCompleted", "executeFailed", "rpcCompleted",
-    "channelPublished", "attributesSet", "timerSkipped", "subFlowCompleted", "stepCanceled", "flowClosed"]) if (ev[k]) return k;
+    "channelPublished", "attributesSet", "timerSkipped", "subFlowCompleted", "stepCanceled", "flowClosed", "user"]) if (ev[k]) return k;
   return "unknown";
 }
 function eventExec(ev) {
@@ -640,6 +640,7 @@ function runPage(main, id) {
       const ex = exid && g.ex.get(exid);
       timeline.append(h("li", { id: "ev-" + ev.eventId, "data-exec": exid || "" },
         h("span", { class: "mono" }, "#" + ev.eventId), " ", timeEl(ev.time), " ", h("strong", {}, k),
+        k === "user" ? [" ", h("span", { class: "mono" }, ev.user.name || "")] : "",
         ex ? [" ", h("a", { href: "#", onclick: (e) => { e.preventDefault(); gr.select(exid + (k.startsWith("waitFor") ? "/wf" : "/exe")); } }, ex.stepType)] : "",
         k === "subFlowCompleted" && ev.subFlowCompleted.result ? [" · child ", h("a", { href: "/flows/" + encodeURIComponent(ev.subFlowCompleted.result.flowId || "") +
           (ev.subFlowCompleted.result.runId ? "?runId=" + encodeURIComponent(ev.subFlowCompleted.result.runId) : "") }, ev.subFlowCompleted.result.flowId || ""), " ", badge(ev.subFlowCompleted.result.status)] : "",
