@@ -439,6 +439,56 @@ func (s *Server) setAttribute(w http.ResponseWriter, r *http.Request) {
 	}, "name", in.Name)
 }
 
+// resetIn is the body of a reset (E37): the run, and one point: the
+// beginning, before the first execution of a step type, or before a step
+// execution's WaitFor (or its Execute).
+type resetIn struct {
+	RunID           string `json:"runId"`
+	Point           string `json:"point"` // beginning, stepType, stepExecution
+	StepType        string `json:"stepType"`
+	StepExecutionID string `json:"stepExecutionId"`
+	BeforeExecute   bool   `json:"beforeExecute"`
+	SkipReapply     bool   `json:"skipReapply"`
+	Reason          string `json:"reason"`
+}
+
+// resetPoint converts the body's point.
+func resetPoint(in resetIn) (*dexpb.ResetPoint, error) {
+	switch in.Point {
+	case "beginning":
+		return &dexpb.ResetPoint{Point: &dexpb.ResetPoint_Beginning{Beginning: true}}, nil
+	case "stepType":
+		if in.StepType == "" {
+			return nil, status.Error(codes.InvalidArgument, "stepType: must name a step type for point stepType")
+		}
+		return &dexpb.ResetPoint{Point: &dexpb.ResetPoint_StepType{StepType: in.StepType}}, nil
+	case "stepExecution":
+		if in.StepExecutionID == "" {
+			return nil, status.Error(codes.InvalidArgument, "stepExecutionId: must name a step execution for point stepExecution")
+		}
+		return &dexpb.ResetPoint{Point: &dexpb.ResetPoint_StepExecution{StepExecution: &dexpb.StepExecutionPoint{
+			StepExecutionId: in.StepExecutionID, BeforeExecute: in.BeforeExecute}}}, nil
+	}
+	return nil, status.Errorf(codes.InvalidArgument, "point: must be beginning, stepType or stepExecution, got %q", in.Point)
+}
+
+func (s *Server) resetFlow(w http.ResponseWriter, r *http.Request) {
+	var in resetIn
+	api, ok := s.action(w, r, dexpb.FlowService_ResetFlow_FullMethodName, &in)
+	if !ok {
+		return
+	}
+	p, err := resetPoint(in)
+	if err != nil {
+		writeCallError(w, err)
+		return
+	}
+	answer(s, w, r, "reset", func(ctx context.Context) (*dexpb.ResetFlowResponse, error) {
+		return api.ResetFlow(ctx, &dexpb.ResetFlowRequest{FlowId: r.PathValue("id"), RunId: in.RunID, Point: p,
+			SkipReapply: in.SkipReapply, Reason: in.Reason})
+	}, "runId", in.RunID, "point", in.Point, "stepType", in.StepType, "stepExecutionId", in.StepExecutionID)
+}
+
 // logAction logs an action taken in the UI, with who took it.
 func (s *Server) logAction(r *http.Request, what string, args ...any) {
 	_, a := s.node.API()

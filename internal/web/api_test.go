@@ -10,6 +10,9 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/dexzd/dexzd/api/dexpb"
 )
 
 // The flows page's filters and search field become one SearchFlows
@@ -80,6 +83,36 @@ func TestURL(t *testing.T) {
 		}
 		if got := URL(a); got != want {
 			t.Errorf("URL(%s) = %s, want %s", addr, got, want)
+		}
+	}
+}
+
+// A reset's point is one of three, with what it needs; others are refused
+// naming the field.
+func TestResetPoint(t *testing.T) {
+	for _, tc := range []struct {
+		in    resetIn
+		want  *dexpb.ResetPoint
+		field string // of the error
+	}{
+		{in: resetIn{Point: "beginning"}, want: &dexpb.ResetPoint{Point: &dexpb.ResetPoint_Beginning{Beginning: true}}},
+		{in: resetIn{Point: "stepType", StepType: "Charge"}, want: &dexpb.ResetPoint{Point: &dexpb.ResetPoint_StepType{StepType: "Charge"}}},
+		{in: resetIn{Point: "stepExecution", StepExecutionID: "Charge-1", BeforeExecute: true}, want: &dexpb.ResetPoint{
+			Point: &dexpb.ResetPoint_StepExecution{StepExecution: &dexpb.StepExecutionPoint{StepExecutionId: "Charge-1", BeforeExecute: true}}}},
+		{in: resetIn{Point: "stepType"}, field: "stepType"},
+		{in: resetIn{Point: "stepExecution"}, field: "stepExecutionId"},
+		{in: resetIn{Point: "yesterday"}, field: "point"},
+		{in: resetIn{}, field: "point"},
+	} {
+		p, err := resetPoint(tc.in)
+		if tc.field != "" {
+			if status.Code(err) != codes.InvalidArgument || !strings.HasPrefix(status.Convert(err).Message(), tc.field+":") {
+				t.Errorf("%+v: err %v, want INVALID_ARGUMENT naming %s", tc.in, err, tc.field)
+			}
+			continue
+		}
+		if err != nil || !proto.Equal(p, tc.want) {
+			t.Errorf("%+v: got %v, %v, want %v", tc.in, p, err, tc.want)
 		}
 	}
 }

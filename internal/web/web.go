@@ -30,6 +30,7 @@ type API interface {
 	SkipTimer(context.Context, *dexpb.SkipTimerRequest) (*dexpb.SkipTimerResponse, error)
 	PublishToChannel(context.Context, *dexpb.PublishToChannelRequest) (*dexpb.PublishToChannelResponse, error)
 	SetAttributes(context.Context, *dexpb.SetAttributesRequest) (*dexpb.SetAttributesResponse, error)
+	ResetFlow(context.Context, *dexpb.ResetFlowRequest) (*dexpb.ResetFlowResponse, error)
 }
 
 // Node is the process the UI shows (package node implements it).
@@ -162,6 +163,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /api/flows/{id}/skip-timer", s.skipTimer)
 	mux.HandleFunc("POST /api/flows/{id}/publish", s.publish)
 	mux.HandleFunc("POST /api/flows/{id}/attributes", s.setAttribute)
+	mux.HandleFunc("POST /api/flows/{id}/reset", s.resetFlow)
 	return headers(mux)
 }
 

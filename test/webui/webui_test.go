@@ -555,6 +555,36 @@ func TestUI_DevServer(t *testing.T) {
 	b.waitText("#flow-status", "completed")
 	b.waitText("#live-state", `"outcome": "timed-out"`)
 
+	// Reset (E37) a closed run to a step type: the confirmation names the
+	// run and the point; the new run's page opens, linked both ways.
+	b.do(chromedp.Navigate(base + "/flows/order-43"))
+	b.waitText("#flow-status", "completed")
+	oldRun := b.text("#run-id")
+	b.do(chromedp.WaitVisible(chromedp.CSS("#reset-form")), chromedp.SetValue(chromedp.CSS("#reset-point"), "stepType"))
+	eval[bool](b, `document.getElementById("reset-point").dispatchEvent(new Event("change"))`)
+	if dis := eval[bool](b, `document.getElementById("reset-step-type").disabled`); dis {
+		t.Fatal("choosing the point a step type leaves the step type disabled")
+	}
+	b.do(chromedp.SetValue(chromedp.CSS("#reset-step-type"), "Charge"), chromedp.SetValue(chromedp.CSS("#reset-reason"), "card fixed"),
+		chromedp.Click(chromedp.CSS("#reset-btn")), chromedp.WaitVisible(chromedp.CSS("#confirm")))
+	if s := b.text("#confirm-text"); !strings.Contains(s, "Reset run "+oldRun+" of flow order-43") || !strings.Contains(s, "step type Charge") {
+		t.Fatalf("the reset confirmation reads %q", s)
+	}
+	b.screenshot("run-reset.png")
+	b.do(chromedp.Click(chromedp.CSS("#confirm-ok")))
+	b.waitText("#reset-from", oldRun[:12])
+	if newRun := b.text("#run-id"); newRun == oldRun || newRun == "" {
+		t.Fatalf("after the reset the page shows run %q, want a new run (the old one is %s)", newRun, oldRun)
+	}
+	// The new run starts at Charge: its graph has no Reserve.
+	b.do(chromedp.WaitVisible(chromedp.CSS(`svg.graph .node[aria-label^="Charge Execute"]`)))
+	if n := eval[int](b, `document.querySelectorAll('svg.graph .node[aria-label^="Reserve "]').length`); n != 0 {
+		t.Fatalf("the reset run's graph has %d Reserve nodes, want none", n)
+	}
+	b.do(chromedp.Navigate(base + "/flows/order-43?runId=" + oldRun))
+	b.waitText("#reset-to", "")
+	b.waitText("#actions", "This run was reset")
+
 	// The run page of a 200-step flow renders within a second: the page
 	// records the time from the navigation's start to the first frame
 	// with the graph (performance.now in a requestAnimationFrame after

@@ -654,6 +654,8 @@ function runPage(main, id) {
       h("h1", {}, "Flow ", h("span", { class: "mono", id: "flow-id" }, id), " ", h("span", { id: "flow-status" }, badge(sum.status))),
       h("p", { class: "muted" }, `type ${sum.flowType} · run `, h("span", { class: "mono", id: "run-id" }, run), " · started ", timeEl(sum.startTime),
         sum.closeTime ? [" · closed ", timeEl(sum.closeTime)] : "",
+        st.resetFromRunId ? [" · reset from run ", h("a", { id: "reset-from", class: "mono", href: `/flows/${encodeURIComponent(id)}?runId=${encodeURIComponent(st.resetFromRunId)}` }, short(st.resetFromRunId))] : "",
+        st.resetRunId ? [" · reset to run ", h("a", { id: "reset-to", class: "mono", href: `/flows/${encodeURIComponent(id)}?runId=${encodeURIComponent(st.resetRunId)}` }, short(st.resetRunId))] : "",
         sum.parentFlowId ? [" · subflow of ", h("a", { href: "/flows/" + encodeURIComponent(sum.parentFlowId), id: "parent-link", class: "mono" }, sum.parentFlowId)] : ""),
       err ? h("div", { class: "failure", id: "flow-error" }, h("strong", {}, (err.type || "").replace("FLOW_ERROR_TYPE_", "").toLowerCase()), " ", err.message || "",
         err.lastAttemptFailure && err.lastAttemptFailure.stack ? h("pre", {}, err.lastAttemptFailure.stack) : "") : "",
@@ -664,7 +666,7 @@ function runPage(main, id) {
             h("span", {}, h("i", { class: "l-canceled" }), "canceled")),
           h("div", { class: "graphbox" }, gr.svg), detail),
         h("section", { "aria-labelledby": "state-h" }, h("h2", { id: "state-h" }, "Live state"), liveState(st, run, id, g),
-          h("h2", {}, "Actions"), actions(st, id, run))),
+          h("h2", {}, "Actions"), actions(st, id, run, g))),
       h("section", { class: "timeline", "aria-labelledby": "tl-h" }, h("h2", { id: "tl-h" }, `Timeline (${r.history.length} events)`), timeline));
     return gr;
   }
@@ -747,10 +749,10 @@ function timersOf(se, id, run) {
     })));
 }
 
-function actions(st, id, run) {
+function actions(st, id, run, g) {
   const sum = st.summary || {};
   if (!canAct()) return h("p", { class: "muted" }, "Sign in with a token of role client to act on this run.");
-  if (statusName(sum.status) !== "RUNNING") return h("p", { class: "muted" }, "The run is closed.");
+  if (statusName(sum.status) !== "RUNNING") return h("div", { id: "actions" }, h("p", { class: "muted" }, "The run is closed."), resetForm(st, id, run, g));
   const post = async (path, body, what, done) => {
     if (!await confirmAction(`${what} — run ${run} of flow ${id}?`)) return;
     try { await api("POST", `/api/flows/${encodeURIComponent(id)}/${path}`, Object.assign({ runId: run }, body)); banner(done, true); route(); } catch (e) { showError(e); }
@@ -768,7 +770,46 @@ function actions(st, id, run) {
       h("label", { for: "pub-channel" }, "Channel", ch), h("label", { for: "pub-value" }, "Message (JSON)", val), h("button", { id: "pub-btn" }, "Publish…")),
     h("form", { class: "act", onsubmit: (e) => { e.preventDefault(); post("attributes", { name: an.value, value: av.value }, `Set attribute ${an.value} = ${av.value}`, "Attribute set."); } },
       h("label", { for: "attr-name" }, "Attribute", an), h("label", { for: "attr-value" }, "Value (JSON)", av), h("button", { id: "attr-btn" }, "Set…")),
-    h("p", { class: "muted" }, "Reset arrives with tier 2."));
+    resetForm(st, id, run, g));
+}
+
+// resetForm resets the run (E37) to its beginning, before the first
+// execution of a step type, or before a step execution's WaitFor or
+// Execute; the new run opens once it is durable.
+function resetForm(st, id, run, g) {
+  if (st.resetRunId) return h("p", { class: "muted" }, "This run was reset: ", h("a", { href: `/flows/${encodeURIComponent(id)}?runId=${encodeURIComponent(st.resetRunId)}` }, "the new run"), ".");
+  const types = [...new Set(g.order.map((e) => e.stepType))];
+  const execs = g.order.map((e) => e.id);
+  const point = h("select", { id: "reset-point" }, h("option", { value: "beginning" }, "the beginning"),
+    h("option", { value: "stepType" }, "a step type"), h("option", { value: "stepExecution" }, "a step execution"));
+  const stepType = h("select", { id: "reset-step-type", disabled: true }, types.map((t) => h("option", { value: t }, t)));
+  const exec = h("select", { id: "reset-exec", disabled: true }, execs.map((x) => h("option", { value: x }, x)));
+  const beforeExecute = h("input", { type: "checkbox", id: "reset-before-execute", disabled: true });
+  const skip = h("input", { type: "checkbox", id: "reset-skip" });
+  const reason = h("input", { id: "reset-reason", placeholder: "fix deployed", size: 18 });
+  const sync = () => {
+    stepType.disabled = point.value !== "stepType";
+    exec.disabled = beforeExecute.disabled = point.value !== "stepExecution";
+  };
+  point.addEventListener("change", sync);
+  const describe = () => point.value === "beginning" ? "its beginning" : point.value === "stepType" ? `the first execution of step type ${stepType.value}` :
+    `step execution ${exec.value}, before its ${beforeExecute.checked ? "Execute" : "WaitFor"}`;
+  return h("form", { class: "act", id: "reset-form", onsubmit: async (e) => {
+    e.preventDefault();
+    if (!await confirmAction(`Reset run ${run} of flow ${id} to ${describe()}? A new run starts there${statusName((st.summary || {}).status) === "RUNNING" ? "; this run is terminated" : ""}` +
+      (skip.checked ? ", without the client writes made after that point." : ", re-applying the client writes made after that point."))) return;
+    try {
+      const r = await api("POST", `/api/flows/${encodeURIComponent(id)}/reset`, { runId: run, point: point.value, stepType: stepType.value,
+        stepExecutionId: exec.value, beforeExecute: beforeExecute.checked, skipReapply: skip.checked, reason: reason.value });
+      // The new run's page, whose header links back to this run.
+      go(`/flows/${encodeURIComponent(id)}?runId=${encodeURIComponent(r.runId)}`);
+    } catch (err) { showError(err); }
+  } },
+  h("label", { for: "reset-point" }, "Reset to", point), h("label", { for: "reset-step-type" }, "Step type", stepType),
+  h("label", { for: "reset-exec" }, "Step execution", exec),
+  h("label", { for: "reset-before-execute", class: "check" }, beforeExecute, "before Execute"),
+  h("label", { for: "reset-skip", class: "check" }, skip, "skip later client writes"),
+  h("label", { for: "reset-reason" }, "Reason", reason), h("button", { class: "danger", id: "reset-btn" }, "Reset…"));
 }
 
 // --- node page ---------------------------------------------------------------
