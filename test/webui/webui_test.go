@@ -98,7 +98,9 @@ func (RaceSlow) Execute(_ dex.Context, n int, _ dex.Results) (dex.Decision, erro
 // then completes and cancels RaceSlow.
 type RaceFast struct{ dex.Step[int] }
 
-func (RaceFast) WaitFor(dex.Context, int) (dex.Wait, error) { return dex.Timer(300 * time.Millisecond), nil }
+func (RaceFast) WaitFor(dex.Context, int) (dex.Wait, error) {
+	return dex.Timer(300 * time.Millisecond), nil
+}
 
 func (RaceFast) Execute(_ dex.Context, n int, _ dex.Results) (dex.Decision, error) {
 	return dex.AndCancel(dex.GracefulComplete(n+1), dex.CancelSteps(dex.Ref[RaceSlow]())), nil
@@ -349,10 +351,15 @@ func waitDone(t *testing.T, c *dex.Client, ids ...string) {
 	}
 }
 
-// The flows page, a filter, a run's graph and a failure with its stack,
-// keyboard selection, raw JSON of an event, a stop, a publish and a
-// skipped timer each with a confirmation naming the run, the node page,
-// and the run page of a 200-step flow within a second; no console errors.
+// The flows page, a filter, a search (E36) with its indexed columns and a
+// syntax error at its position, a run's graph and a failure with its
+// stack, keyboard selection, raw JSON of an event, subflow links (E31) to
+// the child and back, a canceled execution (E29) marked apart, a stop, a
+// publish, a skipped timer and a reset (E37) each with a confirmation
+// naming the run, the node page, and the run page of a 200-step flow
+// within a second; no console errors.
+//
+// Covers: E29, E31, E36, E37 (in the UI)
 func TestUI_DevServer(t *testing.T) {
 	chrome := chromium(t)
 	_, ui, c := devServer(t)
