@@ -22,6 +22,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -434,6 +435,22 @@ func TestUI_DevServer(t *testing.T) {
 	b.waitText("#flows-info", "· 1 flow")
 	b.waitText("#flows tbody", "order-43")
 	b.screenshot("flows-search.png")
+	// Paging follows the search's page tokens.
+	b.do(chromedp.Navigate(base + "/?type=order&pageSize=2&q=" + url.QueryEscape("cents > 0 ORDER BY FlowId ASC")))
+	b.waitText("#flows-info", "page 1 · 2 flows")
+	b.waitText("#flows tbody", "order-43")
+	b.do(chromedp.Click(chromedp.CSS(".pager button:nth-child(2)")))
+	b.waitText("#flows-info", "page 2 · 1 flow")
+	if s := b.text("#flows tbody"); !strings.Contains(s, "order-44") || strings.Contains(s, "order-42") {
+		t.Fatalf("page 2 of the orders by ID shows:\n%s", s)
+	}
+	if dis := eval[bool](b, `document.querySelector(".pager button:nth-child(2)").disabled`); !dis {
+		t.Fatal("the last page's Next is enabled")
+	}
+	b.do(chromedp.Click(chromedp.CSS(".pager button:nth-child(1)")))
+	b.waitText("#flows-info", "page 1 · 2 flows")
+	b.do(chromedp.Navigate(base + "/?type=order"))
+	b.waitText("#flows-info", "3 flows")
 	// A malformed query shows the server's message with its position in
 	// the typed text (not in the query joined to the filters), and a caret
 	// under it; the page stops refreshing a query that cannot succeed.
