@@ -189,13 +189,30 @@ func (st *handlerState) attribute(name string) *dexpb.EncodedValue {
 	return st.attrs[name]
 }
 
+// attributeNames returns the names of the attributes that have a value
+// as the handler sees them: the task's and the staged ones.
+func (st *handlerState) attributeNames() []string {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	out := make([]string, 0, len(st.attrs)+len(st.staged))
+	for n := range st.attrs {
+		out = append(out, n)
+	}
+	for n := range st.staged {
+		if _, ok := st.attrs[n]; !ok {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 func (st *handlerState) setAttribute(name string, v *dexpb.EncodedValue, err error) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	switch {
 	case err != nil:
 		st.fail(&encodeError{what: fmt.Sprintf("attribute %q", name), err: err})
-	case !st.flow.attributes[name]:
+	case !declaredIn(st.flow.attributes, name):
 		st.fail(&invalidResultError{fmt.Errorf("set attribute %q: flow %q does not declare it (add it with Attributes)", name, st.flow.name)})
 	default:
 		st.staged[name] = v
@@ -209,7 +226,7 @@ func (st *handlerState) publish(channel string, v *dexpb.EncodedValue, err error
 	switch {
 	case err != nil:
 		st.fail(&encodeError{what: fmt.Sprintf("message for channel %q", channel), err: err})
-	case !st.flow.channels[channel]:
+	case !declaredIn(st.flow.channels, channel):
 		st.fail(&invalidResultError{fmt.Errorf("publish to channel %q: flow %q does not declare it (add it with Channels)", channel, st.flow.name)})
 	default:
 		// Consecutive publishes to one channel share a ChannelPublish; the

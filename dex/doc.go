@@ -445,6 +445,46 @@
 // INVALID_ARGUMENT saying at which position. The language is in
 // docs/search.md.
 //
+// # Attribute and channel maps
+//
+// An AttributeMap is one declared name and value type with any number of
+// instances, one per key, each stored as its own attribute; a ChannelMap
+// is one name with an independent FIFO queue per key (E33). Both list in
+// the flow's Attributes and Channels like plain ones, and the key type is
+// any string type:
+//
+//	var Spent = dex.DefineAttributeMap[string, int]("spent")
+//	var Orders = dex.DefineChannelMap[Region, RegionOrder]("orders")
+//
+//	func (Drain) WaitFor(_ dex.Context, r Region) (dex.Wait, error) {
+//		return dex.Until(Orders.ForOne(r)), nil // this region's queue only
+//	}
+//
+//	func (Drain) Execute(ctx dex.Context, r Region, res dex.Results) (dex.Decision, error) {
+//		o, _ := Orders.Received(res, r)
+//		n, _ := Spent.Get(ctx, o.Customer)
+//		Spent.Set(ctx, o.Customer, n+o.Cents)
+//		return dex.Move(dex.To[Drain](r)), nil
+//	}
+//
+// In a handler, AttributeMap.Keys and Count list the instances that have a
+// value, the handler's own staged Sets included; in an RPC,
+// ChannelMap.Keys lists the keys with queued messages and QueueSize gives
+// each one's size. A client writes an instance with Spent.Value(key, v)
+// (SetAttributes, WithAttributes) and publishes with Orders.Message(key,
+// m); Entries and QueueSizes read a FlowState. Instance(key) is the plain
+// Attribute or Channel of one key, for locks (WithLocks, MethodOptions.Locks),
+// WaitForAttribute, GetAttribute and every wait condition.
+//
+// On the wire an instance is named MapInstanceName(name, key):
+// "<name>/<key>" with '%' in the key written "%25" and '/' written "%2F",
+// so any key round-trips (ParseMapInstanceName) and two keys never share a
+// name. The flow declares the map as "<name>/"; the server accepts an
+// instance name only for a declared map, checks its values against the
+// map's value type, and refuses a plain attribute or channel whose name is
+// an instance of a declared map. dexcli addresses an instance with --key
+// and shows it as name["key"].
+//
 // # Testing
 //
 // To run whole flows in a unit test, use package dex/dextest:

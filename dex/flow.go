@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 
 	"github.com/dexzd/dexzd/api/dexpb"
 )
@@ -169,12 +170,15 @@ func (f *Flow) compile(withHandlers bool) (*flowDef, error) {
 		switch {
 		case a == nil || a.Name() == "":
 			add(errors.New("attribute with an empty name"))
-		case d.attributes[a.Name()]:
-			add(fmt.Errorf("attribute %q is declared twice", a.Name()))
+		case d.attributes[declName(a)]:
+			add(fmt.Errorf("attribute %q is declared twice", declName(a)))
+		case declName(a) == a.Name() && strings.HasSuffix(a.Name(), "/"):
+			add(fmt.Errorf("attribute %q: a name ending in '/' declares a map: use DefineAttributeMap", a.Name()))
 		default:
-			d.attributes[a.Name()] = true
-			d.attrNames = append(d.attrNames, a.Name())
-			d.attrTypes[a.Name()] = a.attributeDef()
+			n := declName(a)
+			d.attributes[n] = true
+			d.attrNames = append(d.attrNames, n)
+			d.attrTypes[n] = a.attributeDef()
 			if o := a.attributeOptions(); o.indexed {
 				typ, err := indexTypeFor(a.attributeDef(), o.typ)
 				if err != nil {
@@ -196,14 +200,19 @@ func (f *Flow) compile(withHandlers bool) (*flowDef, error) {
 		switch {
 		case c == nil || c.Name() == "":
 			add(errors.New("channel with an empty name"))
-		case d.channels[c.Name()]:
-			add(fmt.Errorf("channel %q is declared twice", c.Name()))
+		case d.channels[declName(c)]:
+			add(fmt.Errorf("channel %q is declared twice", declName(c)))
+		case declName(c) == c.Name() && strings.HasSuffix(c.Name(), "/"):
+			add(fmt.Errorf("channel %q: a name ending in '/' declares a map: use DefineChannelMap", c.Name()))
 		default:
-			d.channels[c.Name()] = true
-			d.chanNames = append(d.chanNames, c.Name())
-			d.chanTypes[c.Name()] = c.channelDef()
+			n := declName(c)
+			d.channels[n] = true
+			d.chanNames = append(d.chanNames, n)
+			d.chanTypes[n] = c.channelDef()
 		}
 	}
+	errs = append(errs, mapCollisions("attribute", d.attrNames, d.attributes)...)
+	errs = append(errs, mapCollisions("channel", d.chanNames, d.channels)...)
 	for _, r := range f.rpcs {
 		if r == nil || r.Name() == "" {
 			add(errors.New("RPC with an empty name"))
@@ -250,7 +259,7 @@ func (d *flowDef) checkOptions(where string, o StepOptions) []error {
 		seen := map[string]bool{}
 		for _, a := range m.o.Locks {
 			switch {
-			case !d.attributes[a.Name()]:
+			case !declaredIn(d.attributes, a.Name()):
 				errs = append(errs, fmt.Errorf("%s.Locks: attribute %q is not declared (add it with Attributes)", m.name, a.Name()))
 			case seen[a.Name()]:
 				errs = append(errs, fmt.Errorf("%s.Locks: attribute %q is named twice", m.name, a.Name()))
@@ -260,6 +269,21 @@ func (d *flowDef) checkOptions(where string, o StepOptions) []error {
 	}
 	for i, err := range errs {
 		errs[i] = fmt.Errorf("%s: %w", where, err)
+	}
+	return errs
+}
+
+// mapCollisions reports plain names that are instances of a declared map
+// (E33): the two would share a wire name.
+func mapCollisions(kind string, names []string, decls map[string]bool) []error {
+	var errs []error
+	for _, n := range names {
+		if strings.HasSuffix(n, "/") {
+			continue
+		}
+		if m, _, ok := ParseMapInstanceName(n); ok && decls[m+"/"] {
+			errs = append(errs, fmt.Errorf("%s %q is an instance name of the %s map %q", kind, n, kind, m))
+		}
 	}
 	return errs
 }

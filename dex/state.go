@@ -30,6 +30,20 @@ type FlowState struct {
 	// reset from, empty when a reset did not start it.
 	ResetRunID     string
 	ResetFromRunID string
+	// HeldLocks are the attribute locks held now (E30), by attribute
+	// name: who holds the lock a locked RPC was refused for (ErrLockHeld).
+	HeldLocks []HeldLock
+}
+
+// HeldLock is one attribute lock and its holder: a step execution's
+// running attempt (StepExecutionID, Method, Attempt) or an RPC call
+// (RPCName, CallID).
+type HeldLock struct {
+	Attribute       string
+	StepExecutionID string
+	Method          TaskKind
+	Attempt         int
+	RPCName, CallID string
 }
 
 // StepPhase is where an active step execution is.
@@ -110,6 +124,10 @@ func flowStateOf(p *dexpb.FlowState) *FlowState {
 		ResetRunID: p.GetResetRunId(), ResetFromRunID: p.GetResetFromRunId()}
 	if sum := summaryOf(p.GetSummary()); sum != nil {
 		s.Summary = *sum
+	}
+	for _, l := range p.GetHeldLocks() {
+		s.HeldLocks = append(s.HeldLocks, HeldLock{Attribute: l.GetAttribute(), StepExecutionID: l.GetStepExecutionId(),
+			Method: TaskKind(l.GetMethod()), Attempt: int(l.GetAttempt()), RPCName: l.GetRpcName(), CallID: l.GetCallId()})
 	}
 	for _, e := range p.GetStepExecutions() {
 		st := StepState{

@@ -142,7 +142,7 @@ func (r *registry) runWaitFor(ctx *taskContext, f *flowDef, t *dexpb.Task, res *
 		return "", &invalidResultError{fmt.Errorf("flow %q: step %q: WaitFor: %w", f.name, s.name, err)}
 	}
 	for _, c := range waitConditions(pw) {
-		if ch := c.GetChannel(); ch != nil && !f.channels[ch.GetChannel()] {
+		if ch := c.GetChannel(); ch != nil && !declaredIn(f.channels, ch.GetChannel()) {
 			return "", &invalidResultError{fmt.Errorf("flow %q: step %q: WaitFor waits on channel %q, which the flow does not declare", f.name, s.name, ch.GetChannel())}
 		}
 	}

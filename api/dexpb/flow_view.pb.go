@@ -365,8 +365,12 @@ type FlowState struct {
 	// ResetFromRunId is the run this run was reset from, empty when it was
 	// not started by a reset (E37).
 	ResetFromRunId string `protobuf:"bytes,18,opt,name=reset_from_run_id,json=resetFromRunId,proto3" json:"reset_from_run_id,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// HeldLocks are the attribute locks held now (E30), by attribute name:
+	// a running step attempt holds its method's lock set, an RPC call its
+	// own until it commits or fails.
+	HeldLocks     []*HeldLock `protobuf:"bytes,14,rep,name=held_locks,json=heldLocks,proto3" json:"held_locks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *FlowState) Reset() {
@@ -462,6 +466,105 @@ func (x *FlowState) GetResetFromRunId() string {
 	return ""
 }
 
+func (x *FlowState) GetHeldLocks() []*HeldLock {
+	if x != nil {
+		return x.HeldLocks
+	}
+	return nil
+}
+
+// HeldLock is one attribute lock and who holds it (E30): a step
+// execution's running attempt, or an RPC call.
+type HeldLock struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Attribute is the locked attribute's name.
+	Attribute string `protobuf:"bytes,1,opt,name=attribute,proto3" json:"attribute,omitempty"`
+	// StepExecutionId is the holding step execution, empty for an RPC.
+	StepExecutionId string `protobuf:"bytes,2,opt,name=step_execution_id,json=stepExecutionId,proto3" json:"step_execution_id,omitempty"`
+	// Method is the holding attempt's method (WaitFor or Execute).
+	Method TaskKind `protobuf:"varint,3,opt,name=method,proto3,enum=dex.TaskKind" json:"method,omitempty"`
+	// Attempt is the holding attempt's number.
+	Attempt uint32 `protobuf:"varint,4,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// RpcName is the holding RPC, empty for a step.
+	RpcName string `protobuf:"bytes,5,opt,name=rpc_name,json=rpcName,proto3" json:"rpc_name,omitempty"`
+	// CallId is the holding RPC call's ID.
+	CallId        string `protobuf:"bytes,6,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HeldLock) Reset() {
+	*x = HeldLock{}
+	mi := &file_dex_flow_view_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeldLock) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeldLock) ProtoMessage() {}
+
+func (x *HeldLock) ProtoReflect() protoreflect.Message {
+	mi := &file_dex_flow_view_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeldLock.ProtoReflect.Descriptor instead.
+func (*HeldLock) Descriptor() ([]byte, []int) {
+	return file_dex_flow_view_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *HeldLock) GetAttribute() string {
+	if x != nil {
+		return x.Attribute
+	}
+	return ""
+}
+
+func (x *HeldLock) GetStepExecutionId() string {
+	if x != nil {
+		return x.StepExecutionId
+	}
+	return ""
+}
+
+func (x *HeldLock) GetMethod() TaskKind {
+	if x != nil {
+		return x.Method
+	}
+	return TaskKind_TASK_KIND_UNSPECIFIED
+}
+
+func (x *HeldLock) GetAttempt() uint32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *HeldLock) GetRpcName() string {
+	if x != nil {
+		return x.RpcName
+	}
+	return ""
+}
+
+func (x *HeldLock) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
 // StepExecutionState is one active step execution.
 type StepExecutionState struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -499,7 +602,7 @@ type StepExecutionState struct {
 
 func (x *StepExecutionState) Reset() {
 	*x = StepExecutionState{}
-	mi := &file_dex_flow_view_proto_msgTypes[2]
+	mi := &file_dex_flow_view_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -511,7 +614,7 @@ func (x *StepExecutionState) String() string {
 func (*StepExecutionState) ProtoMessage() {}
 
 func (x *StepExecutionState) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_view_proto_msgTypes[2]
+	mi := &file_dex_flow_view_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -524,7 +627,7 @@ func (x *StepExecutionState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StepExecutionState.ProtoReflect.Descriptor instead.
 func (*StepExecutionState) Descriptor() ([]byte, []int) {
-	return file_dex_flow_view_proto_rawDescGZIP(), []int{2}
+	return file_dex_flow_view_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *StepExecutionState) GetStepType() string {
@@ -629,7 +732,7 @@ type AttemptState struct {
 
 func (x *AttemptState) Reset() {
 	*x = AttemptState{}
-	mi := &file_dex_flow_view_proto_msgTypes[3]
+	mi := &file_dex_flow_view_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -641,7 +744,7 @@ func (x *AttemptState) String() string {
 func (*AttemptState) ProtoMessage() {}
 
 func (x *AttemptState) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_view_proto_msgTypes[3]
+	mi := &file_dex_flow_view_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -654,7 +757,7 @@ func (x *AttemptState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptState.ProtoReflect.Descriptor instead.
 func (*AttemptState) Descriptor() ([]byte, []int) {
-	return file_dex_flow_view_proto_rawDescGZIP(), []int{3}
+	return file_dex_flow_view_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *AttemptState) GetMethod() TaskKind {
@@ -737,7 +840,7 @@ type WaitState struct {
 
 func (x *WaitState) Reset() {
 	*x = WaitState{}
-	mi := &file_dex_flow_view_proto_msgTypes[4]
+	mi := &file_dex_flow_view_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -749,7 +852,7 @@ func (x *WaitState) String() string {
 func (*WaitState) ProtoMessage() {}
 
 func (x *WaitState) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_view_proto_msgTypes[4]
+	mi := &file_dex_flow_view_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -762,7 +865,7 @@ func (x *WaitState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitState.ProtoReflect.Descriptor instead.
 func (*WaitState) Descriptor() ([]byte, []int) {
-	return file_dex_flow_view_proto_rawDescGZIP(), []int{4}
+	return file_dex_flow_view_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *WaitState) GetWait() *Wait {
@@ -836,7 +939,7 @@ type SubFlowConditionState struct {
 
 func (x *SubFlowConditionState) Reset() {
 	*x = SubFlowConditionState{}
-	mi := &file_dex_flow_view_proto_msgTypes[5]
+	mi := &file_dex_flow_view_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -848,7 +951,7 @@ func (x *SubFlowConditionState) String() string {
 func (*SubFlowConditionState) ProtoMessage() {}
 
 func (x *SubFlowConditionState) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_view_proto_msgTypes[5]
+	mi := &file_dex_flow_view_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -861,7 +964,7 @@ func (x *SubFlowConditionState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubFlowConditionState.ProtoReflect.Descriptor instead.
 func (*SubFlowConditionState) Descriptor() ([]byte, []int) {
-	return file_dex_flow_view_proto_rawDescGZIP(), []int{5}
+	return file_dex_flow_view_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *SubFlowConditionState) GetSubFlowConditionIndex() uint32 {
@@ -937,7 +1040,7 @@ type TimerState struct {
 
 func (x *TimerState) Reset() {
 	*x = TimerState{}
-	mi := &file_dex_flow_view_proto_msgTypes[6]
+	mi := &file_dex_flow_view_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -949,7 +1052,7 @@ func (x *TimerState) String() string {
 func (*TimerState) ProtoMessage() {}
 
 func (x *TimerState) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_view_proto_msgTypes[6]
+	mi := &file_dex_flow_view_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -962,7 +1065,7 @@ func (x *TimerState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimerState.ProtoReflect.Descriptor instead.
 func (*TimerState) Descriptor() ([]byte, []int) {
-	return file_dex_flow_view_proto_rawDescGZIP(), []int{6}
+	return file_dex_flow_view_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *TimerState) GetTimerIndex() uint32 {
@@ -1013,7 +1116,7 @@ type ChannelConditionState struct {
 
 func (x *ChannelConditionState) Reset() {
 	*x = ChannelConditionState{}
-	mi := &file_dex_flow_view_proto_msgTypes[7]
+	mi := &file_dex_flow_view_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1025,7 +1128,7 @@ func (x *ChannelConditionState) String() string {
 func (*ChannelConditionState) ProtoMessage() {}
 
 func (x *ChannelConditionState) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_view_proto_msgTypes[7]
+	mi := &file_dex_flow_view_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1038,7 +1141,7 @@ func (x *ChannelConditionState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelConditionState.ProtoReflect.Descriptor instead.
 func (*ChannelConditionState) Descriptor() ([]byte, []int) {
-	return file_dex_flow_view_proto_rawDescGZIP(), []int{7}
+	return file_dex_flow_view_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ChannelConditionState) GetChannelConditionIndex() uint32 {
@@ -1092,7 +1195,7 @@ type ChannelQueue struct {
 
 func (x *ChannelQueue) Reset() {
 	*x = ChannelQueue{}
-	mi := &file_dex_flow_view_proto_msgTypes[8]
+	mi := &file_dex_flow_view_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1104,7 +1207,7 @@ func (x *ChannelQueue) String() string {
 func (*ChannelQueue) ProtoMessage() {}
 
 func (x *ChannelQueue) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_view_proto_msgTypes[8]
+	mi := &file_dex_flow_view_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1117,7 +1220,7 @@ func (x *ChannelQueue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelQueue.ProtoReflect.Descriptor instead.
 func (*ChannelQueue) Descriptor() ([]byte, []int) {
-	return file_dex_flow_view_proto_rawDescGZIP(), []int{8}
+	return file_dex_flow_view_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ChannelQueue) GetChannel() string {
@@ -1154,7 +1257,7 @@ type QueuedMessage struct {
 
 func (x *QueuedMessage) Reset() {
 	*x = QueuedMessage{}
-	mi := &file_dex_flow_view_proto_msgTypes[9]
+	mi := &file_dex_flow_view_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1166,7 +1269,7 @@ func (x *QueuedMessage) String() string {
 func (*QueuedMessage) ProtoMessage() {}
 
 func (x *QueuedMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_view_proto_msgTypes[9]
+	mi := &file_dex_flow_view_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1179,7 +1282,7 @@ func (x *QueuedMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueuedMessage.ProtoReflect.Descriptor instead.
 func (*QueuedMessage) Descriptor() ([]byte, []int) {
-	return file_dex_flow_view_proto_rawDescGZIP(), []int{9}
+	return file_dex_flow_view_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *QueuedMessage) GetValue() *EncodedValue {
@@ -1221,7 +1324,7 @@ type PendingTask struct {
 
 func (x *PendingTask) Reset() {
 	*x = PendingTask{}
-	mi := &file_dex_flow_view_proto_msgTypes[10]
+	mi := &file_dex_flow_view_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1233,7 +1336,7 @@ func (x *PendingTask) String() string {
 func (*PendingTask) ProtoMessage() {}
 
 func (x *PendingTask) ProtoReflect() protoreflect.Message {
-	mi := &file_dex_flow_view_proto_msgTypes[10]
+	mi := &file_dex_flow_view_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1246,7 +1349,7 @@ func (x *PendingTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingTask.ProtoReflect.Descriptor instead.
 func (*PendingTask) Descriptor() ([]byte, []int) {
-	return file_dex_flow_view_proto_rawDescGZIP(), []int{10}
+	return file_dex_flow_view_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *PendingTask) GetKind() TaskKind {
@@ -1316,7 +1419,7 @@ const file_dex_flow_view_proto_rawDesc = "" +
 	"\x13flow_timeout_policy\x18\b \x01(\x0e2\x16.dex.FlowTimeoutPolicyR\x11flowTimeoutPolicy\x12$\n" +
 	"\x05error\x18\t \x01(\v2\x0e.dex.FlowErrorR\x05error\x12$\n" +
 	"\x0eparent_flow_id\x18\n" +
-	" \x01(\tR\fparentFlowId\"\xa9\x03\n" +
+	" \x01(\tR\fparentFlowId\"\xd7\x03\n" +
 	"\tFlowState\x12*\n" +
 	"\asummary\x18\x01 \x01(\v2\x10.dex.FlowSummaryR\asummary\x12@\n" +
 	"\x0fstep_executions\x18\x02 \x03(\v2\x17.dex.StepExecutionStateR\x0estepExecutions\x12-\n" +
@@ -1330,7 +1433,16 @@ const file_dex_flow_view_proto_rawDesc = "" +
 	"retryRunId\x12 \n" +
 	"\freset_run_id\x18\x11 \x01(\tR\n" +
 	"resetRunId\x12)\n" +
-	"\x11reset_from_run_id\x18\x12 \x01(\tR\x0eresetFromRunId\"\x89\x04\n" +
+	"\x11reset_from_run_id\x18\x12 \x01(\tR\x0eresetFromRunId\x12,\n" +
+	"\n" +
+	"held_locks\x18\x0e \x03(\v2\r.dex.HeldLockR\theldLocks\"\xc9\x01\n" +
+	"\bHeldLock\x12\x1c\n" +
+	"\tattribute\x18\x01 \x01(\tR\tattribute\x12*\n" +
+	"\x11step_execution_id\x18\x02 \x01(\tR\x0fstepExecutionId\x12%\n" +
+	"\x06method\x18\x03 \x01(\x0e2\r.dex.TaskKindR\x06method\x12\x18\n" +
+	"\aattempt\x18\x04 \x01(\rR\aattempt\x12\x19\n" +
+	"\brpc_name\x18\x05 \x01(\tR\arpcName\x12\x17\n" +
+	"\acall_id\x18\x06 \x01(\tR\x06callId\"\x89\x04\n" +
 	"\x12StepExecutionState\x12\x1b\n" +
 	"\tstep_type\x18\x01 \x01(\tR\bstepType\x12*\n" +
 	"\x11step_execution_id\x18\x02 \x01(\tR\x0fstepExecutionId\x12$\n" +
@@ -1430,82 +1542,85 @@ func file_dex_flow_view_proto_rawDescGZIP() []byte {
 }
 
 var file_dex_flow_view_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_dex_flow_view_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_dex_flow_view_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_dex_flow_view_proto_goTypes = []any{
 	(StepPhase)(0),                // 0: dex.StepPhase
 	(AttemptStatus)(0),            // 1: dex.AttemptStatus
 	(TimerStatus)(0),              // 2: dex.TimerStatus
 	(*FlowSummary)(nil),           // 3: dex.FlowSummary
 	(*FlowState)(nil),             // 4: dex.FlowState
-	(*StepExecutionState)(nil),    // 5: dex.StepExecutionState
-	(*AttemptState)(nil),          // 6: dex.AttemptState
-	(*WaitState)(nil),             // 7: dex.WaitState
-	(*SubFlowConditionState)(nil), // 8: dex.SubFlowConditionState
-	(*TimerState)(nil),            // 9: dex.TimerState
-	(*ChannelConditionState)(nil), // 10: dex.ChannelConditionState
-	(*ChannelQueue)(nil),          // 11: dex.ChannelQueue
-	(*QueuedMessage)(nil),         // 12: dex.QueuedMessage
-	(*PendingTask)(nil),           // 13: dex.PendingTask
-	(FlowStatus)(0),               // 14: dex.FlowStatus
-	(*timestamppb.Timestamp)(nil), // 15: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 16: google.protobuf.Duration
-	(FlowTimeoutPolicy)(0),        // 17: dex.FlowTimeoutPolicy
-	(*FlowError)(nil),             // 18: dex.FlowError
-	(*Attribute)(nil),             // 19: dex.Attribute
-	(*StepOutput)(nil),            // 20: dex.StepOutput
-	(*EncodedValue)(nil),          // 21: dex.EncodedValue
-	(*StepOptions)(nil),           // 22: dex.StepOptions
-	(*AttemptFailure)(nil),        // 23: dex.AttemptFailure
-	(TaskKind)(0),                 // 24: dex.TaskKind
-	(*Wait)(nil),                  // 25: dex.Wait
-	(SubFlowReusePolicy)(0),       // 26: dex.SubFlowReusePolicy
+	(*HeldLock)(nil),              // 5: dex.HeldLock
+	(*StepExecutionState)(nil),    // 6: dex.StepExecutionState
+	(*AttemptState)(nil),          // 7: dex.AttemptState
+	(*WaitState)(nil),             // 8: dex.WaitState
+	(*SubFlowConditionState)(nil), // 9: dex.SubFlowConditionState
+	(*TimerState)(nil),            // 10: dex.TimerState
+	(*ChannelConditionState)(nil), // 11: dex.ChannelConditionState
+	(*ChannelQueue)(nil),          // 12: dex.ChannelQueue
+	(*QueuedMessage)(nil),         // 13: dex.QueuedMessage
+	(*PendingTask)(nil),           // 14: dex.PendingTask
+	(FlowStatus)(0),               // 15: dex.FlowStatus
+	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 17: google.protobuf.Duration
+	(FlowTimeoutPolicy)(0),        // 18: dex.FlowTimeoutPolicy
+	(*FlowError)(nil),             // 19: dex.FlowError
+	(*Attribute)(nil),             // 20: dex.Attribute
+	(*StepOutput)(nil),            // 21: dex.StepOutput
+	(TaskKind)(0),                 // 22: dex.TaskKind
+	(*EncodedValue)(nil),          // 23: dex.EncodedValue
+	(*StepOptions)(nil),           // 24: dex.StepOptions
+	(*AttemptFailure)(nil),        // 25: dex.AttemptFailure
+	(*Wait)(nil),                  // 26: dex.Wait
+	(SubFlowReusePolicy)(0),       // 27: dex.SubFlowReusePolicy
 }
 var file_dex_flow_view_proto_depIdxs = []int32{
-	14, // 0: dex.FlowSummary.status:type_name -> dex.FlowStatus
-	15, // 1: dex.FlowSummary.start_time:type_name -> google.protobuf.Timestamp
-	15, // 2: dex.FlowSummary.close_time:type_name -> google.protobuf.Timestamp
-	16, // 3: dex.FlowSummary.flow_timeout:type_name -> google.protobuf.Duration
-	17, // 4: dex.FlowSummary.flow_timeout_policy:type_name -> dex.FlowTimeoutPolicy
-	18, // 5: dex.FlowSummary.error:type_name -> dex.FlowError
+	15, // 0: dex.FlowSummary.status:type_name -> dex.FlowStatus
+	16, // 1: dex.FlowSummary.start_time:type_name -> google.protobuf.Timestamp
+	16, // 2: dex.FlowSummary.close_time:type_name -> google.protobuf.Timestamp
+	17, // 3: dex.FlowSummary.flow_timeout:type_name -> google.protobuf.Duration
+	18, // 4: dex.FlowSummary.flow_timeout_policy:type_name -> dex.FlowTimeoutPolicy
+	19, // 5: dex.FlowSummary.error:type_name -> dex.FlowError
 	3,  // 6: dex.FlowState.summary:type_name -> dex.FlowSummary
-	5,  // 7: dex.FlowState.step_executions:type_name -> dex.StepExecutionState
-	11, // 8: dex.FlowState.channels:type_name -> dex.ChannelQueue
-	19, // 9: dex.FlowState.attributes:type_name -> dex.Attribute
-	20, // 10: dex.FlowState.outputs:type_name -> dex.StepOutput
-	13, // 11: dex.FlowState.pending_tasks:type_name -> dex.PendingTask
-	0,  // 12: dex.StepExecutionState.phase:type_name -> dex.StepPhase
-	21, // 13: dex.StepExecutionState.input:type_name -> dex.EncodedValue
-	15, // 14: dex.StepExecutionState.schedule_time:type_name -> google.protobuf.Timestamp
-	22, // 15: dex.StepExecutionState.options:type_name -> dex.StepOptions
-	6,  // 16: dex.StepExecutionState.attempt:type_name -> dex.AttemptState
-	23, // 17: dex.StepExecutionState.last_failure:type_name -> dex.AttemptFailure
-	7,  // 18: dex.StepExecutionState.wait:type_name -> dex.WaitState
-	23, // 19: dex.StepExecutionState.wait_for_failure:type_name -> dex.AttemptFailure
-	24, // 20: dex.AttemptState.method:type_name -> dex.TaskKind
-	1,  // 21: dex.AttemptState.status:type_name -> dex.AttemptStatus
-	15, // 22: dex.AttemptState.first_attempt_time:type_name -> google.protobuf.Timestamp
-	15, // 23: dex.AttemptState.start_time:type_name -> google.protobuf.Timestamp
-	15, // 24: dex.AttemptState.deadline:type_name -> google.protobuf.Timestamp
-	15, // 25: dex.AttemptState.next_attempt_time:type_name -> google.protobuf.Timestamp
-	25, // 26: dex.WaitState.wait:type_name -> dex.Wait
-	15, // 27: dex.WaitState.store_time:type_name -> google.protobuf.Timestamp
-	9,  // 28: dex.WaitState.timers:type_name -> dex.TimerState
-	10, // 29: dex.WaitState.channels:type_name -> dex.ChannelConditionState
-	8,  // 30: dex.WaitState.sub_flows:type_name -> dex.SubFlowConditionState
-	14, // 31: dex.SubFlowConditionState.status:type_name -> dex.FlowStatus
-	26, // 32: dex.SubFlowConditionState.reuse_policy:type_name -> dex.SubFlowReusePolicy
-	15, // 33: dex.TimerState.fire_time:type_name -> google.protobuf.Timestamp
-	2,  // 34: dex.TimerState.status:type_name -> dex.TimerStatus
-	12, // 35: dex.ChannelQueue.messages:type_name -> dex.QueuedMessage
-	21, // 36: dex.QueuedMessage.value:type_name -> dex.EncodedValue
-	15, // 37: dex.QueuedMessage.publish_time:type_name -> google.protobuf.Timestamp
-	24, // 38: dex.PendingTask.kind:type_name -> dex.TaskKind
-	15, // 39: dex.PendingTask.ready_time:type_name -> google.protobuf.Timestamp
-	40, // [40:40] is the sub-list for method output_type
-	40, // [40:40] is the sub-list for method input_type
-	40, // [40:40] is the sub-list for extension type_name
-	40, // [40:40] is the sub-list for extension extendee
-	0,  // [0:40] is the sub-list for field type_name
+	6,  // 7: dex.FlowState.step_executions:type_name -> dex.StepExecutionState
+	12, // 8: dex.FlowState.channels:type_name -> dex.ChannelQueue
+	20, // 9: dex.FlowState.attributes:type_name -> dex.Attribute
+	21, // 10: dex.FlowState.outputs:type_name -> dex.StepOutput
+	14, // 11: dex.FlowState.pending_tasks:type_name -> dex.PendingTask
+	5,  // 12: dex.FlowState.held_locks:type_name -> dex.HeldLock
+	22, // 13: dex.HeldLock.method:type_name -> dex.TaskKind
+	0,  // 14: dex.StepExecutionState.phase:type_name -> dex.StepPhase
+	23, // 15: dex.StepExecutionState.input:type_name -> dex.EncodedValue
+	16, // 16: dex.StepExecutionState.schedule_time:type_name -> google.protobuf.Timestamp
+	24, // 17: dex.StepExecutionState.options:type_name -> dex.StepOptions
+	7,  // 18: dex.StepExecutionState.attempt:type_name -> dex.AttemptState
+	25, // 19: dex.StepExecutionState.last_failure:type_name -> dex.AttemptFailure
+	8,  // 20: dex.StepExecutionState.wait:type_name -> dex.WaitState
+	25, // 21: dex.StepExecutionState.wait_for_failure:type_name -> dex.AttemptFailure
+	22, // 22: dex.AttemptState.method:type_name -> dex.TaskKind
+	1,  // 23: dex.AttemptState.status:type_name -> dex.AttemptStatus
+	16, // 24: dex.AttemptState.first_attempt_time:type_name -> google.protobuf.Timestamp
+	16, // 25: dex.AttemptState.start_time:type_name -> google.protobuf.Timestamp
+	16, // 26: dex.AttemptState.deadline:type_name -> google.protobuf.Timestamp
+	16, // 27: dex.AttemptState.next_attempt_time:type_name -> google.protobuf.Timestamp
+	26, // 28: dex.WaitState.wait:type_name -> dex.Wait
+	16, // 29: dex.WaitState.store_time:type_name -> google.protobuf.Timestamp
+	10, // 30: dex.WaitState.timers:type_name -> dex.TimerState
+	11, // 31: dex.WaitState.channels:type_name -> dex.ChannelConditionState
+	9,  // 32: dex.WaitState.sub_flows:type_name -> dex.SubFlowConditionState
+	15, // 33: dex.SubFlowConditionState.status:type_name -> dex.FlowStatus
+	27, // 34: dex.SubFlowConditionState.reuse_policy:type_name -> dex.SubFlowReusePolicy
+	16, // 35: dex.TimerState.fire_time:type_name -> google.protobuf.Timestamp
+	2,  // 36: dex.TimerState.status:type_name -> dex.TimerStatus
+	13, // 37: dex.ChannelQueue.messages:type_name -> dex.QueuedMessage
+	23, // 38: dex.QueuedMessage.value:type_name -> dex.EncodedValue
+	16, // 39: dex.QueuedMessage.publish_time:type_name -> google.protobuf.Timestamp
+	22, // 40: dex.PendingTask.kind:type_name -> dex.TaskKind
+	16, // 41: dex.PendingTask.ready_time:type_name -> google.protobuf.Timestamp
+	42, // [42:42] is the sub-list for method output_type
+	42, // [42:42] is the sub-list for method input_type
+	42, // [42:42] is the sub-list for extension type_name
+	42, // [42:42] is the sub-list for extension extendee
+	0,  // [0:42] is the sub-list for field type_name
 }
 
 func init() { file_dex_flow_view_proto_init() }
@@ -1523,7 +1638,7 @@ func file_dex_flow_view_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dex_flow_view_proto_rawDesc), len(file_dex_flow_view_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   11,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

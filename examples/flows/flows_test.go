@@ -233,3 +233,38 @@ func TestSubFlows_ShipmentAndQuoteRace(t *testing.T) {
 		t.Errorf("best quote = %+v", best)
 	}
 }
+
+// Drain takes its own region's order and adds it to the customer's
+// instance of the Spent map; the RPC lists the customers and the regions
+// with queued orders.
+//
+// Covers: E33
+func TestDispatchFlow_RoutesPerRegionAndTotalsPerCustomer(t *testing.T) {
+	t.Parallel()
+	w := newWorker(t)
+	ctx := context.Background()
+	wt := dexraw.HandleTask(ctx, w, &dexpb.Task{Kind: dexpb.TaskKind(dex.KindWaitFor), TaskToken: []byte("t"), FlowType: "dispatch",
+		StepType: "Drain", Input: value(t, "eu/west")}).GetTaskResult().GetWaitFor().GetWait()
+	if ch := wt.GetUntil().GetChannel().GetChannel(); ch != "orders/eu%2Fwest" {
+		t.Fatalf("Drain waits on %q, want orders/eu%%2Fwest", ch)
+	}
+	task := execute("dispatch", "Drain", 1, value(t, "eu/west"))
+	task.Attributes = []*dexpb.Attribute{{Name: "spent/ann", Value: value(t, 100)}}
+	task.ConditionResults = &dexpb.ConditionResults{Channels: []*dexpb.ChannelResult{{Channel: "orders/eu%2Fwest", Satisfied: true,
+		Messages: []*dexpb.EncodedValue{value(t, flows.RegionOrder{Customer: "ann", Cents: 20})}}}}
+	res := dexraw.HandleTask(ctx, w, task).GetTaskResult()
+	if a := res.GetWrites().GetAttributeWrites(); len(a) != 1 || a[0].GetName() != "spent/ann" || decode[int](t, a[0].GetValue()) != 120 {
+		t.Fatalf("Drain wrote %v, want spent/ann=120", a)
+	}
+	if m := res.GetExecute().GetDecision().GetMovements().GetMovements(); len(m) != 1 || m[0].GetStepType() != "Drain" {
+		t.Fatalf("Drain decided %v, want another Drain", res.GetExecute().GetDecision())
+	}
+	res = dexraw.HandleTask(ctx, w, &dexpb.Task{Kind: dexpb.TaskKind(dex.KindRPC), TaskToken: []byte("t"), FlowType: "dispatch", FlowId: "d", RunId: "r",
+		RpcName: "dispatch-status", Input: value(t, struct{}{}),
+		Attributes:        []*dexpb.Attribute{{Name: "spent/ann", Value: value(t, 120)}, {Name: "spent/bo%2Fb", Value: value(t, 7)}},
+		ChannelQueueSizes: map[string]uint32{"orders/us": 2, "orders/eu": 0}}).GetTaskResult()
+	v := decode[flows.DispatchView](t, res.GetRpc().GetOutput())
+	if len(v.Spent) != 2 || v.Spent["ann"] != 120 || v.Spent["bo/b"] != 7 || len(v.Queued) != 1 || v.Queued["us"] != 2 {
+		t.Fatalf("dispatch-status = %+v", v)
+	}
+}

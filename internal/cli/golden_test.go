@@ -98,6 +98,10 @@ func fixtureState() *dexpb.FlowState {
 		PendingTasks: []*dexpb.PendingTask{{
 			Kind: dexpb.TaskKind_TASK_KIND_RPC, RpcName: "status", ReadyTime: ts(8 * time.Second), NoWorker: true,
 		}},
+		HeldLocks: []*dexpb.HeldLock{
+			{Attribute: "status", StepExecutionId: "Charge-1", Method: dexpb.TaskKind_TASK_KIND_EXECUTE, Attempt: 2},
+			{Attribute: "total", RpcName: "adjust", CallId: "call-7"},
+		},
 	}
 }
 

@@ -3,7 +3,6 @@ package engine
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 )
 
@@ -317,11 +316,19 @@ func (d *decider) stepDeclared(typ string) bool {
 }
 
 func (d *decider) attributeDeclared(name string) bool {
-	return name != "" && (d.st.Definition == nil || slices.Contains(d.st.Definition.Attributes, name))
+	if d.st.Definition == nil {
+		return name != ""
+	}
+	_, ok := declaredName(d.st.Definition.Attributes, name)
+	return ok
 }
 
 func (d *decider) channelDeclared(name string) bool {
-	return name != "" && (d.st.Definition == nil || slices.Contains(d.st.Definition.Channels, name))
+	if d.st.Definition == nil {
+		return name != ""
+	}
+	_, ok := declaredName(d.st.Definition.Channels, name)
+	return ok
 }
 
 func (d *decider) checkAttributes(field string, ws []AttributeWrite) error {

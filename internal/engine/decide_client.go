@@ -181,6 +181,12 @@ func validateDefinition(field string, def *FlowDefinition, flowType string) erro
 	if err := ValidateValueTypes(field+".channelTypes", def.ChannelTypes, def.Channels); err != nil {
 		return err
 	}
+	if err := validateMapDecls(field+".attributes", "attribute", def.Attributes); err != nil {
+		return err
+	}
+	if err := validateMapDecls(field+".channels", "channel", def.Channels); err != nil {
+		return err
+	}
 	declared := func(typ string) bool { _, ok := def.Steps[typ]; return ok }
 	for name, sd := range def.Steps {
 		if name == "" {
@@ -456,7 +462,7 @@ func (d *decider) checkPublishTypes(field string, ps []Publish) error {
 		return nil
 	}
 	for i, p := range ps {
-		if err := d.st.Definition.ChannelTypes[p.Channel].Check(p.Value); err != nil {
+		if err := d.st.Definition.channelType(p.Channel).Check(p.Value); err != nil {
 			return invalidArg(fmt.Sprintf("%s[%d].value", field, i), "channel %q: %v", p.Channel, err)
 		}
 	}
@@ -470,7 +476,7 @@ func (d *decider) checkAttributeTypes(field string, ws []AttributeWrite) error {
 		return nil
 	}
 	for i, w := range ws {
-		if err := d.st.Definition.AttributeTypes[w.Name].Check(w.Value); err != nil {
+		if err := d.st.Definition.attributeType(w.Name).Check(w.Value); err != nil {
 			return invalidArg(fmt.Sprintf("%s[%d].value", field, i), "attribute %q: %v", w.Name, err)
 		}
 	}

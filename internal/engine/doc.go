@@ -350,6 +350,17 @@
 // had registered the type) accepts any name and gives every step a WaitFor
 // task; the worker answers "no wait" for a step that has none.
 //
+// Attribute and channel maps (E33, maps.go) are naming only: a name with a
+// trailing '/' in Attributes or Channels ("customers/") declares a map,
+// and each instance is an ordinary attribute or channel named
+// "<name>/<escaped key>" ('%' -> "%25", '/' -> "%2F"; the key non-empty
+// and canonically escaped, so the last '/' splits name and key and each
+// key has one wire name). Records, queues, locks and RPC queue sizes carry
+// the wire name unchanged; a declared map's value type checks each
+// instance. A name is looked up as a map only when no plain declaration
+// matches, so flows without maps pay nothing; a plain name that is an
+// instance of a declared map is refused in the definition.
+//
 // What a worker declares governs every step execution of the type, also
 // one created before any worker declared it (a flow started while no
 // worker of its type was connected, as after every restart). The choice:

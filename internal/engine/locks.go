@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -109,6 +110,35 @@ func (s *StepExec) wantedLocks() []string {
 		return nil
 	}
 	return s.Options.MethodLocks(s.Attempt.Method)
+}
+
+// HeldLock is one attribute lock and its holder (E30): a step
+// execution's running attempt (StepExecID, Method, Attempt) or an RPC call
+// (RPCName, CallID).
+type HeldLock struct {
+	Attribute  string
+	StepExecID string
+	Method     Method
+	Attempt    int
+	RPCName    string
+	CallID     string
+}
+
+// HeldLocks returns the locks held now, sorted by attribute name.
+func (st *FlowState) HeldLocks() []HeldLock {
+	var out []HeldLock
+	for _, s := range st.Steps {
+		for _, key := range s.heldLocks() {
+			out = append(out, HeldLock{Attribute: key, StepExecID: s.ID, Method: s.Attempt.Method, Attempt: s.Attempt.Number})
+		}
+	}
+	for _, l := range st.RPCLocks {
+		for _, key := range l.Locks {
+			out = append(out, HeldLock{Attribute: key, RPCName: l.Name, CallID: l.CallID})
+		}
+	}
+	slices.SortStableFunc(out, func(a, b HeldLock) int { return strings.Compare(a.Attribute, b.Attribute) })
+	return out
 }
 
 // lockHolder describes who holds lock key, "" when nobody does.

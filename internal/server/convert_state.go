@@ -156,6 +156,13 @@ func flowStateOut(st *engine.FlowState, info TaskInfo, maxMessages int, now time
 	for _, s := range st.Steps {
 		out.StepExecutions = append(out.StepExecutions, stepOut(st, s, info, now))
 	}
+	for _, l := range st.HeldLocks() {
+		h := &dexpb.HeldLock{Attribute: l.Attribute, StepExecutionId: l.StepExecID, RpcName: l.RPCName, CallId: l.CallID}
+		if l.StepExecID != "" {
+			h.Method, h.Attempt = methodOut(l.Method), uint32(l.Attempt)
+		}
+		out.HeldLocks = append(out.HeldLocks, h)
+	}
 	for _, name := range slices.Sorted(maps.Keys(st.Channels)) {
 		q := st.Channels[name]
 		cq := &dexpb.ChannelQueue{Channel: name, Size: uint32(len(q))}

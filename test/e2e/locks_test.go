@@ -288,3 +288,95 @@ func TestDexcli_LockedRPCAndLongPolls(t *testing.T) {
 		t.Fatalf("flow rpc --lock while held = %d:\n%s", code, out)
 	}
 }
+
+// The lock view: step HoldCount holds the counter's lock until released,
+// RPC "holdnote" holds the note's lock until released.
+var (
+	viewNote      = dex.DefineAttribute[string]("note")
+	viewRelease   chan struct{}
+	viewStepHolds = make(chan struct{}, 1)
+	viewRPCHolds  = make(chan struct{}, 1)
+)
+
+var viewHoldNote = dex.DefineRPC("holdnote", func(ctx dex.Context, _ struct{}) (int, error) {
+	viewRPCHolds <- struct{}{}
+	<-viewRelease
+	return 0, nil
+})
+
+type HoldCount struct{ dex.Step[int] }
+
+func (HoldCount) Options() dex.StepOptions {
+	return dex.StepOptions{Execute: dex.MethodOptions{Locks: []dex.AttributeDef{lockedCount}}}
+}
+
+func (HoldCount) Execute(ctx dex.Context, _ int) (dex.Decision, error) {
+	viewStepHolds <- struct{}{}
+	select {
+	case <-viewRelease:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return dex.GracefulComplete(0), nil
+}
+
+var lockViewFlow = dex.NewFlow("lockview").Start(HoldCount{}).Attributes(lockedCount, viewNote).RPCs(viewHoldNote)
+
+// GetFlowState names who holds each lock: the step execution's running
+// attempt and the RPC call, and nothing once they are done.
+//
+// Covers: E30
+func TestLocks_FlowStateNamesTheHolders(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	addr := testproc.FreeAddr(t)
+	p := testproc.Start(t, "dev", "--data-dir", t.TempDir(), "--listen", addr)
+	p.Serving(t, 30*time.Second)
+	c := workerAndClient(t, ctx, dex.WorkerOptions{Addresses: []string{addr}}, dex.ClientOptions{}, lockViewFlow)
+	viewRelease = make(chan struct{})
+	if _, err := dex.Start[HoldCount](ctx, c, lockViewFlow, "lockview-1", 0); err != nil {
+		t.Fatal(err)
+	}
+	rpcDone := make(chan error, 1)
+	go func() {
+		<-viewStepHolds
+		_, err := dex.InvokeRPC(ctx, c, "lockview-1", viewHoldNote, struct{}{}, dex.WithLocks(viewNote))
+		rpcDone <- err
+	}()
+	<-viewRPCHolds // and the step holds its lock before the RPC is sent
+	t.Cleanup(func() {
+		select {
+		case <-viewRelease:
+		default:
+			close(viewRelease) // a failed check must not leave the handlers blocked
+		}
+	})
+	st, err := c.GetFlowState(ctx, "lockview-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.HeldLocks) != 2 {
+		t.Fatalf("held locks %+v, want the count's and the note's", st.HeldLocks)
+	}
+	step, rpc := st.HeldLocks[0], st.HeldLocks[1]
+	if step.Attribute != "count" || step.StepExecutionID != "HoldCount-1" || step.Method != dex.KindExecute || step.Attempt != 1 {
+		t.Errorf("count's lock: %+v, want HoldCount-1's Execute attempt 1", step)
+	}
+	if rpc.Attribute != "note" || rpc.RPCName != "holdnote" || rpc.CallID == "" || rpc.StepExecutionID != "" {
+		t.Errorf("note's lock: %+v, want the holdnote call", rpc)
+	}
+	close(viewRelease)
+	if err := <-rpcDone; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WaitForFlow(ctx, "lockview-1"); err != nil {
+		t.Fatal(err)
+	}
+	st, err = c.GetFlowState(ctx, "lockview-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.HeldLocks) != 0 {
+		t.Fatalf("held locks after both finished: %+v", st.HeldLocks)
+	}
+}

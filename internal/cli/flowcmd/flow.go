@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/dexzd/dexzd/api/dexpb"
+	"github.com/dexzd/dexzd/dex"
 	"github.com/dexzd/dexzd/internal/cli/output"
 	"github.com/dexzd/dexzd/internal/cli/session"
 )
@@ -265,9 +266,12 @@ func flowPublishCmd(env *session.Env) *cobra.Command {
 		Short: "Publish messages (JSON values) to a channel of a running flow",
 		Long: `The messages join the channel's queue in the order given, atomically. A publish
 carries a request ID (random unless --request-id is given); a retry with the
-same request ID queues nothing twice.`,
+same request ID queues nothing twice. With --key, CHANNEL names a channel map
+and the messages go to the queue of that key (the wire name
+CHANNEL/<escaped key>).`,
 		Example: session.Examples([]string{
 			`dexcli flow publish ap-7 approve '{"approved":true,"by":"ana"}'`,
+			`dexcli flow publish regional-1 orders 12 --key eu`,
 			`dexcli flow publish ap-7 approve '{"approved":false,"by":"bo"}' '{"approved":true,"by":"cy"}' --request-id votes-7`,
 		}),
 		Args: session.Args(3, -1),
@@ -275,8 +279,15 @@ same request ID queues nothing twice.`,
 	fs := cmd.Flags()
 	run := runFlag(fs)
 	requestID := fs.String("request-id", "", "the publish's request `ID`, to retry it safely (default: a random one)")
+	key := fs.String("key", "", "publish to the queue of `KEY` of the channel map CHANNEL")
 	cmd.RunE = env.Run(session.DefaultCallTimeout, func(ctx context.Context, s *session.Session, args []string) error {
 		pub := &dexpb.ChannelPublish{Channel: args[1]}
+		if fs.Changed("key") {
+			if *key == "" {
+				return session.Usagef("--key must not be empty")
+			}
+			pub.Channel = dex.MapInstanceName(args[1], *key)
+		}
 		for i, a := range args[2:] {
 			v, err := parseJSONArg(a)
 			if err != nil {
@@ -443,13 +454,23 @@ func flowGetAttrsCmd(env *session.Env) *cobra.Command {
 		Example: session.Examples([]string{
 			"dexcli flow get-attrs order-42",
 			"dexcli flow get-attrs order-42 status -o json",
+			"dexcli flow get-attrs regional-1 tier --key acme",
 		}),
 		Args: session.Args(1, -1),
 	}
 	fs := cmd.Flags()
 	run := runFlag(fs)
+	key := fs.String("key", "", "every NAME is an attribute map: read its instance `KEY`")
 	cmd.RunE = env.Run(session.DefaultCallTimeout, func(ctx context.Context, s *session.Session, args []string) error {
 		req := &dexpb.GetAttributesRequest{FlowId: args[0], RunId: *run, Names: args[1:]}
+		if fs.Changed("key") {
+			if *key == "" || len(req.Names) == 0 {
+				return session.Usagef("--key needs a non-empty key and at least one NAME")
+			}
+			for i, n := range req.Names {
+				req.Names[i] = dex.MapInstanceName(n, *key)
+			}
+		}
 		var resp *dexpb.GetAttributesResponse
 		err := s.Flow(ctx, session.OnUnavailable, func(ctx context.Context, c dexpb.FlowServiceClient) error {
 			var err error
@@ -468,7 +489,7 @@ func flowGetAttrsCmd(env *session.Env) *cobra.Command {
 		var rows [][]string
 		for _, a := range resp.GetAttributes() {
 			got[a.GetName()] = true
-			rows = append(rows, []string{a.GetName(), output.ValueText(a.GetValue())})
+			rows = append(rows, []string{nameText(a.GetName()), output.ValueText(a.GetValue())})
 		}
 		for _, n := range req.Names {
 			if !got[n] {
@@ -495,18 +516,26 @@ func flowSetAttrsCmd(env *session.Env) *cobra.Command {
 		Example: session.Examples([]string{
 			`dexcli flow set-attrs order-42 'status="on-hold"'`,
 			"dexcli flow set-attrs counter-1 count=10",
+			`dexcli flow set-attrs regional-1 'tier="gold"' --key acme`,
 		}),
 		Args: session.Args(2, -1),
 	}
 	fs := cmd.Flags()
 	run := runFlag(fs)
+	key := fs.String("key", "", "every name is an attribute map: set its instance `KEY` (the wire name name/<escaped key>)")
 	cmd.RunE = env.Run(session.DefaultCallTimeout, func(ctx context.Context, s *session.Session, args []string) error {
+		if fs.Changed("key") && *key == "" {
+			return session.Usagef("--key must not be empty")
+		}
 		req := &dexpb.SetAttributesRequest{FlowId: args[0], RunId: *run}
 		var names []string
 		for _, a := range args[1:] {
 			p, err := parseNamedJSON(a)
 			if err != nil {
 				return session.Usagef("%v", err)
+			}
+			if fs.Changed("key") {
+				p.name = dex.MapInstanceName(p.name, *key)
 			}
 			req.Attributes = append(req.Attributes, &dexpb.Attribute{Name: p.name, Value: jsonEncoded(p.value)})
 			names = append(names, p.name)

@@ -6,8 +6,19 @@ import (
 	"strings"
 
 	"github.com/dexzd/dexzd/api/dexpb"
+	"github.com/dexzd/dexzd/dex"
 	"github.com/dexzd/dexzd/internal/cli/output"
 )
+
+// nameText shows an attribute's or channel's name for people: an instance
+// of a map (E33, "<name>/<escaped key>") as name["key"], with the key
+// unescaped; any other name as it is.
+func nameText(wire string) string {
+	if name, key, ok := dex.ParseMapInstanceName(wire); ok {
+		return fmt.Sprintf("%s[%q]", name, key)
+	}
+	return wire
+}
 
 // Text renderings of flow summaries, results, live state and history, for
 // people. JSON output does not use them (see output.ProtoJSON).
@@ -142,7 +153,7 @@ func stateText(w io.Writer, st *dexpb.FlowState) error {
 	if len(st.GetChannels()) > 0 {
 		fmt.Fprintln(w, "\nChannels:")
 		for _, c := range st.GetChannels() {
-			fmt.Fprintf(w, "  %s: %d queued\n", c.GetChannel(), c.GetSize())
+			fmt.Fprintf(w, "  %s: %d queued\n", nameText(c.GetChannel()), c.GetSize())
 			for _, m := range c.GetMessages() {
 				fmt.Fprintf(w, "    %s  %s\n", output.TextTime(m.GetPublishTime()), output.ValueText(m.GetValue()))
 			}
@@ -155,9 +166,23 @@ func stateText(w io.Writer, st *dexpb.FlowState) error {
 		fmt.Fprintln(w, "\nAttributes:")
 		rows := make([][]string, len(st.GetAttributes()))
 		for i, a := range st.GetAttributes() {
-			rows[i] = []string{"  " + a.GetName(), output.ValueText(a.GetValue())}
+			rows[i] = []string{"  " + nameText(a.GetName()), output.ValueText(a.GetValue())}
 		}
 		if err := output.Table(w, []string{"  NAME", "VALUE"}, rows); err != nil {
+			return err
+		}
+	}
+	if len(st.GetHeldLocks()) > 0 {
+		fmt.Fprintln(w, "\nLocks held:")
+		rows := make([][]string, len(st.GetHeldLocks()))
+		for i, l := range st.GetHeldLocks() {
+			by := fmt.Sprintf("%s %s attempt %d", output.EnumText(l.GetMethod()), l.GetStepExecutionId(), l.GetAttempt())
+			if l.GetStepExecutionId() == "" {
+				by = fmt.Sprintf("RPC %s (call %s)", l.GetRpcName(), l.GetCallId())
+			}
+			rows[i] = []string{"  " + l.GetAttribute(), by}
+		}
+		if err := output.Table(w, []string{"  ATTRIBUTE", "HELD BY"}, rows); err != nil {
 			return err
 		}
 	}
@@ -208,7 +233,7 @@ func stepText(w io.Writer, x *dexpb.StepExecutionState) {
 			if c.GetSatisfied() {
 				s = fmt.Sprintf("satisfied, consumed %d", c.GetConsumedCount())
 			}
-			fmt.Fprintf(w, "      channel #%d%s %s  %s\n", c.GetChannelConditionIndex(), idText(c.GetConditionId()), c.GetChannel(), s)
+			fmt.Fprintf(w, "      channel #%d%s %s  %s\n", c.GetChannelConditionIndex(), idText(c.GetConditionId()), nameText(c.GetChannel()), s)
 		}
 		for _, c := range ws.GetSubFlows() {
 			fmt.Fprintf(w, "      subflow #%d%s %s\n", c.GetSubFlowConditionIndex(), idText(c.GetConditionId()), subFlowText(c))
@@ -278,7 +303,7 @@ func conditionText(c *dexpb.WaitCondition) string {
 		default:
 			bound = output.EnumText(ch.GetBound())
 		}
-		s = fmt.Sprintf("channel %s %s", ch.GetChannel(), bound)
+		s = fmt.Sprintf("channel %s %s", nameText(ch.GetChannel()), bound)
 	case *dexpb.WaitCondition_SubFlow:
 		s = "subflow " + k.SubFlow.GetFlowType()
 	default:
@@ -496,7 +521,7 @@ func movementText(m *dexpb.Movement, id string) string {
 func attributesText(attrs []*dexpb.Attribute) string {
 	parts := make([]string, len(attrs))
 	for i, a := range attrs {
-		parts[i] = a.GetName() + "=" + output.ValueText(a.GetValue())
+		parts[i] = nameText(a.GetName()) + "=" + output.ValueText(a.GetValue())
 	}
 	return strings.Join(parts, ", ")
 }
@@ -508,7 +533,7 @@ func publishesText(ps []*dexpb.ChannelPublish) string {
 		for j, v := range p.GetValues() {
 			vals[j] = output.ValueText(v)
 		}
-		parts[i] = fmt.Sprintf("%s <- %s", p.GetChannel(), strings.Join(vals, ", "))
+		parts[i] = fmt.Sprintf("%s <- %s", nameText(p.GetChannel()), strings.Join(vals, ", "))
 	}
 	return strings.Join(parts, "; ")
 }
