@@ -56,6 +56,16 @@ func (l Local) GetHistoryEvents(ctx context.Context, req *dexpb.GetHistoryEvents
 	return call(ctx, l, dexpb.FlowService_GetHistoryEvents_FullMethodName, req, l.flows().GetHistoryEvents)
 }
 
+// GetFlowSummary is FlowService.GetFlowSummary.
+func (l Local) GetFlowSummary(ctx context.Context, req *dexpb.GetFlowSummaryRequest) (*dexpb.GetFlowSummaryResponse, error) {
+	return call(ctx, l, dexpb.FlowService_GetFlowSummary_FullMethodName, req, l.flows().GetFlowSummary)
+}
+
+// SearchFlows is FlowService.SearchFlows.
+func (l Local) SearchFlows(ctx context.Context, req *dexpb.SearchFlowsRequest) (*dexpb.SearchFlowsResponse, error) {
+	return call(ctx, l, dexpb.FlowService_SearchFlows_FullMethodName, req, l.flows().SearchFlows)
+}
+
 // StopFlow is FlowService.StopFlow.
 func (l Local) StopFlow(ctx context.Context, req *dexpb.StopFlowRequest) (*dexpb.StopFlowResponse, error) {
 	return call(ctx, l, dexpb.FlowService_StopFlow_FullMethodName, req, l.flows().StopFlow)

@@ -13,7 +13,6 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/dexzd/dexzd/api/dexpb"
 	"github.com/dexzd/dexzd/internal/auth"
@@ -21,9 +20,6 @@ import (
 
 // Bounds of one request of the UI.
 const (
-	// maxScan is how many runs one flows request with an ID prefix reads
-	// at most (the prefix is matched here until tier 2's search exists).
-	maxScan = 10_000
 	// maxEvents is how many history events the run page loads at most.
 	maxEvents = 10_000
 	// maxMessages is how many queued messages per channel the run page
@@ -92,78 +88,167 @@ func callCtx(r *http.Request) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(r.Context(), callTimeout)
 }
 
-// listQuery reads the flows page's filters.
-func listQuery(r *http.Request, now time.Time) (*dexpb.ListFlowsRequest, string, error) {
+// flowsQuery is the flows page's request: the query text given to
+// SearchFlows (the filters and the search field joined), and the part of
+// it the user typed, whose syntax errors are reported against its own
+// positions.
+type flowsQuery struct {
+	search *dexpb.SearchFlowsRequest
+	// user is the search field's text ("" when empty).
+	user string
+}
+
+// quote is s as a query literal.
+func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// listQuery reads the flows page's filters and search field.
+func listQuery(r *http.Request, now time.Time) (flowsQuery, error) {
 	q := r.URL.Query()
-	req := &dexpb.ListFlowsRequest{FlowType: q.Get("type"), PageToken: q.Get("pageToken")}
+	var conds []string
+	if t := q.Get("type"); t != "" {
+		conds = append(conds, "FlowType = "+quote(t))
+	}
+	if p := q.Get("prefix"); p != "" {
+		conds = append(conds, "FlowId STARTS_WITH "+quote(p))
+	}
 	if s := q.Get("status"); s != "" {
+		var names []string
 		for _, name := range strings.Split(s, ",") {
-			v, ok := dexpb.FlowStatus_value["FLOW_STATUS_"+strings.ToUpper(strings.TrimSpace(name))]
+			n := strings.ToUpper(strings.TrimSpace(name))
+			v, ok := dexpb.FlowStatus_value["FLOW_STATUS_"+n]
 			if !ok || v == 0 {
-				return nil, "", status.Errorf(codes.InvalidArgument, "status: %q is not running, completed, failed, canceled or terminated", name)
+				return flowsQuery{}, status.Errorf(codes.InvalidArgument, "status: %q is not running, completed, failed, canceled or terminated", name)
 			}
-			req.Statuses = append(req.Statuses, dexpb.FlowStatus(v))
+			names = append(names, quote(n))
 		}
+		conds = append(conds, "Status IN ("+strings.Join(names, ", ")+")")
 	}
 	if s := q.Get("since"); s != "" {
 		t, err := time.Parse(time.RFC3339, s)
 		if err != nil {
 			d, derr := time.ParseDuration(s)
 			if derr != nil || d < 0 {
-				return nil, "", status.Errorf(codes.InvalidArgument, "since: %q is neither an RFC 3339 time nor a duration such as 1h", s)
+				return flowsQuery{}, status.Errorf(codes.InvalidArgument, "since: %q is neither an RFC 3339 time nor a duration such as 1h", s)
 			}
 			t = now.Add(-d)
 		}
-		req.StartTimeFrom = timestamppb.New(t)
+		conds = append(conds, "StartTime >= "+quote(t.UTC().Format(time.RFC3339Nano)))
 	}
-	req.PageSize = 50
+	req := &dexpb.SearchFlowsRequest{PageToken: q.Get("pageToken"), PageSize: 50}
 	if s := q.Get("pageSize"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > 1000 {
-			return nil, "", status.Errorf(codes.InvalidArgument, "pageSize: must be 1 to 1000, got %q", s)
+			return flowsQuery{}, status.Errorf(codes.InvalidArgument, "pageSize: must be 1 to 1000, got %q", s)
 		}
 		req.PageSize = uint32(n)
 	}
-	return req, q.Get("prefix"), nil
+	user := strings.TrimSpace(q.Get("q"))
+	where, order := splitOrderBy(user)
+	if where = strings.TrimSpace(where); where != "" {
+		if len(conds) > 0 {
+			where = "(" + where + ")"
+		}
+		conds = append([]string{where}, conds...)
+	}
+	req.Query = strings.Join(conds, " AND ")
+	if order != "" {
+		req.Query = strings.TrimSpace(req.Query + " " + order)
+	}
+	return flowsQuery{search: req, user: user}, nil
 }
 
+// splitOrderBy splits a query at its ORDER BY clause (outside string
+// literals and backquoted names), so that the filters can be joined to
+// its condition.
+func splitOrderBy(q string) (where, order string) {
+	inStr, inName := false, false
+	for i := 0; i < len(q); i++ {
+		c := q[i]
+		switch {
+		case inStr:
+			if c == '\'' {
+				inStr = false // a doubled quote reopens at the next one
+			}
+		case inName:
+			if c == '`' {
+				inName = false
+			}
+		case c == '\'':
+			inStr = true
+		case c == '`':
+			inName = true
+		case (c == 'o' || c == 'O') && (i == 0 || !identByte(q[i-1])) && len(q) >= i+5 && strings.EqualFold(q[i:i+5], "order"):
+			rest := q[i+5:]
+			trimmed := strings.TrimLeft(rest, " \t\r\n")
+			if len(trimmed) < len(rest) && len(trimmed) >= 2 && strings.EqualFold(trimmed[:2], "by") && (len(trimmed) == 2 || !identByte(trimmed[2])) {
+				return q[:i], q[i:]
+			}
+		}
+	}
+	return q, ""
+}
+
+func identByte(c byte) bool {
+	return c == '_' || c == '-' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+}
+
+// closedStatuses are the statuses whose summary has an error to show.
+var closedStatuses = map[dexpb.FlowStatus]bool{
+	dexpb.FlowStatus_FLOW_STATUS_FAILED:     true,
+	dexpb.FlowStatus_FLOW_STATUS_CANCELED:   true,
+	dexpb.FlowStatus_FLOW_STATUS_TERMINATED: true,
+}
+
+// listFlows answers the flows page with SearchFlows (E36): the filters
+// and the search field are one query, so paging, ORDER BY and the
+// indexed attributes of each run come from the search.
 func (s *Server) listFlows(w http.ResponseWriter, r *http.Request) {
-	api, ok := s.authorize(w, r, dexpb.FlowService_ListFlows_FullMethodName)
+	api, ok := s.authorize(w, r, dexpb.FlowService_SearchFlows_FullMethodName)
 	if !ok {
 		return
 	}
-	req, prefix, err := listQuery(r, time.Now())
+	if _, ok := s.authorize(w, r, dexpb.FlowService_GetFlowSummary_FullMethodName); !ok {
+		return
+	}
+	fq, err := listQuery(r, time.Now())
 	if err != nil {
 		writeCallError(w, err)
 		return
 	}
 	ctx, cancel := callCtx(r)
 	defer cancel()
-	var flows []json.RawMessage
-	scanned := 0
-	next := ""
-	for {
-		resp, err := api.ListFlows(ctx, req)
-		if err != nil {
-			writeCallError(w, err)
-			return
-		}
-		for _, f := range resp.GetFlows() {
-			if strings.HasPrefix(f.GetFlowId(), prefix) {
-				flows = append(flows, rawProto(f))
+	resp, err := api.SearchFlows(ctx, fq.search)
+	if err != nil {
+		if status.Code(err) == codes.InvalidArgument && fq.user != "" && fq.user != fq.search.GetQuery() {
+			// Report an error of the typed query at its own positions:
+			// parsing fails before any run is read.
+			if _, uerr := api.SearchFlows(ctx, &dexpb.SearchFlowsRequest{Query: fq.user, PageSize: 1}); status.Code(uerr) == codes.InvalidArgument {
+				err = uerr
 			}
 		}
-		scanned += len(resp.GetFlows())
-		next = resp.GetNextPageToken()
-		if prefix == "" || next == "" || len(flows) >= int(req.PageSize) || scanned >= maxScan {
-			break
+		writeCallError(w, err)
+		return
+	}
+	// The search's summaries carry no error: the failed, canceled and
+	// terminated runs of the page read theirs (one in-process call each,
+	// at most a page).
+	flows := make([]map[string]any, 0, len(resp.GetFlows()))
+	for _, f := range resp.GetFlows() {
+		sum := f.GetSummary()
+		if closedStatuses[sum.GetStatus()] {
+			if full, err := api.GetFlowSummary(ctx, &dexpb.GetFlowSummaryRequest{FlowId: sum.GetFlowId(), RunId: sum.GetRunId()}); err == nil {
+				sum = full.GetSummary()
+			}
 		}
-		req.PageToken = next
+		indexed := map[string]json.RawMessage{}
+		for _, iv := range f.GetIndexedValues() {
+			if json.Valid(iv.GetJson()) {
+				indexed[iv.GetKey()] = iv.GetJson()
+			}
+		}
+		flows = append(flows, map[string]any{"summary": rawProto(sum), "indexed": indexed})
 	}
-	if flows == nil {
-		flows = []json.RawMessage{}
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"flows": flows, "nextPageToken": next, "scanned": scanned})
+	writeJSON(w, http.StatusOK, map[string]any{"flows": flows, "nextPageToken": resp.GetNextPageToken(), "query": fq.search.GetQuery()})
 }
 
 func (s *Server) getFlow(w http.ResponseWriter, r *http.Request) {
@@ -352,6 +437,56 @@ func (s *Server) setAttribute(w http.ResponseWriter, r *http.Request) {
 		return api.SetAttributes(ctx, &dexpb.SetAttributesRequest{FlowId: r.PathValue("id"), RunId: in.RunID,
 			Attributes: []*dexpb.Attribute{{Name: in.Name, Value: v}}})
 	}, "name", in.Name)
+}
+
+// resetIn is the body of a reset (E37): the run, and one point: the
+// beginning, before the first execution of a step type, or before a step
+// execution's WaitFor (or its Execute).
+type resetIn struct {
+	RunID           string `json:"runId"`
+	Point           string `json:"point"` // beginning, stepType, stepExecution
+	StepType        string `json:"stepType"`
+	StepExecutionID string `json:"stepExecutionId"`
+	BeforeExecute   bool   `json:"beforeExecute"`
+	SkipReapply     bool   `json:"skipReapply"`
+	Reason          string `json:"reason"`
+}
+
+// resetPoint converts the body's point.
+func resetPoint(in resetIn) (*dexpb.ResetPoint, error) {
+	switch in.Point {
+	case "beginning":
+		return &dexpb.ResetPoint{Point: &dexpb.ResetPoint_Beginning{Beginning: true}}, nil
+	case "stepType":
+		if in.StepType == "" {
+			return nil, status.Error(codes.InvalidArgument, "stepType: must name a step type for point stepType")
+		}
+		return &dexpb.ResetPoint{Point: &dexpb.ResetPoint_StepType{StepType: in.StepType}}, nil
+	case "stepExecution":
+		if in.StepExecutionID == "" {
+			return nil, status.Error(codes.InvalidArgument, "stepExecutionId: must name a step execution for point stepExecution")
+		}
+		return &dexpb.ResetPoint{Point: &dexpb.ResetPoint_StepExecution{StepExecution: &dexpb.StepExecutionPoint{
+			StepExecutionId: in.StepExecutionID, BeforeExecute: in.BeforeExecute}}}, nil
+	}
+	return nil, status.Errorf(codes.InvalidArgument, "point: must be beginning, stepType or stepExecution, got %q", in.Point)
+}
+
+func (s *Server) resetFlow(w http.ResponseWriter, r *http.Request) {
+	var in resetIn
+	api, ok := s.action(w, r, dexpb.FlowService_ResetFlow_FullMethodName, &in)
+	if !ok {
+		return
+	}
+	p, err := resetPoint(in)
+	if err != nil {
+		writeCallError(w, err)
+		return
+	}
+	answer(s, w, r, "reset", func(ctx context.Context) (*dexpb.ResetFlowResponse, error) {
+		return api.ResetFlow(ctx, &dexpb.ResetFlowRequest{FlowId: r.PathValue("id"), RunId: in.RunID, Point: p,
+			SkipReapply: in.SkipReapply, Reason: in.Reason})
+	}, "runId", in.RunID, "point", in.Point, "stepType", in.StepType, "stepExecutionId", in.StepExecutionID)
 }
 
 // logAction logs an action taken in the UI, with who took it.

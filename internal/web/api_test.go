@@ -3,37 +3,43 @@ package web
 import (
 	"net"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/dexzd/dexzd/api/dexpb"
 )
 
-// The flows page's filters become a ListFlows request; bad ones are
+// The flows page's filters and search field become one SearchFlows
+// query (the typed condition first, its ORDER BY last); bad filters are
 // refused naming the parameter.
 func TestListQuery(t *testing.T) {
 	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 	for _, tc := range []struct {
 		query, err string
-		check      func(*dexpb.ListFlowsRequest, string) bool
+		want       string // the SearchFlows query
+		size       uint32
+		token      string
 	}{
-		{query: "", check: func(r *dexpb.ListFlowsRequest, p string) bool {
-			return r.GetPageSize() == 50 && len(r.GetStatuses()) == 0 && r.GetStartTimeFrom() == nil && p == ""
-		}},
-		{query: "status=running,failed&type=order&prefix=ord&pageSize=10&pageToken=tok", check: func(r *dexpb.ListFlowsRequest, p string) bool {
-			return r.GetFlowType() == "order" && p == "ord" && r.GetPageSize() == 10 && r.GetPageToken() == "tok" &&
-				len(r.GetStatuses()) == 2 && r.GetStatuses()[0] == dexpb.FlowStatus_FLOW_STATUS_RUNNING && r.GetStatuses()[1] == dexpb.FlowStatus_FLOW_STATUS_FAILED
-		}},
-		{query: "since=1h", check: func(r *dexpb.ListFlowsRequest, _ string) bool {
-			return r.GetStartTimeFrom().AsTime().Equal(now.Add(-time.Hour))
-		}},
-		{query: "since=2026-12-01T00:00:00Z", check: func(r *dexpb.ListFlowsRequest, _ string) bool {
-			return r.GetStartTimeFrom().AsTime().Equal(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
-		}},
+		{query: "", want: "", size: 50},
+		{query: "status=running,failed&type=order&prefix=ord&pageSize=10&pageToken=tok",
+			want: "FlowType = 'order' AND FlowId STARTS_WITH 'ord' AND Status IN ('RUNNING', 'FAILED')", size: 10, token: "tok"},
+		{query: "since=1h", want: "StartTime >= '2026-12-02T11:00:00Z'", size: 50},
+		{query: "since=2026-12-01T00:00:00Z", want: "StartTime >= '2026-12-01T00:00:00Z'", size: 50},
+		{query: "type=it's", want: "FlowType = 'it''s'", size: 50},
+		{query: "q=" + url.QueryEscape("OrderStatus = 'charged' OR cents > 5"), want: "OrderStatus = 'charged' OR cents > 5", size: 50},
+		{query: "type=order&q=" + url.QueryEscape("OrderStatus = 'charged' OR cents > 5 order  by cents DESC"),
+			want: "(OrderStatus = 'charged' OR cents > 5) AND FlowType = 'order' order  by cents DESC", size: 50},
+		{query: "status=completed&q=" + url.QueryEscape("ORDER BY StartTime"), want: "Status IN ('COMPLETED') ORDER BY StartTime", size: 50},
+		// ORDER BY inside a literal or a backquoted name, or as part of a
+		// longer word, is not the clause.
+		{query: "type=x&q=" + url.QueryEscape("note = 'order by me' AND `order by` = 1 AND reorder_by = 2"),
+			want: "(note = 'order by me' AND `order by` = 1 AND reorder_by = 2) AND FlowType = 'x'", size: 50},
 		{query: "status=sleeping", err: "status"},
 		{query: "status=unspecified", err: "status"},
 		{query: "since=yesterday", err: "since"},
@@ -42,15 +48,15 @@ func TestListQuery(t *testing.T) {
 		{query: "pageSize=1001", err: "pageSize"},
 	} {
 		t.Run(tc.query, func(t *testing.T) {
-			req, prefix, err := listQuery(httptest.NewRequest("GET", "/api/flows?"+tc.query, nil), now)
+			fq, err := listQuery(httptest.NewRequest("GET", "/api/flows?"+tc.query, nil), now)
 			if tc.err != "" {
 				if status.Code(err) != codes.InvalidArgument || !strings.HasPrefix(status.Convert(err).Message(), tc.err+":") {
 					t.Fatalf("err %v, want INVALID_ARGUMENT naming %s", err, tc.err)
 				}
 				return
 			}
-			if err != nil || !tc.check(req, prefix) {
-				t.Fatalf("got %v prefix %q err %v", req, prefix, err)
+			if err != nil || fq.search.GetQuery() != tc.want || fq.search.GetPageSize() != tc.size || fq.search.GetPageToken() != tc.token {
+				t.Fatalf("got %v err %v, want query %q", fq.search, err, tc.want)
 			}
 		})
 	}
@@ -77,6 +83,36 @@ func TestURL(t *testing.T) {
 		}
 		if got := URL(a); got != want {
 			t.Errorf("URL(%s) = %s, want %s", addr, got, want)
+		}
+	}
+}
+
+// A reset's point is one of three, with what it needs; others are refused
+// naming the field.
+func TestResetPoint(t *testing.T) {
+	for _, tc := range []struct {
+		in    resetIn
+		want  *dexpb.ResetPoint
+		field string // of the error
+	}{
+		{in: resetIn{Point: "beginning"}, want: &dexpb.ResetPoint{Point: &dexpb.ResetPoint_Beginning{Beginning: true}}},
+		{in: resetIn{Point: "stepType", StepType: "Charge"}, want: &dexpb.ResetPoint{Point: &dexpb.ResetPoint_StepType{StepType: "Charge"}}},
+		{in: resetIn{Point: "stepExecution", StepExecutionID: "Charge-1", BeforeExecute: true}, want: &dexpb.ResetPoint{
+			Point: &dexpb.ResetPoint_StepExecution{StepExecution: &dexpb.StepExecutionPoint{StepExecutionId: "Charge-1", BeforeExecute: true}}}},
+		{in: resetIn{Point: "stepType"}, field: "stepType"},
+		{in: resetIn{Point: "stepExecution"}, field: "stepExecutionId"},
+		{in: resetIn{Point: "yesterday"}, field: "point"},
+		{in: resetIn{}, field: "point"},
+	} {
+		p, err := resetPoint(tc.in)
+		if tc.field != "" {
+			if status.Code(err) != codes.InvalidArgument || !strings.HasPrefix(status.Convert(err).Message(), tc.field+":") {
+				t.Errorf("%+v: err %v, want INVALID_ARGUMENT naming %s", tc.in, err, tc.field)
+			}
+			continue
+		}
+		if err != nil || !proto.Equal(p, tc.want) {
+			t.Errorf("%+v: got %v, %v, want %v", tc.in, p, err, tc.want)
 		}
 	}
 }

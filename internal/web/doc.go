@@ -7,8 +7,10 @@
 //
 // Pages (one HTML page, routed in the browser by path):
 //
-//	/             the flows page: filters (status, type, ID prefix, started since), paging, live refresh
-//	/flows/ID     the run page: step graph, live state, timeline, actions
+//	/             the flows page: a search query (E36) and filters (status, type, ID prefix,
+//	              started since), indexed attribute columns, paging, live refresh
+//	/flows/ID     the run page: step graph (subflow links, E29 cancellations), live state,
+//	              timeline, actions (stop, skip a timer, publish, set an attribute, reset)
 //	/node         the node page: identity, lease, role, events, log, snapshots, store requests
 //
 // On a process that does not serve (a standby, a process holding off
@@ -19,27 +21,43 @@
 //
 // JSON endpoints (protobuf messages in their canonical JSON, protojson):
 //
-//	GET  /api/flows?status=&type=&prefix=&since=&pageToken=&pageSize=
+//	GET  /api/flows?q=&status=&type=&prefix=&since=&pageToken=&pageSize=
 //	GET  /api/flows/{id}?runId=           state and history of a run
 //	POST /api/flows/{id}/stop             {runId, type: cancel|terminate|fail, reason}
 //	POST /api/flows/{id}/skip-timer       {runId, stepExecutionId, conditionId | timerIndex}
 //	POST /api/flows/{id}/publish          {runId, channel, value (JSON text)}
 //	POST /api/flows/{id}/attributes       {runId, name, value (JSON text)}
+//	POST /api/flows/{id}/reset            {runId, point: beginning|stepType|stepExecution,
+//	                                       stepType, stepExecutionId, beforeExecute, skipReapply, reason}
 //	GET  /api/node
 //	GET  /api/session, POST /api/session {token}, DELETE /api/session
 //
-// Seams for tier 2: the ID prefix filter pages through ListFlows here
-// (listFlows, at most maxScan runs per request) until the search query
-// exists, which replaces it and adds its own field to the flows page; a
-// reset action goes beside stop in actions (one more POST and a button on
-// the run page).
+// The flows page is one SearchFlows query (E36, docs/search.md): the
+// typed query's condition AND the filters (FlowType =, FlowId
+// STARTS_WITH, Status IN, StartTime >=), its ORDER BY last. So it lists
+// every run, latest and older, pages with the search's page tokens, and
+// has each run's indexed attribute values: the page shows one column per
+// key present on it. A malformed query is reported at its positions in
+// the typed text (when the joined query fails, the typed one alone is
+// parsed again for its error: parsing reads no run), and the page stops
+// refreshing it. The search's summaries carry no error, so the failed,
+// canceled and terminated runs of a page read theirs with GetFlowSummary.
+//
+// The run page derives a SubFlow condition's child ID
+// (SubFlow:<parent>-<stepExecution>-<index>) from the Wait, with the run
+// and status of the live state or the SubFlowCompleted event, and links
+// to it; a child's page links to ParentFlowId. A StepCanceled event
+// marks the execution canceled (its WaitFor too when it was still
+// waiting), apart from failed ones, naming the canceling execution. The
+// reset action (E37) opens the new run; the header links a reset run and
+// the run it was reset from.
 //
 // # What a browser may do
 //
 // A browser session has the roles of the token its user signs in with,
 // checked on every request with the method's permission from the server's
 // table (server.Permission): reader for the pages and reads, client for
-// the actions (stop, skip a timer, publish, set an attribute). The node
+// the actions (stop, skip a timer, publish, set an attribute, reset). The node
 // page needs reader, like /metrics. In open mode (no auth section and no
 // admin credential) everybody may do everything, as on the gRPC API; with
 // only admin.credentialFile set, everything but AdminService is open, so

@@ -22,13 +22,15 @@ var assets embed.FS
 // API is the in-process API the UI calls: server.Local of the process's
 // current phase implements it.
 type API interface {
-	ListFlows(context.Context, *dexpb.ListFlowsRequest) (*dexpb.ListFlowsResponse, error)
+	SearchFlows(context.Context, *dexpb.SearchFlowsRequest) (*dexpb.SearchFlowsResponse, error)
+	GetFlowSummary(context.Context, *dexpb.GetFlowSummaryRequest) (*dexpb.GetFlowSummaryResponse, error)
 	GetFlowState(context.Context, *dexpb.GetFlowStateRequest) (*dexpb.GetFlowStateResponse, error)
 	GetHistoryEvents(context.Context, *dexpb.GetHistoryEventsRequest) (*dexpb.GetHistoryEventsResponse, error)
 	StopFlow(context.Context, *dexpb.StopFlowRequest) (*dexpb.StopFlowResponse, error)
 	SkipTimer(context.Context, *dexpb.SkipTimerRequest) (*dexpb.SkipTimerResponse, error)
 	PublishToChannel(context.Context, *dexpb.PublishToChannelRequest) (*dexpb.PublishToChannelResponse, error)
 	SetAttributes(context.Context, *dexpb.SetAttributesRequest) (*dexpb.SetAttributesResponse, error)
+	ResetFlow(context.Context, *dexpb.ResetFlowRequest) (*dexpb.ResetFlowResponse, error)
 }
 
 // Node is the process the UI shows (package node implements it).
@@ -161,6 +163,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /api/flows/{id}/skip-timer", s.skipTimer)
 	mux.HandleFunc("POST /api/flows/{id}/publish", s.publish)
 	mux.HandleFunc("POST /api/flows/{id}/attributes", s.setAttribute)
+	mux.HandleFunc("POST /api/flows/{id}/reset", s.resetFlow)
 	return headers(mux)
 }
 

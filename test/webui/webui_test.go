@@ -22,6 +22,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -76,6 +77,37 @@ func (Hop) Execute(_ dex.Context, n int) (dex.Decision, error) {
 }
 
 var hopFlow = dex.NewFlow("hops").Start(Hop{})
+
+// RaceStart fans out to RaceSlow, which waits an hour, and RaceFast, whose
+// decision cancels RaceSlow (E29): a run with a canceled execution.
+type RaceStart struct{ dex.Step[int] }
+
+func (RaceStart) Execute(_ dex.Context, n int) (dex.Decision, error) {
+	return dex.Move(dex.To[RaceSlow](n), dex.To[RaceFast](n)), nil
+}
+
+// RaceSlow waits an hour; RaceFast cancels it first.
+type RaceSlow struct{ dex.Step[int] }
+
+func (RaceSlow) WaitFor(dex.Context, int) (dex.Wait, error) { return dex.Timer(time.Hour), nil }
+
+func (RaceSlow) Execute(_ dex.Context, n int, _ dex.Results) (dex.Decision, error) {
+	return dex.GracefulComplete(n), nil
+}
+
+// RaceFast waits a moment (so that RaceSlow is waiting on its timer),
+// then completes and cancels RaceSlow.
+type RaceFast struct{ dex.Step[int] }
+
+func (RaceFast) WaitFor(dex.Context, int) (dex.Wait, error) {
+	return dex.Timer(300 * time.Millisecond), nil
+}
+
+func (RaceFast) Execute(_ dex.Context, n int, _ dex.Results) (dex.Decision, error) {
+	return dex.AndCancel(dex.GracefulComplete(n+1), dex.CancelSteps(dex.Ref[RaceSlow]())), nil
+}
+
+var raceFlow = dex.NewFlow("race").Start(RaceStart{}).Steps(RaceSlow{}, RaceFast{})
 
 // browser is one headless chromium tab with its console watched.
 type browser struct {
@@ -293,7 +325,7 @@ func devServer(t *testing.T) (api, ui string, c *dex.Client) {
 		t.Fatalf("the server does not print the UI's URL http://%s/:\n%s", ui, p.Log())
 	}
 	startWorkerProcess(t, buildWorker(t), api)
-	w, err := dex.NewWorker(dex.WorkerOptions{Addresses: []string{api}, MaxConcurrentTasks: 8, Logger: quiet()}, hopFlow)
+	w, err := dex.NewWorker(dex.WorkerOptions{Addresses: []string{api}, MaxConcurrentTasks: 8, Logger: quiet()}, hopFlow, raceFlow)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,10 +352,15 @@ func waitDone(t *testing.T, c *dex.Client, ids ...string) {
 	}
 }
 
-// The flows page, a filter, a run's graph and a failure with its stack,
-// keyboard selection, raw JSON of an event, a stop, a publish and a
-// skipped timer each with a confirmation naming the run, the node page,
-// and the run page of a 200-step flow within a second; no console errors.
+// The flows page, a filter, a search (E36) with its indexed columns and a
+// syntax error at its position, a run's graph and a failure with its
+// stack, keyboard selection, raw JSON of an event, subflow links (E31) to
+// the child and back, a canceled execution (E29) marked apart, a stop, a
+// publish, a skipped timer and a reset (E37) each with a confirmation
+// naming the run, the node page, and the run page of a 200-step flow
+// within a second; no console errors.
+//
+// Covers: E29, E31, E36, E37 (in the UI)
 func TestUI_DevServer(t *testing.T) {
 	chrome := chromium(t)
 	_, ui, c := devServer(t)
@@ -339,17 +376,23 @@ func TestUI_DevServer(t *testing.T) {
 	start(flows.ApprovalFlow, "approval-7", flows.Request{ID: "7", Amount: 5000})
 	start(flows.ApprovalFlow, "approval-8", flows.Request{ID: "8", Amount: 80})
 	start(flows.ApprovalFlow, "approval-9", flows.Request{ID: "9", Amount: 90})
+	start(flows.OrderFlow, "order-44", flows.Order{ID: "44", Cents: 300, Card: "visa"})
 	start(hopFlow, "hops-200", 0)
-	waitDone(t, c, "order-42", "order-43", "hops-200")
+	start(flows.ShipmentFlow, "ship-1", flows.Shipment{ID: "1", Parcels: []flows.Parcel{{ID: "p1", Grams: 500}, {ID: "p2", Grams: 1500}}})
+	start(raceFlow, "race-1", 0)
+	waitDone(t, c, "order-42", "order-43", "order-44", "hops-200", "ship-1", "race-1")
 
 	b := newBrowser(t, chrome)
 	base := "http://" + ui
 
 	// Flows page.
 	b.do(chromedp.Navigate(base + "/"))
-	for _, id := range []string{"order-42", "order-43", "approval-7", "approval-8", "approval-9", "hops-200"} {
+	for _, id := range []string{"order-42", "order-43", "order-44", "approval-7", "approval-8", "approval-9", "hops-200", "ship-1"} {
 		b.waitText("#flows tbody", id)
 	}
+	// The indexed attributes of the order flow have their columns.
+	b.waitText("#flows thead", "OrderStatus")
+	b.waitText("#flows thead", "cents")
 	b.screenshot("flows.png")
 
 	// Keyboard: the first Tab reaches the skip link, Enter on it moves the
@@ -367,14 +410,74 @@ func TestUI_DevServer(t *testing.T) {
 		t.Fatalf("type approval shows:\n%s", s)
 	}
 	b.do(chromedp.Navigate(base + "/?prefix=order-&status=completed"))
-	b.waitText("#flows-info", "2 flows")
+	b.waitText("#flows-info", "3 flows")
 	if s := b.text("#flows tbody"); strings.Contains(s, "approval") || strings.Contains(s, "hops") {
 		t.Fatalf("prefix order- shows:\n%s", s)
 	}
 
+	// Search (E36): a query on an indexed attribute, typed into the search
+	// field and joined to a filter, selects a subset; the indexed columns
+	// show the runs' values; ORDER BY orders them.
+	b.do(chromedp.Navigate(base + "/?type=order"))
+	b.waitText("#flows-info", "3 flows")
+	b.do(chromedp.SetValue(chromedp.CSS("#f-q"), "cents >= 1000 ORDER BY FlowId ASC"), chromedp.Click(chromedp.CSS(`form.filters button[type="submit"]`)))
+	b.waitText("#flows-info", "2 flows")
+	if got := eval[string](b, `[...document.querySelectorAll("#flows tbody a[data-flow]")].map((a) => a.dataset.flow).join(",")`); got != "order-42,order-43" {
+		t.Fatalf("cents >= 1000 ORDER BY FlowId lists %q, want order-42,order-43", got)
+	}
+	if got := eval[string](b, `[...document.querySelectorAll('#flows td.indexed[data-key="cents"]')].map((td) => td.textContent).join(",")`); got != "1200,1200" {
+		t.Fatalf("the cents column shows %q", got)
+	}
+	if got := eval[string](b, `[...document.querySelectorAll('#flows td.indexed[data-key="OrderStatus"]')].map((td) => td.textContent).join(",")`); got != "shipped,canceled" {
+		t.Fatalf("the OrderStatus column shows %q", got)
+	}
+	b.do(chromedp.SetValue(chromedp.CSS("#f-q"), "OrderStatus = 'canceled'"), chromedp.Click(chromedp.CSS(`form.filters button[type="submit"]`)))
+	b.waitText("#flows-info", "· 1 flow")
+	b.waitText("#flows tbody", "order-43")
+	b.screenshot("flows-search.png")
+	// Paging follows the search's page tokens.
+	b.do(chromedp.Navigate(base + "/?type=order&pageSize=2&q=" + url.QueryEscape("cents > 0 ORDER BY FlowId ASC")))
+	b.waitText("#flows-info", "page 1 · 2 flows")
+	b.waitText("#flows tbody", "order-43")
+	b.do(chromedp.Click(chromedp.CSS(".pager button:nth-child(2)")))
+	b.waitText("#flows-info", "page 2 · 1 flow")
+	if s := b.text("#flows tbody"); !strings.Contains(s, "order-44") || strings.Contains(s, "order-42") {
+		t.Fatalf("page 2 of the orders by ID shows:\n%s", s)
+	}
+	if dis := eval[bool](b, `document.querySelector(".pager button:nth-child(2)").disabled`); !dis {
+		t.Fatal("the last page's Next is enabled")
+	}
+	b.do(chromedp.Click(chromedp.CSS(".pager button:nth-child(1)")))
+	b.waitText("#flows-info", "page 1 · 2 flows")
+	b.do(chromedp.Navigate(base + "/?type=order"))
+	b.waitText("#flows-info", "3 flows")
+	// A malformed query shows the server's message with its position in
+	// the typed text (not in the query joined to the filters), and a caret
+	// under it; the page stops refreshing a query that cannot succeed.
+	b.do(chromedp.SetValue(chromedp.CSS("#f-q"), "cents > 'ten'"), chromedp.Click(chromedp.CSS(`form.filters button[type="submit"]`)))
+	msg := b.waitText("#search-error", "at position 9")
+	if !strings.Contains(msg, "expected") || !strings.Contains(msg, "cents") {
+		t.Fatalf("the syntax error reads %q", msg)
+	}
+	if caret := b.text("#search-error pre.caret"); !strings.HasSuffix(caret, "\n        ^") {
+		t.Fatalf("the caret block is %q, want the caret under position 9", caret)
+	}
+	if inv := eval[string](b, `document.getElementById("f-q").getAttribute("aria-invalid")`); inv != "true" {
+		t.Fatalf("the search field's aria-invalid is %q", inv)
+	}
+	// The 400 answer of the search is the one error the browser logs
+	// (every failed fetch is); nothing else.
+	for _, e := range b.consoleErrors() {
+		if !strings.Contains(e, "400") || !strings.Contains(e, "/api/flows?") {
+			t.Fatalf("console error: %s", e)
+		}
+	}
+
 	// Open a run from the list, click its failed step in the graph, see
 	// the failure with its stack.
-	b.do(chromedp.Click(chromedp.CSS(`#flows a[href="/flows/order-43"]`)))
+	b.do(chromedp.Navigate(base + "/?prefix=order-"))
+	b.waitText("#flows tbody", "order-43")
+	b.do(chromedp.Click(chromedp.CSS(`#flows a[data-flow="order-43"]`)))
 	b.waitText("#flow-id", "order-43")
 	charge := `svg.graph .node[aria-label^="Charge Execute"]`
 	b.do(chromedp.WaitVisible(chromedp.CSS(charge)), chromedp.Click(chromedp.CSS(charge)))
@@ -400,6 +503,45 @@ func TestUI_DevServer(t *testing.T) {
 	// Raw JSON of an event is one click away.
 	b.do(chromedp.Click(chromedp.CSS(`#ev-1 button`)))
 	b.waitText("#ev-1 pre", `"flowStarted"`)
+
+	// Subflows (E31): the step waiting on its children links to their run
+	// pages; a child's page links back to its parent.
+	b.do(chromedp.Navigate(base + "/flows/ship-1"))
+	packWF := `svg.graph .node[aria-label^="PackAll WaitFor"]`
+	b.do(chromedp.WaitVisible(chromedp.CSS(packWF)), chromedp.Click(chromedp.CSS(packWF)))
+	b.waitText("#detail", "Subflows (2)")
+	if n := eval[int](b, `document.querySelectorAll("#detail a.subflow").length`); n != 2 {
+		t.Fatalf("the PackAll detail links %d subflows, want 2", n)
+	}
+	b.waitText(packWF+" title", "sub parcel")
+	b.waitText("#timeline", "subFlowCompleted")
+	b.screenshot("run-subflows.png")
+	child := eval[string](b, `document.querySelector("#detail a.subflow").dataset.child`)
+	if !strings.HasPrefix(child, "SubFlow:ship-1-") || !strings.HasSuffix(child, "-0") {
+		t.Fatalf("the first subflow link is %q, want SubFlow:ship-1-<step execution>-0", child)
+	}
+	b.do(chromedp.Click(chromedp.CSS("#detail a.subflow")))
+	b.waitText("#flow-id", child)
+	b.waitText("#flow-status", "completed")
+	b.waitText("#parent-link", "ship-1")
+	b.do(chromedp.Click(chromedp.CSS("#parent-link")))
+	b.waitText("#flow-id", "ship-1")
+	if id := b.text("#flow-id"); id != "ship-1" {
+		t.Fatalf("the parent link leads to %q", id)
+	}
+
+	// A canceled execution (E29) is marked canceled, not failed, and says
+	// which decision canceled it.
+	b.do(chromedp.Navigate(base + "/flows/race-1"))
+	slow := `svg.graph .node[aria-label^="RaceSlow WaitFor"]`
+	b.do(chromedp.WaitVisible(chromedp.CSS(slow)))
+	if cls := eval[string](b, `document.querySelector('`+slow+`').getAttribute("class")`); !strings.Contains(cls, "canceled") || strings.Contains(cls, "failed") {
+		t.Fatalf("the canceled RaceSlow WaitFor has class %q", cls)
+	}
+	b.do(chromedp.Click(chromedp.CSS(slow)))
+	b.waitText("#detail-canceled", "Canceled")
+	b.waitText("#detail-canceled", "flow-wide")
+	b.waitText("#timeline", "stepCanceled")
 
 	// Stop a running flow: the confirmation names the run, the status
 	// changes.
@@ -436,6 +578,36 @@ func TestUI_DevServer(t *testing.T) {
 	b.do(chromedp.Click(chromedp.CSS("#confirm-ok")))
 	b.waitText("#flow-status", "completed")
 	b.waitText("#live-state", `"outcome": "timed-out"`)
+
+	// Reset (E37) a closed run to a step type: the confirmation names the
+	// run and the point; the new run's page opens, linked both ways.
+	b.do(chromedp.Navigate(base + "/flows/order-43"))
+	b.waitText("#flow-status", "completed")
+	oldRun := b.text("#run-id")
+	b.do(chromedp.WaitVisible(chromedp.CSS("#reset-form")), chromedp.SetValue(chromedp.CSS("#reset-point"), "stepType"))
+	eval[bool](b, `document.getElementById("reset-point").dispatchEvent(new Event("change"))`)
+	if dis := eval[bool](b, `document.getElementById("reset-step-type").disabled`); dis {
+		t.Fatal("choosing the point a step type leaves the step type disabled")
+	}
+	b.do(chromedp.SetValue(chromedp.CSS("#reset-step-type"), "Charge"), chromedp.SetValue(chromedp.CSS("#reset-reason"), "card fixed"),
+		chromedp.Click(chromedp.CSS("#reset-btn")), chromedp.WaitVisible(chromedp.CSS("#confirm")))
+	if s := b.text("#confirm-text"); !strings.Contains(s, "Reset run "+oldRun+" of flow order-43") || !strings.Contains(s, "step type Charge") {
+		t.Fatalf("the reset confirmation reads %q", s)
+	}
+	b.screenshot("run-reset.png")
+	b.do(chromedp.Click(chromedp.CSS("#confirm-ok")))
+	b.waitText("#reset-from", oldRun[:12])
+	if newRun := b.text("#run-id"); newRun == oldRun || newRun == "" {
+		t.Fatalf("after the reset the page shows run %q, want a new run (the old one is %s)", newRun, oldRun)
+	}
+	// The new run starts at Charge: its graph has no Reserve.
+	b.do(chromedp.WaitVisible(chromedp.CSS(`svg.graph .node[aria-label^="Charge Execute"]`)))
+	if n := eval[int](b, `document.querySelectorAll('svg.graph .node[aria-label^="Reserve "]').length`); n != 0 {
+		t.Fatalf("the reset run's graph has %d Reserve nodes, want none", n)
+	}
+	b.do(chromedp.Navigate(base + "/flows/order-43?runId=" + oldRun))
+	b.waitText("#reset-to", "")
+	b.waitText("#actions", "This run was reset")
 
 	// The run page of a 200-step flow renders within a second: the page
 	// records the time from the navigation's start to the first frame

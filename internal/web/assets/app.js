@@ -166,29 +166,47 @@ function flowsPage(main) {
   const field = (name, label, attrs) => h("label", { for: "f-" + name }, label, h("input", { id: "f-" + name, name, value: q.get(name) || "", ...attrs }));
   const status = h("select", { id: "f-status", name: "status" }, h("option", { value: "" }, "any"),
     STATUSES.map((st) => h("option", { value: st, selected: q.get("status") === st }, st)));
+  const search = h("input", { id: "f-q", name: "q", value: q.get("q") || "", size: 80, spellcheck: "false", autocomplete: "off",
+    placeholder: "OrderStatus = 'charged' AND cents > 1000 ORDER BY StartTime DESC", "aria-describedby": "search-help search-error" });
+  const searchError = h("div", { id: "search-error", class: "failure", role: "alert", hidden: true });
   const form = h("form", { class: "filters", role: "search", onsubmit: (ev) => {
     ev.preventDefault();
     const f = new URLSearchParams();
-    for (const [k, v] of new FormData(form)) if (v) f.set(k, v);
+    for (const [k, v] of new FormData(form)) if (v.trim()) f.set(k, v.trim());
     go("/" + (f.toString() ? "?" + f : ""));
   } },
+  h("label", { for: "f-q", class: "wide" }, "Search (built-in fields and indexed attributes)", search,
+    h("span", { id: "search-help", class: "muted" }, "FlowType, FlowId, Status, StartTime, CloseTime, ActiveStepTypes, ParentFlowId and the indexed attributes' keys; = != < > IN BETWEEN STARTS_WITH, AND OR NOT, ORDER BY")),
   h("label", { for: "f-status" }, "Status", status),
   field("type", "Flow type", { placeholder: "order" }),
   field("prefix", "Flow ID prefix", { placeholder: "order-" }),
   field("since", "Started since", { placeholder: "1h or 2026-12-01T00:00:00Z", size: 26 }),
   h("button", { type: "submit" }, "Apply"),
   h("button", { type: "button", class: "secondary", onclick: () => go("/") }, "Clear"));
+  const head = h("tr");
   const body = h("tbody");
   const info = h("span", { class: "muted", id: "flows-info" });
+  const caption = h("caption", { class: "muted" }, /\border\s+by\b/i.test(q.get("q") || "") ? "In the query's order" : "Newest start first");
   const tokens = q.get("pageToken") ? [q.get("pageToken")] : [""];
   let page = 0;
   let next = "";
   const prev = h("button", { class: "secondary", disabled: true, onclick: () => { page--; load(); } }, "Previous page");
   const nextB = h("button", { class: "secondary", disabled: true, onclick: () => { tokens[page + 1] = next; page++; load(); } }, "Next page");
-  main.replaceChildren(h("h1", {}, "Flows"), form,
-    h("table", { id: "flows" }, h("caption", { class: "muted" }, "Newest first"),
-      h("thead", {}, h("tr", {}, ["Flow ID", "Type", "Status", "Started", "Closed", "Run", "Error"].map((c) => h("th", { scope: "col" }, c)))), body),
+  main.replaceChildren(h("h1", {}, "Flows"), form, searchError,
+    h("table", { id: "flows" }, caption, h("thead", {}, head), body),
     h("div", { class: "pager" }, prev, nextB, info));
+  // showQueryError shows a malformed query's message with a caret under
+  // the position the server names.
+  function showQueryError(e) {
+    const text = q.get("q") || "";
+    const m = /at position (\d+)/.exec(e.message);
+    searchError.replaceChildren(h("strong", {}, "The query is not valid: "), e.message,
+      m ? h("pre", { class: "caret", "aria-hidden": "true" }, text + "\n" + " ".repeat(Math.max(0, Number(m[1]) - 1)) + "^") : "");
+    searchError.hidden = false;
+    body.replaceChildren(h("tr", {}, h("td", { class: "muted" }, "Fix the query to see flows.")));
+    info.textContent = "";
+    search.setAttribute("aria-invalid", "true");
+  }
   async function load() {
     const f = new URLSearchParams(q);
     f.delete("pageToken");
@@ -197,35 +215,51 @@ function flowsPage(main) {
       const r = await api("GET", "/api/flows?" + f);
       if (state.page !== "flows") return;
       banner("");
+      searchError.hidden = true;
       next = r.nextPageToken || "";
-      body.replaceChildren(...r.flows.map((fl) => h("tr", {},
-        h("td", {}, h("a", { href: "/flows/" + encodeURIComponent(fl.flowId) }, fl.flowId)),
-        h("td", {}, fl.flowType), h("td", {}, badge(fl.status)), h("td", {}, timeEl(fl.startTime)),
-        h("td", {}, timeEl(fl.closeTime)), h("td", { class: "mono", title: fl.runId }, short(fl.runId)),
-        h("td", {}, fl.error ? fl.error.message || "" : ""))));
-      if (!r.flows.length) body.append(h("tr", {}, h("td", { colspan: 7, class: "muted" }, "No flows match.")));
-      info.textContent = `page ${page + 1} · ${r.flows.length} flows` + (q.get("prefix") ? ` · ${r.scanned} runs scanned for the prefix` : "");
+      // One column per indexed attribute key present on the page.
+      const keys = [...new Set(r.flows.flatMap((fl) => Object.keys(fl.indexed || {})))].sort();
+      const cols = ["Flow ID", "Type", "Status", "Started", "Closed", "Run", ...keys, "Error"];
+      head.replaceChildren(...cols.map((c, i) => h("th", { scope: "col", class: i >= 6 && i < 6 + keys.length ? "indexed" : null,
+        title: i >= 6 && i < 6 + keys.length ? "indexed attribute " + c : null }, c)));
+      body.replaceChildren(...r.flows.map((row) => {
+        const fl = row.summary || {};
+        const href = "/flows/" + encodeURIComponent(fl.flowId) + "?runId=" + encodeURIComponent(fl.runId || "");
+        return h("tr", {},
+          h("td", {}, h("a", { href, "data-flow": fl.flowId }, fl.flowId)),
+          h("td", {}, fl.flowType), h("td", {}, badge(fl.status)), h("td", {}, timeEl(fl.startTime)),
+          h("td", {}, timeEl(fl.closeTime)), h("td", { class: "mono", title: fl.runId }, short(fl.runId)),
+          keys.map((k) => h("td", { class: "indexed", "data-key": k }, k in (row.indexed || {}) ? indexedText(row.indexed[k]) : "")),
+          h("td", {}, fl.error ? fl.error.message || "" : ""));
+      }));
+      if (!r.flows.length) body.append(h("tr", {}, h("td", { colspan: cols.length, class: "muted" }, "No flows match.")));
+      info.textContent = `page ${page + 1} · ${r.flows.length} flow${r.flows.length === 1 ? "" : "s"}`;
       prev.disabled = page === 0;
       nextB.disabled = !next;
-    } catch (e) { showError(e); }
+    } catch (e) {
+      if (e instanceof APIError && e.status === 400 && /^query:/.test(e.message)) { showQueryError(e); return; } // no refresh: the query stays wrong
+      showError(e);
+    }
     schedule(load, 3000);
   }
   load();
 }
+function indexedText(v) { return typeof v === "string" ? v : Array.isArray(v) ? v.join(", ") : JSON.stringify(v); }
 
 // --- run page: the graph model ------------------------------------------------
 
 // buildGraph turns the history and the live state into step executions
 // (one per step execution ID, with its WaitFor and Execute apart) and the
 // movements between them.
-function buildGraph(st, events) {
+function buildGraph(st, events, flowId) {
   const ex = new Map(); // id -> execution
   const order = [];
   const get = (id, stepType) => {
     let e = ex.get(id);
     if (!e) {
       e = { id, stepType: stepType || "?", parent: null, children: [], wf: { done: false, failures: [], events: [] },
-        exe: { done: false, failures: [], events: [] }, skipWaitFor: false, decision: null, wait: null, live: null, scheduledBy: null };
+        exe: { done: false, failures: [], events: [] }, skipWaitFor: false, decision: null, wait: null, live: null, scheduledBy: null,
+        canceled: null, subDone: new Map() };
       ex.set(id, e); order.push(e);
     }
     if (stepType && e.stepType === "?") e.stepType = stepType;
@@ -283,6 +317,16 @@ function buildGraph(st, events) {
       rpcs.push({ id, name: r.rpcName, eventId: ev.eventId });
       sched(null, r.scheduledStepExecutionIds, r.movements, ev.eventId);
       for (const cid of r.scheduledStepExecutionIds || []) ex.get(cid).rpc = id;
+    } else if (ev.stepCanceled) {
+      // E29: a decision or an RPC canceled the execution.
+      const c = ev.stepCanceled;
+      const e = seen(c.stepExecutionId, c.stepType);
+      e.canceled = Object.assign({ eventId: ev.eventId, time: ev.time }, c);
+    } else if (ev.subFlowCompleted) {
+      const c = ev.subFlowCompleted;
+      const e = seen(c.stepExecutionId, c.stepType);
+      e.subDone.set(c.subFlowConditionIndex || 0, Object.assign({ eventId: ev.eventId }, c));
+      e.wf.events.push(ev.eventId);
     } else if (ev.flowClosed) {
       closed = ev;
     }
@@ -298,6 +342,7 @@ function buildGraph(st, events) {
     const failedHere = err && err.stepExecutionId === e.id;
     const status = (part, isLive) => {
       if (part.done) return part.failures.length ? "retried" : "done";
+      if (e.canceled) return "canceled";
       if (failedHere && part.failures.length) return "failed";
       if (isLive) return part.failures.length ? "active retried" : "active";
       if (closed) return part.failures.length ? "failed" : "canceled";
@@ -306,8 +351,45 @@ function buildGraph(st, events) {
     e.wfStatus = phase === "STEP_PHASE_WAITING" ? "active waiting" : status(e.wf, e.live && phase === "STEP_PHASE_WAIT_FOR");
     e.exeStatus = e.wf.done || !e.hasWF || e.skipWaitFor ? status(e.exe, e.live && phase === "STEP_PHASE_EXECUTE") : (closed ? "canceled" : "pending");
     if (e.hasWF && !e.wf.done && e.wfStatus === "failed") e.exeStatus = "canceled";
+    // A canceled execution (E29) whose Execute never reported was still
+    // waiting (or queued): its WaitFor is canceled too, not done.
+    if (e.canceled && e.hasWF && !e.exe.events.length) e.wfStatus = "canceled";
   }
+  for (const e of order) e.subflows = subflowsOf(e, flowId);
   return { ex, order, rpcs, closed };
+}
+
+// conditionsOf lists a Wait's conditions.
+function conditionsOf(w) { return !w ? [] : w.until ? [w.until] : (w.allOf || w.anyOf || {}).conditions || []; }
+
+// subflowsOf lists the children of an execution's SubFlow conditions
+// (E31): their derived IDs (SubFlow:<parent>-<stepExecution>-<index>),
+// with the run and status the live state or the history knows.
+function subflowsOf(e, flowId) {
+  const out = [];
+  const w = e.wait || (e.live && e.live.wait && e.live.wait.wait);
+  for (const c of conditionsOf(w)) {
+    if (!c.subFlow) continue;
+    const i = out.length;
+    out.push({ index: i, conditionId: c.id || "", flowType: c.subFlow.flowType || "", flowId: `SubFlow:${flowId}-${e.id}-${i}`, runId: "", status: "" });
+  }
+  for (const sf of (e.live && e.live.wait && e.live.wait.subFlows) || []) {
+    const o = out[sf.subFlowConditionIndex || 0];
+    if (!o) continue;
+    Object.assign(o, { flowId: sf.flowId || o.flowId, runId: sf.runId || o.runId, status: sf.status || o.status });
+  }
+  for (const [i, d] of e.subDone) {
+    const o = out[i], r = d.result || {};
+    if (o) Object.assign(o, { flowId: r.flowId || o.flowId, runId: r.runId || o.runId, status: r.status || o.status, doneEvent: d.eventId });
+  }
+  return out;
+}
+
+// subflowLinks links to an execution's children.
+function subflowLinks(e) {
+  return h("ul", { class: "subflows" }, e.subflows.map((sf) => h("li", {},
+    h("a", { href: "/flows/" + encodeURIComponent(sf.flowId) + (sf.runId ? "?runId=" + encodeURIComponent(sf.runId) : ""), class: "subflow mono", "data-child": sf.flowId }, sf.flowId),
+    " ", sf.flowType, sf.conditionId ? ` (condition ${sf.conditionId})` : "", " ", sf.status ? badge(sf.status) : h("span", { class: "muted" }, "not started"))));
 }
 
 // layoutGraph places one row per depth: each execution is a slot holding
@@ -374,7 +456,7 @@ function renderGraph(g, onSelect) {
   nodes.append(nodeEl("start", startX, startY - 8, "flow started", "", "root", "Flow started"));
   for (const e of g.order) {
     const p = L.pos.get(e.id);
-    const failures = (n) => n ? ` · ${n} failed attempt${n > 1 ? "s" : ""}` : "";
+    const failures = (n) => (n ? ` · ${n} failed attempt${n > 1 ? "s" : ""}` : "") + (e.canceled ? " · canceled" : "");
     if (e.hasWF) {
       nodes.append(nodeEl(e.id + "/wf", p.x, p.y, e.id, "WaitFor" + (e.wfStatus === "active waiting" ? " · waiting" : "") + waitSummary(e) + failures(e.wf.failures.length), e.wfStatus,
         `${e.stepType} WaitFor (${e.id}), ${e.wfStatus}`));
@@ -456,7 +538,7 @@ function waitSummary(e) {
   const w = e.wait || (e.live && e.live.wait && e.live.wait.wait);
   if (!w) return "";
   const conds = w.until ? [w.until] : (w.allOf || w.anyOf || {}).conditions || [];
-  const parts = conds.map((c) => c.channel ? "ch " + c.channel.channel : c.timer ? "timer" : "?");
+  const parts = conds.map((c) => c.channel ? "ch " + c.channel.channel : c.timer ? "timer" : c.subFlow ? "sub " + c.subFlow.flowType : "?");
   return parts.length ? ` (${w.anyOf ? "any" : w.allOf ? "all" : ""}${w.anyOf || w.allOf ? ": " : ""}${parts.join(", ")})` : "";
 }
 function decisionSummary(e) {
@@ -474,7 +556,7 @@ function decisionSummary(e) {
 
 function eventKind(ev) {
   for (const k of ["flowStarted", "waitForCompleted", "waitForFailed", "executeCompleted", "executeFailed", "rpcCompleted",
-    "channelPublished", "attributesSet", "timerSkipped", "flowClosed", "user"]) if (ev[k]) return k;
+    "channelPublished", "attributesSet", "timerSkipped", "subFlowCompleted", "stepCanceled", "flowClosed", "user"]) if (ev[k]) return k;
   return "unknown";
 }
 function eventExec(ev) {
@@ -527,7 +609,7 @@ function runPage(main, id) {
     const st = r.state, sum = st.summary || {};
     const run = sum.runId;
     state.lastRun = { id, run, status: statusName(sum.status) };
-    const g = buildGraph(st, r.history);
+    const g = buildGraph(st, r.history, id);
     const detail = h("div", { id: "detail", class: "panel", "aria-live": "polite" }, h("p", { class: "muted" }, "Select a step in the graph (click, or Tab and Enter) to see its attempts, failures and conditions."));
     const timeline = h("ol", { id: "timeline" });
     const byId = new Map(r.history.map((ev) => [ev.eventId, ev]));
@@ -541,6 +623,10 @@ function runPage(main, id) {
       const ex = eventExec(ev) && g.ex.get(eventExec(ev));
       const k = eventKind(ev);
       if (!ex) return null;
+      if (k === "stepCanceled") {
+        const by = g.ex.get(ev.stepCanceled.causedBy);
+        return by && by.exe.events.length ? by.exe.events[by.exe.events.length - 1] : null;
+      }
       if (k === "executeCompleted" || k === "executeFailed") {
         if (ex.hasWF && ex.wf.events.length) return ex.wf.events[ex.wf.events.length - 1];
       }
@@ -556,6 +642,8 @@ function runPage(main, id) {
         h("span", { class: "mono" }, "#" + ev.eventId), " ", timeEl(ev.time), " ", h("strong", {}, k),
         k === "user" ? [" ", h("span", { class: "mono" }, ev.user.name || "")] : "",
         ex ? [" ", h("a", { href: "#", onclick: (e) => { e.preventDefault(); gr.select(exid + (k.startsWith("waitFor") ? "/wf" : "/exe")); } }, ex.stepType)] : "",
+        k === "subFlowCompleted" && ev.subFlowCompleted.result ? [" · child ", h("a", { href: "/flows/" + encodeURIComponent(ev.subFlowCompleted.result.flowId || "") +
+          (ev.subFlowCompleted.result.runId ? "?runId=" + encodeURIComponent(ev.subFlowCompleted.result.runId) : "") }, ev.subFlowCompleted.result.flowId || ""), " ", badge(ev.subFlowCompleted.result.status)] : "",
         cause && byId.get(cause) ? [" · caused by ", h("a", { href: "#ev-" + cause, onclick: (e) => { e.preventDefault(); const t = document.getElementById("ev-" + cause); t.scrollIntoView({ block: "nearest" }); t.classList.add("hl"); } }, "#" + cause)] : "",
         " ", h("button", { class: "secondary", "aria-expanded": "false", onclick: (e) => { raw.hidden = !raw.hidden; e.target.setAttribute("aria-expanded", String(!raw.hidden)); } }, "JSON"),
         raw));
@@ -565,7 +653,10 @@ function runPage(main, id) {
     main.replaceChildren(
       h("h1", {}, "Flow ", h("span", { class: "mono", id: "flow-id" }, id), " ", h("span", { id: "flow-status" }, badge(sum.status))),
       h("p", { class: "muted" }, `type ${sum.flowType} · run `, h("span", { class: "mono", id: "run-id" }, run), " · started ", timeEl(sum.startTime),
-        sum.closeTime ? [" · closed ", timeEl(sum.closeTime)] : ""),
+        sum.closeTime ? [" · closed ", timeEl(sum.closeTime)] : "",
+        st.resetFromRunId ? [" · reset from run ", h("a", { id: "reset-from", class: "mono", href: `/flows/${encodeURIComponent(id)}?runId=${encodeURIComponent(st.resetFromRunId)}` }, short(st.resetFromRunId))] : "",
+        st.resetRunId ? [" · reset to run ", h("a", { id: "reset-to", class: "mono", href: `/flows/${encodeURIComponent(id)}?runId=${encodeURIComponent(st.resetRunId)}` }, short(st.resetRunId))] : "",
+        sum.parentFlowId ? [" · subflow of ", h("a", { href: "/flows/" + encodeURIComponent(sum.parentFlowId), id: "parent-link", class: "mono" }, sum.parentFlowId)] : ""),
       err ? h("div", { class: "failure", id: "flow-error" }, h("strong", {}, (err.type || "").replace("FLOW_ERROR_TYPE_", "").toLowerCase()), " ", err.message || "",
         err.lastAttemptFailure && err.lastAttemptFailure.stack ? h("pre", {}, err.lastAttemptFailure.stack) : "") : "",
       h("div", { class: "grid" },
@@ -574,8 +665,8 @@ function runPage(main, id) {
             h("span", {}, h("i", { class: "l-retried" }), "failed attempts"), h("span", {}, h("i", { class: "l-failed" }), "failed"),
             h("span", {}, h("i", { class: "l-canceled" }), "canceled")),
           h("div", { class: "graphbox" }, gr.svg), detail),
-        h("section", { "aria-labelledby": "state-h" }, h("h2", { id: "state-h" }, "Live state"), liveState(st, run, id),
-          h("h2", {}, "Actions"), actions(st, id, run))),
+        h("section", { "aria-labelledby": "state-h" }, h("h2", { id: "state-h" }, "Live state"), liveState(st, run, id, g),
+          h("h2", {}, "Actions"), actions(st, id, run, g))),
       h("section", { class: "timeline", "aria-labelledby": "tl-h" }, h("h2", { id: "tl-h" }, `Timeline (${r.history.length} events)`), timeline));
     return gr;
   }
@@ -597,6 +688,9 @@ function showDetail(box, g, key, st, run) {
       e.children.length ? [h("dt", {}, "Scheduled"), h("dd", { class: "mono" }, e.children.join(", "))] : "",
       live && live.attempt ? [h("dt", {}, "Attempt"), h("dd", {}, `${live.attempt.attempt} (${(live.attempt.status || "").replace("ATTEMPT_STATUS_", "").toLowerCase()})`,
         live.attempt.nextAttemptTime ? [" · next ", timeEl(live.attempt.nextAttemptTime)] : "", live.attempt.workerId ? " · worker " + live.attempt.workerId : "")] : "")];
+  if (e.canceled) kids.push(h("p", { class: "canceled-note", id: "detail-canceled" }, "Canceled (event #" + e.canceled.eventId + ") by ",
+    h("span", { class: "mono" }, e.canceled.causedBy || "?"), e.canceled.siblingsOnly ? " (sibling steps)" : " (flow-wide)"));
+  if (e.subflows.length) kids.push(h("h4", {}, `Subflows (${e.subflows.length})`), subflowLinks(e));
   if (part === "wf" && (e.wait || (live && live.wait))) kids.push(h("h4", {}, "Conditions"), h("pre", {}, JSON.stringify(live && live.wait ? live.wait : e.wait, null, 2)));
   if (p.failures.length) {
     kids.push(h("h4", {}, `Failures (${p.failures.length})`));
@@ -607,7 +701,7 @@ function showDetail(box, g, key, st, run) {
   box.replaceChildren(...kids);
 }
 
-function liveState(st, run, id) {
+function liveState(st, run, id, g) {
   const out = h("div", { id: "live-state" });
   const active = st.stepExecutions || [];
   out.append(h("h3", {}, `Active steps (${active.length})`));
@@ -619,7 +713,8 @@ function liveState(st, run, id) {
         a.nextAttemptTime ? [" · next retry ", timeEl(a.nextAttemptTime)] : ""),
       se.lastFailure ? failureBlock(se.lastFailure, a.nextAttemptTime) : "",
       se.waitForFailure ? failureBlock(se.waitForFailure) : "",
-      timersOf(se, id, run)));
+      timersOf(se, id, run),
+      g.ex.get(se.stepExecutionId) && g.ex.get(se.stepExecutionId).subflows.length ? subflowLinks(g.ex.get(se.stepExecutionId)) : ""));
   }
   const attrs = st.attributes || [];
   out.append(h("h3", {}, `Attributes (${attrs.length})`), attrs.length ? h("table", {}, h("tbody", {}, attrs.map((a) =>
@@ -654,10 +749,10 @@ function timersOf(se, id, run) {
     })));
 }
 
-function actions(st, id, run) {
+function actions(st, id, run, g) {
   const sum = st.summary || {};
   if (!canAct()) return h("p", { class: "muted" }, "Sign in with a token of role client to act on this run.");
-  if (statusName(sum.status) !== "RUNNING") return h("p", { class: "muted" }, "The run is closed.");
+  if (statusName(sum.status) !== "RUNNING") return h("div", { id: "actions" }, h("p", { class: "muted" }, "The run is closed."), resetForm(st, id, run, g));
   const post = async (path, body, what, done) => {
     if (!await confirmAction(`${what} — run ${run} of flow ${id}?`)) return;
     try { await api("POST", `/api/flows/${encodeURIComponent(id)}/${path}`, Object.assign({ runId: run }, body)); banner(done, true); route(); } catch (e) { showError(e); }
@@ -675,7 +770,46 @@ function actions(st, id, run) {
       h("label", { for: "pub-channel" }, "Channel", ch), h("label", { for: "pub-value" }, "Message (JSON)", val), h("button", { id: "pub-btn" }, "Publish…")),
     h("form", { class: "act", onsubmit: (e) => { e.preventDefault(); post("attributes", { name: an.value, value: av.value }, `Set attribute ${an.value} = ${av.value}`, "Attribute set."); } },
       h("label", { for: "attr-name" }, "Attribute", an), h("label", { for: "attr-value" }, "Value (JSON)", av), h("button", { id: "attr-btn" }, "Set…")),
-    h("p", { class: "muted" }, "Reset arrives with tier 2."));
+    resetForm(st, id, run, g));
+}
+
+// resetForm resets the run (E37) to its beginning, before the first
+// execution of a step type, or before a step execution's WaitFor or
+// Execute; the new run opens once it is durable.
+function resetForm(st, id, run, g) {
+  if (st.resetRunId) return h("p", { class: "muted" }, "This run was reset: ", h("a", { href: `/flows/${encodeURIComponent(id)}?runId=${encodeURIComponent(st.resetRunId)}` }, "the new run"), ".");
+  const types = [...new Set(g.order.map((e) => e.stepType))];
+  const execs = g.order.map((e) => e.id);
+  const point = h("select", { id: "reset-point" }, h("option", { value: "beginning" }, "the beginning"),
+    h("option", { value: "stepType" }, "a step type"), h("option", { value: "stepExecution" }, "a step execution"));
+  const stepType = h("select", { id: "reset-step-type", disabled: true }, types.map((t) => h("option", { value: t }, t)));
+  const exec = h("select", { id: "reset-exec", disabled: true }, execs.map((x) => h("option", { value: x }, x)));
+  const beforeExecute = h("input", { type: "checkbox", id: "reset-before-execute", disabled: true });
+  const skip = h("input", { type: "checkbox", id: "reset-skip" });
+  const reason = h("input", { id: "reset-reason", placeholder: "fix deployed", size: 18 });
+  const sync = () => {
+    stepType.disabled = point.value !== "stepType";
+    exec.disabled = beforeExecute.disabled = point.value !== "stepExecution";
+  };
+  point.addEventListener("change", sync);
+  const describe = () => point.value === "beginning" ? "its beginning" : point.value === "stepType" ? `the first execution of step type ${stepType.value}` :
+    `step execution ${exec.value}, before its ${beforeExecute.checked ? "Execute" : "WaitFor"}`;
+  return h("form", { class: "act", id: "reset-form", onsubmit: async (e) => {
+    e.preventDefault();
+    if (!await confirmAction(`Reset run ${run} of flow ${id} to ${describe()}? A new run starts there${statusName((st.summary || {}).status) === "RUNNING" ? "; this run is terminated" : ""}` +
+      (skip.checked ? ", without the client writes made after that point." : ", re-applying the client writes made after that point."))) return;
+    try {
+      const r = await api("POST", `/api/flows/${encodeURIComponent(id)}/reset`, { runId: run, point: point.value, stepType: stepType.value,
+        stepExecutionId: exec.value, beforeExecute: beforeExecute.checked, skipReapply: skip.checked, reason: reason.value });
+      // The new run's page, whose header links back to this run.
+      go(`/flows/${encodeURIComponent(id)}?runId=${encodeURIComponent(r.runId)}`);
+    } catch (err) { showError(err); }
+  } },
+  h("label", { for: "reset-point" }, "Reset to", point), h("label", { for: "reset-step-type" }, "Step type", stepType),
+  h("label", { for: "reset-exec" }, "Step execution", exec),
+  h("label", { for: "reset-before-execute", class: "check" }, beforeExecute, "before Execute"),
+  h("label", { for: "reset-skip", class: "check" }, skip, "skip later client writes"),
+  h("label", { for: "reset-reason" }, "Reason", reason), h("button", { class: "danger", id: "reset-btn" }, "Reset…"));
 }
 
 // --- node page ---------------------------------------------------------------
