@@ -192,7 +192,7 @@ func (r *registry) runExecute(ctx *taskContext, f *flowDef, t *dexpb.Task, res *
 		return "", &invalidResultError{fmt.Errorf("flow %q: step %q: %w", f.name, s.name, err)}
 	}
 	for _, ch := range pd.GetForceCompleteIfChannelsEmpty().GetChannels() {
-		if !f.channels[ch] {
+		if !declaredIn(f.channels, ch) { // a plain channel or a ChannelMap's instance (E33)
 			return "", &invalidResultError{fmt.Errorf("flow %q: step %q: ForceCompleteIfChannelsEmpty names channel %q, which the flow does not declare", f.name, s.name, ch)}
 		}
 	}
