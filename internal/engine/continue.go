@@ -3,7 +3,6 @@ package engine
 import (
 	"fmt"
 	"maps"
-	"slices"
 	"strings"
 	"time"
 )
@@ -69,17 +68,20 @@ func (FlowContinuedAsNew) recordType() string { return "flow_continued_as_new" }
 // continued so far, and the run this one continued as (once it did).
 //
 // From and Carried are set on the new run: the run it continues, and the
-// attempts that were RUNNING at the switch ("<step execution>/<method>/<attempt>"),
-// whose tokens name From. Such a token stays valid here until its attempt
-// ends; a key is never used again (a later attempt has another method or
-// number), so the list needs no cleaning.
+// attempts that were RUNNING at the switch ("<step execution>/<method>/<attempt>")
+// with the run their tokens name: From, or for an attempt that was
+// already carried into From, the run it was carried from, so that an
+// attempt running across several continuations keeps its token. Such a
+// token stays valid here until its attempt ends; a key is never used
+// again (a later attempt has another method or number), so the map needs
+// no cleaning.
 type Continuation struct {
-	FirstRunID string          `json:"firstRunId"`
-	Count      int             `json:"count"`
-	NewRunID   string          `json:"newRunId,omitempty"`
-	Trigger    ContinueTrigger `json:"trigger,omitempty"`
-	From       string          `json:"from,omitempty"`
-	Carried    []string        `json:"carried,omitempty"`
+	FirstRunID string            `json:"firstRunId"`
+	Count      int               `json:"count"`
+	NewRunID   string            `json:"newRunId,omitempty"`
+	Trigger    ContinueTrigger   `json:"trigger,omitempty"`
+	From       string            `json:"from,omitempty"`
+	Carried    map[string]string `json:"carried,omitempty"`
 }
 
 func attemptKey(s *StepExec) string {
@@ -93,10 +95,7 @@ func (st *FlowState) carriedRun(s *StepExec) string {
 		s.Attempt.State != AttemptRunning {
 		return ""
 	}
-	if slices.Contains(st.Opts.Continued.Carried, attemptKey(s)) {
-		return st.Opts.Continued.From
-	}
-	return ""
+	return st.Opts.Continued.Carried[attemptKey(s)]
 }
 
 // ContinuedRunID is the run this run continued as, "" when it did not
@@ -202,6 +201,9 @@ func applyContinuedAsNew(st *FlowState, rec Record, b FlowContinuedAsNew) []Effe
 	c := Continuation{FirstRunID: st.RunID, Count: 1, NewRunID: b.NewRunID, Trigger: b.Trigger}
 	if p := st.Opts.Continued; p != nil {
 		c.FirstRunID, c.Count = p.FirstRunID, p.Count+1
+		// Kept for the carry: an attempt carried into this run and still
+		// running keeps the run its token names (applyContinued).
+		c.From, c.Carried = p.From, p.Carried
 	}
 	st.Opts.Continued = &c
 	carry := st.Clone()
@@ -246,10 +248,17 @@ func applyContinued(st, from *FlowState) []Effect {
 	}
 	st.StepCounters = maps.Clone(from.StepCounters)
 	st.Steps = from.Steps
-	var carried []string
+	var carried map[string]string
 	for _, s := range st.Steps {
 		if s.Attempt.State == AttemptRunning {
-			carried = append(carried, attemptKey(s))
+			run := from.carriedRun(s) // carried into from already: its token names an earlier run
+			if run == "" {
+				run = from.RunID
+			}
+			if carried == nil {
+				carried = map[string]string{}
+			}
+			carried[attemptKey(s)] = run
 		}
 	}
 	st.Channels, st.LastMessageSeq = from.Channels, from.LastMessageSeq

@@ -59,6 +59,10 @@ type ArmTimer struct {
 	RunID  string    `json:"runId"`
 	Timer  Timer     `json:"timer"`
 	At     time.Time `json:"at"`
+	// TokenRunID is, for a HEARTBEAT timer of an attempt a continue-as-new
+	// carried (E37), the run its worker's token names, which its
+	// heartbeats come under; "" when that is RunID.
+	TokenRunID string `json:"tokenRunId,omitempty"`
 }
 
 // ReplyRPC: an RPC call committed; answer its caller with Output (E22).

@@ -107,5 +107,6 @@ func (st *FlowState) applyHeartbeat(rec Record, b AttemptHeartbeat) []Effect {
 		st.HeartbeatDetails = map[string]*HeartbeatDetails{}
 	}
 	st.HeartbeatDetails[s.ID] = &HeartbeatDetails{Method: b.Method, Attempt: b.Attempt, At: rec.At, Details: b.Details}
-	return []Effect{ArmTimer{FlowID: st.FlowID, RunID: st.RunID, Timer: heartbeatTimer(s), At: st.heartbeatDue(s)}}
+	return []Effect{ArmTimer{FlowID: st.FlowID, RunID: st.RunID, Timer: heartbeatTimer(s), At: st.heartbeatDue(s),
+		TokenRunID: st.carriedRun(s)}}
 }

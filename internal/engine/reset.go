@@ -490,7 +490,10 @@ func (d *decider) reset(c ResetFlow) error {
 	for _, n := range names {
 		attrs = append(attrs, AttributeWrite{Name: n, Value: p.attrs[n]})
 	}
-	started := FlowStarted{FlowType: old.FlowType, PreviousRunID: old.RunID, Definition: def, Config: config,
+	// The start's request ID stays the flow's, as a retry and a
+	// continuation keep it: a StartFlow retried after a lost reply is
+	// recognised, not taken for a new start that ends the reset run.
+	started := FlowStarted{FlowType: old.FlowType, RequestID: old.StartRequestID, PreviousRunID: old.RunID, Definition: def, Config: config,
 		TimeoutPolicy: old.TimeoutPolicy, Attributes: attrs, PublishRequestIDs: slices.Clone(old.PublishRequestIDs),
 		TraceContext: old.TraceContext, Reset: rs}
 	if old.Opts != nil {

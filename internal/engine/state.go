@@ -332,6 +332,7 @@ func (st *FlowState) Timers() []ArmTimer {
 			arm(attemptTimer(s), s.Attempt.TimeoutAt)
 			if s.heartbeatTimeout(s.Attempt.Method) > 0 {
 				arm(heartbeatTimer(s), st.heartbeatDue(s))
+				out[len(out)-1].TokenRunID = st.carriedRun(s)
 			}
 		}
 	}

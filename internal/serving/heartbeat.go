@@ -56,6 +56,9 @@ func (s *session) beat(running []engine.Token, details []server.TaskDetails, now
 	for _, t := range running {
 		k := tokKey(t)
 		if h, ok := s.beats[k]; ok {
+			if r, ok := s.timerRun[k]; ok {
+				t.RunID = r // carried by a continue-as-new: its timer is the new run's
+			}
 			moves = append(moves, move{t, h})
 			if s.lastBeat == nil {
 				s.lastBeat = map[taskKey]time.Time{}
@@ -86,6 +89,7 @@ func (s *session) beat(running []engine.Token, details []server.TaskDetails, now
 func (s *session) forget(k taskKey) {
 	delete(s.beats, k)
 	delete(s.lastBeat, k)
+	delete(s.timerRun, k)
 }
 
 // armHeartbeat arms a HEARTBEAT timer, no earlier than the last heartbeat
@@ -93,11 +97,20 @@ func (s *session) forget(k taskKey) {
 func (c *Core) armHeartbeat(e engine.ArmTimer) {
 	k := taskKey{epoch: c.cfg.Epoch, flowID: e.FlowID, runID: e.RunID, stepExecID: e.Timer.StepExecID,
 		method: e.Timer.Method, attempt: e.Timer.Attempt}
+	if e.TokenRunID != "" {
+		k.runID = e.TokenRunID // the task went out under the run a continue-as-new replaced (E37)
+	}
 	c.disp.mu.Lock()
 	s := c.disp.running[k]
 	c.disp.mu.Unlock()
 	if s != nil {
 		s.mu.Lock()
+		if e.TokenRunID != "" {
+			if s.timerRun == nil {
+				s.timerRun = map[taskKey]string{}
+			}
+			s.timerRun[k] = e.RunID
+		}
 		if at, ok := s.lastBeat[k]; ok {
 			if due := at.Add(s.beats[k]); due.After(e.At) {
 				e.At = due

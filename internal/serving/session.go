@@ -31,6 +31,9 @@ type session struct {
 	out      []server.Outgoing
 	beats    map[taskKey]time.Duration // heartbeat timeouts of tasks sent (heartbeat.go)
 	lastBeat map[taskKey]time.Time     // when each of them last heartbeat
+	// timerRun is, for a task a continue-as-new carried (E37), the run
+	// its HEARTBEAT timer is armed under, which its token does not name.
+	timerRun map[taskKey]string
 	notify   chan struct{}
 	done     chan struct{}
 	once     sync.Once
