@@ -490,9 +490,11 @@
 // graceful flag, and the number of messages published before the point.
 // Channel messages: the history records publishes but not which wait took
 // which message, so the new run's queues hold the messages published
-// before the point that the old run still had queued (their sequence
-// numbers are at most the point's count); a message consumed by any step
-// of the old run is not carried. Not rebuilt: a timeout handler's start
+// before the point (sequence numbers at most the point's count) that the
+// old run still had queued or that the waits of its active executions
+// held (each recreated execution starts again from its WaitFor), in
+// publish order; a message an execution took and ended with after the
+// point is not carried. Not rebuilt: a timeout handler's start
 // (no event marks it: reset a run whose handler ran to a point before its
 // flow timeout), and subflow conditions beyond their waits.
 //

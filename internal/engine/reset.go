@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -451,6 +452,22 @@ func (d *decider) reset(c ResetFlow) error {
 	}
 	p := rebuild(old, at, recovery)
 	reason := validText(c.Reason)
+	// The messages the waits of the old run's active executions hold,
+	// read before the close below ends them (see "The state at the point").
+	type heldMessage struct {
+		channel string
+		m       Message
+	}
+	var held []heldMessage
+	for _, s := range old.Steps {
+		if s.Wait != nil {
+			for _, c := range s.Wait.Conditions {
+				for _, m := range c.Messages {
+					held = append(held, heldMessage{c.Channel, m})
+				}
+			}
+		}
+	}
 
 	if old.Running() {
 		msg := fmt.Sprintf("reset: run %s continues from %s", c.NewRunID, pointText(c.Point))
@@ -472,18 +489,31 @@ func (d *decider) reset(c ResetFlow) error {
 		rs.Steps = append(rs.Steps, ResetStep{StepExecID: s.id, StepType: s.typ, N: s.n, Input: s.input,
 			ParentID: s.parent, Options: s.override, SkipWaitFor: s.skipWaitFor})
 	}
-	// Messages published before the point that the reset run has not
-	// consumed (the history does not say which step took which message:
-	// those consumed are not carried).
+	// Messages published before the point that the old run has not
+	// consumed for good: those still queued, and those the waits of its
+	// active step executions hold (every execution the reset run
+	// recreates starts again from its WaitFor, and one created after the
+	// point took its messages after it), back in publish order. The
+	// history does not say which step took which message, so the messages
+	// of executions that have ended since the point are not carried.
+	keep := func(ch string, m Message) {
+		if m.Seq <= p.seq {
+			if rs.Channels == nil {
+				rs.Channels = map[string][]Message{}
+			}
+			rs.Channels[ch] = append(rs.Channels[ch], m)
+		}
+	}
 	for ch, q := range old.Channels {
 		for _, m := range q {
-			if m.Seq <= p.seq {
-				if rs.Channels == nil {
-					rs.Channels = map[string][]Message{}
-				}
-				rs.Channels[ch] = append(rs.Channels[ch], m)
-			}
+			keep(ch, m)
 		}
+	}
+	for _, h := range held {
+		keep(h.channel, h.m)
+	}
+	for _, q := range rs.Channels {
+		slices.SortFunc(q, func(a, b Message) int { return cmp.Compare(a.Seq, b.Seq) })
 	}
 	names := slices.Sorted(maps.Keys(p.attrs))
 	var attrs []AttributeWrite
