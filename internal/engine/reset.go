@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -513,7 +512,15 @@ func (d *decider) reset(c ResetFlow) error {
 		keep(h.channel, h.m)
 	}
 	for _, q := range rs.Channels {
-		slices.SortFunc(q, func(a, b Message) int { return cmp.Compare(a.Seq, b.Seq) })
+		slices.SortFunc(q, func(a, b Message) int {
+			switch {
+			case a.Seq < b.Seq:
+				return -1
+			case a.Seq > b.Seq:
+				return 1
+			}
+			return 0
+		})
 	}
 	names := slices.Sorted(maps.Keys(p.attrs))
 	var attrs []AttributeWrite
