@@ -289,18 +289,21 @@ func TestDexcli_LockedRPCAndLongPolls(t *testing.T) {
 	}
 }
 
-// The lock view: step HoldCount holds the counter's lock until released,
-// RPC "holdnote" holds the note's lock until released.
+// The lock view: step HoldCount holds the counter's lock until
+// viewRelease closes, RPC "holdnote" the note's until viewRPCRelease does
+// (first: the step's completion closes the flow, which then refuses the
+// RPC's result).
 var (
-	viewNote      = dex.DefineAttribute[string]("note")
-	viewRelease   chan struct{}
-	viewStepHolds = make(chan struct{}, 1)
-	viewRPCHolds  = make(chan struct{}, 1)
+	viewNote       = dex.DefineAttribute[string]("note")
+	viewRelease    chan struct{}
+	viewRPCRelease chan struct{}
+	viewStepHolds  = make(chan struct{}, 1)
+	viewRPCHolds   = make(chan struct{}, 1)
 )
 
 var viewHoldNote = dex.DefineRPC("holdnote", func(ctx dex.Context, _ struct{}) (int, error) {
 	viewRPCHolds <- struct{}{}
-	<-viewRelease
+	<-viewRPCRelease
 	return 0, nil
 })
 
@@ -333,7 +336,7 @@ func TestLocks_FlowStateNamesTheHolders(t *testing.T) {
 	p := testproc.Start(t, "dev", "--data-dir", t.TempDir(), "--listen", addr)
 	p.Serving(t, 30*time.Second)
 	c := workerAndClient(t, ctx, dex.WorkerOptions{Addresses: []string{addr}}, dex.ClientOptions{}, lockViewFlow)
-	viewRelease = make(chan struct{})
+	viewRelease, viewRPCRelease = make(chan struct{}), make(chan struct{})
 	if _, err := dex.Start[HoldCount](ctx, c, lockViewFlow, "lockview-1", 0); err != nil {
 		t.Fatal(err)
 	}
@@ -343,12 +346,14 @@ func TestLocks_FlowStateNamesTheHolders(t *testing.T) {
 		_, err := dex.InvokeRPC(ctx, c, "lockview-1", viewHoldNote, struct{}{}, dex.WithLocks(viewNote))
 		rpcDone <- err
 	}()
-	<-viewRPCHolds // and the step holds its lock before the RPC is sent
-	t.Cleanup(func() {
-		select {
-		case <-viewRelease:
-		default:
-			close(viewRelease) // a failed check must not leave the handlers blocked
+	<-viewRPCHolds     // and the step holds its lock before the RPC is sent
+	t.Cleanup(func() { // a failed check must not leave the handlers blocked
+		for _, ch := range []chan struct{}{viewRPCRelease, viewRelease} {
+			select {
+			case <-ch:
+			default:
+				close(ch)
+			}
 		}
 	})
 	st, err := c.GetFlowState(ctx, "lockview-1")
@@ -365,10 +370,11 @@ func TestLocks_FlowStateNamesTheHolders(t *testing.T) {
 	if rpc.Attribute != "note" || rpc.RPCName != "holdnote" || rpc.CallID == "" || rpc.StepExecutionID != "" {
 		t.Errorf("note's lock: %+v, want the holdnote call", rpc)
 	}
-	close(viewRelease)
+	close(viewRPCRelease)
 	if err := <-rpcDone; err != nil {
 		t.Fatal(err)
 	}
+	close(viewRelease)
 	if _, err := c.WaitForFlow(ctx, "lockview-1"); err != nil {
 		t.Fatal(err)
 	}
