@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"log/slog"
 	"os"
 	"strings"
 	"testing"
@@ -31,20 +30,7 @@ func TestSearch_FindsOrdersByStatus(t *testing.T) {
 	p.Serving(t, 30*time.Second)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	w, err := dex.NewWorker(dex.WorkerOptions{Addresses: []string{addr}, Logger: quiet}, flows.All()...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wctx, wcancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- w.Run(wctx) }()
-	defer func() { wcancel(); <-done }()
-	c, err := dex.NewClient(dex.ClientOptions{Addresses: []string{addr}, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := testproc.WorkerAndClient(t, ctx, dex.WorkerOptions{Addresses: []string{addr}}, dex.ClientOptions{}, flows.All()...)
 	for id, o := range map[string]flows.Order{
 		"order-1": {ID: "1", Cents: 500, Card: "visa"}, "order-2": {ID: "2", Cents: 2500, Card: "visa"},
 		"order-3": {ID: "3", Cents: 900, Card: "declined"},

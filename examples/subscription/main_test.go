@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"os"
 	"strings"
 	"testing"
@@ -32,20 +30,7 @@ func TestSubscription_BillsEachMonthInANewRun(t *testing.T) {
 	p.Serving(t, 30*time.Second)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	w, err := dex.NewWorker(dex.WorkerOptions{Addresses: []string{addr}, Logger: quiet}, flows.All()...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wctx, wcancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- w.Run(wctx) }()
-	defer func() { wcancel(); <-done }()
-	c, err := dex.NewClient(dex.ClientOptions{Addresses: []string{addr}, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := testproc.WorkerAndClient(t, ctx, dex.WorkerOptions{Addresses: []string{addr}}, dex.ClientOptions{}, flows.All()...)
 
 	var out strings.Builder
 	if err := run(ctx, c, &out, flows.Subscription{ID: "t", Months: 3, CentsPerMonth: 500}); err != nil {

@@ -113,7 +113,7 @@ func TestE32_CombinationLocalsEventsCloseIfEmpty(t *testing.T) {
 	p1 := testproc.Start(t, args...)
 	p1.Serving(t, 30*time.Second)
 	fast := dex.Backoff{Initial: 20 * time.Millisecond, Max: 200 * time.Millisecond}
-	c := workerAndClient(t, ctx, dex.WorkerOptions{Addresses: []string{addr}, ReconnectBackoff: fast},
+	c := testproc.WorkerAndClient(t, ctx, dex.WorkerOptions{Addresses: []string{addr}, ReconnectBackoff: fast},
 		dex.ClientOptions{RetryBackoff: fast}, comboFlow)
 
 	const id = "e32-1"
@@ -202,7 +202,7 @@ func TestE32_CloseIfEmptyRace(t *testing.T) {
 	addr := testproc.FreeAddr(t)
 	p := testproc.Start(t, "dev", "--data-dir", t.TempDir(), "--listen", addr)
 	p.Serving(t, 30*time.Second)
-	c := workerAndClient(t, ctx, dex.WorkerOptions{Addresses: []string{addr}, MaxConcurrentTasks: 8}, dex.ClientOptions{}, comboRaceFlow)
+	c := testproc.WorkerAndClient(t, ctx, dex.WorkerOptions{Addresses: []string{addr}, MaxConcurrentTasks: 8}, dex.ClientOptions{}, comboRaceFlow)
 
 	for round := range 5 {
 		id := fmt.Sprintf("race-%d", round)

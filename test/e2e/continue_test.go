@@ -116,7 +116,7 @@ func TestContinueAsNew_LongFlowCarriesStateAndCompletes(t *testing.T) {
 	p.Serving(t, 30*time.Second)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	c := workerAndClient(t, ctx, dex.WorkerOptions{Addresses: []string{addr}}, dex.ClientOptions{}, canFlow)
+	c := testproc.WorkerAndClient(t, ctx, dex.WorkerOptions{Addresses: []string{addr}}, dex.ClientOptions{}, canFlow)
 
 	run, err := dex.Start[Kickoff](ctx, c, canFlow, "can-1", 0, dex.WithAttributes(canTicksAttr.Value(0)),
 		dex.WithFlowTimeout(time.Hour, dex.TimeoutFail))
@@ -241,7 +241,7 @@ func TestContinueAsNew_SurvivesRestart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	fast := dex.Backoff{Initial: 20 * time.Millisecond, Max: 200 * time.Millisecond}
-	c := workerAndClient(t, ctx, dex.WorkerOptions{Addresses: []string{addr}, ReconnectBackoff: fast},
+	c := testproc.WorkerAndClient(t, ctx, dex.WorkerOptions{Addresses: []string{addr}, ReconnectBackoff: fast},
 		dex.ClientOptions{RetryBackoff: fast}, canFlow)
 
 	run, err := dex.Start[Kickoff](ctx, c, canFlow, "can-kill", 0, dex.WithAttributes(canTicksAttr.Value(0)))

@@ -42,31 +42,6 @@ var chainFlow = dex.NewFlow("chain3").Start(First{}).Steps(Second{}, Third{})
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-// workerAndClient runs a worker of flows with wo until the test ends and
-// returns a client with co, both on the addresses of wo and co (the
-// worker's are used for the client when co has none) with a quiet logger.
-func workerAndClient(t *testing.T, ctx context.Context, wo dex.WorkerOptions, co dex.ClientOptions, flows ...*dex.Flow) *dex.Client {
-	t.Helper()
-	wo.Logger, co.Logger = quietLogger(), quietLogger()
-	if co.Addresses == nil {
-		co.Addresses = wo.Addresses
-	}
-	w, err := dex.NewWorker(wo, flows...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- w.Run(wctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	c, err := dex.NewClient(co)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
-}
-
 // chainWorkerAndClient runs a worker of chainFlow against addr and returns
 // a client of addr, both reconnecting quickly (for tests that kill the
 // server), and stopWorker, which stops the worker and waits for it (it

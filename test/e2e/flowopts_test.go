@@ -62,7 +62,7 @@ func flowOptsWorkerAndClient(t *testing.T, ctx context.Context, addr string) *de
 	flowOptsState.fails, flowOptsState.ran = map[string]int{}, map[string][]time.Time{}
 	flowOptsState.mu.Unlock()
 	fast := dex.Backoff{Initial: 20 * time.Millisecond, Max: 200 * time.Millisecond}
-	return workerAndClient(t, ctx, dex.WorkerOptions{Addresses: []string{addr}, ReconnectBackoff: fast},
+	return testproc.WorkerAndClient(t, ctx, dex.WorkerOptions{Addresses: []string{addr}, ReconnectBackoff: fast},
 		dex.ClientOptions{RetryBackoff: fast}, flowOptsFlow)
 }
 

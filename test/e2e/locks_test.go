@@ -72,7 +72,7 @@ func lockedServer(t *testing.T, ctx context.Context) *dex.Client {
 	addr := testproc.FreeAddr(t)
 	p := testproc.Start(t, "dev", "--data-dir", t.TempDir(), "--listen", addr)
 	p.Serving(t, 30*time.Second)
-	return workerAndClient(t, ctx, dex.WorkerOptions{Addresses: []string{addr}, MaxConcurrentTasks: 64}, dex.ClientOptions{}, lockedCounterFlow)
+	return testproc.WorkerAndClient(t, ctx, dex.WorkerOptions{Addresses: []string{addr}, MaxConcurrentTasks: 64}, dex.ClientOptions{}, lockedCounterFlow)
 }
 
 // incrementAll sends n concurrent locked "inc" RPCs to flowID, each
@@ -256,7 +256,7 @@ func TestDexcli_LockedRPCAndLongPolls(t *testing.T) {
 		return 0, nil
 	})
 	flow := dex.NewFlow("clicounter").Start(FanOutInc{}).Steps(LockedInc{}).Attributes(lockedCount).RPCs(lockedInc, slow)
-	c := workerAndClient(t, ctx, dex.WorkerOptions{Addresses: []string{addr}}, dex.ClientOptions{}, flow)
+	c := testproc.WorkerAndClient(t, ctx, dex.WorkerOptions{Addresses: []string{addr}}, dex.ClientOptions{}, flow)
 	if _, err := c.StartFlow(ctx, flow, "cli-1", 2); err != nil {
 		t.Fatal(err)
 	}
@@ -335,7 +335,7 @@ func TestLocks_FlowStateNamesTheHolders(t *testing.T) {
 	addr := testproc.FreeAddr(t)
 	p := testproc.Start(t, "dev", "--data-dir", t.TempDir(), "--listen", addr)
 	p.Serving(t, 30*time.Second)
-	c := workerAndClient(t, ctx, dex.WorkerOptions{Addresses: []string{addr}}, dex.ClientOptions{}, lockViewFlow)
+	c := testproc.WorkerAndClient(t, ctx, dex.WorkerOptions{Addresses: []string{addr}}, dex.ClientOptions{}, lockViewFlow)
 	viewRelease, viewRPCRelease = make(chan struct{}), make(chan struct{})
 	if _, err := dex.Start[HoldCount](ctx, c, lockViewFlow, "lockview-1", 0); err != nil {
 		t.Fatal(err)

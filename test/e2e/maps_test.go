@@ -80,7 +80,7 @@ func TestMaps_PerCustomerAttributesAndPerRegionQueues(t *testing.T) {
 	p.Serving(t, 30*time.Second)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	c := workerAndClient(t, ctx, dex.WorkerOptions{Addresses: []string{addr}}, dex.ClientOptions{}, regionalFlow)
+	c := testproc.WorkerAndClient(t, ctx, dex.WorkerOptions{Addresses: []string{addr}}, dex.ClientOptions{}, regionalFlow)
 
 	const id = "regional-1"
 	if _, err := dex.Start[SeedRegions](ctx, c, regionalFlow, id, []Region{"eu", "us"},

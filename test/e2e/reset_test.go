@@ -56,7 +56,7 @@ func resetServer(t *testing.T) (context.Context, *dex.Client) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	t.Cleanup(cancel)
 	fast := dex.Backoff{Initial: 20 * time.Millisecond, Max: 200 * time.Millisecond}
-	c := workerAndClient(t, ctx, dex.WorkerOptions{Addresses: []string{addr}, ReconnectBackoff: fast},
+	c := testproc.WorkerAndClient(t, ctx, dex.WorkerOptions{Addresses: []string{addr}, ReconnectBackoff: fast},
 		dex.ClientOptions{RetryBackoff: fast}, resetFlow)
 	return ctx, c
 }
@@ -266,7 +266,7 @@ func TestReset_SurvivesRestart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	fast := dex.Backoff{Initial: 20 * time.Millisecond, Max: 200 * time.Millisecond}
-	c := workerAndClient(t, ctx, dex.WorkerOptions{Addresses: []string{addr}, ReconnectBackoff: fast},
+	c := testproc.WorkerAndClient(t, ctx, dex.WorkerOptions{Addresses: []string{addr}, ReconnectBackoff: fast},
 		dex.ClientOptions{RetryBackoff: fast}, resetFlow)
 
 	run, err := dex.Start[Pack](ctx, c, resetFlow, "reset-3", "parcel")

@@ -71,7 +71,7 @@ func TestSearch_ThroughTheSDK(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := workerAndClient(t, ctx, dex.WorkerOptions{Addresses: []string{addr}, Codec: codec,
+	c := testproc.WorkerAndClient(t, ctx, dex.WorkerOptions{Addresses: []string{addr}, Codec: codec,
 		ReconnectBackoff: dex.Backoff{Initial: 20 * time.Millisecond, Max: 100 * time.Millisecond}}, dex.ClientOptions{Codec: codec}, searchFlow)
 	waitFor(t, 10*time.Second, func() bool { return strings.Contains(p.Log(), "worker connected") })
 

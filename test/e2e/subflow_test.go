@@ -115,7 +115,7 @@ var sfRaceFlow = dex.NewFlow("sf-race").Start(Race{})
 func subflowWorker(t *testing.T, ctx context.Context, addr string) *dex.Client {
 	t.Helper()
 	fast := dex.Backoff{Initial: 20 * time.Millisecond, Max: 200 * time.Millisecond}
-	return workerAndClient(t, ctx, dex.WorkerOptions{Addresses: []string{addr}, MaxConcurrentTasks: 64, ReconnectBackoff: fast},
+	return testproc.WorkerAndClient(t, ctx, dex.WorkerOptions{Addresses: []string{addr}, MaxConcurrentTasks: 64, ReconnectBackoff: fast},
 		dex.ClientOptions{RetryBackoff: fast}, sfChildFlow, sfFanOutFlow, sfRaceFlow)
 }
 
