@@ -1,6 +1,7 @@
 package serving
 
 import (
+	"maps"
 	"reflect"
 	"sync"
 
@@ -53,7 +54,10 @@ func withoutValueBytes[T any](x T) T {
 	return out
 }
 
-var valueType = reflect.TypeFor[engine.Value]()
+var (
+	valueType    = reflect.TypeFor[engine.Value]()
+	valueMapType = reflect.TypeFor[map[string]engine.Value]()
+)
 
 // mayHold caches, per type, whether a value of it can reach a Value.
 var mayHold sync.Map // reflect.Type -> bool
@@ -92,10 +96,75 @@ func holdsUncached(t reflect.Type, seen map[reflect.Type]bool) bool {
 	return false
 }
 
-// mapValues returns v, or a copy of it with changed values, and whether
+// A walkPlan is where the Values of a type can be: worked out once per
+// type, so that a walk steps only into the fields that can reach a Value
+// (a state's or a task's other fields cost nothing) and looks nothing up
+// on the way, except for the dynamic type behind an interface.
+type walkPlan struct {
+	typ    reflect.Type
+	fields []fieldPlan // a struct's exported fields that can reach a Value
+	elem   *walkPlan   // a pointer's, slice's, array's or map's element
+}
+
+type fieldPlan struct {
+	index int
+	plan  *walkPlan
+}
+
+// plans caches planFor.
+var plans sync.Map // reflect.Type -> *walkPlan
+
+// planFor returns t's plan, nil when a value of t cannot reach a Value.
+func planFor(t reflect.Type) *walkPlan {
+	if p, ok := plans.Load(t); ok {
+		return p.(*walkPlan)
+	}
+	p := buildPlan(t, map[reflect.Type]*walkPlan{})
+	plans.Store(t, p)
+	return p
+}
+
+// buildPlan builds t's plan; building holds the plans under construction,
+// so that a recursive type's plan points at itself.
+func buildPlan(t reflect.Type, building map[reflect.Type]*walkPlan) *walkPlan {
+	if !holds(t) {
+		return nil
+	}
+	if p, ok := building[t]; ok {
+		return p
+	}
+	p := &walkPlan{typ: t}
+	building[t] = p
+	switch {
+	case t == valueType:
+	case t.Kind() == reflect.Struct:
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if !f.IsExported() {
+				continue
+			}
+			if fp := buildPlan(f.Type, building); fp != nil {
+				p.fields = append(p.fields, fieldPlan{index: i, plan: fp})
+			}
+		}
+	case t.Kind() == reflect.Pointer, t.Kind() == reflect.Slice, t.Kind() == reflect.Array, t.Kind() == reflect.Map:
+		p.elem = buildPlan(t.Elem(), building)
+	}
+	return p
+}
+
+// walkValues returns v, or a copy of it with changed values, and whether
 // anything changed.
 func walkValues(v reflect.Value, fn func(engine.Value) (engine.Value, bool, error)) (reflect.Value, bool, error) {
-	t := v.Type()
+	p := planFor(v.Type())
+	if p == nil {
+		return v, false, nil
+	}
+	return walkPlanned(v, p, fn)
+}
+
+func walkPlanned(v reflect.Value, p *walkPlan, fn func(engine.Value) (engine.Value, bool, error)) (reflect.Value, bool, error) {
+	t := p.typ
 	if t == valueType {
 		var cur engine.Value
 		if v.CanAddr() {
@@ -109,21 +178,18 @@ func walkValues(v reflect.Value, fn func(engine.Value) (engine.Value, bool, erro
 		}
 		return reflect.ValueOf(nv), true, nil
 	}
-	if !holds(t) {
-		return v, false, nil
-	}
 	switch t.Kind() {
 	case reflect.Pointer:
-		if v.IsNil() {
+		if v.IsNil() || p.elem == nil {
 			return v, false, nil
 		}
-		e, changed, err := walkValues(v.Elem(), fn)
+		e, changed, err := walkPlanned(v.Elem(), p.elem, fn)
 		if err != nil || !changed {
 			return v, false, err
 		}
-		p := reflect.New(t.Elem())
-		p.Elem().Set(e)
-		return p, true, nil
+		np := reflect.New(t.Elem())
+		np.Elem().Set(e)
+		return np, true, nil
 	case reflect.Interface:
 		if v.IsNil() {
 			return v, false, nil
@@ -137,11 +203,8 @@ func walkValues(v reflect.Value, fn func(engine.Value) (engine.Value, bool, erro
 		return i, true, nil
 	case reflect.Struct:
 		var out reflect.Value
-		for i := range t.NumField() {
-			if !t.Field(i).IsExported() {
-				continue
-			}
-			f, changed, err := walkValues(v.Field(i), fn)
+		for _, f := range p.fields {
+			fv, changed, err := walkPlanned(v.Field(f.index), f.plan, fn)
 			if err != nil {
 				return v, false, err
 			}
@@ -150,7 +213,7 @@ func walkValues(v reflect.Value, fn func(engine.Value) (engine.Value, bool, erro
 					out = reflect.New(t).Elem()
 					out.Set(v)
 				}
-				out.Field(i).Set(f)
+				out.Field(f.index).Set(fv)
 			}
 		}
 		if !out.IsValid() {
@@ -158,9 +221,12 @@ func walkValues(v reflect.Value, fn func(engine.Value) (engine.Value, bool, erro
 		}
 		return out, true, nil
 	case reflect.Slice, reflect.Array:
+		if p.elem == nil {
+			return v, false, nil
+		}
 		var out reflect.Value
 		for i := range v.Len() {
-			e, changed, err := walkValues(v.Index(i), fn)
+			e, changed, err := walkPlanned(v.Index(i), p.elem, fn)
 			if err != nil {
 				return v, false, err
 			}
@@ -182,12 +248,17 @@ func walkValues(v reflect.Value, fn func(engine.Value) (engine.Value, bool, erro
 		}
 		return out, true, nil
 	case reflect.Map:
-		if v.IsNil() {
+		if v.IsNil() || p.elem == nil {
 			return v, false, nil
+		}
+		if t == valueMapType {
+			// Attributes and locals: a map's elements are not addressable,
+			// so the general case below would box every one.
+			return walkValueMap(v, fn)
 		}
 		var out reflect.Value
 		for it := v.MapRange(); it.Next(); {
-			e, changed, err := walkValues(it.Value(), fn)
+			e, changed, err := walkPlanned(it.Value(), p.elem, fn)
 			if err != nil {
 				return v, false, err
 			}
@@ -207,4 +278,26 @@ func walkValues(v reflect.Value, fn func(engine.Value) (engine.Value, bool, erro
 		return out, true, nil
 	}
 	return v, false, nil
+}
+
+// walkValueMap is walkPlanned for a map[string]engine.Value.
+func walkValueMap(v reflect.Value, fn func(engine.Value) (engine.Value, bool, error)) (reflect.Value, bool, error) {
+	m := v.Interface().(map[string]engine.Value)
+	var out map[string]engine.Value
+	for k, val := range m {
+		nv, changed, err := fn(val)
+		if err != nil {
+			return v, false, err
+		}
+		if changed {
+			if out == nil {
+				out = maps.Clone(m)
+			}
+			out[k] = nv
+		}
+	}
+	if out == nil {
+		return v, false, nil
+	}
+	return reflect.ValueOf(out), true, nil
 }
