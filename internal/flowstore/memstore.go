@@ -130,6 +130,20 @@ func (m *MemStore) Run(flowID, runID string) (*engine.FlowState, error) {
 	return engine.UnmarshalState(b)
 }
 
+// EncodedRuns returns every run the store holds, encoded
+// (engine.MarshalState, as stored: the caller must not change the bytes),
+// by flow ID and run ID, and each flow's latest run ID: for tests that
+// compare stores without decoding every run.
+func (m *MemStore) EncodedRuns() (runs map[string]map[string][]byte, latest map[string]string) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	runs = make(map[string]map[string][]byte, len(m.runs))
+	for id, rs := range m.runs {
+		runs[id] = maps.Clone(rs)
+	}
+	return runs, maps.Clone(m.latest)
+}
+
 // FlowTypes implements Store.
 func (m *MemStore) FlowTypes(fn func(flowType, flowID, runID string) error) error {
 	m.mu.RLock()

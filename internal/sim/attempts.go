@@ -16,7 +16,8 @@ import (
 // result carries the token of its attempt and epoch; a retry, a takeover
 // or a timeout supersedes it). An attempt is handed out in the epoch that
 // writes its start, and fails (AttemptFailed) only while it is the
-// current one. No WaitFor attempt is scheduled for a step without WaitFor
+// current one; a closed run's attempts take none, a continue-as-new
+// carries a run's attempts to its new run (E37). No WaitFor attempt is scheduled for a step without WaitFor
 // (E4: one handed out before the run's first definition said so is left
 // to its worker, and goes to Execute if it fails).
 func checkAttempts(batches []wal.Batch) error {
@@ -67,6 +68,32 @@ func checkAttempts(batches []wal.Batch) error {
 				return nil
 			}
 			switch r := rec.Body.(type) {
+			case engine.FlowStarted:
+				if r.ContinuedFrom == "" {
+					break
+				}
+				// A continuation carries its run's attempts as they stand
+				// (E37): a running one keeps its token and commits here;
+				// the old run, closed, takes none.
+				for k, a := range cur {
+					if k.flow == rec.FlowID && k.run == r.ContinuedFrom {
+						moved := *a
+						cur[key{rec.FlowID, rec.RunID, k.step}] = &moved
+						delete(cur, k)
+					}
+				}
+				for k, w := range hasWaitFor {
+					if k.flow == rec.FlowID && k.run == r.ContinuedFrom {
+						hasWaitFor[key{rec.FlowID, rec.RunID, k.step}] = w
+					}
+				}
+			case engine.FlowClosed:
+				// A closed run takes no result.
+				for k, a := range cur {
+					if k.flow == rec.FlowID && k.run == rec.RunID {
+						a.ended = true
+					}
+				}
 			case engine.StepCreated:
 				hasWaitFor[key{rec.FlowID, rec.RunID, r.StepExecID}] = r.HasWaitFor
 			case engine.DefinitionSet:

@@ -10,14 +10,24 @@ import (
 	"github.com/dexzd/dexzd/internal/wal"
 )
 
+// inRun is a record body of run (other than "r").
+type inRun struct {
+	run string
+	engine.RecordBody
+}
+
 // batch encodes recs as one batch of epoch, one envelope per record (the
 // serving envelope: version 1, a uvarint count, each record's uvarint
-// length and bytes).
+// length and bytes), of flow "f" and run "r" unless inRun says.
 func batch(t *testing.T, seq, epoch uint64, bodies ...engine.RecordBody) wal.Batch {
 	t.Helper()
 	b := wal.Batch{Seq: seq, Epoch: epoch, Kind: wal.KindRecords}
 	for _, body := range bodies {
-		data, err := engine.MarshalRecord(engine.Record{FlowID: "f", RunID: "r", At: time.Unix(0, 0), Body: body})
+		run := "r"
+		if r, ok := body.(inRun); ok {
+			run, body = r.run, r.RecordBody
+		}
+		data, err := engine.MarshalRecord(engine.Record{FlowID: "f", RunID: run, At: time.Unix(0, 0), Body: body})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -30,7 +40,10 @@ func batch(t *testing.T, seq, epoch uint64, bodies ...engine.RecordBody) wal.Bat
 
 // The superseded-attempt check refuses a result committed for an attempt
 // that is not current, not handed out, handed out by another epoch, or
-// already ended, and accepts the regular sequence.
+// already ended, or for a closed run, and accepts the regular sequence,
+// also across a continue-as-new that carries the attempt (E37).
+//
+// Covers: E37
 func TestCheckAttempts(t *testing.T) {
 	sched := func(n int) engine.RecordBody {
 		return engine.AttemptScheduled{StepExecID: "A-1", Method: engine.MethodExecute, Attempt: n}
@@ -72,6 +85,22 @@ func TestCheckAttempts(t *testing.T) {
 				engine.AttemptFailed{StepExecID: "A-1", Method: wf, Attempt: 1},
 				engine.AttemptScheduled{StepExecID: "A-1", Method: wf, Attempt: 2})}
 		}, "waitFor attempt 2 scheduled for a step without WaitFor"},
+		{"carried by a continue-as-new", func() []wal.Batch {
+			return []wal.Batch{batch(t, 0, 1, sched(1), start(1, 1)),
+				batch(t, 1, 1, engine.FlowContinuedAsNew{NewRunID: "r2", Trigger: engine.ContinueClient},
+					inRun{"r2", engine.FlowStarted{FlowType: "t", ContinuedFrom: "r"}}),
+				batch(t, 2, 1, inRun{"r2", done(1)})}
+		}, ""},
+		{"result of the continued run", func() []wal.Batch {
+			return []wal.Batch{batch(t, 0, 1, sched(1), start(1, 1)),
+				batch(t, 1, 1, engine.FlowContinuedAsNew{NewRunID: "r2", Trigger: engine.ContinueClient},
+					inRun{"r2", engine.FlowStarted{FlowType: "t", ContinuedFrom: "r"}}),
+				batch(t, 2, 1, done(1))}
+		}, "the current attempt is <nil>"},
+		{"closed run", func() []wal.Batch {
+			return []wal.Batch{batch(t, 0, 1, sched(1), start(1, 1)),
+				batch(t, 1, 1, engine.FlowClosed{CloseInfo: engine.CloseInfo{Status: engine.StatusTerminated}}), batch(t, 2, 1, done(1))}
+		}, "the current attempt is"},
 		{"twice", func() []wal.Batch {
 			return []wal.Batch{batch(t, 0, 1, sched(1), start(1, 1), done(1)), batch(t, 1, 1, done(1))}
 		}, "the current attempt is"},

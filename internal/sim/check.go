@@ -163,71 +163,83 @@ func (s *sim) restored(ctx context.Context) (*localStore, error) {
 	return store, nil
 }
 
-// flowIDs lists every flow a store holds (its latest run; the workload
-// starts one run per flow).
-func flowIDs(store flowstore.Store) ([]string, error) {
-	var ids []string
-	q := flowstore.ListQuery{PageSize: 1000}
-	for {
-		page, next, err := store.ListFlows(q)
-		if err != nil {
-			return nil, err
-		}
-		for _, f := range page {
-			ids = append(ids, f.FlowID)
-		}
-		if next == "" {
-			break
-		}
-		q.PageToken = next
-	}
-	slices.Sort(ids)
-	return slices.Compact(ids), nil
+// encodedStore is a store that hands out its runs encoded
+// (flowstore.MemStore, which the local stores embed).
+type encodedStore interface {
+	flowstore.Store
+	EncodedRuns() (runs map[string]map[string][]byte, latest map[string]string)
 }
 
-// sameStates compares every flow's state in its encoding
-// (engine.MarshalState).
-func sameStates(want, got flowstore.Store) error {
-	wantIDs, err := flowIDs(want)
-	if err != nil {
-		return err
+// runIDs lists every run a store holds, by flow ID (sorted), with the
+// latest run of each.
+func runIDs(store encodedStore) (runs map[string][]string, latest map[string]string) {
+	enc, latest := store.EncodedRuns()
+	runs = map[string][]string{}
+	for id, rs := range enc {
+		runs[id] = slices.Sorted(maps.Keys(rs))
 	}
-	gotIDs, err := flowIDs(got)
-	if err != nil {
-		return err
+	return runs, latest
+}
+
+// sameStates compares every run's state in its encoding
+// (engine.MarshalState), and which run is each flow's latest.
+func sameStates(want, got encodedStore) error {
+	wantRuns, wantLatest := want.EncodedRuns()
+	gotRuns, gotLatest := got.EncodedRuns()
+	ids := func(m map[string]map[string][]byte) map[string][]string {
+		out := map[string][]string{}
+		for id, rs := range m {
+			out[id] = slices.Sorted(maps.Keys(rs))
+		}
+		return out
 	}
-	if !slices.Equal(wantIDs, gotIDs) {
-		return fmt.Errorf("flows %v, want %v", gotIDs, wantIDs)
+	if w, g := ids(wantRuns), ids(gotRuns); !maps.EqualFunc(w, g, slices.Equal) {
+		return fmt.Errorf("runs %v, want %v", g, w)
 	}
-	for _, id := range wantIDs {
-		w, err := want.Flow(id)
-		if err != nil {
-			return err
-		}
-		g, err := got.Flow(id)
-		if err != nil {
-			return err
-		}
-		wb, err := engine.MarshalState(w)
-		if err != nil {
-			return err
-		}
-		gb, err := engine.MarshalState(g)
-		if err != nil {
-			return err
-		}
-		if !bytes.Equal(wb, gb) {
-			return fmt.Errorf("flow %s: live state (%s, %d bytes) differs from the replayed one (%s, %d bytes):\nlive:     %.400q\nreplayed: %.400q",
-				id, g.Status, len(gb), w.Status, len(wb), gb, wb)
+	if !maps.Equal(wantLatest, gotLatest) {
+		return fmt.Errorf("latest runs %v, want %v", gotLatest, wantLatest)
+	}
+	for _, id := range slices.Sorted(maps.Keys(wantRuns)) {
+		for _, run := range slices.Sorted(maps.Keys(wantRuns[id])) {
+			if bytes.Equal(wantRuns[id][run], gotRuns[id][run]) {
+				continue
+			}
+			// Stored bytes differ: compare them decoded and encoded again
+			// (a snapshot restore encodes what it decoded).
+			wb, gb, err := reencode(wantRuns[id][run], gotRuns[id][run])
+			if err != nil {
+				return fmt.Errorf("flow %s run %s: %w", id, run, err)
+			}
+			if !bytes.Equal(wb, gb) {
+				w, _ := engine.UnmarshalState(wb)
+				g, _ := engine.UnmarshalState(gb)
+				return fmt.Errorf("flow %s run %s: live state (%s, %d bytes) differs from the replayed one (%s, %d bytes):\nlive:     %.400q\nreplayed: %.400q",
+					id, run, g.Status, len(gb), w.Status, len(wb), gb, wb)
+			}
 		}
 	}
 	return nil
 }
 
+// reencode decodes two encoded states and encodes them again.
+func reencode(a, b []byte) ([]byte, []byte, error) {
+	var out [2][]byte
+	for i, raw := range [][]byte{a, b} {
+		st, err := engine.UnmarshalState(raw)
+		if err != nil {
+			return nil, nil, err
+		}
+		if out[i], err = engine.MarshalState(st); err != nil {
+			return nil, nil, err
+		}
+	}
+	return out[0], out[1], nil
+}
+
 // checkFlows checks the final state (the log replayed from scratch)
 // against the ledger: every acknowledged start, publish and result is in
 // it, and every flow completed exactly once with the expected outputs.
-func (s *sim) checkFlows(final flowstore.Store) error {
+func (s *sim) checkFlows(final encodedStore) error {
 	s.ledger.mu.Lock()
 	defer s.ledger.mu.Unlock()
 	for id, typ := range s.ledger.started {
@@ -287,29 +299,50 @@ func (s *sim) checkFlows(final flowstore.Store) error {
 		}
 		// The wait flow's output is the message: checked above.
 	}
-	for id, execs := range s.ledger.results {
-		st, err := s.flowWithValues(final, id)
-		if err != nil {
-			return fmt.Errorf("flow %s of an accepted result: %w", id, err)
+	for id, byRun := range s.ledger.results {
+		for run, execs := range byRun {
+			if err := s.checkResults(final, id, run, execs); err != nil {
+				return err
+			}
+		}
+	}
+	return s.checkChains(final)
+}
+
+// checkResults checks the accepted Execute results of run of flow id: they
+// are in the run, or in the run its continuations (E37) end with, which
+// carries its steps, counters and outputs (and takes the result of an
+// attempt carried there running).
+func (s *sim) checkResults(final flowstore.Store, id, tokenRun string, execs map[string]engine.Decision) error {
+	var st *engine.FlowState
+	for run := tokenRun; run != ""; run = st.ContinuedRunID() {
+		var err error
+		if st, err = final.Run(id, run); err != nil {
+			return fmt.Errorf("flow %s run %s of an accepted result: %w", id, run, err)
 		}
 		if st == nil {
-			return fmt.Errorf("flow %s of an accepted result is lost", id)
+			return fmt.Errorf("flow %s run %s of an accepted result is lost", id, run)
 		}
-		for exec, d := range execs {
-			typ := exec[:max(0, strings.LastIndexByte(exec, '-'))]
-			switch d.Kind {
-			case engine.DecideMovements:
-				for _, m := range d.Movements {
-					if st.StepCounters[m.StepType] < 1 {
-						return fmt.Errorf("accepted result of %s/%s moved to %s, which never ran", id, exec, m.StepType)
-					}
+	}
+	st, err := serving.WithValueBytes(context.Background(), &wal.Values{Store: s.blobs, Layout: s.layout}, st)
+	if err != nil {
+		return fmt.Errorf("flow %s run %s of an accepted result: %w", id, tokenRun, err)
+	}
+	for exec, d := range execs {
+		typ := exec[:max(0, strings.LastIndexByte(exec, '-'))]
+		switch d.Kind {
+		case engine.DecideMovements:
+			for _, m := range d.Movements {
+				if st.StepCounters[m.StepType] < 1 {
+					return fmt.Errorf("accepted result of %s/%s (run %s) moved to %s, which never ran (run %s)", id, exec, tokenRun, m.StepType, st.RunID)
 				}
-			case engine.DecideGracefulComplete:
-				if !slices.ContainsFunc(st.Outputs, func(o engine.Output) bool {
-					return o.StepExecID == exec && bytes.Equal(o.Value.Data, d.Output.Data)
-				}) {
-					return fmt.Errorf("accepted result of %s/%s (%s) completed with %s, not in the outputs %+v", id, exec, typ, d.Output.Data, st.Outputs)
-				}
+			}
+		case engine.DecideGracefulComplete:
+			if !slices.ContainsFunc(st.Outputs, func(o engine.Output) bool {
+				return o.StepExecID == exec && bytes.Equal(o.Value.Data, d.Output.Data)
+			}) {
+				return fmt.Errorf("accepted result of %s/%s (%s) of run %s completed with %s, not in the outputs of run %s %+v",
+					id, exec, typ, tokenRun, d.Output.Data, st.RunID, st.Outputs)
 			}
 		}
 	}

@@ -34,14 +34,45 @@
 // workload whose outcome is known in advance: chain (S1 -> S2 -> S3),
 // fan-out (F -> A and B), wait (WaitFor a channel message, then Execute
 // with it), timer (WaitFor a durable 2 s timer, staging an attribute;
-// Execute stages another; the client sets a third with SetAttributes) and
+// Execute stages another; the client sets a third with SetAttributes),
 // stop (the step waits for a message nobody sends; the client cancels or
 // terminates the flow with StopFlow, retried until acknowledged or the run
-// is seen closed); S2, A and B are ASYNC (T3). A WaitFor task of a step
+// is seen closed), reset and count (E37, lifecycle.go); S2, A, B and R2
+// are ASYNC (T3). A WaitFor task of a step
 // without WaitFor (a flow started before any worker declared its type) is
 // answered "no wait", as the SDK does, and logged as an event. Like the SDK, a worker
 // resends the results whose answer it did not get on its next session,
 // where a new epoch answers STALE_EPOCH.
+//
+// Run lifecycle traffic (E37, lifecycle.go). A reset flow (R1 waits for
+// a message on "go", then R1 -> R2 -> R3) has its client set an
+// attribute, publish, and reset it once or twice, each to a point of the
+// seed's (the beginning, before the first R2, before R3-1; a run reset
+// to R3-1 has no R2 to go back to, so the beginning instead), while the
+// run runs or once it closed; each reset names the exact run, the one the
+// client knows. A count flow's step C takes one message on "inc" and
+// moves to C with its input plus one until it took four, in order (a
+// message lost or counted twice fails the flow), so its final output is
+// the value the runs carried; its client publishes the four with request
+// IDs and asks for continue-as-new (ContinueAsNew naming the latest run)
+// before some of them, the C-2 decision of every other count flow asks
+// for it (Decision.ContinueAsNew), and the processes'
+// limits.continueAsNewHistoryEvents is the least allowed (10,
+// Config.ContinueAsNewHistoryEvents), which a count run reaches after
+// three messages unless a continuation came first (the other flows' runs
+// only after failed attempts). A third of the other flows are continued
+// once by their client while they run (steps, attempts in flight, waits,
+// the durable timer, messages and attributes go to the new run). Some
+// clients send their StartFlow again after a reset or continuation (a
+// late retry with the start's request ID): it must be recognised, not
+// start a run. One in four answers of a reset or continue-as-new that
+// landed gets lost on its way to the client, which sends the same call
+// again as the SDK does: today the engine refuses it (the run it names is
+// no longer the latest, or closed), and a second new run would be a
+// double reset or continuation, failing the run at once; the client then
+// reads the run it named, whose forward link says the call landed (a
+// TODO names issue 14: idempotency by request ID). A reset whose run
+// continued as new first is skipped (a continuation cannot be reset).
 //
 // # Faults
 //
@@ -97,7 +128,8 @@
 //     down: no batch of an epoch follows a batch of a higher one.
 //   - Replay equals live: the history replayed from scratch into a fresh
 //     store, up to the batch each process applied, gives that process's
-//     states (engine.MarshalState bytes, every flow).
+//     states (engine.MarshalState bytes, every run of every flow, and
+//     each flow's latest run).
 //   - Restore equals history: the newest snapshot plus the log from its
 //     nextSeq (up to the first missing batch, with nothing after that gap)
 //     reaches the last batch and gives the same states. This is the final
@@ -107,13 +139,17 @@
 //     current attempt of that method, once, after that attempt's start,
 //     in a batch of the epoch that started it; a start is written in its
 //     own epoch, once; a failure names the current attempt; no WaitFor
-//     attempt is scheduled for a step without WaitFor (E4).
+//     attempt is scheduled for a step without WaitFor (E4); a closed run
+//     takes no result, and a continue-as-new carries its run's attempts
+//     to the new run, where a running one commits under its old token
+//     (E37).
 //   - No acknowledged change is lost: every acknowledged start is in the
 //     final state (the whole log replayed), every acknowledged publish is
 //     the output of its wait flow, every accepted Execute result is
-//     there (its movements ran, its output is among the flow's outputs),
-//     every acknowledged attribute write (the client's, and those staged
-//     with an accepted WaitFor or Execute result) has its value.
+//     there (its movements ran, its output is among the outputs of its
+//     run, or of the last continuation of it), every acknowledged
+//     attribute write (the client's, and those staged with an accepted
+//     WaitFor or Execute result) has its value in the latest run.
 //   - A durable timer fires no earlier than its time: T's Execute task
 //     comes with the timer fired, not before its fire time, which is at
 //     least 2 s after the first WaitFor result of the flow was sent.
@@ -121,7 +157,27 @@
 //     expects, and each step runs exactly one execution (a result
 //     committed twice would start a second one); a stop flow ends
 //     CANCELED or TERMINATED as its client asked, its history ending with
-//     the close.
+//     the close. For a reset flow this is its latest run (one execution
+//     of each step, counting those at the point, and one output); for a
+//     count flow the last of its continuations (C-1 ... C-4, carried,
+//     and the output "count:<ID>:4").
+//   - Runs and their links (E37): from the run the acknowledged start
+//     answered, the forward links (FlowState.ResetRunID, ContinuedRunID)
+//     reach every run of the flow ID, once each, and end at its latest
+//     run, which is the run the client's last WaitForFlow answered
+//     (WaitForFlow follows the links: it never answers a run that one
+//     leaves, checked when it answers). Each new run links back
+//     (PreviousRunID, and its FLOW_STARTED's reset or continued-from
+//     run); a reset run was COMPLETED or TERMINATED, a continued one is
+//     CONTINUED_AS_NEW. The reset links are exactly the resets the client
+//     saw land, in order (acknowledged, or found landed after a lost
+//     answer): every reset made one new run, none made two; the
+//     continuations triggered by a client are exactly those the client
+//     saw land, once each; a retry after a lost answer that made a second
+//     run fails the run at once. A continuation's new run holds its old
+//     run's attributes, outputs and step counters, and every count flow
+//     continued at least once. A read (GetFlowState of the flow's latest
+//     run) never sees a run with a forward link.
 //   - The client-visible history is linearizable (porcupine, per flow;
 //     history.go): each flow's acknowledged start and client attribute
 //     write, and reads of its state through the process's real
@@ -129,7 +185,8 @@
 //     L15) after each acknowledgement and every 1-5 s, against a model
 //     of a flow that exists from its start on, holds the client's
 //     attribute from its write on (written only while it runs), and
-//     closes once for good. A stale read (a process answering from state
+//     closes for good unless its client resets it (its new run runs
+//     then; a continuation is not seen). A stale read (a process answering from state
 //     another process changed since) or an acknowledged write a later
 //     read does not see fails it.
 //   - Liveness: every flow ends within 3 minutes after the faults.

@@ -26,8 +26,11 @@ import (
 //   - its attribute "client" (timer flows) is absent until the client's
 //     SetAttributes takes effect and present from then on; that write
 //     takes effect only while the flow runs;
-//   - it runs, then is closed for good; closing is the node's own doing
-//     (its steps, its timer, a stop), so a read may see it happen.
+//   - it runs, then is closed until the client resets it (E37: its new
+//     run runs); closing is the node's own doing (its steps, its timer,
+//     a stop), so a read may see it happen. A continue-as-new is not
+//     seen: the latest run runs on (and the latest run never links to a
+//     successor: a read that sees one fails the run at once).
 //
 // Each operation spans from the client's first try to the answer it took
 // as the acknowledgement, so a try whose answer was lost but that landed
@@ -45,6 +48,9 @@ const (
 	opStart histKind = iota
 	opSetClient
 	opRead
+	// opReset: a reset the node acknowledged, or that the client found
+	// landed after its answer got lost.
+	opReset
 )
 
 // histObs is what a read saw.
@@ -67,6 +73,8 @@ func (o histOp) String() string {
 		return "start"
 	case opSetClient:
 		return "set client"
+	case opReset:
+		return "reset"
 	}
 	return fmt.Sprintf("read exists=%v closed=%v client=%v", o.obs.exists, o.obs.closed, o.obs.client)
 }
@@ -87,6 +95,12 @@ var flowHistoryModel = porcupine.Model{
 		case opSetClient:
 			ok := st.started && !st.closed
 			st.client = true
+			return ok, st
+		case opReset:
+			// The new run keeps the client's attribute (the state at
+			// the point, or re-applied from the old run).
+			ok := st.started
+			st.closed = false
 			return ok, st
 		}
 		o := op.obs
@@ -185,6 +199,10 @@ func (s *sim) read(ctx context.Context, flowID string) {
 	default:
 		o.exists = true
 		o.closed = resp.GetState().GetSummary().GetStatus() != dexpb.FlowStatus_FLOW_STATUS_RUNNING
+		if st := resp.GetState(); st.GetResetRunId() != "" || st.GetContinuedRunId() != "" {
+			s.fail("a read of %s answered run %s (%s), which run %s%s follows: not the latest", flowID,
+				st.GetSummary().GetRunId(), st.GetSummary().GetStatus(), st.GetResetRunId(), st.GetContinuedRunId())
+		}
 		for _, a := range resp.GetState().GetAttributes() {
 			o.client = o.client || a.GetName() == "client"
 		}

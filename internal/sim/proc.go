@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dexzd/dexzd/internal/engine"
 	"github.com/dexzd/dexzd/internal/lease"
 	"github.com/dexzd/dexzd/internal/node"
 	"github.com/dexzd/dexzd/internal/server"
@@ -305,6 +306,7 @@ func (p *proc) period(ctx context.Context, h *lease.Holder) error {
 	// log, through the same faulty store.
 	core := serving.NewCore(serving.CoreConfig{NodeID: nodeID, ProcessID: h.ProcessID(), Epoch: h.Epoch(),
 		Store: store, Lease: h, Logger: log,
+		Engine: engine.New(engine.Config{ContinueAsNewHistoryEvents: p.sim.cfg.ContinueAsNewHistoryEvents}),
 		Values: &wal.Values{Store: p.store, Layout: p.sim.layout}, ValueObjectBytes: simValueObjectBytes})
 	w, err := wal.NewWriter(wal.WriterConfig{Store: p.store, Layout: p.sim.layout, Epoch: h.Epoch(), NextSeq: next,
 		OnDurable: core.OnDurable, Logger: log})

@@ -32,8 +32,14 @@ type Config struct {
 	Seed uint64
 	// Processes of the node (default 3).
 	Processes int
-	// Flows the clients start (default 25, a fifth of each type).
+	// Flows the clients start (default 25, dealt to the flow types in
+	// turn: four chain, fan, wait and timer flows, three stop, reset and
+	// count flows).
 	Flows int
+	// ContinueAsNewHistoryEvents is the processes'
+	// limits.continueAsNewHistoryEvents (default defaultContinueAfter,
+	// low, so that long runs continue as new, E37).
+	ContinueAsNewHistoryEvents int
 	// Faults is how long faults are injected (virtual time, default 40 s);
 	// then the run heals and waits for every flow to complete.
 	Faults time.Duration
@@ -50,6 +56,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Flows == 0 {
 		c.Flows = 25
+	}
+	if c.ContinueAsNewHistoryEvents == 0 {
+		c.ContinueAsNewHistoryEvents = defaultContinueAfter
 	}
 	if c.Faults == 0 {
 		c.Faults = 40 * time.Second
@@ -399,10 +408,31 @@ func (s *sim) pending() string {
 		if _, ok := s.ledger.started[id]; !ok {
 			missing = append(missing, id+" (start not acknowledged)")
 		} else if !s.ledger.done[id] {
-			missing = append(missing, id+" (not done)")
+			missing = append(missing, id+" (not done"+s.describe(id)+")")
 		}
 	}
 	return fmt.Sprintf("%d starts acknowledged; waiting for %v", len(s.ledger.started), missing)
+}
+
+// describe tells how a flow stands on a process that serves, if any.
+func (s *sim) describe(flowID string) string {
+	_, c := s.serving()
+	if c == nil {
+		return ""
+	}
+	st, err := c.Flow(context.Background(), flowID, "")
+	if err != nil || st == nil {
+		return fmt.Sprintf(": %v", err)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, ": run %s %s, history %d events", st.RunID, st.Status, len(st.History))
+	for _, x := range st.Steps {
+		fmt.Fprintf(&b, ", %s %s %s attempt %d %s", x.ID, x.Phase, x.Attempt.Method, x.Attempt.Number, x.Attempt.State)
+	}
+	for ch, q := range st.Channels {
+		fmt.Fprintf(&b, ", channel %s: %d queued", ch, len(q))
+	}
+	return b.String()
 }
 
 // chance decides, from the seed and the task, whether a worker does

@@ -27,11 +27,12 @@ var (
 // The whole node in a simulation: three processes of one node ID over one
 // memory store, the real lease acquisition and renewal, fence and replay,
 // writer under node.Supervise and serving core, snapshots and truncation,
-// clients and workers, and a seeded schedule of kills, freezes and store
-// faults (see the package doc). Each seed runs in its own synctest bubble, minutes of virtual time
-// in milliseconds.
+// clients and workers with resets and continue-as-new (E37), and a
+// seeded schedule of kills, freezes and store faults (see the package
+// doc). Each seed runs in its own synctest bubble, minutes of virtual
+// time in milliseconds.
 //
-// Covers: L3, L4, L7, L9, L12, L13, L15, G1, G2, G3, G4, G5, G7, G8, S3, S7, A3, T1, T2, T3, T4
+// Covers: L3, L4, L7, L9, L12, L13, L15, G1, G2, G3, G4, G5, G7, G8, S3, S7, A3, T1, T2, T3, T4, E37
 func TestSim(t *testing.T) {
 	first, n := *firstFlag, *seedsFlag
 	if n == 0 {

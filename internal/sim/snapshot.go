@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -54,48 +56,17 @@ func (s *localStore) snapshot() (seq uint64, data []byte, ok bool, err error) {
 		return 0, nil, false, nil
 	}
 	d := snapshotData{Seq: seq}
-	var latest [][]byte
-	var runs []engine.Summary
-	q := flowstore.ListQuery{PageSize: 1000}
-	for {
-		page, next, err := s.ListFlows(q)
-		if err != nil {
-			return 0, nil, false, err
-		}
-		runs = append(runs, page...)
-		if next == "" {
-			break
-		}
-		q.PageToken = next
-	}
-	count := map[string]int{}
-	for _, f := range runs {
-		count[f.FlowID]++
-	}
-	for _, f := range runs {
-		st, err := s.Run(f.FlowID, f.RunID)
-		if err != nil {
-			return 0, nil, false, err
-		}
-		isLatest := true
-		if count[f.FlowID] > 1 { // several runs: which one is the latest?
-			cur, err := s.Flow(f.FlowID)
-			if err != nil {
-				return 0, nil, false, err
+	runs, latest := s.EncodedRuns()
+	for _, id := range slices.Sorted(maps.Keys(runs)) {
+		for _, run := range slices.Sorted(maps.Keys(runs[id])) {
+			if run != latest[id] {
+				d.Runs = append(d.Runs, runs[id][run])
 			}
-			isLatest = cur != nil && cur.RunID == f.RunID
-		}
-		b, err := engine.MarshalState(st)
-		if err != nil {
-			return 0, nil, false, err
-		}
-		if isLatest {
-			latest = append(latest, b)
-		} else {
-			d.Runs = append(d.Runs, b)
 		}
 	}
-	d.Runs = append(d.Runs, latest...)
+	for _, id := range slices.Sorted(maps.Keys(runs)) {
+		d.Runs = append(d.Runs, runs[id][latest[id]])
+	}
 	err = s.FlowTypes(func(flowType, flowID, runID string) error {
 		d.Types = append(d.Types, [3]string{flowType, flowID, runID})
 		return nil

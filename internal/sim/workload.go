@@ -29,6 +29,19 @@ import (
 //	       the client calls RPC "ping" (answered "pong:" + ID, staging
 //	       attribute "rpc"), then cancels or terminates the flow
 //	       (StopFlow)
+//	reset  R1 waits (WaitFor) for one message on channel "go", then
+//	       R1 -> R2 -> R3, R3 completes with "R:" + ID; the client sets
+//	       attribute "client", publishes, then resets the flow once or
+//	       twice (E37: to the beginning, before the first R2 or before
+//	       R3-1, while it runs or after it closed; lifecycle.go)
+//	count  C waits for one message on channel "inc" and moves to C
+//	       again with its input plus one, until it took countMsgs
+//	       messages ("inc:<ID>:<n>", in order: a message lost or taken
+//	       twice fails the flow), then completes with "count:<ID>:<n>";
+//	       the client sets attribute "client", publishes the messages
+//	       and asks for continue-as-new between them; some decisions ask
+//	       for it too, and the sim's low limits.continueAsNewHistoryEvents
+//	       continues every long run (E37; lifecycle.go)
 //
 // Steps without a WaitFor that get a WaitFor task (a flow started before
 // any worker declared its type) are answered "no wait", as the SDK does.
@@ -41,6 +54,10 @@ var flowDefs = []*engine.FlowDefinition{
 	{Type: "timer", Start: "T", Steps: map[string]engine.StepDef{"T": {HasWaitFor: true}}, Attributes: []string{"client", "wf", "ex"}},
 	{Type: "stop", Start: "H", Steps: map[string]engine.StepDef{"H": {HasWaitFor: true}}, Channels: []string{"never"},
 		RPCs: []string{"ping"}, Attributes: []string{"rpc"}},
+	{Type: "reset", Start: "R1", Steps: map[string]engine.StepDef{"R1": {HasWaitFor: true}, "R2": asyncStep, "R3": {}},
+		Channels: []string{"go"}, Attributes: []string{"client"}},
+	{Type: "count", Start: "C", Steps: map[string]engine.StepDef{"C": {HasWaitFor: true}}, Channels: []string{"inc"},
+		Attributes: []string{"client"}},
 }
 
 // timerWait is the timer T waits for.
@@ -48,10 +65,18 @@ const timerWait = 2 * time.Second
 
 var asyncStep = engine.StepDef{Options: &engine.StepOptions{Execute: &engine.MethodOptions{Durability: engine.ASYNC}}}
 
-var startStep = map[string]string{"chain": "S1", "fan": "F", "wait": "W", "timer": "T", "stop": "H"}
+var startStep = map[string]string{"chain": "S1", "fan": "F", "wait": "W", "timer": "T", "stop": "H", "reset": "R1", "count": "C"}
 
 // flowTypes are the workload's flow types, in the order flows are dealt.
-var flowTypes = []string{"chain", "fan", "wait", "timer", "stop"}
+var flowTypes = []string{"chain", "fan", "wait", "timer", "stop", "reset", "count"}
+
+// startInput is the input a flow starts with: its ID, a count flow's 0.
+func startInput(flowType, flowID string) engine.Value {
+	if flowType == "count" {
+		return str("0")
+	}
+	return str(flowID)
+}
 
 // wantCounters is how many step executions of each type a flow of the
 // type has in the end: one each; a second one means a result committed
@@ -62,6 +87,11 @@ var wantCounters = map[string]map[string]int{
 	"wait":  {"W": 1},
 	"timer": {"T": 1},
 	"stop":  {"H": 1},
+	// The latest run of a reset flow, whatever its point: the counters
+	// at the point, then one execution each.
+	"reset": {"R1": 1, "R2": 1, "R3": 1},
+	// Carried over every continuation: C-1 ... C-countMsgs.
+	"count": {"C": countMsgs},
 }
 
 func str(s string) engine.Value {
@@ -82,6 +112,10 @@ func wantOutputs(flowType, flowID string) map[string]engine.Value {
 		return map[string]engine.Value{"T": str("T:" + flowID)}
 	case "stop":
 		return map[string]engine.Value{}
+	case "reset":
+		return map[string]engine.Value{"R3": str("R:" + flowID)}
+	case "count":
+		return map[string]engine.Value{"C": str(fmt.Sprintf("count:%s:%d", flowID, countMsgs))}
 	default:
 		return map[string]engine.Value{"W": published(flowID)}
 	}
@@ -120,6 +154,17 @@ func decide(t *engine.Task) engine.Decision {
 			return complete(t.Results.Conditions[0].Messages[0].Value)
 		}
 		return engine.Decision{Kind: engine.DecideForceFail, Reason: "W ran without its message"}
+	case "R1":
+		if m, ok := message(t); ok && m.Type == published(t.FlowID).Type && bytes.Equal(m.Data, published(t.FlowID).Data) {
+			return move("R2")
+		}
+		return engine.Decision{Kind: engine.DecideForceFail, Reason: "R1 ran without its message"}
+	case "R2":
+		return move("R3")
+	case "R3":
+		return complete(str("R:" + t.FlowID))
+	case "C":
+		return count(t)
 	}
 	return engine.Decision{Kind: engine.DecideForceFail, Reason: "unknown step " + t.StepType}
 }
@@ -131,9 +176,19 @@ type ledger struct {
 	started   map[string]string // flow ID -> flow type, start acknowledged
 	published map[string]bool   // flow ID -> publish acknowledged
 	// results are the Execute results the node accepted: flow ID ->
-	// step execution ID -> the decision.
-	results map[string]map[string]engine.Decision
-	acks    int
+	// the run their token names -> step execution ID -> the decision.
+	results map[string]map[string]map[string]engine.Decision
+	// firstRun is the run the acknowledged start answered, by flow ID.
+	firstRun map[string]string
+	// resets are the resets the node acknowledged or that a read found
+	// landed after their answer got lost, by flow ID, in order;
+	// continues the client's continue-as-new calls likewise (E37).
+	resets    map[string][]resetAck
+	continues map[string][]continueAck
+	// waited is the run the client's last WaitForFlow answered (it
+	// follows resets and continuations to the latest run).
+	waited map[string]string
+	acks   int
 	// done: the client saw the flow end.
 	done map[string]bool
 	// attrs are the acknowledged attribute writes (the client's, and
@@ -162,16 +217,20 @@ func (l *ledger) attr(flowID, name string, v engine.Value) {
 
 func newLedger() *ledger {
 	return &ledger{started: map[string]string{}, published: map[string]bool{},
-		results: map[string]map[string]engine.Decision{}, done: map[string]bool{},
+		results: map[string]map[string]map[string]engine.Decision{}, done: map[string]bool{},
 		attrs: map[string]map[string]engine.Value{}, stopped: map[string]stopAck{},
-		timerSent: map[string]time.Time{}}
+		timerSent: map[string]time.Time{}, firstRun: map[string]string{},
+		resets: map[string][]resetAck{}, continues: map[string][]continueAck{}, waited: map[string]string{}}
 }
 
-// client drives one flow: start it (retrying with the same request ID
-// until acknowledged), publish its message if it waits for one, and wait
-// until it completes. It stops when ctx ends.
-func (s *sim) client(ctx context.Context, flowID, flowType string) {
-	try := func(what string, fn func(ctx context.Context, c *serving.Core) error) bool {
+// tryFunc calls fn on whichever process serves until it succeeds (each
+// call a new try, so one whose answer got lost may have landed); false
+// when ctx ended first.
+type tryFunc func(what string, fn func(ctx context.Context, c *serving.Core) error) bool
+
+// tries returns the client's tryFunc.
+func (s *sim) tries(ctx context.Context) tryFunc {
+	return func(what string, fn func(ctx context.Context, c *serving.Core) error) bool {
 		for ctx.Err() == nil {
 			p, c := s.serving()
 			if c == nil {
@@ -195,11 +254,20 @@ func (s *sim) client(ctx context.Context, flowID, flowType string) {
 		}
 		return false
 	}
+}
+
+// client drives one flow: start it (retrying with the same request ID
+// until acknowledged), publish its message if it waits for one, and wait
+// until it completes. It stops when ctx ends.
+func (s *sim) client(ctx context.Context, flowID, flowType string) {
+	try := s.tries(ctx)
 	req := "start-" + flowID
 	called := time.Now()
+	var first string
 	if !try("start", func(ctx context.Context, c *serving.Core) error {
-		_, err := c.StartFlow(ctx, engine.StartFlow{FlowID: flowID, FlowType: flowType, RequestID: req,
-			StartStep: startStep[flowType], Input: str(flowID)})
+		res, err := c.StartFlow(ctx, engine.StartFlow{FlowID: flowID, FlowType: flowType, RequestID: req,
+			StartStep: startStep[flowType], Input: startInput(flowType, flowID)})
+		first = res.RunID
 		return err
 	}) {
 		return
@@ -207,6 +275,7 @@ func (s *sim) client(ctx context.Context, flowID, flowType string) {
 	s.hist.add(flowID, histOp{kind: opStart}, called, time.Now())
 	s.ledger.mu.Lock()
 	s.ledger.started[flowID] = flowType
+	s.ledger.firstRun[flowID] = first
 	s.ledger.acks++
 	s.ledger.mu.Unlock()
 	// Reads of the flow's state while it runs, at moments of the seed's,
@@ -221,6 +290,13 @@ func (s *sim) client(ctx context.Context, flowID, flowType string) {
 			s.read(readCtx, flowID)
 		}
 	})
+	if flowType != "reset" && flowType != "count" {
+		// A third of the flows of the other types continue as new once while
+		// they run, on their client's call (E37, lifecycle.go).
+		var side sync.WaitGroup
+		defer side.Wait()
+		side.Go(func() { s.sideContinue(ctx, flowID) })
+	}
 	if flowType == "wait" {
 		if !try("publish", func(ctx context.Context, c *serving.Core) error {
 			_, err := c.Command(ctx, flowID, engine.PublishToChannel{FlowID: flowID, RequestID: "pub-" + flowID,
@@ -318,6 +394,17 @@ func (s *sim) client(ctx context.Context, flowID, flowType string) {
 			return
 		}
 	}
+	switch flowType {
+	case "reset":
+		if !s.resetClient(ctx, flowID, first, try) {
+			return
+		}
+	case "count":
+		if !s.countClient(ctx, flowID, try) {
+			return
+		}
+	}
+	var waited string
 	if try("wait", func(ctx context.Context, c *serving.Core) error {
 		st, err := c.WaitForFlow(ctx, flowID, "")
 		if err != nil {
@@ -326,10 +413,20 @@ func (s *sim) client(ctx context.Context, flowID, flowType string) {
 		if st.Status == engine.StatusRunning {
 			return errors.New("still running")
 		}
+		if !c.Serving() {
+			return server.ErrNotServing // as the FlowService answers (L15)
+		}
+		// WaitForFlow follows resets and continuations (E37): the run it
+		// answers has no successor.
+		if next := st.NextRunID(); next != "" || st.Status == engine.StatusContinuedAsNew {
+			s.fail("WaitForFlow(%s) answered run %s (%s), which run %s follows", flowID, st.RunID, st.Status, next)
+		}
+		waited = st.RunID
 		return nil
 	}) {
 		s.ledger.mu.Lock()
 		s.ledger.done[flowID] = true
+		s.ledger.waited[flowID] = waited
 		s.ledger.mu.Unlock()
 		s.read(ctx, flowID)
 	}
@@ -554,6 +651,10 @@ func waitFor(t *engine.Task) engine.WaitForResult {
 		r.Wait = channel("go")
 	case "H":
 		r.Wait = channel("never")
+	case "R1":
+		r.Wait = channel("go")
+	case "C":
+		r.Wait = channel("inc")
 	case "T":
 		d := timerWait
 		r.Wait = &engine.Wait{Mode: engine.Until, Conditions: []engine.Condition{{Timer: &d}}}
@@ -648,9 +749,12 @@ func (w *worker) send(ctx context.Context, ws *wsession, cmd engine.Command, kee
 		switch c := cmd.(type) {
 		case engine.ExecuteResult:
 			if l.results[tok.FlowID] == nil {
-				l.results[tok.FlowID] = map[string]engine.Decision{}
+				l.results[tok.FlowID] = map[string]map[string]engine.Decision{}
 			}
-			l.results[tok.FlowID][tok.StepExecID] = c.Decision
+			if l.results[tok.FlowID][tok.RunID] == nil {
+				l.results[tok.FlowID][tok.RunID] = map[string]engine.Decision{}
+			}
+			l.results[tok.FlowID][tok.RunID][tok.StepExecID] = c.Decision
 			l.acks++
 			staged = c.Staged
 		case engine.WaitForResult:
