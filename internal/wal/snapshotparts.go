@@ -127,7 +127,14 @@ func WriteSnapshotFrom(ctx context.Context, store blob.Store, layout Layout, nex
 		return 0, fmt.Errorf("write snapshot %d: %w", nextSeq, err)
 	}
 	sum := crc32.New(castagnoli)
-	buf := make([]byte, SnapshotPartBytes)
+	// A reader that knows its length (a snapshot already in memory)
+	// needs no larger buffer than that: 8 MiB zeroed for every small
+	// snapshot is most of the cost of writing it.
+	size := SnapshotPartBytes
+	if l, ok := r.(interface{ Len() int }); ok && l.Len() < size {
+		size = max(l.Len(), 1)
+	}
+	buf := make([]byte, size)
 	for {
 		n, rerr := io.ReadFull(r, buf)
 		if n > 0 {
