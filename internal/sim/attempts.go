@@ -17,7 +17,8 @@ import (
 // or a timeout supersedes it). An attempt is handed out in the epoch that
 // writes its start, and fails (AttemptFailed) only while it is the
 // current one; a closed run's attempts take none, a continue-as-new
-// carries a run's attempts to its new run (E37). No WaitFor attempt is scheduled for a step without WaitFor
+// carries a run's attempts to its new run, a reset to a step's Execute
+// completes its WaitFor before any attempt (E37). No WaitFor attempt is scheduled for a step without WaitFor
 // (E4: one handed out before the run's first definition said so is left
 // to its worker, and goes to Execute if it fails).
 func checkAttempts(batches []wal.Batch) error {
@@ -33,6 +34,10 @@ func checkAttempts(batches []wal.Batch) error {
 	// hasWaitFor: the step has a WaitFor (StepCreated, changed by the
 	// run's first DefinitionSet).
 	hasWaitFor := map[key]bool{}
+	// fresh: the step was created and has had no attempt yet; a reset to
+	// its Execute (E37: BeforeExecute) completes its WaitFor with the
+	// old run's wait and no attempt (attempt 0).
+	fresh := map[key]bool{}
 	for _, b := range batches {
 		var recs []engine.Record
 		for i, raw := range b.Records {
@@ -96,6 +101,7 @@ func checkAttempts(batches []wal.Batch) error {
 				}
 			case engine.StepCreated:
 				hasWaitFor[key{rec.FlowID, rec.RunID, r.StepExecID}] = r.HasWaitFor
+				fresh[key{rec.FlowID, rec.RunID, r.StepExecID}] = true
 			case engine.DefinitionSet:
 				for _, sr := range r.Steps {
 					hasWaitFor[key{rec.FlowID, rec.RunID, sr.StepExecID}] = sr.HasWaitFor
@@ -108,6 +114,7 @@ func checkAttempts(batches []wal.Batch) error {
 					return fmt.Errorf("%s: waitFor attempt %d scheduled for a step without WaitFor", where(r.StepExecID), r.Attempt)
 				}
 				cur[k] = &attempt{method: r.Method, number: r.Attempt}
+				delete(fresh, k)
 			case engine.AttemptStarted:
 				a, err := get(r.StepExecID, r.Method, r.Attempt, "start")
 				if err != nil {
@@ -127,6 +134,10 @@ func checkAttempts(batches []wal.Batch) error {
 				}
 				a.ended = true
 			case engine.WaitForCompleted:
+				if k := (key{rec.FlowID, rec.RunID, r.StepExecID}); r.Attempt == 0 && fresh[k] {
+					delete(fresh, k) // a reset's, before any attempt
+					break
+				}
 				if err := complete(r.StepExecID, engine.MethodWaitFor, r.Attempt, "result"); err != nil {
 					return err
 				}

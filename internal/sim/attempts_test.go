@@ -41,7 +41,8 @@ func batch(t *testing.T, seq, epoch uint64, bodies ...engine.RecordBody) wal.Bat
 // The superseded-attempt check refuses a result committed for an attempt
 // that is not current, not handed out, handed out by another epoch, or
 // already ended, or for a closed run, and accepts the regular sequence,
-// also across a continue-as-new that carries the attempt (E37).
+// also across a continue-as-new that carries the attempt and a reset to
+// a step's Execute (E37).
 //
 // Covers: E37
 func TestCheckAttempts(t *testing.T) {
@@ -97,6 +98,14 @@ func TestCheckAttempts(t *testing.T) {
 					inRun{"r2", engine.FlowStarted{FlowType: "t", ContinuedFrom: "r"}}),
 				batch(t, 2, 1, done(1))}
 		}, "the current attempt is <nil>"},
+		{"reset to the Execute", func() []wal.Batch {
+			return []wal.Batch{batch(t, 0, 1, engine.StepCreated{StepExecID: "A-1", StepType: "A", N: 1, HasWaitFor: true},
+				engine.WaitForCompleted{StepExecID: "A-1"}, sched(1), start(1, 1), done(1))}
+		}, ""},
+		{"WaitFor completed without an attempt", func() []wal.Batch {
+			return []wal.Batch{batch(t, 0, 1, engine.StepCreated{StepExecID: "A-1", StepType: "A", N: 1, HasWaitFor: true},
+				sched(1), engine.WaitForCompleted{StepExecID: "A-1"})}
+		}, "result of waitFor attempt 0"},
 		{"closed run", func() []wal.Batch {
 			return []wal.Batch{batch(t, 0, 1, sched(1), start(1, 1)),
 				batch(t, 1, 1, engine.FlowClosed{CloseInfo: engine.CloseInfo{Status: engine.StatusTerminated}}), batch(t, 2, 1, done(1))}

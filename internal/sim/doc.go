@@ -62,7 +62,11 @@
 // three messages unless a continuation came first (the other flows' runs
 // only after failed attempts). A third of the other flows are continued
 // once by their client while they run (steps, attempts in flight, waits,
-// the durable timer, messages and attributes go to the new run). Some
+// the durable timer, messages and attributes go to the new run), and a
+// quarter of the chain, fan, wait and timer flows are reset once they
+// completed (to the first S2, the first A, which makes A and B again,
+// the beginning, whose publish is re-applied, and T-1's Execute, whose
+// timer wait counts as fired), then waited for again. Some
 // clients send their StartFlow again after a reset or continuation (a
 // late retry with the start's request ID): it must be recognised, not
 // start a run. One in four answers of a reset or continue-as-new that
@@ -157,10 +161,11 @@
 //     expects, and each step runs exactly one execution (a result
 //     committed twice would start a second one); a stop flow ends
 //     CANCELED or TERMINATED as its client asked, its history ending with
-//     the close. For a reset flow this is its latest run (one execution
-//     of each step, counting those at the point, and one output); for a
-//     count flow the last of its continuations (C-1 ... C-4, carried,
-//     and the output "count:<ID>:4").
+//     the close. For a flow that was reset or continued this is its
+//     latest run (one execution of each step, counting those at the
+//     point or carried, and one output each); for a count flow the last
+//     of its continuations (C-1 ... C-4, carried, and the output
+//     "count:<ID>:4").
 //   - Runs and their links (E37): from the run the acknowledged start
 //     answered, the forward links (FlowState.ResetRunID, ContinuedRunID)
 //     reach every run of the flow ID, once each, and end at its latest
@@ -198,8 +203,8 @@
 //	go test ./internal/sim -run 'TestSim$' -seed 27 -repeat 20 -simlog -v
 //
 // make test runs 50 seeds under -race (with the other packages, about
-// 28 s of CPU) and then 1000 without (about 75-85 s of CPU, 45 s on two
-// cores: -par seeds run at once, GOMAXPROCS by default, each in its own
+// 37 s of CPU) and then 1000 without (about 110-125 s of CPU, 60-65 s on
+// two cores: -par seeds run at once, GOMAXPROCS by default, each in its own
 // bubble; -simlog runs one at a time); DEX_SIM_SEEDS or -seeds changes
 // the count. A failing seed prints
 // its fault schedule and the run's events; -showif TEXT prints those of

@@ -270,6 +270,11 @@ func (r *resetTry) try(ctx context.Context, c *serving.Core) (to string, done, o
 		s.count("reset skipped: the run continued as new")
 		s.event("client: %s run %s continued as new before its reset", flowID, cur)
 		return "", true, false
+	case len(st.History) > 0 && st.History[0].Start != nil && st.History[0].Start.ContinuedFrom != "":
+		// A continuation: its history does not hold the state it took
+		// over, the engine refuses to reset it (E37).
+		s.count("reset skipped: a continuation")
+		return "", true, false
 	case r.need != "" && !created(st, r.need):
 		return "", false, false // not there yet
 	}
@@ -292,6 +297,30 @@ func (r *resetTry) try(ctx context.Context, c *serving.Core) (to string, done, o
 	s.event("client: reset %s run %s to %s: run %s", flowID, cur, pointText(pt), res.RunID)
 	s.ackReset(flowID, resetAck{from: cur, to: res.RunID, point: pt})
 	return res.RunID, true, true
+}
+
+// closedResets are the points a client of the other flow types resets
+// its flow to once it completed, one time in four (E37): the first S2
+// (the ASYNC step), the first A (F's movement made A and B, both made
+// again), the beginning (the publish is re-applied), and the Execute of
+// T-1 (its timer wait counts as fired).
+var closedResets = map[string]engine.ResetPoint{
+	"chain": {Kind: engine.ResetStepType, StepType: "S2"},
+	"fan":   {Kind: engine.ResetStepType, StepType: "A"},
+	"wait":  {Kind: engine.ResetBeginning},
+	"timer": {Kind: engine.ResetStepExecution, StepExecID: "T-1", BeforeExecute: true},
+}
+
+// resetClosed resets a completed flow of the other types, run run, one
+// time in four, to its type's point in closedResets; it reports whether
+// it did.
+func (s *sim) resetClosed(ctx context.Context, flowID, flowType, run string) bool {
+	pt, ok := closedResets[flowType]
+	if !ok || hash(s.cfg.Seed, flowID, 110)%4 != 0 {
+		return false
+	}
+	_, ok = s.resetOnce(ctx, flowID, run, pt, "sim reset after close")
+	return ok
 }
 
 // lostAnswers is how often (per 1000) the answer of a reset or

@@ -41,7 +41,7 @@ import (
 //	       the client sets attribute "client", publishes the messages
 //	       and asks for continue-as-new between them; some decisions ask
 //	       for it too, and the sim's low limits.continueAsNewHistoryEvents
-//	       continues every long run (E37; lifecycle.go)
+//	       continues a run at ten events (E37; lifecycle.go)
 //
 // Steps without a WaitFor that get a WaitFor task (a flow started before
 // any worker declared its type) are answered "no wait", as the SDK does.
@@ -404,32 +404,42 @@ func (s *sim) client(ctx context.Context, flowID, flowType string) {
 			return
 		}
 	}
-	var waited string
-	if try("wait", func(ctx context.Context, c *serving.Core) error {
-		st, err := c.WaitForFlow(ctx, flowID, "")
-		if err != nil {
-			return err
-		}
-		if st.Status == engine.StatusRunning {
-			return errors.New("still running")
-		}
-		if !c.Serving() {
-			return server.ErrNotServing // as the FlowService answers (L15)
-		}
-		// WaitForFlow follows resets and continuations (E37): the run it
-		// answers has no successor.
-		if next := st.NextRunID(); next != "" || st.Status == engine.StatusContinuedAsNew {
-			s.fail("WaitForFlow(%s) answered run %s (%s), which run %s follows", flowID, st.RunID, st.Status, next)
-		}
-		waited = st.RunID
-		return nil
-	}) {
-		s.ledger.mu.Lock()
-		s.ledger.done[flowID] = true
-		s.ledger.waited[flowID] = waited
-		s.ledger.mu.Unlock()
-		s.read(ctx, flowID)
+	// The end: WaitForFlow follows resets and continuations (E37), so the
+	// run it answers has no successor.
+	waitEnd := func() (waited string, ok bool) {
+		ok = try("wait", func(ctx context.Context, c *serving.Core) error {
+			st, err := c.WaitForFlow(ctx, flowID, "")
+			if err != nil {
+				return err
+			}
+			if st.Status == engine.StatusRunning {
+				return errors.New("still running")
+			}
+			if !c.Serving() {
+				return server.ErrNotServing // as the FlowService answers (L15)
+			}
+			if next := st.NextRunID(); next != "" || st.Status == engine.StatusContinuedAsNew {
+				s.fail("WaitForFlow(%s) answered run %s (%s), which run %s follows", flowID, st.RunID, st.Status, next)
+			}
+			waited = st.RunID
+			return nil
+		})
+		return waited, ok
 	}
+	waited, ok := waitEnd()
+	if !ok {
+		return
+	}
+	if s.resetClosed(ctx, flowID, flowType, waited) {
+		if waited, ok = waitEnd(); !ok {
+			return
+		}
+	}
+	s.ledger.mu.Lock()
+	s.ledger.done[flowID] = true
+	s.ledger.waited[flowID] = waited
+	s.ledger.mu.Unlock()
+	s.read(ctx, flowID)
 }
 
 // worker is a simulated worker: it opens a session on the serving
