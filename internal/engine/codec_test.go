@@ -99,6 +99,12 @@ func sampleRecords() []Record {
 		// E37 continue-as-new: the closing run's record and the new run's start.
 		FlowContinuedAsNew{NewRunID: "r1.continued-1", Trigger: ContinueDecision, Reason: "monthly", StepExecID: "A-1"},
 		FlowStarted{FlowType: "order", PreviousRunID: "r1", ContinuedFrom: "r1", TimeoutAt: t0.Add(time.Hour)},
+		// E37 request IDs of a client's reset and continue-as-new (left
+		// out when empty, so the records above encode as before).
+		FlowReset{ResetRunID: "r3", Point: ResetPoint{Kind: ResetBeginning}, RequestID: "req-1"},
+		FlowStarted{FlowType: "order", PreviousRunID: "r2", Reset: &ResetStart{ResetRunID: "r2",
+			Point: ResetPoint{Kind: ResetBeginning}, PointEventID: 2, RequestID: "req-1"}},
+		FlowContinuedAsNew{NewRunID: "r1.continued-2", Trigger: ContinueClient, RequestID: "req-2"},
 	}
 	recs := make([]Record, len(bodies))
 	for i, b := range bodies {
