@@ -350,12 +350,44 @@ func (c *Core) Command(ctx context.Context, flowID string, cmd engine.Command) (
 	if err == nil {
 		err = d.result(ctx)
 	}
+	if code := engine.CodeOf(err); code == engine.CodeNotFound || code == engine.CodeFailedPrecondition {
+		if run := c.retriedRun(flowID, cmd); run != "" {
+			return server.CommandResult{RunID: run, Duplicate: true}, nil
+		}
+	}
 	if err != nil {
 		return server.CommandResult{}, err
 	}
-	// No records: the engine recognised a retry (a publish request ID, E16);
-	// d.result waited for the flow's envelope in flight, if any.
+	// No records: the engine recognised a retry (a publish request ID, E16;
+	// a reset's or continue-as-new's request ID, E37); d.result waited for
+	// the flow's envelope in flight, if any.
 	return server.CommandResult{RunID: d.runID, Status: d.status, Duplicate: len(d.recs) == 0}, nil
+}
+
+// retriedRun answers a retry of a ResetFlow or ContinueAsNew (E37) that
+// the engine refused because the run its first send made is no longer
+// the latest either (it was continued, retried or reset since; Decide sees
+// only the latest run): the named run's committed state says which run its
+// request ID made. "" when cmd is not such a retry.
+func (c *Core) retriedRun(flowID string, cmd engine.Command) string {
+	var runID, id string
+	var next func(*engine.FlowState, string) string
+	switch x := cmd.(type) {
+	case engine.ResetFlow:
+		runID, id, next = x.RunID, x.RequestID, (*engine.FlowState).ResetByRequest
+	case engine.ContinueAsNew:
+		runID, id, next = x.RunID, x.RequestID, (*engine.FlowState).ContinuedByRequest
+	default:
+		return ""
+	}
+	if runID == "" || id == "" {
+		return ""
+	}
+	st, err := c.cfg.Store.Run(flowID, runID)
+	if err != nil || st == nil {
+		return ""
+	}
+	return next(st, id)
 }
 
 // Flow implements server.Backend: committed state only, with the bytes of
