@@ -565,7 +565,9 @@
 // the same batch takes it. Both records are always in one envelope, so a
 // replay, a snapshot (taken between batches) and a hot standby see the
 // same pair; a log record stays as small as any start, whatever the state
-// holds.
+// holds. A continuation's flow_started that meets no carry (a log that
+// split the pair across batches) would start an empty run: CheckApply
+// reports it (ErrNoCarry) and the node stops on it as on a corrupt log.
 //
 // Attempts in flight at the switch. A RUNNING attempt is carried as
 // running: its worker holds a token naming the old run, and the new run
