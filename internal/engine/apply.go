@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"errors"
+	"fmt"
 	"slices"
 	"time"
 )
@@ -282,6 +284,29 @@ func applyStarted(prev *FlowState, rec Record, b FlowStarted) (*FlowState, []Eff
 		}
 	}
 	return st, eff
+}
+
+// ErrNoCarry matches the error CheckApply returns for a continuation's
+// flow_started that meets no carried state (E37).
+var ErrNoCarry = errors.New("a continuation's flow_started without the state of the run it continues")
+
+// CheckApply reports a record that Apply, which is total, would apply to
+// st wrongly: a continuation's flow_started (ContinuedFrom set) whose st
+// is not the run it continues holding the live state that run's
+// flow_continued_as_new moved aside (RunOptions.carry, in memory only).
+// Apply would start an empty run. Decide writes both records in one
+// Decide call, so in one envelope, and never lets this happen; a log that
+// holds it is corrupt, and the node stops on it rather than apply it.
+func CheckApply(st *FlowState, rec Record) error {
+	b, ok := rec.Body.(FlowStarted)
+	if !ok || b.ContinuedFrom == "" {
+		return nil
+	}
+	if st == nil || st.FlowID != rec.FlowID || st.RunID != b.ContinuedFrom || st.Opts == nil || st.Opts.carry == nil {
+		return fmt.Errorf("%w: run %s of flow %q continues run %s, but no flow_continued_as_new of that run comes before it in its envelope",
+			ErrNoCarry, rec.RunID, rec.FlowID, b.ContinuedFrom)
+	}
+	return nil
 }
 
 // event appends a history event stamped with the record's time.

@@ -517,6 +517,12 @@
 // wait_for_completed with the stored wait and wait_timer_fired for each
 // timer, so evaluate schedules the Execute; a wait with a channel or
 // subflow condition is refused (its results are not in the history).
+// The flow_started marks the executions it begins at their Execute
+// (ResetStep.ToExecute, with the stored wait), so the history of a reset
+// run rebuilds them: a reset of that run begins such an execution at its
+// Execute again, the same way, wherever it is active at the point (its
+// beginning or later), unless the point is before that execution's own
+// WaitFor.
 // Then, unless SkipReapply, the client writes of the old run from the
 // point on, in order: ATTRIBUTES_SET as attributes_set, CHANNEL_PUBLISHED
 // as channel_published (without its request ID: the new run starts with
@@ -575,7 +581,9 @@
 // the same batch takes it. Both records are always in one envelope, so a
 // replay, a snapshot (taken between batches) and a hot standby see the
 // same pair; a log record stays as small as any start, whatever the state
-// holds.
+// holds. A continuation's flow_started that meets no carry (a log that
+// split the pair across batches) would start an empty run: CheckApply
+// reports it (ErrNoCarry) and the node stops on it as on a corrupt log.
 //
 // Attempts in flight at the switch. A RUNNING attempt is carried as
 // running: its worker holds a token naming the old run, and the new run

@@ -103,7 +103,10 @@ type ResetStart struct {
 
 // ResetStep is a step execution a reset run creates again: the
 // execution active at the point, with its ID, input, parent and the
-// options of the movement that created it (E37).
+// options of the movement that created it (E37). ToExecute: the reset
+// run starts it at its Execute, its WaitFor having returned Wait (nil:
+// no wait); a later reset of the reset run does too while it is active
+// at the point (see "Reset" in the package documentation).
 type ResetStep struct {
 	StepExecID  string       `json:"stepExecId"`
 	StepType    string       `json:"stepType"`
@@ -112,6 +115,8 @@ type ResetStep struct {
 	ParentID    string       `json:"parentId,omitempty"`
 	Options     *StepOptions `json:"options,omitempty"`
 	SkipWaitFor bool         `json:"skipWaitFor,omitempty"`
+	ToExecute   bool         `json:"toExecute,omitempty"`
+	Wait        *StoredWait  `json:"wait,omitempty"`
 }
 
 // ResetRunID is the run that a reset of this run started, "" when there
@@ -159,6 +164,9 @@ type resetStep struct {
 	skipWaitFor bool
 	wait        *StoredWait // the Wait its WaitFor returned
 	waitForDone bool
+	// toExecute: a reset run's start began it at its Execute
+	// (ResetStep.ToExecute); a reset of that run begins it there again.
+	toExecute bool
 }
 
 // pointState is the state of a run before one of its history events, as
@@ -234,7 +242,8 @@ func (p *pointState) apply(ev *HistoryEvent, recovery func(*resetStep) string) b
 				p.seq, p.graceful, p.outputs = r.LastMessageSeq, r.GracefulRequested, slices.Clone(r.Outputs)
 				for _, rs := range r.Steps {
 					p.steps = append(p.steps, &resetStep{id: rs.StepExecID, typ: rs.StepType, n: rs.N, input: rs.Input,
-						parent: rs.ParentID, override: rs.Options, skipWaitFor: rs.SkipWaitFor})
+						parent: rs.ParentID, override: rs.Options, skipWaitFor: rs.SkipWaitFor,
+						toExecute: rs.ToExecute, wait: rs.Wait, waitForDone: rs.ToExecute})
 				}
 				return len(r.Steps) > 0
 			}
@@ -522,8 +531,18 @@ func (d *decider) reset(c ResetFlow) error {
 		rs.StepCounters = nil
 	}
 	for _, s := range p.steps {
-		rs.Steps = append(rs.Steps, ResetStep{StepExecID: s.id, StepType: s.typ, N: s.n, Input: s.input,
-			ParentID: s.parent, Options: s.override, SkipWaitFor: s.skipWaitFor})
+		// The target of a point before an Execute starts at its Execute,
+		// the target of a point before a WaitFor at its WaitFor; any other
+		// execution as its run's start began it (toExecute, E37).
+		if c.Point.Kind == ResetStepExecution && s.id == c.Point.StepExecID {
+			s.toExecute = c.Point.BeforeExecute
+		}
+		r := ResetStep{StepExecID: s.id, StepType: s.typ, N: s.n, Input: s.input,
+			ParentID: s.parent, Options: s.override, SkipWaitFor: s.skipWaitFor, ToExecute: s.toExecute}
+		if s.toExecute {
+			r.Wait = s.wait
+		}
+		rs.Steps = append(rs.Steps, r)
 	}
 	// Messages published before the point that the old run has not
 	// consumed for good: those still queued, and those the waits of its
@@ -580,8 +599,7 @@ func (d *decider) reset(c ResetFlow) error {
 
 	// The step executions active at the point start again.
 	for _, s := range p.steps {
-		target := c.Point.Kind == ResetStepExecution && c.Point.BeforeExecute && s.id == c.Point.StepExecID
-		d.recreateStep(s, def, config, target)
+		d.recreateStep(s, def, config, s.toExecute)
 	}
 	if !c.SkipReapply {
 		d.reapply(old, at)

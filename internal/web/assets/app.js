@@ -665,7 +665,7 @@ function runPage(main, id) {
             h("span", {}, h("i", { class: "l-retried" }), "failed attempts"), h("span", {}, h("i", { class: "l-failed" }), "failed"),
             h("span", {}, h("i", { class: "l-canceled" }), "canceled")),
           h("div", { class: "graphbox" }, gr.svg), detail),
-        h("section", { "aria-labelledby": "state-h" }, h("h2", { id: "state-h" }, "Live state"), liveState(st, run, id, g),
+        h("section", { "aria-labelledby": "state-h" }, h("h2", { id: "state-h" }, "Live state"), liveState(st, run, id, g, r.names || {}),
           h("h2", {}, "Actions"), actions(st, id, run, g))),
       h("section", { class: "timeline", "aria-labelledby": "tl-h" }, h("h2", { id: "tl-h" }, `Timeline (${r.history.length} events)`), timeline));
     return gr;
@@ -701,7 +701,15 @@ function showDetail(box, g, key, st, run) {
   box.replaceChildren(...kids);
 }
 
-function liveState(st, run, id, g) {
+// nameCell is the header cell of an attribute or channel: an instance of
+// a map (E33) as names (from the server) shows it, map["key"], with its
+// wire name as the title; any other name as it is.
+function nameCell(names, wire, suffix) {
+  const shown = Object.hasOwn(names, wire) ? names[wire] : null;
+  return h("th", { scope: "row", title: shown ? wire : null, "data-wire": wire }, (shown || wire) + (suffix || ""));
+}
+
+function liveState(st, run, id, g, names) {
   const out = h("div", { id: "live-state" });
   const active = st.stepExecutions || [];
   out.append(h("h3", {}, `Active steps (${active.length})`));
@@ -718,10 +726,10 @@ function liveState(st, run, id, g) {
   }
   const attrs = st.attributes || [];
   out.append(h("h3", {}, `Attributes (${attrs.length})`), attrs.length ? h("table", {}, h("tbody", {}, attrs.map((a) =>
-    h("tr", {}, h("th", { scope: "row" }, a.name), h("td", {}, h("pre", {}, decodeValue(a.value))))))) : h("p", { class: "muted" }, "none"));
+    h("tr", {}, nameCell(names, a.name), h("td", {}, h("pre", {}, decodeValue(a.value))))))) : h("p", { class: "muted" }, "none"));
   const chans = st.channels || [];
   out.append(h("h3", {}, "Queued messages"), chans.length ? h("table", {}, h("tbody", {}, chans.map((c) =>
-    h("tr", {}, h("th", { scope: "row" }, c.channel + ` (${c.size})`), h("td", {}, (c.messages || []).map((m) => h("div", {}, timeEl(m.publishTime), h("pre", {}, decodeValue(m.value))))))))) : h("p", { class: "muted" }, "none"));
+    h("tr", {}, nameCell(names, c.channel, ` (${c.size})`), h("td", {}, (c.messages || []).map((m) => h("div", {}, timeEl(m.publishTime), h("pre", {}, decodeValue(m.value))))))))) : h("p", { class: "muted" }, "none"));
   const outs = st.outputs || [];
   out.append(h("h3", {}, `Outputs (${outs.length})`), outs.length ? h("div", {}, outs.map((o) => h("div", {}, h("strong", {}, o.stepType), " ", timeEl(o.time), h("pre", {}, decodeValue(o.output))))) : h("p", { class: "muted" }, "none"));
   const tasks = st.pendingTasks || [];
