@@ -477,6 +477,10 @@ type resetIn struct {
 	BeforeExecute   bool   `json:"beforeExecute"`
 	SkipReapply     bool   `json:"skipReapply"`
 	Reason          string `json:"reason"`
+	// RequestID, chosen by the page once per form, makes a resubmission
+	// after a lost answer the same reset (E37): it is answered the run
+	// the first one made.
+	RequestID string `json:"requestId"`
 }
 
 // resetPoint converts the body's point.
@@ -512,8 +516,8 @@ func (s *Server) resetFlow(w http.ResponseWriter, r *http.Request) {
 	}
 	answer(s, w, r, "reset", func(ctx context.Context) (*dexpb.ResetFlowResponse, error) {
 		return api.ResetFlow(ctx, &dexpb.ResetFlowRequest{FlowId: r.PathValue("id"), RunId: in.RunID, Point: p,
-			SkipReapply: in.SkipReapply, Reason: in.Reason})
-	}, "runId", in.RunID, "point", in.Point, "stepType", in.StepType, "stepExecutionId", in.StepExecutionID)
+			SkipReapply: in.SkipReapply, Reason: in.Reason, RequestId: in.RequestID})
+	}, "runId", in.RunID, "requestId", in.RequestID, "point", in.Point, "stepType", in.StepType, "stepExecutionId", in.StepExecutionID)
 }
 
 // logAction logs an action taken in the UI, with who took it.

@@ -26,6 +26,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -614,10 +615,26 @@ func TestUI_DevServer(t *testing.T) {
 		t.Fatalf("the reset confirmation reads %q", s)
 	}
 	b.screenshot("run-reset.png")
+	requestID := eval[string](b, `document.getElementById("reset-form").dataset.requestId`)
 	b.do(chromedp.Click(chromedp.CSS("#confirm-ok")))
 	b.waitText("#reset-from", oldRun[:12])
-	if newRun := b.text("#run-id"); newRun == oldRun || newRun == "" {
+	newRun := b.text("#run-id")
+	if newRun == oldRun || newRun == "" {
 		t.Fatalf("after the reset the page shows run %q, want a new run (the old one is %s)", newRun, oldRun)
+	}
+	// The same form sent again (its answer lost) is the same reset: the
+	// answer names the run the first made, and no other run starts.
+	type answer struct {
+		RunID string `json:"runId"`
+	}
+	ctx, cancel := b.timed()
+	again, err := chromedp.Run(ctx, chromedp.Evaluate[answer](`fetch("/api/flows/order-43/reset", {method: "POST",
+		headers: {"Content-Type": "application/json", "X-Dex-UI": "1"},
+		body: JSON.stringify({runId: `+strconv.Quote(oldRun)+`, point: "stepType", stepType: "Charge", reason: "card fixed",
+			requestId: `+strconv.Quote(requestID)+`})}).then(r => r.json())`, chromedp.EvalAwaitPromise))
+	cancel()
+	if err != nil || again.RunID != newRun {
+		t.Fatalf("the reset sent again with request ID %q answered run %q (%v), want %s", requestID, again.RunID, err, newRun)
 	}
 	// The new run starts at Charge: its graph has no Reserve.
 	b.do(chromedp.WaitVisible(chromedp.CSS(`svg.graph .node[aria-label^="Charge Execute"]`)))

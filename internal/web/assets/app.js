@@ -802,13 +802,16 @@ function resetForm(st, id, run, g) {
   point.addEventListener("change", sync);
   const describe = () => point.value === "beginning" ? "its beginning" : point.value === "stepType" ? `the first execution of step type ${stepType.value}` :
     `step execution ${exec.value}, before its ${beforeExecute.checked ? "Execute" : "WaitFor"}`;
-  return h("form", { class: "act", id: "reset-form", onsubmit: async (e) => {
+  // One request ID per form: submitting it again after a lost answer is
+  // the same reset, answered the run the first submission made (E37).
+  const requestId = "ui-" + (crypto.randomUUID ? crypto.randomUUID() : `${Date.now()}-${Math.random().toString(36).slice(2)}`);
+  return h("form", { class: "act", id: "reset-form", "data-request-id": requestId, onsubmit: async (e) => {
     e.preventDefault();
     if (!await confirmAction(`Reset run ${run} of flow ${id} to ${describe()}? A new run starts there${statusName((st.summary || {}).status) === "RUNNING" ? "; this run is terminated" : ""}` +
       (skip.checked ? ", without the client writes made after that point." : ", re-applying the client writes made after that point."))) return;
     try {
       const r = await api("POST", `/api/flows/${encodeURIComponent(id)}/reset`, { runId: run, point: point.value, stepType: stepType.value,
-        stepExecutionId: exec.value, beforeExecute: beforeExecute.checked, skipReapply: skip.checked, reason: reason.value });
+        stepExecutionId: exec.value, beforeExecute: beforeExecute.checked, skipReapply: skip.checked, reason: reason.value, requestId });
       // The new run's page, whose header links back to this run.
       go(`/flows/${encodeURIComponent(id)}?runId=${encodeURIComponent(r.runId)}`);
     } catch (err) { showError(err); }
