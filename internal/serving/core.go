@@ -402,15 +402,38 @@ func (c *Core) Flow(ctx context.Context, flowID, runID string) (*engine.FlowStat
 
 // withValues returns st with the bytes of its value objects.
 func (c *Core) withValues(ctx context.Context, st *engine.FlowState) (*engine.FlowState, error) {
+	return resolveOf(ctx, c, st.FlowID, st)
+}
+
+// withOutputValues returns st with the bytes of its outputs' value objects
+// only: all that a flow's result carries (WaitForFlow; server.resultOut
+// reads the history's times, decisions and failures, not its values). The
+// copy shares everything else with st, whose other values keep their
+// references without bytes, so a result costs one object read per output
+// rather than one per object the run ever named.
+func (c *Core) withOutputValues(ctx context.Context, st *engine.FlowState) (*engine.FlowState, error) {
+	outs, err := resolveOf(ctx, c, st.FlowID, st.Outputs)
+	if err != nil {
+		return nil, err
+	}
+	r := *st
+	r.Outputs = outs
+	return &r, nil
+}
+
+// resolveOf is resolve for a part of flowID's state, with its errors as the
+// API reports them.
+func resolveOf[T any](ctx context.Context, c *Core, flowID string, x T) (T, error) {
 	ctx, done := c.untilStopped(ctx)
 	defer done()
-	out, err := resolve(ctx, c, st)
+	out, err := resolve(ctx, c, x)
+	var zero T
 	switch {
 	case errors.Is(err, wal.ErrCorrupt):
 		// A damaged or missing object: retrying elsewhere reads the same.
-		return nil, fmt.Errorf("%w: flow %q: %w", server.ErrDataLoss, st.FlowID, err)
+		return zero, fmt.Errorf("%w: flow %q: %w", server.ErrDataLoss, flowID, err)
 	case err != nil:
-		return nil, fmt.Errorf("%w: flow %q: %w", server.ErrNotServing, st.FlowID, err)
+		return zero, fmt.Errorf("%w: flow %q: %w", server.ErrNotServing, flowID, err)
 	}
 	return out, nil
 }
