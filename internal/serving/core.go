@@ -351,7 +351,9 @@ func (c *Core) Command(ctx context.Context, flowID string, cmd engine.Command) (
 		err = d.result(ctx)
 	}
 	if code := engine.CodeOf(err); code == engine.CodeNotFound || code == engine.CodeFailedPrecondition {
-		if run := c.retriedRun(flowID, cmd); run != "" {
+		if run, rerr := c.retriedRun(ctx, flowID, cmd, d); rerr != nil {
+			return server.CommandResult{}, rerr
+		} else if run != "" {
 			return server.CommandResult{RunID: run, Duplicate: true}, nil
 		}
 	}
@@ -368,8 +370,12 @@ func (c *Core) Command(ctx context.Context, flowID string, cmd engine.Command) (
 // the engine refused because the run its first send made is no longer
 // the latest either (it was continued, retried or reset since; Decide sees
 // only the latest run): the named run's committed state says which run its
-// request ID made. "" when cmd is not such a retry.
-func (c *Core) retriedRun(flowID string, cmd engine.Command) string {
+// request ID made. The first send may still be in flight (its reply was
+// lost before it committed, and the head moved on past its run: a carried
+// attempt's decision continued that run again), so the retry first waits
+// for the flow's envelopes in flight at its refusal (d.inflight), the
+// first send's among them. "" when cmd is not such a retry.
+func (c *Core) retriedRun(ctx context.Context, flowID string, cmd engine.Command, d decision) (string, error) {
 	var runID, id string
 	var next func(*engine.FlowState, string) string
 	switch x := cmd.(type) {
@@ -378,16 +384,21 @@ func (c *Core) retriedRun(flowID string, cmd engine.Command) string {
 	case engine.ContinueAsNew:
 		runID, id, next = x.RunID, x.RequestID, (*engine.FlowState).ContinuedByRequest
 	default:
-		return ""
+		return "", nil
 	}
 	if runID == "" || id == "" {
-		return ""
+		return "", nil
+	}
+	if d.hasInflight {
+		if _, err := d.inflight.Wait(ctx); err != nil {
+			return "", fmt.Errorf("%w: %w", server.ErrNotServing, err)
+		}
 	}
 	st, err := c.cfg.Store.Run(flowID, runID)
 	if err != nil || st == nil {
-		return ""
+		return "", nil
 	}
-	return next(st, id)
+	return next(st, id), nil
 }
 
 // Flow implements server.Backend: committed state only, with the bytes of

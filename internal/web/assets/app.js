@@ -781,6 +781,10 @@ function actions(st, id, run, g) {
     resetForm(st, id, run, g));
 }
 
+// resetRequestIds holds the request ID of each run's reset form ("flow
+// ID\nrun ID" → ID) until a reset of that run is answered.
+const resetRequestIds = new Map();
+
 // resetForm resets the run (E37) to its beginning, before the first
 // execution of a step type, or before a step execution's WaitFor or
 // Execute; the new run opens once it is durable.
@@ -802,9 +806,15 @@ function resetForm(st, id, run, g) {
   point.addEventListener("change", sync);
   const describe = () => point.value === "beginning" ? "its beginning" : point.value === "stepType" ? `the first execution of step type ${stepType.value}` :
     `step execution ${exec.value}, before its ${beforeExecute.checked ? "Execute" : "WaitFor"}`;
-  // One request ID per form: submitting it again after a lost answer is
-  // the same reset, answered the run the first submission made (E37).
-  const requestId = "ui-" + (crypto.randomUUID ? crypto.randomUUID() : `${Date.now()}-${Math.random().toString(36).slice(2)}`);
+  // One request ID per run until a reset of it is answered, kept across
+  // the page's re-renders (live refresh rebuilds the form): submitting
+  // again after a lost answer is the same reset, answered the run the
+  // first submission made (E37).
+  const key = `${id}\n${run}`;
+  if (!resetRequestIds.has(key)) {
+    resetRequestIds.set(key, "ui-" + (crypto.randomUUID ? crypto.randomUUID() : `${Date.now()}-${Math.random().toString(36).slice(2)}`));
+  }
+  const requestId = resetRequestIds.get(key);
   return h("form", { class: "act", id: "reset-form", "data-request-id": requestId, onsubmit: async (e) => {
     e.preventDefault();
     if (!await confirmAction(`Reset run ${run} of flow ${id} to ${describe()}? A new run starts there${statusName((st.summary || {}).status) === "RUNNING" ? "; this run is terminated" : ""}` +
@@ -812,6 +822,7 @@ function resetForm(st, id, run, g) {
     try {
       const r = await api("POST", `/api/flows/${encodeURIComponent(id)}/reset`, { runId: run, point: point.value, stepType: stepType.value,
         stepExecutionId: exec.value, beforeExecute: beforeExecute.checked, skipReapply: skip.checked, reason: reason.value, requestId });
+      resetRequestIds.delete(key);
       // The new run's page, whose header links back to this run.
       go(`/flows/${encodeURIComponent(id)}?runId=${encodeURIComponent(r.runId)}`);
     } catch (err) { showError(err); }
