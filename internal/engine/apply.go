@@ -11,7 +11,9 @@ import (
 // effects the node performs once the record's batch is durable.
 //
 // Apply changes st in place. A FlowStarted record starts a new run: Apply
-// then returns a fresh state and leaves st untouched. Apply is deterministic
+// then returns a fresh state and leaves st as it was, except that a
+// continuation's start takes the live state st's flow_continued_as_new
+// set aside (RunOptions.carry, in memory only) and clears it. Apply is deterministic
 // and total: it never fails, and a record that does not fit the state (a
 // different run, an unknown step) changes nothing. Replaying a run's records
 // from nil rebuilds its state exactly.
