@@ -88,8 +88,8 @@ type ClientOptions struct {
 
 // Client calls FlowService: it starts, drives, stops and reads flow
 // executions. Every call takes a context.Context. Calls that are safe to
-// repeat (reads, StartFlow and Publish with their request IDs,
-// SetAttributes) are retried on UNAVAILABLE, and when a server stops
+// repeat (reads, StartFlow, Publish, Reset and ContinueAsNew with their
+// request IDs, SetAttributes) are retried on UNAVAILABLE, and when a server stops
 // answering (UnresponsiveTimeout), across the addresses with backoff;
 // the others (InvokeRPC, StopFlow, SkipTimer) are sent once, to an address
 // that reported itself serving, and never retried: when they end without a

@@ -22,10 +22,13 @@ type StartOption interface{ applyStart(*startOptions) }
 // PublishOption adjusts Publish.
 type PublishOption interface{ applyPublish(*publishOptions) }
 
-// RequestOption is an option of both StartFlow and Publish.
+// RequestOption is an option of StartFlow, Publish, Reset and
+// ContinueAsNew.
 type RequestOption interface {
 	StartOption
 	PublishOption
+	ResetOption
+	ContinueOption
 }
 
 type publishOptions struct {
@@ -59,18 +62,20 @@ type startFunc func(*startOptions)
 
 func (f startFunc) applyStart(o *startOptions) { f(o) }
 
-// WithRequestID sets the request ID of StartFlow or Publish. By default
-// each call generates one and reuses it when it retries, so a retried call
-// is idempotent; pass your own to make calls from several
-// processes or restarts idempotent too, or to retry a call that returned an
-// *OutcomeUnknownError. A Publish with the empty request ID is sent at most
-// once.
+// WithRequestID sets the request ID of StartFlow, Publish, Reset or
+// ContinueAsNew. By default each call generates one and reuses it when it
+// retries, so a retried call is idempotent; pass your own to make calls
+// from several processes or restarts idempotent too, or to retry a call
+// that returned an *OutcomeUnknownError. A call with the empty request ID
+// is sent at most once.
 func WithRequestID(id string) RequestOption { return requestIDOption(id) }
 
 type requestIDOption string
 
-func (o requestIDOption) applyStart(s *startOptions)     { s.requestID = string(o) }
-func (o requestIDOption) applyPublish(p *publishOptions) { p.requestID = string(o) }
+func (o requestIDOption) applyStart(s *startOptions)       { s.requestID = string(o) }
+func (o requestIDOption) applyPublish(p *publishOptions)   { p.requestID = string(o) }
+func (o requestIDOption) applyReset(r *resetOptions)       { r.requestID = string(o) }
+func (o requestIDOption) applyContinue(c *continueOptions) { c.requestID = string(o) }
 
 // WithFlowTimeout bounds the flow execution.
 func WithFlowTimeout(d time.Duration, p FlowTimeoutPolicy) StartOption {

@@ -57,15 +57,35 @@ func (c continueDecision) decisionProto() (*dexpb.StepDecision, error) {
 	return pd, nil
 }
 
+// ContinueOption adjusts Client.ContinueAsNew: WithRequestID.
+type ContinueOption interface{ applyContinue(*continueOptions) }
+
+type continueOptions struct{ requestID string }
+
 // ContinueAsNew continues the flow's run runID (required: the latest run,
 // as FlowState.Summary.RunID shows it) as a new run now, recording reason
 // in the old run's close message, and returns the new run's ID. A run that
 // is no longer the latest is a NOT_FOUND error; a closed one
 // FAILED_PRECONDITION.
-func (c *Client) ContinueAsNew(ctx context.Context, flowID, runID, reason string) (string, error) {
+//
+// It is idempotent by request ID, like StartFlow and Reset: each call has
+// its own (or the one WithRequestID gives), reused when it retries after
+// UNAVAILABLE or a lost reply, and a ContinueAsNew of runID that was
+// already applied with that request ID returns its new run instead of
+// continuing again. With WithRequestID("") it is sent at most once.
+func (c *Client) ContinueAsNew(ctx context.Context, flowID, runID, reason string, opts ...ContinueOption) (string, error) {
+	o := continueOptions{requestID: NewRequestID()}
+	for _, opt := range opts {
+		opt.applyContinue(&o)
+	}
+	kind := retryable
+	if o.requestID == "" {
+		kind = once
+	}
+	req := &dexpb.ContinueAsNewRequest{FlowId: flowID, RunId: runID, Reason: reason, RequestId: o.requestID}
 	var resp *dexpb.ContinueAsNewResponse
-	err := c.call(ctx, "ContinueAsNew", flowID, once, "", func(ctx context.Context, fc dexpb.FlowServiceClient) (err error) {
-		resp, err = fc.ContinueAsNew(ctx, &dexpb.ContinueAsNewRequest{FlowId: flowID, RunId: runID, Reason: reason})
+	err := c.call(ctx, "ContinueAsNew", flowID, kind, o.requestID, func(ctx context.Context, fc dexpb.FlowServiceClient) (err error) {
+		resp, err = fc.ContinueAsNew(ctx, req)
 		return err
 	})
 	return resp.GetNewRunId(), err

@@ -282,7 +282,9 @@
 // WaitForFlow, SetAttributes, and StartFlow and Publish (with a request ID
 // generated per call and reused on every retry; a request ID lands at most
 // once per flow ID, also when the retry reaches a new run that replaced
-// the one that accepted it) are retried with backoff (50 ms to 500 ms by
+// the one that accepted it), Reset and ContinueAsNew (with a request ID
+// per call: a retry of one that was applied answers its new run) are
+// retried with backoff (50 ms to 500 ms by
 // default), or after the retry hint an UNAVAILABLE carries (a server
 // stepping down asks for 50 ms, a standby for 100 ms, so a call lands soon
 // after the new active serves); InvokeRPC, StopFlow and SkipTimer are sent at most once, after
@@ -291,7 +293,7 @@
 // definitive answer after it was sent (the server stopped answering, the
 // connection broke, UNAVAILABLE, or the context ended) returns an
 // *OutcomeUnknownError (errors.Is(err, ErrOutcomeUnknown)): a call sent at
-// most once at once, StartFlow and Publish only when their retries give
+// most once at once, a call with a request ID only when its retries give
 // up, naming the request ID to retry with (WithRequestID).
 // WaitForFlow polls again after each DEADLINE_EXCEEDED until its context
 // ends.
@@ -371,7 +373,10 @@
 // links back (ResetFromRunID, ResetReason) and so does its
 // FlowState.ResetFromRunID. WaitForFlow without WithRunID follows to the
 // new run. A run that is not the latest, or a point its history does not
-// have, is ErrFailedPrecondition.
+// have, is ErrFailedPrecondition. Reset is idempotent by request ID (one
+// per call, or WithRequestID's), retried on UNAVAILABLE and lost replies:
+// a reset of runID already applied with the request ID returns its new
+// run and resets nothing.
 // # Continue-as-new
 //
 // A long-lived flow keeps its history bounded by continuing as a new run
@@ -385,7 +390,8 @@
 // ContinueAsNew wraps a Move or a DeadEnd (StepDecision.continue_as_new).
 // The server does the same by itself when a run's history reaches
 // limits.continueAsNewHistoryEvents (default 10,000 events), and
-// Client.ContinueAsNew asks for the exact latest run. The new run,
+// Client.ContinueAsNew asks for the exact latest run (idempotent by
+// request ID as Reset is: a retry answers the new run). The new run,
 // "<first run ID>.continued-<n>", takes over the queued and waiting step
 // executions (waits, satisfied conditions, taken messages), unconsumed
 // messages, attributes, outputs, step counters (execution IDs go on) and

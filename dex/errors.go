@@ -51,8 +51,9 @@ var (
 // answering (UnresponsiveTimeout), the connection broke or the server
 // answered UNAVAILABLE (it may have lost its lease after committing), or
 // the call's context ended. The SDK never sends such a call again on its
-// own unless it is idempotent: StartFlow and Publish carry a request ID
-// and are retried with it until RetryTimeout or the context ends, and
+// own unless it is idempotent: StartFlow, Publish, Reset and
+// ContinueAsNew carry a request ID and are retried with it until
+// RetryTimeout or the context ends, and
 // report this error only then, with the request ID to retry with
 // (WithRequestID): a retry with it applies the call at most
 // once. InvokeRPC, StopFlow and SkipTimer carry none and are sent at most
@@ -68,8 +69,8 @@ type OutcomeUnknownError struct {
 	Op string
 	// Address is the server the call was last sent to.
 	Address string
-	// RequestID is the call's request ID (StartFlow, Publish); empty for
-	// calls without one.
+	// RequestID is the call's request ID (StartFlow, Publish, Reset,
+	// ContinueAsNew); empty for calls without one.
 	RequestID string
 	// Err is what ended the call.
 	Err error

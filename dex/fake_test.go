@@ -171,6 +171,8 @@ type fakeFlowServer struct {
 	stopFlow         func(*dexpb.StopFlowRequest) (*dexpb.StopFlowResponse, error)
 	listFlows        func(*dexpb.ListFlowsRequest) (*dexpb.ListFlowsResponse, error)
 	getFlowSummary   func(*dexpb.GetFlowSummaryRequest) (*dexpb.GetFlowSummaryResponse, error)
+	resetFlow        func(*dexpb.ResetFlowRequest) (*dexpb.ResetFlowResponse, error)
+	continueAsNew    func(*dexpb.ContinueAsNewRequest) (*dexpb.ContinueAsNewResponse, error)
 }
 
 func (f *fakeFlowServer) count(name string) int {
@@ -195,6 +197,14 @@ func call[Req, Resp any](f *fakeFlowServer, name string, fn func(Req) (Resp, err
 
 func (f *fakeFlowServer) StartFlow(_ context.Context, r *dexpb.StartFlowRequest) (*dexpb.StartFlowResponse, error) {
 	return call(f, "StartFlow", f.startFlow, r)
+}
+
+func (f *fakeFlowServer) ResetFlow(_ context.Context, r *dexpb.ResetFlowRequest) (*dexpb.ResetFlowResponse, error) {
+	return call(f, "ResetFlow", f.resetFlow, r)
+}
+
+func (f *fakeFlowServer) ContinueAsNew(_ context.Context, r *dexpb.ContinueAsNewRequest) (*dexpb.ContinueAsNewResponse, error) {
+	return call(f, "ContinueAsNew", f.continueAsNew, r)
 }
 
 func (f *fakeFlowServer) PublishToChannel(_ context.Context, r *dexpb.PublishToChannelRequest) (*dexpb.PublishToChannelResponse, error) {

@@ -52,8 +52,9 @@ func ResetToTime(t time.Time) ResetPoint {
 type ResetOption interface{ applyReset(*resetOptions) }
 
 type resetOptions struct {
-	reason string
-	skip   bool
+	reason    string
+	skip      bool
+	requestID string
 }
 
 type resetFunc func(*resetOptions)
@@ -84,15 +85,28 @@ func SkipReapply() ResetOption { return resetFunc(func(o *resetOptions) { o.skip
 // TERMINATED with a message naming the new run. WaitForFlow without
 // WithRunID follows to the new run. A run ID that is not the latest, or a
 // point the run's history does not have, is FAILED_PRECONDITION naming
-// the field. It is sent at most once.
+// the field.
+//
+// Reset is idempotent by request ID, like StartFlow: each call has its own
+// (or the one WithRequestID gives), reused when it retries after
+// UNAVAILABLE or a lost reply, and a reset of runID that was already
+// applied with that request ID returns its new run instead of resetting
+// again. To retry by hand after an *OutcomeUnknownError, pass its
+// RequestID with WithRequestID and the same runID. With
+// WithRequestID("") the call carries none and is sent at most once.
 func (c *Client) Reset(ctx context.Context, flowID, runID string, point ResetPoint, opts ...ResetOption) (string, error) {
-	var o resetOptions
+	o := resetOptions{requestID: NewRequestID()}
 	for _, opt := range opts {
 		opt.applyReset(&o)
 	}
-	req := &dexpb.ResetFlowRequest{FlowId: flowID, RunId: runID, Point: point.p, SkipReapply: o.skip, Reason: o.reason}
+	req := &dexpb.ResetFlowRequest{FlowId: flowID, RunId: runID, Point: point.p, SkipReapply: o.skip, Reason: o.reason,
+		RequestId: o.requestID}
+	kind := retryable
+	if o.requestID == "" {
+		kind = once
+	}
 	var resp *dexpb.ResetFlowResponse
-	err := c.call(ctx, "ResetFlow", flowID, once, "", func(ctx context.Context, fc dexpb.FlowServiceClient) (err error) {
+	err := c.call(ctx, "ResetFlow", flowID, kind, o.requestID, func(ctx context.Context, fc dexpb.FlowServiceClient) (err error) {
 		resp, err = fc.ResetFlow(ctx, req)
 		return err
 	})

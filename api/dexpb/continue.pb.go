@@ -38,7 +38,13 @@ type ContinueAsNewRequest struct {
 	// run (a guard against continuing a run one did not look at).
 	RunId string `protobuf:"bytes,2,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	// Reason is recorded in the old run's close message.
-	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// RequestId identifies this call for retries (at most 256 bytes). When
+	// run_id already continued as new by a ContinueAsNew with the same
+	// non-empty request ID, the call is a retry of it: it continues nothing
+	// and returns that new run (so a retry after a lost reply neither fails
+	// nor continues twice). The SDK sets a random one per call.
+	RequestId     string `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -90,6 +96,13 @@ func (x *ContinueAsNewRequest) GetRunId() string {
 func (x *ContinueAsNewRequest) GetReason() string {
 	if x != nil {
 		return x.Reason
+	}
+	return ""
+}
+
+func (x *ContinueAsNewRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
 	}
 	return ""
 }
@@ -153,11 +166,13 @@ var File_dex_continue_proto protoreflect.FileDescriptor
 
 const file_dex_continue_proto_rawDesc = "" +
 	"\n" +
-	"\x12dex/continue.proto\x12\x03dex\x1a\x10dex/common.proto\"^\n" +
+	"\x12dex/continue.proto\x12\x03dex\x1a\x10dex/common.proto\"}\n" +
 	"\x14ContinueAsNewRequest\x12\x17\n" +
 	"\aflow_id\x18\x01 \x01(\tR\x06flowId\x12\x15\n" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"^\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x04 \x01(\tR\trequestId\"^\n" +
 	"\x15ContinueAsNewResponse\x12\x1c\n" +
 	"\n" +
 	"new_run_id\x18\x01 \x01(\tR\bnewRunId\x12'\n" +

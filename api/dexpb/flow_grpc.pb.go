@@ -95,7 +95,8 @@ type FlowServiceClient interface {
 	// The reset run is kept; a running one is TERMINATED. Errors:
 	// INVALID_ARGUMENT (naming the field), NOT_FOUND, FAILED_PRECONDITION
 	// naming the field when the run is not the latest or the point does not
-	// exist in its history.
+	// exist in its history. Idempotent by request_id: a retry of a reset
+	// that was applied returns its new run.
 	ResetFlow(ctx context.Context, in *ResetFlowRequest, opts ...grpc.CallOption) (*ResetFlowResponse, error)
 	// WaitForFlow waits until a flow execution is closed and returns its
 	// result. The wait is a long poll capped by the server (60 s by
@@ -143,7 +144,8 @@ type FlowServiceClient interface {
 	// ContinueAsNew continues a running flow execution as a new run of the
 	// same flow ID (E37, continue.proto). Errors: INVALID_ARGUMENT without a
 	// run ID, NOT_FOUND when the run is not the latest, FAILED_PRECONDITION
-	// when it is closed.
+	// when it is closed. Idempotent by request_id: a retry of a call that
+	// was applied returns its new run.
 	ContinueAsNew(ctx context.Context, in *ContinueAsNewRequest, opts ...grpc.CallOption) (*ContinueAsNewResponse, error)
 }
 
@@ -379,7 +381,8 @@ type FlowServiceServer interface {
 	// The reset run is kept; a running one is TERMINATED. Errors:
 	// INVALID_ARGUMENT (naming the field), NOT_FOUND, FAILED_PRECONDITION
 	// naming the field when the run is not the latest or the point does not
-	// exist in its history.
+	// exist in its history. Idempotent by request_id: a retry of a reset
+	// that was applied returns its new run.
 	ResetFlow(context.Context, *ResetFlowRequest) (*ResetFlowResponse, error)
 	// WaitForFlow waits until a flow execution is closed and returns its
 	// result. The wait is a long poll capped by the server (60 s by
@@ -427,7 +430,8 @@ type FlowServiceServer interface {
 	// ContinueAsNew continues a running flow execution as a new run of the
 	// same flow ID (E37, continue.proto). Errors: INVALID_ARGUMENT without a
 	// run ID, NOT_FOUND when the run is not the latest, FAILED_PRECONDITION
-	// when it is closed.
+	// when it is closed. Idempotent by request_id: a retry of a call that
+	// was applied returns its new run.
 	ContinueAsNew(context.Context, *ContinueAsNewRequest) (*ContinueAsNewResponse, error)
 	mustEmbedUnimplementedFlowServiceServer()
 }

@@ -224,7 +224,14 @@ type ResetFlowRequest struct {
 	SkipReapply bool `protobuf:"varint,4,opt,name=skip_reapply,json=skipReapply,proto3" json:"skip_reapply,omitempty"`
 	// Reason is recorded with the reset: in the new run's FLOW_STARTED
 	// event and, when the run was running, in its close message.
-	Reason        string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	Reason string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	// RequestId identifies this reset for retries (at most 256 bytes). When
+	// run_id was already reset by a ResetFlow with the same non-empty request
+	// ID, the call is a retry of it: it resets nothing and returns that
+	// reset's new run (so a retry after a lost reply neither fails nor resets
+	// twice). Another request ID, or none, is refused as for any run that is
+	// not the latest. The SDK sets a random one per call.
+	RequestId     string `protobuf:"bytes,6,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -290,6 +297,13 @@ func (x *ResetFlowRequest) GetSkipReapply() bool {
 func (x *ResetFlowRequest) GetReason() string {
 	if x != nil {
 		return x.Reason
+	}
+	return ""
+}
+
+func (x *ResetFlowRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
 	}
 	return ""
 }
@@ -449,13 +463,15 @@ const file_dex_reset_proto_rawDesc = "" +
 	"\x05point\"g\n" +
 	"\x12StepExecutionPoint\x12*\n" +
 	"\x11step_execution_id\x18\x01 \x01(\tR\x0fstepExecutionId\x12%\n" +
-	"\x0ebefore_execute\x18\x02 \x01(\bR\rbeforeExecute\"\xa4\x01\n" +
+	"\x0ebefore_execute\x18\x02 \x01(\bR\rbeforeExecute\"\xc3\x01\n" +
 	"\x10ResetFlowRequest\x12\x17\n" +
 	"\aflow_id\x18\x01 \x01(\tR\x06flowId\x12\x15\n" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12%\n" +
 	"\x05point\x18\x03 \x01(\v2\x0f.dex.ResetPointR\x05point\x12!\n" +
 	"\fskip_reapply\x18\x04 \x01(\bR\vskipReapply\x12\x16\n" +
-	"\x06reason\x18\x05 \x01(\tR\x06reason\"L\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x06 \x01(\tR\trequestId\"L\n" +
 	"\x11ResetFlowResponse\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12 \n" +
 	"\freset_run_id\x18\x02 \x01(\tR\n" +

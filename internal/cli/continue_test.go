@@ -28,8 +28,21 @@ func TestFlowContinueAsNew_Request(t *testing.T) {
 	}
 	calls := f.callsTo("ContinueAsNew")
 	want := &dexpb.ContinueAsNewRequest{FlowId: "sub-7", RunId: "run-1", Reason: "trim"}
+	if len(calls) == 1 {
+		// A random request ID, printed: a retry with it continues
+		// nothing twice.
+		id := calls[0].req.(*dexpb.ContinueAsNewRequest).GetRequestId()
+		if len(id) != 32 || !strings.Contains(r.stdout, id) {
+			t.Errorf("request ID %q (output %q), want a random one, printed", id, r.stdout)
+		}
+		want.RequestId = id
+	}
 	if len(calls) != 1 || !proto.Equal(calls[0].req, want) {
 		t.Errorf("ContinueAsNew got %v, want %v", calls, want)
+	}
+	runCLI(t, "--server", addr, "flow", "continue-as-new", "sub-7", "--run-id", "run-1", "--yes", "--request-id", "k1").wantCode(t, exitOK)
+	if calls := f.callsTo("ContinueAsNew"); len(calls) != 2 || calls[1].req.(*dexpb.ContinueAsNewRequest).GetRequestId() != "k1" {
+		t.Errorf("--request-id k1: sent %v", calls)
 	}
 	for _, args := range [][]string{
 		{"flow", "continue-as-new", "sub-7", "--yes"},
@@ -37,7 +50,7 @@ func TestFlowContinueAsNew_Request(t *testing.T) {
 	} {
 		runCLI(t, append([]string{"--server", addr}, args...)...).wantCode(t, exitUsage)
 	}
-	if n := len(f.callsTo("ContinueAsNew")); n != 1 {
+	if n := len(f.callsTo("ContinueAsNew")); n != 2 {
 		t.Errorf("%d calls, want the usage errors to send none", n)
 	}
 }

@@ -252,7 +252,7 @@ func TestOutput_Golden(t *testing.T) {
 		{"flow_set_attrs", []string{"flow", "set-attrs", "order-42", `status="held"`, "priority=3"}},
 		{"flow_rpc", []string{"flow", "rpc", "order-42", "status"}},
 		{"flow_skip_timer", []string{"flow", "skip-timer", "order-42", "AwaitApproval-1", "--timer-id", "deadline"}},
-		{"flow_reset", []string{"flow", "reset", "order-42", "--run-id", "run-1", "--step-type", "Charge", "--reason", "charge bug fixed", "--yes"}},
+		{"flow_reset", []string{"flow", "reset", "order-42", "--run-id", "run-1", "--step-type", "Charge", "--reason", "charge bug fixed", "--yes", "--request-id", "reset-1"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

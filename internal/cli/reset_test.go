@@ -42,16 +42,24 @@ func TestFlowReset_ConfirmsAndNamesOnePoint(t *testing.T) {
 
 	at := time.Date(2025, 1, 2, 15, 4, 5, 0, time.UTC)
 	runCLI(t, append(base, "--run-id", "run-1", "--time", at.Format(time.RFC3339), "--skip-reapply", "--reason", "outage", "--yes")...).wantCode(t, exitOK)
-	runCLI(t, append(base, "--run-id", "run-1", "--step-execution", "Charge-2", "--before-execute", "--reason", "skip", "--yes")...).wantCode(t, exitOK)
+	runCLI(t, append(base, "--run-id", "run-1", "--step-execution", "Charge-2", "--before-execute", "--reason", "skip", "--yes",
+		"--request-id", "retry-7")...).wantCode(t, exitOK)
 	want := []*dexpb.ResetFlowRequest{
 		{FlowId: "order-42", RunId: "run-1", SkipReapply: true, Reason: "outage",
 			Point: &dexpb.ResetPoint{Point: &dexpb.ResetPoint_EventTime{EventTime: timestamppb.New(at)}}},
 		{FlowId: "order-42", RunId: "run-1", Reason: "skip", Point: &dexpb.ResetPoint{Point: &dexpb.ResetPoint_StepExecution{
-			StepExecution: &dexpb.StepExecutionPoint{StepExecutionId: "Charge-2", BeforeExecute: true}}}},
+			StepExecution: &dexpb.StepExecutionPoint{StepExecutionId: "Charge-2", BeforeExecute: true}}}, RequestId: "retry-7"},
 	}
 	calls := f.callsTo("ResetFlow")
 	if len(calls) != len(want) {
 		t.Fatalf("%d ResetFlow calls, want %d", len(calls), len(want))
+	}
+	// Without --request-id a random one is sent (E37: a retry with it
+	// resets nothing twice).
+	if first := calls[0].req.(*dexpb.ResetFlowRequest); len(first.GetRequestId()) != 32 {
+		t.Errorf("request ID %q, want a random one", first.GetRequestId())
+	} else {
+		want[0].RequestId = first.GetRequestId()
 	}
 	for i, c := range calls {
 		if !proto.Equal(c.req, want[i]) {

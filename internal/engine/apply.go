@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"errors"
+	"fmt"
 	"slices"
 	"time"
 )
@@ -9,7 +11,9 @@ import (
 // effects the node performs once the record's batch is durable.
 //
 // Apply changes st in place. A FlowStarted record starts a new run: Apply
-// then returns a fresh state and leaves st untouched. Apply is deterministic
+// then returns a fresh state and leaves st as it was, except that a
+// continuation's start takes the live state st's flow_continued_as_new
+// set aside (RunOptions.carry, in memory only) and clears it. Apply is deterministic
 // and total: it never fails, and a record that does not fit the state (a
 // different run, an unknown step) changes nothing. Replaying a run's records
 // from nil rebuilds its state exactly.
@@ -282,6 +286,29 @@ func applyStarted(prev *FlowState, rec Record, b FlowStarted) (*FlowState, []Eff
 		}
 	}
 	return st, eff
+}
+
+// ErrNoCarry matches the error CheckApply returns for a continuation's
+// flow_started that meets no carried state (E37).
+var ErrNoCarry = errors.New("a continuation's flow_started without the state of the run it continues")
+
+// CheckApply reports a record that Apply, which is total, would apply to
+// st wrongly: a continuation's flow_started (ContinuedFrom set) whose st
+// is not the run it continues holding the live state that run's
+// flow_continued_as_new moved aside (RunOptions.carry, in memory only).
+// Apply would start an empty run. Decide writes both records in one
+// Decide call, so in one envelope, and never lets this happen; a log that
+// holds it is corrupt, and the node stops on it rather than apply it.
+func CheckApply(st *FlowState, rec Record) error {
+	b, ok := rec.Body.(FlowStarted)
+	if !ok || b.ContinuedFrom == "" {
+		return nil
+	}
+	if st == nil || st.FlowID != rec.FlowID || st.RunID != b.ContinuedFrom || st.Opts == nil || st.Opts.carry == nil {
+		return fmt.Errorf("%w: run %s of flow %q continues run %s, but no flow_continued_as_new of that run comes before it in its envelope",
+			ErrNoCarry, rec.RunID, rec.FlowID, b.ContinuedFrom)
+	}
+	return nil
 }
 
 // event appends a history event stamped with the record's time.

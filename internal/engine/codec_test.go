@@ -99,6 +99,19 @@ func sampleRecords() []Record {
 		// E37 continue-as-new: the closing run's record and the new run's start.
 		FlowContinuedAsNew{NewRunID: "r1.continued-1", Trigger: ContinueDecision, Reason: "monthly", StepExecID: "A-1"},
 		FlowStarted{FlowType: "order", PreviousRunID: "r1", ContinuedFrom: "r1", TimeoutAt: t0.Add(time.Hour)},
+		// E37: a reset run's start that begins an execution at its
+		// Execute with its WaitFor's outcome, which a reset of that run
+		// rebuilds.
+		FlowStarted{FlowType: "order", PreviousRunID: "r1",
+			Reset: &ResetStart{ResetRunID: "r1", Point: ResetPoint{Kind: ResetStepExecution, StepExecID: "A-2", BeforeExecute: true},
+				PointEventID: 5, Steps: []ResetStep{{StepExecID: "A-2", StepType: "A", N: 2, Input: v, ToExecute: true,
+					Wait: &StoredWait{Mode: AllOf, Conditions: []StoredCondition{{Kind: CondTimer, FireAt: t0.Add(d)}}}}}}},
+		// E37 request IDs of a client's reset and continue-as-new (left
+		// out when empty, so the records above encode as before).
+		FlowReset{ResetRunID: "r3", Point: ResetPoint{Kind: ResetBeginning}, RequestID: "req-1"},
+		FlowStarted{FlowType: "order", PreviousRunID: "r2", Reset: &ResetStart{ResetRunID: "r2",
+			Point: ResetPoint{Kind: ResetBeginning}, PointEventID: 2, RequestID: "req-1"}},
+		FlowContinuedAsNew{NewRunID: "r1.continued-2", Trigger: ContinueClient, RequestID: "req-2"},
 	}
 	recs := make([]Record, len(bodies))
 	for i, b := range bodies {

@@ -45,6 +45,10 @@ type ContinueAsNew struct {
 	FlowID string
 	RunID  string
 	Reason string
+	// RequestID, when set, makes the command safe to retry: once run
+	// RunID continued as new by a ContinueAsNew with the same request ID,
+	// the retry decides nothing and the node answers that new run.
+	RequestID string
 }
 
 func (ContinueAsNew) isCommand() {}
@@ -59,6 +63,9 @@ type FlowContinuedAsNew struct {
 	Trigger    ContinueTrigger `json:"trigger"`
 	Reason     string          `json:"reason,omitempty"`
 	StepExecID string          `json:"stepExecId,omitempty"`
+	// RequestID is the client's ContinueAsNew request ID (CLIENT), ""
+	// when it had none: a retry with it is answered NewRunID.
+	RequestID string `json:"requestId,omitempty"`
 }
 
 func (FlowContinuedAsNew) recordType() string { return "flow_continued_as_new" }
@@ -75,13 +82,20 @@ func (FlowContinuedAsNew) recordType() string { return "flow_continued_as_new" }
 // token stays valid here until its attempt ends; a key is never used
 // again (a later attempt has another method or number), so the map needs
 // no cleaning.
+//
+// RequestID is the request ID of the client's ContinueAsNew that
+// continued this run (with NewRunID); FromRequestID, on the new run, the
+// one that continued From into it: a retry of that request decides
+// nothing.
 type Continuation struct {
-	FirstRunID string            `json:"firstRunId"`
-	Count      int               `json:"count"`
-	NewRunID   string            `json:"newRunId,omitempty"`
-	Trigger    ContinueTrigger   `json:"trigger,omitempty"`
-	From       string            `json:"from,omitempty"`
-	Carried    map[string]string `json:"carried,omitempty"`
+	FirstRunID    string            `json:"firstRunId"`
+	Count         int               `json:"count"`
+	NewRunID      string            `json:"newRunId,omitempty"`
+	Trigger       ContinueTrigger   `json:"trigger,omitempty"`
+	RequestID     string            `json:"requestId,omitempty"`
+	From          string            `json:"from,omitempty"`
+	FromRequestID string            `json:"fromRequestId,omitempty"`
+	Carried       map[string]string `json:"carried,omitempty"`
 }
 
 func attemptKey(s *StepExec) string {
@@ -105,6 +119,44 @@ func (st *FlowState) ContinuedRunID() string {
 		return ""
 	}
 	return st.Opts.Continued.NewRunID
+}
+
+// ContinuedByRequest is the run that a client's ContinueAsNew with
+// request ID id continued this run as, "" when none did (E37): the answer
+// to a retry of it.
+func (st *FlowState) ContinuedByRequest(id string) string {
+	if id == "" || st == nil || st.Opts == nil || st.Opts.Continued == nil || st.Opts.Continued.RequestID != id {
+		return ""
+	}
+	return st.Opts.Continued.NewRunID
+}
+
+// continuedFrom reports whether a client's ContinueAsNew of run with
+// request ID id continued it as this run: a retry of it decides nothing
+// (E37).
+func (st *FlowState) continuedFrom(run, id string) bool {
+	c := st.continuation()
+	return id != "" && c != nil && c.From == run && c.FromRequestID == id
+}
+
+// continuation is the run's place in its continue-as-new chain, nil
+// when it has none.
+func (st *FlowState) continuation() *Continuation {
+	if st == nil || st.Opts == nil {
+		return nil
+	}
+	return st.Opts.Continued
+}
+
+// continues reports whether run is an earlier run of this run's
+// continue-as-new chain (E37): the first run, or a continuation named
+// after it (continuedRunID).
+func (st *FlowState) continues(run string) bool {
+	c := st.continuation()
+	if c == nil || run == "" || run == st.RunID {
+		return false
+	}
+	return run == c.FirstRunID || strings.HasPrefix(run, c.FirstRunID+".continued-")
 }
 
 // NextRunID is the run that follows this closed run for the flow ID: its
@@ -138,13 +190,21 @@ func (d *decider) continueAsNew(c ContinueAsNew) error {
 	if c.RunID == "" {
 		return invalidArg("runId", "must name the run to continue as new")
 	}
+	if len(c.RequestID) > MaxRequestIDBytes {
+		return invalidArg("requestId", "is %d bytes, at most %d are allowed", len(c.RequestID), MaxRequestIDBytes)
+	}
+	if d.st != nil && d.st.FlowID == c.FlowID && c.RunID != d.st.RunID && d.st.continuedFrom(c.RunID, c.RequestID) {
+		// A retry of the request that continued c.RunID as this run
+		// (its reply was lost): the node answers this run.
+		return nil
+	}
 	if err := d.active(c.FlowID, c.RunID); err != nil {
 		return err
 	}
 	if len(c.Reason) > MaxRequestIDBytes*4 {
 		return invalidArg("reason", "must be at most %d bytes, got %d", MaxRequestIDBytes*4, len(c.Reason))
 	}
-	d.switchRun(ContinueClient, validText(c.Reason), "")
+	d.switchRun(ContinueClient, validText(c.Reason), "", c.RequestID)
 	return nil
 }
 
@@ -158,25 +218,25 @@ func (d *decider) continueIfDue(events int) {
 		return
 	}
 	if d.continueReq != nil {
-		d.switchRun(ContinueDecision, d.continueReq.reason, d.continueReq.stepExecID)
+		d.switchRun(ContinueDecision, d.continueReq.reason, d.continueReq.stepExecID, "")
 		return
 	}
 	if len(st.History) > events && len(st.History) >= d.e.cfg.continueThreshold() {
-		d.switchRun(ContinueHistoryLimit, fmt.Sprintf("history reached %d events", len(st.History)), "")
+		d.switchRun(ContinueHistoryLimit, fmt.Sprintf("history reached %d events", len(st.History)), "", "")
 	}
 }
 
 // switchRun logs the continuation: flow_continued_as_new on the run, then
 // the new run's flow_started, which carries the run's live state over
-// (applyContinued).
-func (d *decider) switchRun(t ContinueTrigger, reason, stepExecID string) {
+// (applyContinued). requestID is a client's ContinueAsNew's.
+func (d *decider) switchRun(t ContinueTrigger, reason, stepExecID, requestID string) {
 	st := d.st
 	first, n := st.RunID, 1
 	if st.Opts != nil && st.Opts.Continued != nil {
 		first, n = st.Opts.Continued.FirstRunID, st.Opts.Continued.Count+1
 	}
 	newRun := continuedRunID(first, n)
-	d.emit(FlowContinuedAsNew{NewRunID: newRun, Trigger: t, Reason: reason, StepExecID: stepExecID})
+	d.emit(FlowContinuedAsNew{NewRunID: newRun, Trigger: t, Reason: reason, StepExecID: stepExecID, RequestID: requestID})
 	prev := d.st.Opts.carry
 	d.emitFor(st.FlowID, newRun, FlowStarted{FlowType: st.FlowType, RequestID: st.StartRequestID,
 		PreviousRunID: st.RunID, ContinuedFrom: st.RunID, Definition: st.Definition, Config: st.Config,
@@ -198,12 +258,12 @@ func applyContinuedAsNew(st *FlowState, rec Record, b FlowContinuedAsNew) []Effe
 		o := *st.Opts
 		st.Opts = &o
 	}
-	c := Continuation{FirstRunID: st.RunID, Count: 1, NewRunID: b.NewRunID, Trigger: b.Trigger}
+	c := Continuation{FirstRunID: st.RunID, Count: 1, NewRunID: b.NewRunID, Trigger: b.Trigger, RequestID: b.RequestID}
 	if p := st.Opts.Continued; p != nil {
 		c.FirstRunID, c.Count = p.FirstRunID, p.Count+1
 		// Kept for the carry: an attempt carried into this run and still
 		// running keeps the run its token names (applyContinued).
-		c.From, c.Carried = p.From, p.Carried
+		c.From, c.FromRequestID, c.Carried = p.From, p.FromRequestID, p.Carried
 	}
 	st.Opts.Continued = &c
 	carry := st.Clone()
@@ -237,7 +297,8 @@ func continueMessage(b FlowContinuedAsNew) string {
 // applyContinued fills a new run from the live state of the run it
 // continues (E37): its step executions with their attempts, waits and
 // satisfied conditions, queued messages, attributes, outputs, step
-// counters, heartbeat details and flow-level options. A running attempt
+// counters, heartbeat details, the committed RPC call IDs and flow-level
+// options. A running attempt
 // stays running under the token it was handed out with (Attempt.RunID),
 // so its result lands here once; pending attempts are dispatched as this
 // run's. RPC lock sets are not carried: a call in flight at the switch is
@@ -264,13 +325,16 @@ func applyContinued(st, from *FlowState) []Effect {
 	st.Channels, st.LastMessageSeq = from.Channels, from.LastMessageSeq
 	st.Attributes, st.Outputs, st.GracefulRequested = from.Attributes, from.Outputs, from.GracefulRequested
 	st.HeartbeatDetails = from.HeartbeatDetails
+	// The committed RPC call IDs, so that a worker's resend of a result
+	// that committed in an earlier run of the chain is recognised (E22).
+	st.RPCCallIDs = from.RPCCallIDs
 	if from.Opts != nil {
 		o := *from.Opts
 		o.RetryRunID = ""
 		if o.Continued != nil {
 			c := *o.Continued
-			c.NewRunID, c.Trigger = "", ""
-			c.From, c.Carried = from.RunID, carried
+			c.From, c.FromRequestID, c.Carried = from.RunID, c.RequestID, carried
+			c.NewRunID, c.Trigger, c.RequestID = "", "", ""
 			o.Continued = &c
 		}
 		st.Opts = &o

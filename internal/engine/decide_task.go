@@ -303,7 +303,9 @@ func (d *decider) rpcResult(c RPCResult) error {
 	if err := d.target(tok.FlowID, ""); err != nil {
 		return err
 	}
-	if tok.RunID == d.st.RunID && d.st.rpcCommitted(tok.CallID) {
+	if (tok.RunID == d.st.RunID || d.st.continues(tok.RunID)) && d.st.rpcCommitted(tok.CallID) {
+		// A resend: this run, or an earlier run of its continue-as-new
+		// chain whose call IDs it carries (E37), committed the call.
 		return nil
 	}
 	if !d.st.Running() {

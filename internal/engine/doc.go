@@ -232,7 +232,9 @@
 // (after that the node has forgotten the call and refuses it): the worker acted on the flow's state, and its writes land
 // with its output, though no caller reads the output. After a takeover the
 // new epoch refuses it (W2, STALE_EPOCH) and it commits nothing. A result
-// for a run that a new run replaced is refused as stale.
+// for a run that a new run replaced is refused as stale, unless the new
+// run continues it (E37): continue-as-new carries the call IDs, so a
+// resend for an earlier run of the chain is recognised like any other.
 //
 // # Attribute locks (E30)
 //
@@ -515,6 +517,12 @@
 // wait_for_completed with the stored wait and wait_timer_fired for each
 // timer, so evaluate schedules the Execute; a wait with a channel or
 // subflow condition is refused (its results are not in the history).
+// The flow_started marks the executions it begins at their Execute
+// (ResetStep.ToExecute, with the stored wait), so the history of a reset
+// run rebuilds them: a reset of that run begins such an execution at its
+// Execute again, the same way, wherever it is active at the point (its
+// beginning or later), unless the point is before that execution's own
+// WaitFor.
 // Then, unless SkipReapply, the client writes of the old run from the
 // point on, in order: ATTRIBUTES_SET as attributes_set, CHANNEL_PUBLISHED
 // as channel_published (without its request ID: the new run starts with
@@ -529,6 +537,14 @@
 // runId): it took its state over from the run before (RunOptions.carry),
 // which its history does not hold, so no point of it can be rebuilt.
 //
+// A ResetFlow with a request ID is safe to retry (its reply may be lost,
+// and the SDK sends it again): flow_reset and the new run's Reset carry
+// the ID, and a ResetFlow naming run R with request ID X, when the latest
+// run's Reset says it was reset from R by X, decides nothing, so the node
+// answers that run; FlowState.ResetByRequest gives R's answer from R's own
+// state once the new run has itself been replaced. Another ID, or none, is
+// refused as any reset of a run that is not the latest.
+//
 // # Continue-as-new (E37, continue.go)
 //
 // A long-lived flow keeps its history bounded by continuing as a new run of
@@ -538,7 +554,11 @@
 // added history events, so a TaskStarted or a heartbeat never switches a
 // run; an Execute decision with ContinueAsNew (MOVEMENTS or DEAD_END only:
 // the movements are created first and travel with the rest); a client's
-// ContinueAsNew naming the exact run. The batch then holds
+// ContinueAsNew naming the exact run (with a request ID it is safe to
+// retry: flow_continued_as_new carries it, Continuation.RequestID on the
+// old run and FromRequestID on the new run keep it, and a retry naming the
+// old run with that ID decides nothing, answered by the new run, as for
+// ResetFlow). The batch then holds
 // flow_continued_as_new on the run (it closes CONTINUED_AS_NEW with a
 // FLOW_CLOSED event saying why; FlowState.ContinuedRunID links forward)
 // and the new run's flow_started with ContinuedFrom (its FLOW_STARTED
@@ -550,8 +570,10 @@
 // satisfied conditions, taken messages and fired or skipped timers),
 // queued messages and the message sequence, attributes, collected
 // outputs and a requested graceful completion, per-type step counters (so
-// execution IDs continue), heartbeat details, flow-level options and the
-// start request and publish request IDs. The flow timeout keeps its
+// execution IDs continue), heartbeat details, flow-level options, the
+// start request and publish request IDs and the committed RPC call IDs
+// (a worker's resend of a result committed in an earlier run of the
+// chain, under that run's token, decides nothing: issue 14). The flow timeout keeps its
 // deadline. Its history starts with FLOW_STARTED; the old run keeps its
 // own history, attributes and outputs, readable by run ID. The state does
 // not travel in the record: flow_continued_as_new's Apply moves it aside
@@ -559,7 +581,9 @@
 // the same batch takes it. Both records are always in one envelope, so a
 // replay, a snapshot (taken between batches) and a hot standby see the
 // same pair; a log record stays as small as any start, whatever the state
-// holds.
+// holds. A continuation's flow_started that meets no carry (a log that
+// split the pair across batches) would start an empty run: CheckApply
+// reports it (ErrNoCarry) and the node stops on it as on a corrupt log.
 //
 // Attempts in flight at the switch. A RUNNING attempt is carried as
 // running: its worker holds a token naming the old run, and the new run

@@ -61,7 +61,8 @@ type RunRetry struct {
 type RunOptions struct {
 	Retry             *RunRetry       `json:"retry,omitempty"`
 	RetryRunID        string          `json:"retryRunId,omitempty"`
-	ResetRunID        string          `json:"resetRunId,omitempty"` // E37: the run a reset of this run started
+	ResetRunID        string          `json:"resetRunId,omitempty"`     // E37: the run a reset of this run started
+	ResetRequestID    string          `json:"resetRequestId,omitempty"` // E37: that reset's request ID
 	TimeoutHandler    *TimeoutHandler `json:"timeoutHandler,omitempty"`
 	HandlerDeadlineAt time.Time       `json:"handlerDeadlineAt,omitzero"`
 	// Continued is the run's place in its continue-as-new chain (E37).

@@ -51,6 +51,10 @@ type ResetFlow struct {
 	Point       ResetPoint
 	SkipReapply bool
 	Reason      string
+	// RequestID, when set, makes the command safe to retry: once run
+	// RunID was reset by a ResetFlow with the same request ID, the retry
+	// decides nothing and the node answers that reset's new run.
+	RequestID string
 	// Definition and Config are the flow type's declaration as known
 	// now (a fixed worker's); nil: the old run's.
 	Definition *FlowDefinition
@@ -65,6 +69,9 @@ type FlowReset struct {
 	ResetRunID string     `json:"resetRunId"`
 	Point      ResetPoint `json:"point"`
 	Reason     string     `json:"reason,omitempty"`
+	// RequestID is the ResetFlow's request ID, "" when it had none: a
+	// retry with it is answered ResetRunID.
+	RequestID string `json:"requestId,omitempty"`
 }
 
 func (FlowReset) recordType() string { return "flow_reset" }
@@ -75,11 +82,14 @@ func (FlowReset) recordType() string { return "flow_reset" }
 // (E37). PointEventID is the first event of the reset run that was after
 // the point.
 type ResetStart struct {
-	ResetRunID        string               `json:"resetRunId"`
-	Point             ResetPoint           `json:"point"`
-	PointEventID      int                  `json:"pointEventId"`
-	Reason            string               `json:"reason,omitempty"`
-	SkipReapply       bool                 `json:"skipReapply,omitempty"`
+	ResetRunID   string     `json:"resetRunId"`
+	Point        ResetPoint `json:"point"`
+	PointEventID int        `json:"pointEventId"`
+	Reason       string     `json:"reason,omitempty"`
+	SkipReapply  bool       `json:"skipReapply,omitempty"`
+	// RequestID is the ResetFlow's request ID ("" when none): a retry of
+	// it that finds this run the latest decides nothing.
+	RequestID         string               `json:"requestId,omitempty"`
 	StepCounters      map[string]int       `json:"stepCounters,omitempty"`
 	Channels          map[string][]Message `json:"channels,omitempty"`
 	LastMessageSeq    uint64               `json:"lastMessageSeq,omitempty"`
@@ -93,7 +103,10 @@ type ResetStart struct {
 
 // ResetStep is a step execution a reset run creates again: the
 // execution active at the point, with its ID, input, parent and the
-// options of the movement that created it (E37).
+// options of the movement that created it (E37). ToExecute: the reset
+// run starts it at its Execute, its WaitFor having returned Wait (nil:
+// no wait); a later reset of the reset run does too while it is active
+// at the point (see "Reset" in the package documentation).
 type ResetStep struct {
 	StepExecID  string       `json:"stepExecId"`
 	StepType    string       `json:"stepType"`
@@ -102,6 +115,8 @@ type ResetStep struct {
 	ParentID    string       `json:"parentId,omitempty"`
 	Options     *StepOptions `json:"options,omitempty"`
 	SkipWaitFor bool         `json:"skipWaitFor,omitempty"`
+	ToExecute   bool         `json:"toExecute,omitempty"`
+	Wait        *StoredWait  `json:"wait,omitempty"`
 }
 
 // ResetRunID is the run that a reset of this run started, "" when there
@@ -117,7 +132,26 @@ func applyFlowReset(st *FlowState, b FlowReset) {
 	if st.Opts == nil {
 		st.Opts = &RunOptions{}
 	}
-	st.Opts.ResetRunID = b.ResetRunID
+	st.Opts.ResetRunID, st.Opts.ResetRequestID = b.ResetRunID, b.RequestID
+}
+
+// ResetByRequest is the run that a ResetFlow with request ID id started
+// from this run, "" when none did (E37): the answer to a retry of it.
+func (st *FlowState) ResetByRequest(id string) string {
+	if id == "" || st == nil || st.Opts == nil || st.Opts.ResetRequestID != id {
+		return ""
+	}
+	return st.Opts.ResetRunID
+}
+
+// resetFrom reports whether a ResetFlow of run with request ID id started
+// this run: a retry of it decides nothing (E37).
+func (st *FlowState) resetFrom(run, id string) bool {
+	if id == "" || len(st.History) == 0 || st.History[0].Start == nil {
+		return false
+	}
+	r := st.History[0].Start.Reset
+	return r != nil && r.ResetRunID == run && r.RequestID == id
 }
 
 // resetStep is a step execution as the history rebuilds it.
@@ -130,6 +164,9 @@ type resetStep struct {
 	skipWaitFor bool
 	wait        *StoredWait // the Wait its WaitFor returned
 	waitForDone bool
+	// toExecute: a reset run's start began it at its Execute
+	// (ResetStep.ToExecute); a reset of that run begins it there again.
+	toExecute bool
 }
 
 // pointState is the state of a run before one of its history events, as
@@ -205,7 +242,8 @@ func (p *pointState) apply(ev *HistoryEvent, recovery func(*resetStep) string) b
 				p.seq, p.graceful, p.outputs = r.LastMessageSeq, r.GracefulRequested, slices.Clone(r.Outputs)
 				for _, rs := range r.Steps {
 					p.steps = append(p.steps, &resetStep{id: rs.StepExecID, typ: rs.StepType, n: rs.N, input: rs.Input,
-						parent: rs.ParentID, override: rs.Options, skipWaitFor: rs.SkipWaitFor})
+						parent: rs.ParentID, override: rs.Options, skipWaitFor: rs.SkipWaitFor,
+						toExecute: rs.ToExecute, wait: rs.Wait, waitForDone: rs.ToExecute})
 				}
 				return len(r.Steps) > 0
 			}
@@ -410,10 +448,18 @@ func (d *decider) reset(c ResetFlow) error {
 	if err := validateResetPoint(c.Point); err != nil {
 		return err
 	}
+	if len(c.RequestID) > MaxRequestIDBytes {
+		return invalidArg("requestId", "is %d bytes, at most %d are allowed", len(c.RequestID), MaxRequestIDBytes)
+	}
 	if d.st == nil || d.st.FlowID != c.FlowID {
 		return notFound(c.FlowID)
 	}
 	old := d.st
+	if c.RunID != old.RunID && old.resetFrom(c.RunID, c.RequestID) {
+		// A retry of the reset that started this run (its reply was
+		// lost): the node answers this run.
+		return nil
+	}
 	if c.RunID != old.RunID {
 		return resetPointErr("runId", "run %s is not the latest run of flow %q (the latest is %s); reset names the latest run",
 			c.RunID, c.FlowID, old.RunID)
@@ -475,18 +521,28 @@ func (d *decider) reset(c ResetFlow) error {
 		}
 		d.closeFlow(StatusTerminated, "", msg)
 	}
-	d.emit(FlowReset{ResetRunID: c.NewRunID, Point: c.Point, Reason: reason})
+	d.emit(FlowReset{ResetRunID: c.NewRunID, Point: c.Point, Reason: reason, RequestID: c.RequestID})
 
 	// The state at the point.
 	rs := &ResetStart{ResetRunID: old.RunID, Point: c.Point, PointEventID: at, Reason: reason,
-		SkipReapply: c.SkipReapply, StepCounters: p.counters, LastMessageSeq: p.seq,
+		SkipReapply: c.SkipReapply, RequestID: c.RequestID, StepCounters: p.counters, LastMessageSeq: p.seq,
 		Outputs: p.outputs, GracefulRequested: p.graceful}
 	if len(rs.StepCounters) == 0 {
 		rs.StepCounters = nil
 	}
 	for _, s := range p.steps {
-		rs.Steps = append(rs.Steps, ResetStep{StepExecID: s.id, StepType: s.typ, N: s.n, Input: s.input,
-			ParentID: s.parent, Options: s.override, SkipWaitFor: s.skipWaitFor})
+		// The target of a point before an Execute starts at its Execute,
+		// the target of a point before a WaitFor at its WaitFor; any other
+		// execution as its run's start began it (toExecute, E37).
+		if c.Point.Kind == ResetStepExecution && s.id == c.Point.StepExecID {
+			s.toExecute = c.Point.BeforeExecute
+		}
+		r := ResetStep{StepExecID: s.id, StepType: s.typ, N: s.n, Input: s.input,
+			ParentID: s.parent, Options: s.override, SkipWaitFor: s.skipWaitFor, ToExecute: s.toExecute}
+		if s.toExecute {
+			r.Wait = s.wait
+		}
+		rs.Steps = append(rs.Steps, r)
 	}
 	// Messages published before the point that the old run has not
 	// consumed for good: those still queued, and those the waits of its
@@ -543,8 +599,7 @@ func (d *decider) reset(c ResetFlow) error {
 
 	// The step executions active at the point start again.
 	for _, s := range p.steps {
-		target := c.Point.Kind == ResetStepExecution && c.Point.BeforeExecute && s.id == c.Point.StepExecID
-		d.recreateStep(s, def, config, target)
+		d.recreateStep(s, def, config, s.toExecute)
 	}
 	if !c.SkipReapply {
 		d.reapply(old, at)

@@ -123,9 +123,9 @@ func (h *harness) command(name string, kv map[string]string, pos []arg) (Command
 		return c, nil, nil
 	case "reset":
 		// E37: "reset run=R beginning | type=T | exec=ID [beforeExecute] |
-		// time=D (after base) [skip] [reason=...] [newrun=ID]".
+		// time=D (after base) [skip] [reason=...] [newrun=ID] [req=ID]".
 		c := ResetFlow{FlowID: h.flowID, RunID: kv["run"], NewRunID: h.nextRunID(), Reason: kv["reason"],
-			Definition: h.def}
+			RequestID: kv["req"], Definition: h.def}
 		if v, ok := kv["newrun"]; ok {
 			c.NewRunID = v
 		}
@@ -153,8 +153,8 @@ func (h *harness) command(name string, kv map[string]string, pos []arg) (Command
 		}
 		return c, nil, nil
 	case "continue":
-		// E37: "continue [run=R] [reason=TEXT]"; the run defaults to
-		// the latest.
+		// E37: "continue [run=R] [reason=TEXT] [req=ID]"; the run
+		// defaults to the latest.
 		run := kv["run"]
 		if run == "" && h.st != nil {
 			run = h.st.RunID
@@ -162,7 +162,7 @@ func (h *harness) command(name string, kv map[string]string, pos []arg) (Command
 		if run == "none" {
 			run = ""
 		}
-		return ContinueAsNew{FlowID: h.flowID, RunID: run, Reason: kv["reason"]}, nil, nil
+		return ContinueAsNew{FlowID: h.flowID, RunID: run, Reason: kv["reason"], RequestID: kv["req"]}, nil, nil
 	case "stop":
 		return StopFlow{FlowID: h.flowID, RunID: kv["run"], Kind: StopKind(strings.ToUpper(first)), Reason: kv["reason"]}, nil, nil
 	case "rpc":
@@ -204,7 +204,8 @@ func (h *harness) command(name string, kv map[string]string, pos []arg) (Command
 		// The worker sends the last RPC result again (its stream broke
 		// before the TaskAck); "noname" is what the node submits once it
 		// forgot the call (no name, no input), "epoch=N" overrides the
-		// token's epoch.
+		// token's epoch, "call=ID" its call ID (a call that never
+		// committed).
 		if h.lastRPC == nil {
 			return nil, nil, fmt.Errorf("rpcresend: no RPC result yet")
 		}
@@ -214,6 +215,9 @@ func (h *harness) command(name string, kv map[string]string, pos []arg) (Command
 		}
 		if v, ok := kv["epoch"]; ok {
 			c.Token.Epoch = uint64(atoi(v))
+		}
+		if v, ok := kv["call"]; ok {
+			c.Token.CallID = v
 		}
 		return c, nil, nil
 	case "reload":

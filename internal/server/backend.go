@@ -54,7 +54,9 @@ type Backend interface {
 
 	// WaitForFlow waits until the run (the latest at the time of the call
 	// when runID is empty) is closed and returns its final state, or
-	// returns ctx's error (E25).
+	// returns ctx's error (E25). Of the state's values only the outputs
+	// need their bytes (value objects elsewhere may keep only their
+	// references): the state is for the run's result.
 	WaitForFlow(ctx context.Context, flowID, runID string) (*engine.FlowState, error)
 
 	// TaskInfo tells live state which worker runs an attempt and whether a

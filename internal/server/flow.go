@@ -117,12 +117,14 @@ func (f *flowService) StopFlow(ctx context.Context, req *dexpb.StopFlowRequest) 
 	return &dexpb.StopFlowResponse{RunId: res.RunID, Status: statusOut(res.Status)}, nil
 }
 
-// ContinueAsNew continues the exact run as a new run (E37).
+// ContinueAsNew continues the exact run as a new run (E37); a retry (the
+// request ID that continued run_id) is answered that new run.
 func (f *flowService) ContinueAsNew(ctx context.Context, req *dexpb.ContinueAsNewRequest) (*dexpb.ContinueAsNewResponse, error) {
 	if req.GetRunId() == "" {
 		return nil, statusOf(argError("runId", "must name the run to continue as new"))
 	}
-	c := engine.ContinueAsNew{FlowID: req.GetFlowId(), RunID: req.GetRunId(), Reason: req.GetReason()}
+	c := engine.ContinueAsNew{FlowID: req.GetFlowId(), RunID: req.GetRunId(), Reason: req.GetReason(),
+		RequestID: req.GetRequestId()}
 	res, err := f.command(ctx, req.GetFlowId(), c)
 	if err != nil {
 		return nil, err

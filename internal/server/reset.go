@@ -8,7 +8,8 @@ import (
 )
 
 // ResetFlow implements FlowService.ResetFlow (E37): the new run's ID is
-// chosen by the backend.
+// chosen by the backend. A retry (the request ID of the reset that
+// replaced run_id) is answered that reset's new run.
 func (f *flowService) ResetFlow(ctx context.Context, req *dexpb.ResetFlowRequest) (*dexpb.ResetFlowResponse, error) {
 	if req.GetRunId() == "" {
 		return nil, statusOf(argError("runId", "must name the run to reset (its exact run ID)"))
@@ -18,7 +19,7 @@ func (f *flowService) ResetFlow(ctx context.Context, req *dexpb.ResetFlowRequest
 		return nil, statusOf(err)
 	}
 	c := engine.ResetFlow{FlowID: req.GetFlowId(), RunID: req.GetRunId(), Point: pt,
-		SkipReapply: req.GetSkipReapply(), Reason: req.GetReason()}
+		SkipReapply: req.GetSkipReapply(), Reason: req.GetReason(), RequestID: req.GetRequestId()}
 	res, err := f.command(ctx, req.GetFlowId(), c)
 	if err != nil {
 		return nil, err

@@ -350,12 +350,55 @@ func (c *Core) Command(ctx context.Context, flowID string, cmd engine.Command) (
 	if err == nil {
 		err = d.result(ctx)
 	}
+	if code := engine.CodeOf(err); code == engine.CodeNotFound || code == engine.CodeFailedPrecondition {
+		if run, rerr := c.retriedRun(ctx, flowID, cmd, d); rerr != nil {
+			return server.CommandResult{}, rerr
+		} else if run != "" {
+			return server.CommandResult{RunID: run, Duplicate: true}, nil
+		}
+	}
 	if err != nil {
 		return server.CommandResult{}, err
 	}
-	// No records: the engine recognised a retry (a publish request ID, E16);
-	// d.result waited for the flow's envelope in flight, if any.
+	// No records: the engine recognised a retry (a publish request ID, E16;
+	// a reset's or continue-as-new's request ID, E37); d.result waited for
+	// the flow's envelope in flight, if any.
 	return server.CommandResult{RunID: d.runID, Status: d.status, Duplicate: len(d.recs) == 0}, nil
+}
+
+// retriedRun answers a retry of a ResetFlow or ContinueAsNew (E37) that
+// the engine refused because the run its first send made is no longer
+// the latest either (it was continued, retried or reset since; Decide sees
+// only the latest run): the named run's committed state says which run its
+// request ID made. The first send may still be in flight (its reply was
+// lost before it committed, and the head moved on past its run: a carried
+// attempt's decision continued that run again), so the retry first waits
+// for the flow's envelopes in flight at its refusal (d.inflight), the
+// first send's among them. "" when cmd is not such a retry.
+func (c *Core) retriedRun(ctx context.Context, flowID string, cmd engine.Command, d decision) (string, error) {
+	var runID, id string
+	var next func(*engine.FlowState, string) string
+	switch x := cmd.(type) {
+	case engine.ResetFlow:
+		runID, id, next = x.RunID, x.RequestID, (*engine.FlowState).ResetByRequest
+	case engine.ContinueAsNew:
+		runID, id, next = x.RunID, x.RequestID, (*engine.FlowState).ContinuedByRequest
+	default:
+		return "", nil
+	}
+	if runID == "" || id == "" {
+		return "", nil
+	}
+	if d.hasInflight {
+		if _, err := d.inflight.Wait(ctx); err != nil {
+			return "", fmt.Errorf("%w: %w", server.ErrNotServing, err)
+		}
+	}
+	st, err := c.cfg.Store.Run(flowID, runID)
+	if err != nil || st == nil {
+		return "", nil
+	}
+	return next(st, id), nil
 }
 
 // Flow implements server.Backend: committed state only, with the bytes of
@@ -370,15 +413,38 @@ func (c *Core) Flow(ctx context.Context, flowID, runID string) (*engine.FlowStat
 
 // withValues returns st with the bytes of its value objects.
 func (c *Core) withValues(ctx context.Context, st *engine.FlowState) (*engine.FlowState, error) {
+	return resolveOf(ctx, c, st.FlowID, st)
+}
+
+// withOutputValues returns st with the bytes of its outputs' value objects
+// only: all that a flow's result carries (WaitForFlow; server.resultOut
+// reads the history's times, decisions and failures, not its values). The
+// copy shares everything else with st, whose other values keep their
+// references without bytes, so a result costs one object read per output
+// rather than one per object the run ever named.
+func (c *Core) withOutputValues(ctx context.Context, st *engine.FlowState) (*engine.FlowState, error) {
+	outs, err := resolveOf(ctx, c, st.FlowID, st.Outputs)
+	if err != nil {
+		return nil, err
+	}
+	r := *st
+	r.Outputs = outs
+	return &r, nil
+}
+
+// resolveOf is resolve for a part of flowID's state, with its errors as the
+// API reports them.
+func resolveOf[T any](ctx context.Context, c *Core, flowID string, x T) (T, error) {
 	ctx, done := c.untilStopped(ctx)
 	defer done()
-	out, err := resolve(ctx, c, st)
+	out, err := resolve(ctx, c, x)
+	var zero T
 	switch {
 	case errors.Is(err, wal.ErrCorrupt):
 		// A damaged or missing object: retrying elsewhere reads the same.
-		return nil, fmt.Errorf("%w: flow %q: %w", server.ErrDataLoss, st.FlowID, err)
+		return zero, fmt.Errorf("%w: flow %q: %w", server.ErrDataLoss, flowID, err)
 	case err != nil:
-		return nil, fmt.Errorf("%w: flow %q: %w", server.ErrNotServing, st.FlowID, err)
+		return zero, fmt.Errorf("%w: flow %q: %w", server.ErrNotServing, flowID, err)
 	}
 	return out, nil
 }

@@ -273,6 +273,11 @@ func applyBatchWith(store flowstore.Store, b wal.Batch, known func(raw []byte) [
 						return fmt.Errorf("batch %d: store flow %q: %w", b.Seq, st.FlowID, err)
 					}
 				}
+				// Apply is total; a continuation's start that meets no
+				// carried state would start an empty run (E37).
+				if err := engine.CheckApply(st, rec); err != nil {
+					return fmt.Errorf("batch %d record %d: corrupt log: %w", b.Seq, i, err)
+				}
 				st, eff := engine.Apply(st, rec)
 				if typ := declares(rec, st); typ != "" {
 					if declared == nil {

@@ -310,6 +310,12 @@ type decision struct {
 	runID  string // the head's run after the records
 	status engine.Status
 	err    error
+	// inflight is the flow's latest envelope in flight when the command
+	// was refused (err set; valid when hasInflight): what a refused retry
+	// of a reset or continue-as-new waits for before it looks for its
+	// first send's outcome in the committed state (Core.retriedRun).
+	inflight    wal.Future
+	hasInflight bool
 }
 
 // result waits for the decision's future, if any.
@@ -383,8 +389,12 @@ func (s *sequencer) decideObjects(flowID string, cmd engine.Command, objects boo
 		recs = stripValueData(recs)
 	}
 	if done {
-		if d.err == nil && h != nil && h.hasLast {
-			d.fut, d.wait = h.last, true
+		if h != nil && h.hasLast {
+			if d.err == nil {
+				d.fut, d.wait = h.last, true
+			} else {
+				d.inflight, d.hasInflight = h.last, true
+			}
 		}
 		return d, st
 	}

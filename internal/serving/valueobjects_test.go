@@ -97,7 +97,10 @@ func TestValueObjects_LargeValuesTravelBesideTheLog(t *testing.T) {
 			Kind: engine.DecideGracefulComplete, Output: out}}); err != nil || a.Status != server.AckAccepted {
 			t.Fatalf("second result: %+v, %v", a, err)
 		}
-		st, err := h.core.WaitForFlow(ctx, "f", "")
+		if _, err := h.core.WaitForFlow(ctx, "f", ""); err != nil {
+			t.Fatal(err)
+		}
+		st, err := h.core.Flow(ctx, "f", "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -514,6 +517,59 @@ func TestValueObjects_ARefusedRequestWritesNoObject(t *testing.T) {
 		}
 		if keys := valueObjectKeys(blobs); len(keys) != 1 {
 			t.Fatalf("an accepted large attribute made objects %v, want one", keys)
+		}
+		h.stop()
+	})
+}
+
+// A flow's result carries its outputs only, so WaitForFlow reads the
+// objects its outputs name and no other: a run whose input and output are
+// different large values costs one object read for its result, where a
+// read of its whole state costs two.
+func TestValueObjects_WaitForFlowReadsOnlyTheOutputsObjects(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		blobs := mem.New()
+		var gets atomic.Int32
+		blobs.SetFaults(func(op, key string) mem.Fault {
+			if op == blob.OpGet && strings.HasPrefix(key, testLayout.ValuePrefix()) {
+				gets.Add(1)
+			}
+			return mem.Fault{}
+		})
+		h := newObjectHarness(t, blobs, 1)
+		ctx := context.Background()
+		startBig(t, h)
+		s := h.session("w", 4, "a")
+		synctest.Wait()
+		ts := tasks(s)
+		if len(ts) != 1 {
+			t.Fatalf("%d tasks", len(ts))
+		}
+		out := bigValue('o', 4<<10)
+		dec := engine.Decision{Kind: engine.DecideGracefulComplete, Output: out}
+		if a, err := s.Result(ctx, ts[0].Token, engine.ExecuteResult{Token: ts[0].Token, Decision: dec}); err != nil || a.Status != server.AckAccepted {
+			t.Fatalf("result: %+v, %v", a, err)
+		}
+		if keys := valueObjectKeys(blobs); len(keys) != 2 {
+			t.Fatalf("objects %v, want the input's and the output's", keys)
+		}
+		gets.Store(0)
+		st, err := h.core.WaitForFlow(ctx, "f", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(st.Outputs) != 1 || !bytes.Equal(st.Outputs[0].Value.Data, out.Data) {
+			t.Fatalf("outputs %+v, want the output's bytes", st.Outputs)
+		}
+		if n := gets.Load(); n != 1 {
+			t.Errorf("WaitForFlow read %d objects, want 1 (the output's)", n)
+		}
+		gets.Store(0)
+		if _, err := h.core.Flow(ctx, "f", ""); err != nil {
+			t.Fatal(err)
+		}
+		if n := gets.Load(); n != 2 {
+			t.Errorf("a read of the whole state read %d objects, want 2", n)
 		}
 		h.stop()
 	})

@@ -31,7 +31,8 @@ const retryWaiters = time.Second
 // (E34), continuations and resets (E37): a failed run that the flow retry
 // policy retried, a run that continued as new, or a run a reset closed,
 // is not the end of the flow, so the call waits for the next run, and so
-// on. A call that names a run answers that run's close.
+// on. A call that names a run answers that run's close. The state has the
+// bytes of its outputs' value objects only (withOutputValues).
 func (c *Core) WaitForFlow(ctx context.Context, flowID, runID string) (*engine.FlowState, error) {
 	follow := runID == ""
 	counted := false
@@ -65,7 +66,7 @@ func (c *Core) WaitForFlow(ctx context.Context, flowID, runID string) (*engine.F
 		}
 		if !st.Running() {
 			c.waiters.release(flowID, ch)
-			return c.withValues(ctx, st)
+			return c.withOutputValues(ctx, st)
 		}
 		select {
 		case <-ch:

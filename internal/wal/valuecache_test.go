@@ -139,3 +139,53 @@ func TestValueCache_KeepsItsBudget(t *testing.T) {
 		t.Fatal("a zero budget made a cache")
 	}
 }
+
+// Large values that differ only between the fingerprint's samples share a
+// fingerprint; each Put still names its own bytes, and each is found again
+// by its bytes while it is the latest of its fingerprint.
+func TestValueCache_ValuesThatDifferBetweenSamplesKeepTheirOwnObjects(t *testing.T) {
+	ctx := context.Background()
+	store := mem.New()
+	c := NewValueCache(32 << 20)
+	v := &Values{Store: store, Layout: MustLayout("p", "n1"), Cache: c}
+	x := bytes.Repeat([]byte("x"), 4<<20)
+	y := bytes.Clone(x)
+	y[len(y)/2+printSample/2+1] = 'y' // between two samples: the fingerprint does not see it
+	if c.print(x) != c.print(y) {
+		t.Fatal("the difference is sampled; move it between two samples")
+	}
+	refs := map[string]bool{}
+	for _, d := range [][]byte{x, y, y, x} {
+		ref, err := v.Put(ctx, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ref != ValueRef(d) {
+			t.Fatalf("put named %q, want the bytes' own hash %q", ref, ValueRef(d))
+		}
+		refs[ref] = true
+	}
+	if len(refs) != 2 {
+		t.Fatalf("%d objects, want 2", len(refs))
+	}
+	for ref := range refs {
+		got, _, err := store.Get(ctx, v.Layout.ValueKey(ref))
+		if err != nil || ValueRef(got) != ref {
+			t.Fatalf("object %s: %d bytes, %v", ref, len(got), err)
+		}
+	}
+	if n := store.Count(blob.OpPutIfAbsent); n != 3 {
+		t.Fatalf("%d object writes, want 3: x, y (its fingerprint found x), x again (its fingerprint now finds y)", n)
+	}
+}
+
+// The fingerprint of a value the size of a large input: it is on every
+// Put of a value object (twice on a miss).
+func BenchmarkValueCache_Print4MiB(b *testing.B) {
+	c := NewValueCache(32 << 20)
+	data := bytes.Repeat([]byte("0123456789abcdef"), 4<<20/16)
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		c.print(data)
+	}
+}

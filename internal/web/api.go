@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/dexzd/dexzd/api/dexpb"
 	"github.com/dexzd/dexzd/internal/auth"
+	"github.com/dexzd/dexzd/internal/engine"
 )
 
 // Bounds of one request of the UI.
@@ -294,7 +296,32 @@ func (s *Server) getFlow(w http.ResponseWriter, r *http.Request) {
 	if events == nil {
 		events = []json.RawMessage{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"state": rawProto(st.GetState()), "history": events, "historyTruncated": truncated})
+	writeJSON(w, http.StatusOK, map[string]any{"state": rawProto(st.GetState()), "history": events, "historyTruncated": truncated,
+		"names": instanceNames(st.GetState())})
+}
+
+// instanceNames maps the name of each attribute and channel of st that is
+// an instance of a map (E33: "<map>/<escaped key>") to the text people
+// read, as dexcli shows it: map["key"], the key unescaped and quoted. The
+// run page shows that text, with the wire name as its title.
+func instanceNames(st *dexpb.FlowState) map[string]string {
+	names := map[string]string{}
+	add := func(wire string) {
+		decl, ok := engine.MapInstanceDecl(wire)
+		if !ok {
+			return
+		}
+		if key, ok := engine.UnescapeMapKey(wire[len(decl):]); ok {
+			names[wire] = fmt.Sprintf("%s[%q]", decl[:len(decl)-1], key)
+		}
+	}
+	for _, a := range st.GetAttributes() {
+		add(a.GetName())
+	}
+	for _, c := range st.GetChannels() {
+		add(c.GetChannel())
+	}
+	return names
 }
 
 // action decodes an action's body into in and checks the session may call
@@ -450,6 +477,10 @@ type resetIn struct {
 	BeforeExecute   bool   `json:"beforeExecute"`
 	SkipReapply     bool   `json:"skipReapply"`
 	Reason          string `json:"reason"`
+	// RequestID, chosen by the page once per form, makes a resubmission
+	// after a lost answer the same reset (E37): it is answered the run
+	// the first one made.
+	RequestID string `json:"requestId"`
 }
 
 // resetPoint converts the body's point.
@@ -485,8 +516,8 @@ func (s *Server) resetFlow(w http.ResponseWriter, r *http.Request) {
 	}
 	answer(s, w, r, "reset", func(ctx context.Context) (*dexpb.ResetFlowResponse, error) {
 		return api.ResetFlow(ctx, &dexpb.ResetFlowRequest{FlowId: r.PathValue("id"), RunId: in.RunID, Point: p,
-			SkipReapply: in.SkipReapply, Reason: in.Reason})
-	}, "runId", in.RunID, "point", in.Point, "stepType", in.StepType, "stepExecutionId", in.StepExecutionID)
+			SkipReapply: in.SkipReapply, Reason: in.Reason, RequestId: in.RequestID})
+	}, "runId", in.RunID, "requestId", in.RequestID, "point", in.Point, "stepType", in.StepType, "stepExecutionId", in.StepExecutionID)
 }
 
 // logAction logs an action taken in the UI, with who took it.

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"fmt"
 	"net"
 	"net/http/httptest"
 	"net/url"
@@ -13,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/dexzd/dexzd/api/dexpb"
+	"github.com/dexzd/dexzd/dex"
 )
 
 // The flows page's filters and search field become one SearchFlows
@@ -113,6 +115,43 @@ func TestResetPoint(t *testing.T) {
 		}
 		if err != nil || !proto.Equal(p, tc.want) {
 			t.Errorf("%+v: got %v, %v, want %v", tc.in, p, err, tc.want)
+		}
+	}
+}
+
+// The run page shows an instance of an attribute or channel map (E33) as
+// dexcli does, map["key"] with the key unescaped (split at the last '/');
+// plain names and names that are no canonical instance are not renamed.
+//
+// Covers: E33
+func TestInstanceNames(t *testing.T) {
+	st := &dexpb.FlowState{
+		Attributes: []*dexpb.Attribute{{Name: "spent/acme%2Feu"}, {Name: "status"}, {Name: "tier/50%25"}, {Name: "a/b/c"},
+			{Name: "odd/100%"}, {Name: "trail/"}, {Name: "/lead"}, {Name: `q/say "hi"`}},
+		Channels: []*dexpb.ChannelQueue{{Channel: "orders/eu%2Fwest"}, {Channel: "approve"}, {Channel: "orders/a%252F"}},
+	}
+	want := map[string]string{
+		"spent/acme%2Feu":  `spent["acme/eu"]`,
+		"tier/50%25":       `tier["50%"]`,
+		"a/b/c":            `a/b["c"]`,
+		`q/say "hi"`:       `q["say \"hi\""]`,
+		"orders/eu%2Fwest": `orders["eu/west"]`,
+		"orders/a%252F":    `orders["a%2F"]`,
+	}
+	got := instanceNames(st)
+	if len(got) != len(want) {
+		t.Errorf("got %d names %v, want %d", len(got), got, len(want))
+	}
+	for wire, text := range want {
+		if got[wire] != text {
+			t.Errorf("%s shows as %q, want %q", wire, got[wire], text)
+		}
+	}
+	// The same split as the SDK's, which dexcli shows.
+	for _, a := range st.GetAttributes() {
+		name, key, ok := dex.ParseMapInstanceName(a.GetName())
+		if _, shown := got[a.GetName()]; ok != shown || (ok && got[a.GetName()] != fmt.Sprintf("%s[%q]", name, key)) {
+			t.Errorf("%s: shown %q, the SDK parses %q %q %v", a.GetName(), got[a.GetName()], name, key, ok)
 		}
 	}
 }

@@ -22,7 +22,9 @@
 // JSON endpoints (protobuf messages in their canonical JSON, protojson):
 //
 //	GET  /api/flows?q=&status=&type=&prefix=&since=&pageToken=&pageSize=
-//	GET  /api/flows/{id}?runId=           state and history of a run
+//	GET  /api/flows/{id}?runId=           state and history of a run, and names: how the page
+//	                                       shows the map instances (E33) among its attributes
+//	                                       and channels, map["key"] as dexcli does
 //	POST /api/flows/{id}/stop             {runId, type: cancel|terminate|fail, reason}
 //	POST /api/flows/{id}/skip-timer       {runId, stepExecutionId, conditionId | timerIndex}
 //	POST /api/flows/{id}/publish          {runId, channel, value (JSON text)}
@@ -50,7 +52,11 @@
 // marks the execution canceled (its WaitFor too when it was still
 // waiting), apart from failed ones, naming the canceling execution. The
 // reset action (E37) opens the new run; the header links a reset run and
-// the run it was reset from.
+// the run it was reset from. The live state's attributes and queues show
+// an instance of a map (E33, "<map>/<escaped key>") by its map and key,
+// map["key"] as dexcli shows it (split at the last '/', the key
+// unescaped: decoded by the server, api.go instanceNames), with the wire
+// name as the cell's title.
 //
 // # What a browser may do
 //

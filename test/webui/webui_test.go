@@ -26,6 +26,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -357,10 +358,10 @@ func waitDone(t *testing.T, c *dex.Client, ids ...string) {
 // stack, keyboard selection, raw JSON of an event, subflow links (E31) to
 // the child and back, a canceled execution (E29) marked apart, a stop, a
 // publish, a skipped timer and a reset (E37) each with a confirmation
-// naming the run, the node page, and the run page of a 200-step flow
-// within a second; no console errors.
+// naming the run, map instances shown by map and key, the node page, and
+// the run page of a 200-step flow within a second; no console errors.
 //
-// Covers: E29, E31, E36, E37 (in the UI)
+// Covers: E29, E31, E33, E36, E37 (in the UI)
 func TestUI_DevServer(t *testing.T) {
 	chrome := chromium(t)
 	_, ui, c := devServer(t)
@@ -579,6 +580,25 @@ func TestUI_DevServer(t *testing.T) {
 	b.waitText("#flow-status", "completed")
 	b.waitText("#live-state", `"outcome": "timed-out"`)
 
+	// Map instances (E33) in the live state read as dexcli shows them,
+	// map["key"] with the key unescaped, the wire name as their title: a
+	// Drain of region "eu/west" totals customer "acme/eu" in the spent
+	// map, and an order for a region nobody drains stays queued.
+	start(flows.DispatchFlow, "dispatch-1", []flows.Region{"eu/west"})
+	if err := c.Publish(ctx, "dispatch-1", []dex.Message{flows.Orders.Message("eu/west", flows.RegionOrder{Customer: "acme/eu", Cents: 5}),
+		flows.Orders.Message("50%", flows.RegionOrder{Customer: "bo", Cents: 1})}); err != nil {
+		t.Fatalf("publish to dispatch-1: %v", err)
+	}
+	b.do(chromedp.Navigate(base + "/flows/dispatch-1"))
+	b.waitText("#live-state", `spent["acme/eu"]`)
+	b.waitText("#live-state", `orders["50%"] (1)`)
+	for wire, text := range map[string]string{"spent/acme%2Feu": `spent["acme/eu"]`, "orders/50%25": `orders["50%"] (1)`} {
+		got := eval[string](b, fmt.Sprintf(`(() => { const th = document.querySelector('#live-state th[data-wire=%q]'); return th ? th.title + "|" + th.textContent : "none"; })()`, wire))
+		if got != wire+"|"+text {
+			t.Errorf("the live state's cell of %s reads %q, want title %q and text %q", wire, got, wire, text)
+		}
+	}
+
 	// Reset (E37) a closed run to a step type: the confirmation names the
 	// run and the point; the new run's page opens, linked both ways.
 	b.do(chromedp.Navigate(base + "/flows/order-43"))
@@ -595,10 +615,26 @@ func TestUI_DevServer(t *testing.T) {
 		t.Fatalf("the reset confirmation reads %q", s)
 	}
 	b.screenshot("run-reset.png")
+	requestID := eval[string](b, `document.getElementById("reset-form").dataset.requestId`)
 	b.do(chromedp.Click(chromedp.CSS("#confirm-ok")))
 	b.waitText("#reset-from", oldRun[:12])
-	if newRun := b.text("#run-id"); newRun == oldRun || newRun == "" {
+	newRun := b.text("#run-id")
+	if newRun == oldRun || newRun == "" {
 		t.Fatalf("after the reset the page shows run %q, want a new run (the old one is %s)", newRun, oldRun)
+	}
+	// The same form sent again (its answer lost) is the same reset: the
+	// answer names the run the first made, and no other run starts.
+	type answer struct {
+		RunID string `json:"runId"`
+	}
+	ctx, cancel := b.timed()
+	again, err := chromedp.Run(ctx, chromedp.Evaluate[answer](`fetch("/api/flows/order-43/reset", {method: "POST",
+		headers: {"Content-Type": "application/json", "X-Dex-UI": "1"},
+		body: JSON.stringify({runId: `+strconv.Quote(oldRun)+`, point: "stepType", stepType: "Charge", reason: "card fixed",
+			requestId: `+strconv.Quote(requestID)+`})}).then(r => r.json())`, chromedp.EvalAwaitPromise))
+	cancel()
+	if err != nil || again.RunID != newRun {
+		t.Fatalf("the reset sent again with request ID %q answered run %q (%v), want %s", requestID, again.RunID, err, newRun)
 	}
 	// The new run starts at Charge: its graph has no Reserve.
 	b.do(chromedp.WaitVisible(chromedp.CSS(`svg.graph .node[aria-label^="Charge Execute"]`)))

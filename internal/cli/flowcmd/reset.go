@@ -2,9 +2,11 @@ package flowcmd
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc/codes"
 
 	"github.com/dexzd/dexzd/api/dexpb"
 	"github.com/dexzd/dexzd/internal/cli/output"
@@ -33,7 +35,12 @@ input), the messages published before the point that the run had not
 consumed. The client writes made after the point (attribute sets, publishes,
 the writes of RPCs) are re-applied in their order unless --skip-reapply is
 given. The old run keeps its history; a running one is TERMINATED, its message
-naming the new run. A reset changes a flow's course: it needs --yes.`,
+naming the new run. A reset changes a flow's course: it needs --yes.
+
+A reset carries a request ID (a random one unless --request-id is given,
+printed either way); running the command again with the same --request-id and
+run ID is a retry of that reset: it prints the run the reset made and resets
+nothing.`,
 		Example: session.Examples([]string{
 			`dexcli flow reset order-42 --run-id 0190c3a2 --step-type Charge --reason "charge bug fixed in v2" --yes`,
 			`dexcli flow reset order-42 --run-id 0190c3a2 --beginning --skip-reapply --reason "start over" --yes`,
@@ -52,8 +59,12 @@ naming the new run. A reset changes a flow's course: it needs --yes.`,
 	skip := fs.Bool("skip-reapply", false, "leave out the client writes made after the point")
 	reason := fs.String("reason", "", "why the run is reset, recorded with the reset (`TEXT`, required)")
 	yes := fs.Bool("yes", false, "confirm the reset (required)")
+	requestID := fs.String("request-id", "", "the reset's request `ID`, to retry it safely (default: a random one)")
 	cmd.RunE = env.Run(session.DefaultCallTimeout, func(ctx context.Context, s *session.Session, args []string) error {
-		req := &dexpb.ResetFlowRequest{FlowId: args[0], RunId: *runID, SkipReapply: *skip, Reason: *reason}
+		req := &dexpb.ResetFlowRequest{FlowId: args[0], RunId: *runID, SkipReapply: *skip, Reason: *reason, RequestId: *requestID}
+		if req.RequestId == "" {
+			req.RequestId = newRequestID()
+		}
 		point := ""
 		n := 0
 		if *beginning {
@@ -101,17 +112,25 @@ naming the new run. A reset changes a flow's course: it needs --yes.`,
 			return err
 		})
 		if err != nil {
-			return s.Fail(ctx, err, session.CallInfo{FlowID: req.FlowId, RunID: req.RunId})
+			return s.Fail(ctx, err, session.CallInfo{FlowID: req.FlowId, RunID: req.RunId, Hints: unknownHints("reset", req.RequestId)})
 		}
 		if s.Out.JSON {
 			return s.Out.Document(output.Object{
 				{"flowId", req.FlowId}, {"runId", resp.GetRunId()}, {"resetRunId", resp.GetResetRunId()},
-				{"point", point}, {"reapplied", !req.SkipReapply}, {"reason", req.Reason},
+				{"point", point}, {"reapplied", !req.SkipReapply}, {"reason", req.Reason}, {"requestId", req.RequestId},
 			})
 		}
 		return output.KeyValues(s.Out.W, "Flow ID", req.FlowId, "New run ID", resp.GetRunId(),
 			"Reset run ID", resp.GetResetRunId(), "Point", point, "Later writes re-applied", yesNo(!req.SkipReapply),
-			"Reason", req.Reason)
+			"Reason", req.Reason, "Request ID", req.RequestId)
 	})
 	return cmd
+}
+
+// unknownHints are the hints of a call with a request ID whose outcome is
+// unknown (E37): the same command with the same request ID is a retry
+// that applies it at most once.
+func unknownHints(what, requestID string) map[codes.Code]string {
+	h := fmt.Sprintf("the %s may or may not have happened; run the same command again with the same request ID, which applies it at most once: add --request-id %s", what, requestID)
+	return map[codes.Code]string{codes.Unavailable: h, codes.DeadlineExceeded: h}
 }

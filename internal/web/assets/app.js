@@ -665,7 +665,7 @@ function runPage(main, id) {
             h("span", {}, h("i", { class: "l-retried" }), "failed attempts"), h("span", {}, h("i", { class: "l-failed" }), "failed"),
             h("span", {}, h("i", { class: "l-canceled" }), "canceled")),
           h("div", { class: "graphbox" }, gr.svg), detail),
-        h("section", { "aria-labelledby": "state-h" }, h("h2", { id: "state-h" }, "Live state"), liveState(st, run, id, g),
+        h("section", { "aria-labelledby": "state-h" }, h("h2", { id: "state-h" }, "Live state"), liveState(st, run, id, g, r.names || {}),
           h("h2", {}, "Actions"), actions(st, id, run, g))),
       h("section", { class: "timeline", "aria-labelledby": "tl-h" }, h("h2", { id: "tl-h" }, `Timeline (${r.history.length} events)`), timeline));
     return gr;
@@ -701,7 +701,15 @@ function showDetail(box, g, key, st, run) {
   box.replaceChildren(...kids);
 }
 
-function liveState(st, run, id, g) {
+// nameCell is the header cell of an attribute or channel: an instance of
+// a map (E33) as names (from the server) shows it, map["key"], with its
+// wire name as the title; any other name as it is.
+function nameCell(names, wire, suffix) {
+  const shown = Object.hasOwn(names, wire) ? names[wire] : null;
+  return h("th", { scope: "row", title: shown ? wire : null, "data-wire": wire }, (shown || wire) + (suffix || ""));
+}
+
+function liveState(st, run, id, g, names) {
   const out = h("div", { id: "live-state" });
   const active = st.stepExecutions || [];
   out.append(h("h3", {}, `Active steps (${active.length})`));
@@ -718,10 +726,10 @@ function liveState(st, run, id, g) {
   }
   const attrs = st.attributes || [];
   out.append(h("h3", {}, `Attributes (${attrs.length})`), attrs.length ? h("table", {}, h("tbody", {}, attrs.map((a) =>
-    h("tr", {}, h("th", { scope: "row" }, a.name), h("td", {}, h("pre", {}, decodeValue(a.value))))))) : h("p", { class: "muted" }, "none"));
+    h("tr", {}, nameCell(names, a.name), h("td", {}, h("pre", {}, decodeValue(a.value))))))) : h("p", { class: "muted" }, "none"));
   const chans = st.channels || [];
   out.append(h("h3", {}, "Queued messages"), chans.length ? h("table", {}, h("tbody", {}, chans.map((c) =>
-    h("tr", {}, h("th", { scope: "row" }, c.channel + ` (${c.size})`), h("td", {}, (c.messages || []).map((m) => h("div", {}, timeEl(m.publishTime), h("pre", {}, decodeValue(m.value))))))))) : h("p", { class: "muted" }, "none"));
+    h("tr", {}, nameCell(names, c.channel, ` (${c.size})`), h("td", {}, (c.messages || []).map((m) => h("div", {}, timeEl(m.publishTime), h("pre", {}, decodeValue(m.value))))))))) : h("p", { class: "muted" }, "none"));
   const outs = st.outputs || [];
   out.append(h("h3", {}, `Outputs (${outs.length})`), outs.length ? h("div", {}, outs.map((o) => h("div", {}, h("strong", {}, o.stepType), " ", timeEl(o.time), h("pre", {}, decodeValue(o.output))))) : h("p", { class: "muted" }, "none"));
   const tasks = st.pendingTasks || [];
@@ -773,6 +781,10 @@ function actions(st, id, run, g) {
     resetForm(st, id, run, g));
 }
 
+// resetRequestIds holds the request ID of each run's reset form ("flow
+// ID\nrun ID" → ID) until a reset of that run is answered.
+const resetRequestIds = new Map();
+
 // resetForm resets the run (E37) to its beginning, before the first
 // execution of a step type, or before a step execution's WaitFor or
 // Execute; the new run opens once it is durable.
@@ -794,13 +806,23 @@ function resetForm(st, id, run, g) {
   point.addEventListener("change", sync);
   const describe = () => point.value === "beginning" ? "its beginning" : point.value === "stepType" ? `the first execution of step type ${stepType.value}` :
     `step execution ${exec.value}, before its ${beforeExecute.checked ? "Execute" : "WaitFor"}`;
-  return h("form", { class: "act", id: "reset-form", onsubmit: async (e) => {
+  // One request ID per run until a reset of it is answered, kept across
+  // the page's re-renders (live refresh rebuilds the form): submitting
+  // again after a lost answer is the same reset, answered the run the
+  // first submission made (E37).
+  const key = `${id}\n${run}`;
+  if (!resetRequestIds.has(key)) {
+    resetRequestIds.set(key, "ui-" + (crypto.randomUUID ? crypto.randomUUID() : `${Date.now()}-${Math.random().toString(36).slice(2)}`));
+  }
+  const requestId = resetRequestIds.get(key);
+  return h("form", { class: "act", id: "reset-form", "data-request-id": requestId, onsubmit: async (e) => {
     e.preventDefault();
     if (!await confirmAction(`Reset run ${run} of flow ${id} to ${describe()}? A new run starts there${statusName((st.summary || {}).status) === "RUNNING" ? "; this run is terminated" : ""}` +
       (skip.checked ? ", without the client writes made after that point." : ", re-applying the client writes made after that point."))) return;
     try {
       const r = await api("POST", `/api/flows/${encodeURIComponent(id)}/reset`, { runId: run, point: point.value, stepType: stepType.value,
-        stepExecutionId: exec.value, beforeExecute: beforeExecute.checked, skipReapply: skip.checked, reason: reason.value });
+        stepExecutionId: exec.value, beforeExecute: beforeExecute.checked, skipReapply: skip.checked, reason: reason.value, requestId });
+      resetRequestIds.delete(key);
       // The new run's page, whose header links back to this run.
       go(`/flows/${encodeURIComponent(id)}?runId=${encodeURIComponent(r.runId)}`);
     } catch (err) { showError(err); }
