@@ -69,14 +69,15 @@
 // timer wait counts as fired), then waited for again. Some
 // clients send their StartFlow again after a reset or continuation (a
 // late retry with the start's request ID): it must be recognised, not
-// start a run. One in four answers of a reset or continue-as-new that
-// landed gets lost on its way to the client, which sends the same call
-// again as the SDK does: today the engine refuses it (the run it names is
-// no longer the latest, or closed), and a second new run would be a
-// double reset or continuation, failing the run at once; the client then
-// reads the run it named, whose forward link says the call landed (a
-// TODO names issue 14: idempotency by request ID). A reset whose run
-// continued as new first is skipped (a continuation cannot be reset).
+// start a run. Resets and continue-as-new calls carry request IDs, and
+// one in four answers of one that landed gets lost on its way to the
+// client, which sends the same call again as the SDK does: it must be
+// answered with the run the first send made (issue 14), a refusal or a
+// second new run (a double reset or continuation) fails the run at once;
+// after a try that failed the client reads the run it named, whose
+// forward link (with its request ID) says whether the call landed. A
+// reset whose run continued as new first, or of a continuation, is
+// skipped (a continuation cannot be reset).
 //
 // # Faults
 //
@@ -179,7 +180,7 @@
 //     answer): every reset made one new run, none made two; the
 //     continuations triggered by a client are exactly those the client
 //     saw land, once each; a retry after a lost answer that made a second
-//     run fails the run at once. A continuation's new run holds its old
+//     run, or was refused, fails the run at once. A continuation's new run holds its old
 //     run's attributes, outputs and step counters, and every count flow
 //     continued at least once. A read (GetFlowState of the flow's latest
 //     run) never sees a run with a forward link.

@@ -145,11 +145,12 @@ func readRun(ctx context.Context, c *serving.Core, flowID, runID string) *engine
 // its message, then reset it once or twice (E37), each time to a point of
 // the seed's, while the run runs (after up to 600 ms) or once it closed.
 // Each reset names the exact run it resets, the one the client knows
-// (the start's, then the previous reset's). A try whose answer got lost
-// may have landed: the retry names the same run, which the engine refuses
-// once it is not the latest, so a read of that run tells whether the
-// reset landed (its forward link), and a reset never lands twice
-// (resetTry.try). After some resets the client sends its StartFlow again.
+// (the start's, then the previous reset's), with a request ID. A try
+// whose answer got lost is sent again with it and must be answered with
+// the first send's run (issue 14); after a try that failed, a read of the
+// run tells whether the reset landed (its forward link, made by this
+// request ID), and a reset never lands twice (resetTry.try). After some
+// resets the client sends its StartFlow again.
 func (s *sim) resetClient(ctx context.Context, flowID, cur string, try tryFunc) bool {
 	if !s.setClient(ctx, flowID, try) || !s.publish(flowID, "pub-"+flowID, "go", published(flowID), try) {
 		return false
@@ -196,7 +197,8 @@ func (s *sim) resetClient(ctx context.Context, flowID, cur string, try tryFunc) 
 // ok is false when the reset did not happen (ctx ended, or the run
 // continued as new: a continuation cannot be reset).
 func (s *sim) resetOnce(ctx context.Context, flowID, cur string, pt engine.ResetPoint, reason string) (to string, ok bool) {
-	r := &resetTry{s: s, flowID: flowID, cur: cur, pt: pt, reason: reason, need: pt.StepType + pt.StepExecID}
+	r := &resetTry{s: s, flowID: flowID, cur: cur, pt: pt, reason: reason, need: pt.StepType + pt.StepExecID,
+		requestID: "reset-" + cur}
 	called := time.Now()
 	for ctx.Err() == nil {
 		p, c := s.serving()
@@ -222,6 +224,7 @@ func (s *sim) resetOnce(ctx context.Context, flowID, cur string, pt engine.Reset
 type resetTry struct {
 	s                         *sim
 	flowID, cur, need, reason string
+	requestID                 string
 	pt                        engine.ResetPoint
 	// lost is the run of an answer the client dropped (a reply lost on
 	// its way: the reset landed, the client does not know).
@@ -231,27 +234,27 @@ type resetTry struct {
 // try is one try of resetOnce; done when the outcome is known.
 func (r *resetTry) try(ctx context.Context, c *serving.Core) (to string, done, ok bool) {
 	s, flowID, cur, pt := r.s, r.flowID, r.cur, r.pt
-	reset := engine.ResetFlow{FlowID: flowID, RunID: cur, Point: pt, Reason: r.reason}
+	reset := engine.ResetFlow{FlowID: flowID, RunID: cur, Point: pt, Reason: r.reason, RequestID: r.requestID}
 	if r.lost != "" {
-		// The retry after a lost answer goes out as the SDK sends it,
-		// before anything is read: the run it names is no longer the
-		// latest, so it is refused, and a second new run would be a
-		// double reset.
-		//
-		// TODO(issue 14): once ResetFlow is idempotent by request ID,
-		// send one and expect this retry to be answered with run r.lost
-		// instead of FAILED_PRECONDITION (both pass here).
+		// The retry after a lost answer goes out as the SDK sends it, with
+		// the same request ID, before anything is read: it must be
+		// answered with the run the first send made (issue 14), not
+		// refused, and a second new run would be a double reset.
 		res, err := c.Command(ctx, flowID, reset)
+		code := engine.CodeOf(err)
 		switch {
 		case err == nil && res.RunID != r.lost:
 			s.fail("reset of %s run %s landed twice: runs %s and %s (its first answer got lost)", flowID, cur, r.lost, res.RunID)
 		case err == nil:
 			s.count("reset retried after a lost answer: answered its run")
+			s.ackReset(flowID, resetAck{from: cur, to: res.RunID, point: pt, lost: true})
+			return res.RunID, true, true
+		case code == engine.CodeFailedPrecondition || code == engine.CodeNotFound || code == engine.CodeInvalidArgument:
+			s.fail("reset of %s run %s (request ID %s) landed as run %s, its retry was refused: %v", flowID, cur, r.requestID, r.lost, err)
+			r.lost = ""
 		default:
-			s.count("reset retried after a lost answer: refused")
-			s.event("client: reset of %s run %s retried after a lost answer: %v", flowID, cur, err)
+			return "", false, false // not serving: send it again
 		}
-		r.lost = ""
 	}
 	st := readRun(ctx, c, flowID, cur)
 	if st == nil {
@@ -260,6 +263,9 @@ func (r *resetTry) try(ctx context.Context, c *serving.Core) (to string, done, o
 	switch {
 	case st.ResetRunID() != "":
 		// An earlier try landed; its answer got lost.
+		if st.ResetByRequest(r.requestID) != st.ResetRunID() {
+			s.fail("run %s of %s was reset as run %s, not by the client's request %s", cur, flowID, st.ResetRunID(), r.requestID)
+		}
 		s.count("reset landed, its answer lost")
 		s.event("client: reset of %s run %s landed (run %s), its answer got lost", flowID, cur, st.ResetRunID())
 		s.ackReset(flowID, resetAck{from: cur, to: st.ResetRunID(), point: pt, lost: true})
@@ -283,6 +289,9 @@ func (r *resetTry) try(ctx context.Context, c *serving.Core) (to string, done, o
 	if err != nil {
 		s.event("client: reset %s run %s to %s: %v", flowID, cur, pointText(pt), err)
 		return "", false, false
+	}
+	if res.Duplicate {
+		s.count("reset answered as a retry")
 	}
 	if res.RunID == "" || res.RunID == cur {
 		s.fail("reset of %s run %s answered run %q", flowID, cur, res.RunID)
@@ -385,12 +394,15 @@ func (s *sim) countClient(ctx context.Context, flowID string, try tryFunc) bool 
 }
 
 // continueOnce asks for continue-as-new of the flow's latest run, naming
-// it, with reason; false when ctx ended. A try whose answer got lost may
-// have landed: the retry names the same run, and a read of it says
-// whether it continued on this call (trigger CLIENT and this reason) or
-// on another trigger first (the call then did nothing), or closed.
+// it, with reason and a request ID; false when ctx ended. A try whose
+// answer got lost (the client drops one in four that landed) is sent
+// again as the SDK does, with the same request ID: it must be answered
+// with the run the first send made (issue 14). After a try that failed
+// the client reads the run it named: it continued on this call (trigger
+// CLIENT, this request ID), on another trigger first (the call then did
+// nothing), or closed.
 func (s *sim) continueOnce(ctx context.Context, flowID, reason string) bool {
-	var run string
+	ct := &continueTry{s: s, flowID: flowID, reason: reason, requestID: "can-" + flowID + "-" + strings.ReplaceAll(reason, " ", "-")}
 	for ctx.Err() == nil {
 		p, c := s.serving()
 		if c == nil || !p.gate.wait() {
@@ -398,7 +410,7 @@ func (s *sim) continueOnce(ctx context.Context, flowID, reason string) bool {
 			continue
 		}
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		done := s.tryContinue(cctx, c, flowID, &run, reason)
+		done := ct.try(cctx, c)
 		cancel()
 		if done {
 			return true
@@ -408,9 +420,36 @@ func (s *sim) continueOnce(ctx context.Context, flowID, reason string) bool {
 	return false
 }
 
-// tryContinue is one try of continueOnce; true when the outcome is known.
-func (s *sim) tryContinue(ctx context.Context, c *serving.Core, flowID string, run *string, reason string) bool {
-	if *run == "" {
+// continueTry is the state of one continueOnce.
+type continueTry struct {
+	s                         *sim
+	flowID, reason, requestID string
+	run                       string // the run it names, once read
+	lost                      string // the new run of an answer the client dropped
+}
+
+// try is one try of continueOnce; true when the outcome is known.
+func (ct *continueTry) try(ctx context.Context, c *serving.Core) bool {
+	s, flowID := ct.s, ct.flowID
+	cmd := engine.ContinueAsNew{FlowID: flowID, RunID: ct.run, Reason: ct.reason, RequestID: ct.requestID}
+	if ct.lost != "" {
+		res, err := c.Command(ctx, flowID, cmd)
+		code := engine.CodeOf(err)
+		switch {
+		case err == nil && res.RunID != ct.lost:
+			s.fail("continue-as-new of %s run %s landed twice: runs %s and %s (its first answer got lost)", flowID, ct.run, ct.lost, res.RunID)
+		case err == nil:
+			s.count("continue-as-new retried after a lost answer: answered its run")
+			s.ackContinue(flowID, continueAck{run: ct.run, reason: ct.reason, lost: true})
+			return true
+		case code == engine.CodeFailedPrecondition || code == engine.CodeNotFound || code == engine.CodeInvalidArgument:
+			s.fail("continue-as-new of %s run %s (request ID %s) landed as run %s, its retry was refused: %v", flowID, ct.run, ct.requestID, ct.lost, err)
+			ct.lost = ""
+		default:
+			return false // not serving: send it again
+		}
+	}
+	if ct.run == "" {
 		st := readRun(ctx, c, flowID, "")
 		if st == nil {
 			return false
@@ -422,14 +461,18 @@ func (s *sim) tryContinue(ctx context.Context, c *serving.Core, flowID string, r
 			s.count("continue-as-new skipped: the flow closed")
 			return true
 		}
-		*run = st.RunID
-	} else if st := readRun(ctx, c, flowID, *run); st == nil {
+		ct.run = st.RunID
+		cmd.RunID = st.RunID
+	} else if st := readRun(ctx, c, flowID, ct.run); st == nil {
 		return false
 	} else if !st.Running() {
 		switch {
-		case continuedBy(st, reason):
+		case continuedBy(st, ct.reason):
+			if st.ContinuedByRequest(ct.requestID) != st.ContinuedRunID() {
+				s.fail("run %s of %s continued as run %s on the client's call, not with its request ID %s", ct.run, flowID, st.ContinuedRunID(), ct.requestID)
+			}
 			s.count("continue-as-new landed, its answer lost")
-			s.ackContinue(flowID, continueAck{run: *run, reason: reason, lost: true})
+			s.ackContinue(flowID, continueAck{run: ct.run, reason: ct.reason, lost: true})
 		case st.Status == engine.StatusContinuedAsNew:
 			s.count("continue-as-new of the client after another trigger's")
 		default:
@@ -437,35 +480,20 @@ func (s *sim) tryContinue(ctx context.Context, c *serving.Core, flowID string, r
 		}
 		return true
 	}
-	res, err := c.Command(ctx, flowID, engine.ContinueAsNew{FlowID: flowID, RunID: *run, Reason: reason})
+	res, err := c.Command(ctx, flowID, cmd)
 	if err != nil {
 		return false
 	}
-	if res.RunID == "" || res.RunID == *run {
-		s.fail("continue-as-new of %s run %s answered run %q", flowID, *run, res.RunID)
+	if res.RunID == "" || res.RunID == ct.run {
+		s.fail("continue-as-new of %s run %s answered run %q", flowID, ct.run, res.RunID)
 	}
 	s.count("continue-as-new by the client")
-	if s.chance(flowID, "lose continue answer "+reason, 0, lostAnswers) {
-		// The retry goes out as the SDK sends it: the run it names is
-		// closed, so it is refused; a second continuation would be a
-		// double continue-as-new.
-		//
-		// TODO(issue 14): once ContinueAsNew is idempotent by request
-		// ID, send one and expect this retry to be answered with run
-		// res.RunID instead of an error (both pass here).
+	if s.chance(flowID, "lose continue answer "+ct.reason, 0, lostAnswers) {
 		s.count("continue-as-new answer lost")
-		again, err := c.Command(ctx, flowID, engine.ContinueAsNew{FlowID: flowID, RunID: *run, Reason: reason})
-		switch {
-		case err == nil && again.RunID != res.RunID:
-			s.fail("continue-as-new of %s run %s landed twice: runs %s and %s (its first answer got lost)", flowID, *run, res.RunID, again.RunID)
-		case err == nil:
-			s.count("continue-as-new retried after a lost answer: answered its run")
-		default:
-			s.count("continue-as-new retried after a lost answer: refused")
-		}
-		return false // the next try reads the run
+		ct.lost = res.RunID
+		return false
 	}
-	s.ackContinue(flowID, continueAck{run: *run, reason: reason})
+	s.ackContinue(flowID, continueAck{run: ct.run, reason: ct.reason})
 	return true
 }
 
