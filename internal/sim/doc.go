@@ -60,11 +60,11 @@
 // limits.continueAsNewHistoryEvents is the least allowed (10,
 // Config.ContinueAsNewHistoryEvents), which a count run reaches after
 // three messages unless a continuation came first (the other flows' runs
-// only after failed attempts). A third of the other flows are continued
-// once by their client while they run (steps, attempts in flight, waits,
-// the durable timer, messages and attributes go to the new run), and a
-// quarter of the chain, fan, wait and timer flows are reset once they
-// completed (to the first S2, the first A, which makes A and B again,
+// only after failed attempts). A quarter of the other flows are
+// continued once by their client while they run (steps, attempts in
+// flight, waits, the durable timer, messages and attributes go to the new
+// run), and a sixth of the chain, fan, wait and timer flows (others) are
+// reset once they completed (to the first S2, the first A, which makes A and B again,
 // the beginning, whose publish is re-applied, and T-1's Execute, whose
 // timer wait counts as fired), then waited for again. Some
 // clients send their StartFlow again after a reset or continuation (a
@@ -204,8 +204,8 @@
 //	go test ./internal/sim -run 'TestSim$' -seed 27 -repeat 20 -simlog -v
 //
 // make test runs 50 seeds under -race (with the other packages, about
-// 37 s of CPU) and then 1000 without (about 110-125 s of CPU, 60-65 s on
-// two cores: -par seeds run at once, GOMAXPROCS by default, each in its own
+// 37-39 s of CPU) and then 1000 without (about 105-125 s of CPU, 55-65 s
+// on two cores: -par seeds run at once, GOMAXPROCS by default, each in its own
 // bubble; -simlog runs one at a time); DEX_SIM_SEEDS or -seeds changes
 // the count. A failing seed prints
 // its fault schedule and the run's events; -showif TEXT prints those of

@@ -309,7 +309,7 @@ func (r *resetTry) try(ctx context.Context, c *serving.Core) (to string, done, o
 }
 
 // closedResets are the points a client of the other flow types resets
-// its flow to once it completed, one time in four (E37): the first S2
+// its flow to once it completed, one time in six, never one its client continued (E37): the first S2
 // (the ASYNC step), the first A (F's movement made A and B, both made
 // again), the beginning (the publish is re-applied), and the Execute of
 // T-1 (its timer wait counts as fired).
@@ -321,11 +321,11 @@ var closedResets = map[string]engine.ResetPoint{
 }
 
 // resetClosed resets a completed flow of the other types, run run, one
-// time in four, to its type's point in closedResets; it reports whether
+// time in six (not one sideContinue continued), to its type's point in closedResets; it reports whether
 // it did.
 func (s *sim) resetClosed(ctx context.Context, flowID, flowType, run string) bool {
 	pt, ok := closedResets[flowType]
-	if !ok || hash(s.cfg.Seed, flowID, 110)%4 != 0 {
+	if v := hash(s.cfg.Seed, flowID, 100) % 12; !ok || (v != 3 && v != 4) {
 		return false
 	}
 	_, ok = s.resetOnce(ctx, flowID, run, pt, "sim reset after close")
@@ -523,12 +523,12 @@ func (s *sim) restartLate(ctx context.Context, flowID string, try tryFunc) bool 
 	})
 }
 
-// sideContinue asks, with probability one in three, for continue-as-new of
+// sideContinue asks, with probability one in four, for continue-as-new of
 // a flow of the other types while it runs (E37), after up to 600 ms (2.5
 // s for the timer and stop flows, which run longer): its steps, waits,
 // durable timer, messages and attributes go to the new run.
 func (s *sim) sideContinue(ctx context.Context, flowID string) {
-	if hash(s.cfg.Seed, flowID, 100)%3 != 0 {
+	if hash(s.cfg.Seed, flowID, 100)%12 >= 3 {
 		return
 	}
 	within := uint64(600)

@@ -291,7 +291,7 @@ func (s *sim) client(ctx context.Context, flowID, flowType string) {
 		}
 	})
 	if flowType != "reset" && flowType != "count" {
-		// A third of the flows of the other types continue as new once while
+		// A quarter of the flows of the other types continue as new once while
 		// they run, on their client's call (E37, lifecycle.go).
 		var side sync.WaitGroup
 		defer side.Wait()
