@@ -229,6 +229,11 @@ func (c *Client) call(ctx context.Context, op, flowID string, kind idempotency, 
 		i, confirmed := c.current()
 		e, err := c.conns.get(ctx, i)
 		if err != nil {
+			if ctx.Err() != nil {
+				// The connection was still being made when ctx ended:
+				// the context's error, not the dial's status.
+				return giveUp(ctxError(ctx, op, err))
+			}
 			return giveUp(wrapStatus(op, err))
 		}
 		if kind == once && !confirmed {
@@ -273,6 +278,13 @@ func (c *Client) call(ctx context.Context, op, flowID string, kind idempotency, 
 			lastErr, refused = err, true
 			continue
 		}
+		if endedWithCtx(ctx, err) {
+			// The server enforced ctx's deadline (sent as grpc-timeout)
+			// before this process's timer fired: the call may have been
+			// acted on, as when ctx ends here first.
+			unknownAt = e.addr
+			return giveUp(ctxError(ctx, op, err))
+		}
 		if status.Code(err) != codes.Unavailable {
 			c.confirm(i)
 			return wrapStatus(op, err)
@@ -286,6 +298,33 @@ func (c *Client) call(ctx context.Context, op, flowID string, kind idempotency, 
 			return giveUp(wrapStatus(op, err))
 		}
 		lastErr = err
+	}
+}
+
+// deadlineSkew is how long before ctx's deadline a DEADLINE_EXCEEDED is
+// taken as the server's enforcement of it (clocks and timers of the two
+// processes differ by about this much).
+const deadlineSkew = 100 * time.Millisecond
+
+// endedWithCtx reports whether err, a DEADLINE_EXCEEDED, is ctx's deadline
+// as the server enforced it, and then waits until ctx ends here too. A
+// DEADLINE_EXCEEDED far from ctx's deadline is the server's own answer (a
+// WaitForFlow that waited its longest) and is not.
+func endedWithCtx(ctx context.Context, err error) bool {
+	if status.Code(err) != codes.DeadlineExceeded {
+		return false
+	}
+	dl, ok := ctx.Deadline()
+	if !ok || time.Until(dl) > deadlineSkew {
+		return false
+	}
+	t := time.NewTimer(time.Until(dl) + deadlineSkew)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return true
+	case <-t.C:
+		return ctx.Err() != nil
 	}
 }
 

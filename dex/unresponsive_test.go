@@ -430,3 +430,30 @@ func TestWorker_ReconnectsSoonAfterTheServerRestarts(t *testing.T) {
 		t.Errorf("the worker connected %v after the server was back, want within about 0.5 s of the outage", lag)
 	}
 }
+
+// The server enforces the call's deadline (gRPC sends it as grpc-timeout)
+// and answers DEADLINE_EXCEEDED a moment before the client's own timer
+// fires, as a loaded machine makes it do: the request may have been
+// acted on, so the caller gets the context's error and, for a request
+// with an ID, an OutcomeUnknownError naming it, as when its context ends
+// first. A DEADLINE_EXCEEDED far from the context's deadline (the
+// server's own long-poll bound) stays the server's answer.
+func TestClient_ADeadlineTheServerEnforcesFirstIsTheContexts(t *testing.T) {
+	t.Parallel()
+	fs := &fakeFlowServer{startFlow: func(*dexpb.StartFlowRequest) (*dexpb.StartFlowResponse, error) {
+		return nil, status.Error(codes.DeadlineExceeded, "context deadline exceeded")
+	}}
+	c := dialUnresponsive(t, dex.ClientOptions{Addresses: []string{serve(t, nil, fs)}})
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	_, err := c.StartFlow(ctx, testFlow, "order-45", Order{ID: "45"}, dex.WithRequestID("start-45"))
+	var ou *dex.OutcomeUnknownError
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &ou) || ou.RequestID != "start-45" {
+		t.Errorf("StartFlow err = %v, want the context's error in an OutcomeUnknownError naming start-45", err)
+	}
+
+	_, err = c.StartFlow(context.Background(), testFlow, "order-46", Order{ID: "46"}, dex.WithRequestID("start-46"))
+	if err == nil || errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ou) || !strings.Contains(err.Error(), "DeadlineExceeded") {
+		t.Errorf("StartFlow without a deadline: err = %v, want the server's DEADLINE_EXCEEDED as it is", err)
+	}
+}
