@@ -240,9 +240,10 @@ type HistoryEvent struct {
 	RetryAttempt int
 	RetriedRunID string
 	// For FlowStarted of a run Client.Reset started (E37): the run it was
-	// reset from and the reset's reason.
+	// reset from, the reset's reason and its request ID.
 	ResetFromRunID string
 	ResetReason    string
+	ResetRequestID string
 	// ContinuedFromRunID is the run this run continues as new (E37), for
 	// FlowStarted.
 	ContinuedFromRunID string
@@ -307,7 +308,7 @@ func historyEventOf(p *dexpb.HistoryEvent) HistoryEvent {
 		e.StartDelay = ev.FlowStarted.GetStartDelay().AsDuration()
 		e.RetryAttempt, e.RetriedRunID = int(ev.FlowStarted.GetRetryAttempt()), ev.FlowStarted.GetRetriedRunId()
 		if r := ev.FlowStarted.GetResetInfo(); r != nil {
-			e.ResetFromRunID, e.ResetReason = r.GetResetRunId(), r.GetReason()
+			e.ResetFromRunID, e.ResetReason, e.ResetRequestID = r.GetResetRunId(), r.GetReason(), r.GetRequestId()
 		}
 		e.ContinuedFromRunID = ev.FlowStarted.GetContinuedFromRunId()
 	case *dexpb.HistoryEvent_WaitForCompleted:

@@ -378,7 +378,10 @@ type FlowResetInfo struct {
 	// Reason is the reset's reason.
 	Reason string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
 	// SkipReapply: the client writes after the point were left out.
-	SkipReapply   bool `protobuf:"varint,5,opt,name=skip_reapply,json=skipReapply,proto3" json:"skip_reapply,omitempty"`
+	SkipReapply bool `protobuf:"varint,5,opt,name=skip_reapply,json=skipReapply,proto3" json:"skip_reapply,omitempty"`
+	// RequestId is the ResetFlow's request ID, empty when it sent none: a
+	// retry with it is answered this run.
+	RequestId     string `protobuf:"bytes,6,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -448,6 +451,13 @@ func (x *FlowResetInfo) GetSkipReapply() bool {
 	return false
 }
 
+func (x *FlowResetInfo) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
 var File_dex_reset_proto protoreflect.FileDescriptor
 
 const file_dex_reset_proto_rawDesc = "" +
@@ -475,14 +485,16 @@ const file_dex_reset_proto_rawDesc = "" +
 	"\x11ResetFlowResponse\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12 \n" +
 	"\freset_run_id\x18\x02 \x01(\tR\n" +
-	"resetRunId\"\xb9\x01\n" +
+	"resetRunId\"\xd8\x01\n" +
 	"\rFlowResetInfo\x12 \n" +
 	"\freset_run_id\x18\x01 \x01(\tR\n" +
 	"resetRunId\x12%\n" +
 	"\x05point\x18\x02 \x01(\v2\x0f.dex.ResetPointR\x05point\x12$\n" +
 	"\x0epoint_event_id\x18\x03 \x01(\x04R\fpointEventId\x12\x16\n" +
 	"\x06reason\x18\x04 \x01(\tR\x06reason\x12!\n" +
-	"\fskip_reapply\x18\x05 \x01(\bR\vskipReapplyB(Z&github.com/dexzd/dexzd/api/dexpb;dexpbb\x06proto3"
+	"\fskip_reapply\x18\x05 \x01(\bR\vskipReapply\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x06 \x01(\tR\trequestIdB(Z&github.com/dexzd/dexzd/api/dexpb;dexpbb\x06proto3"
 
 var (
 	file_dex_reset_proto_rawDescOnce sync.Once

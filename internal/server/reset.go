@@ -73,7 +73,8 @@ func resetInfoOut(r *engine.ResetStart) *dexpb.FlowResetInfo {
 		return nil
 	}
 	return &dexpb.FlowResetInfo{ResetRunId: r.ResetRunID, Point: resetPointOut(r.Point),
-		PointEventId: uint64(max(r.PointEventID, 0)), Reason: r.Reason, SkipReapply: r.SkipReapply}
+		PointEventId: uint64(max(r.PointEventID, 0)), Reason: r.Reason, SkipReapply: r.SkipReapply,
+		RequestId: r.RequestID}
 }
 
 // resetFromRunID is the run st was reset from, "" when a reset did not

@@ -96,6 +96,13 @@ func TestReset_AndContinueAsNewRetriedAfterALostReplyApplyOnce(t *testing.T) {
 		t.Fatalf("ResetFlow sent with request IDs %q, want twice the same", ids)
 	}
 	resetID := ids[0]
+	hist, err := c.GetFlowHistory(ctx, run.FlowID, dex.HistoryQuery{}, dex.WithRunID(reset))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hist.Events) == 0 || hist.Events[0].ResetRequestID != resetID {
+		t.Fatalf("the reset run's first event %+v, want its FlowStarted naming request %q", hist.Events, resetID)
+	}
 	st, err := c.GetFlowState(ctx, run.FlowID)
 	if err != nil {
 		t.Fatal(err)

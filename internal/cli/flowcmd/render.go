@@ -377,6 +377,9 @@ func eventText(e *dexpb.HistoryEvent) (kind, details string) {
 			if r.GetReason() != "" {
 				p += ": " + r.GetReason()
 			}
+			if r.GetRequestId() != "" {
+				p += " (request " + r.GetRequestId() + ")"
+			}
 			parts = append(parts, p)
 		}
 		return "FlowStarted", strings.Join(parts, "; ")
