@@ -229,11 +229,6 @@ func (c *Client) call(ctx context.Context, op, flowID string, kind idempotency, 
 		i, confirmed := c.current()
 		e, err := c.conns.get(ctx, i)
 		if err != nil {
-			if ctx.Err() != nil {
-				// The connection was still being made when ctx ended:
-				// the context's error, not the dial's status.
-				return giveUp(ctxError(ctx, op, err))
-			}
 			return giveUp(wrapStatus(op, err))
 		}
 		if kind == once && !confirmed {

@@ -438,6 +438,8 @@ func TestWorker_ReconnectsSoonAfterTheServerRestarts(t *testing.T) {
 // with an ID, an OutcomeUnknownError naming it, as when its context ends
 // first. A DEADLINE_EXCEEDED far from the context's deadline (the
 // server's own long-poll bound) stays the server's answer.
+//
+// Covers: P5, E3
 func TestClient_ADeadlineTheServerEnforcesFirstIsTheContexts(t *testing.T) {
 	t.Parallel()
 	fs := &fakeFlowServer{startFlow: func(*dexpb.StartFlowRequest) (*dexpb.StartFlowResponse, error) {

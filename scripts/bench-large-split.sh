@@ -55,7 +55,7 @@ stop_servers() {
 	servers=()
 }
 trap stop_servers EXIT
-bench() { # label, address, server pid, flags...: one driver's JSON report to $out.LABEL
+bench() { # label, address, server pid, flags...: one driver's JSON report to $tmp/LABEL.json
 	local label=$1 a=$2 p=$3
 	shift 3
 	"$bindir/dexcli" --server "$a" --timeout 10m -o json bench chain --server-pid "$p" "$@" >"$tmp/$label.json" || echo null >"$tmp/$label.json"

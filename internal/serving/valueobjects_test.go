@@ -526,6 +526,8 @@ func TestValueObjects_ARefusedRequestWritesNoObject(t *testing.T) {
 // objects its outputs name and no other: a run whose input and output are
 // different large values costs one object read for its result, where a
 // read of its whole state costs two.
+//
+// Covers: E25
 func TestValueObjects_WaitForFlowReadsOnlyTheOutputsObjects(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		blobs := mem.New()
